@@ -1,0 +1,1 @@
+"""Gradient-flow simulation. Imports nothing from :mod:`linearnets.theory`."""

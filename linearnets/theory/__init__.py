@@ -1,0 +1,1 @@
+"""Closed-form theory. Imports nothing from :mod:`linearnets.sim`."""
