@@ -32,3 +32,13 @@ from .sim.flow import gradient_flow
 
 # --- simulation: NTK ---------------------------------------------------------------
 from .sim.ntk import empirical_ntk
+
+# --- theory: extensions (unwhitened phase I, many outputs, intermediate kernels, transfer) ---
+from .theory.unwhitened import (
+    unwhitened_init_stats,
+    unwhitened_init_stats_expected,
+    unwhitened_kernel_matrix,
+    unwhitened_linear_weights,
+    unwhitened_phase1,
+    unwhitened_system_matrix,
+)
