@@ -43,3 +43,13 @@ from .data import (
     teacher_task,
     whitened_inputs,
 )
+
+# --- theory: extensions (unwhitened phase I, many outputs, intermediate kernels, transfer) ---
+from .theory.unwhitened import (
+    unwhitened_init_stats,
+    unwhitened_init_stats_expected,
+    unwhitened_kernel_matrix,
+    unwhitened_linear_weights,
+    unwhitened_phase1,
+    unwhitened_system_matrix,
+)
