@@ -64,3 +64,10 @@ from .theory.transfer import (
     transfer_error_trained,
     transfer_kappa,
 )
+from .theory.multimode import (
+    aligned_ntk,
+    mode_learning_times,
+    multimode_dynamics,
+    path_ntk,
+    task_modes,
+)
