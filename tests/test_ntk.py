@@ -352,3 +352,10 @@ def test_final_ntk_multi_invalid_input(args, name):
 def test_final_alignment_invalid_input(args, name):
     with pytest.raises(ValueError, match=name):
         final_alignment(*args)
+
+
+def test_docstring_examples():
+    import doctest
+    import linearnets.theory.ntk as mod
+    res = doctest.testmod(mod)
+    assert res.attempted > 0 and res.failed == 0
