@@ -8,7 +8,8 @@ NTK is K(x, x′) = xᵀ M x′ with M = W_1ᵀ W_1 + ‖a‖² I, and the two s
     q = ½ βᵀ M β = ½ (‖a‖² + ‖W_1 β‖²),        r = aᵀ W_1 β = W_2 W_1 β
 
 (the kernel's weight on the task direction, and the network's learned coefficient
-along β) obey, after dropping the terms cubic in the weights,
+along β) obey, after dropping the terms cubic in the weights from the gradient flow
+(quartic in dq/dt and dr/dt),
 
     dq/dt = 2ηs r,        dr/dt = 2ηs q.
 
