@@ -53,3 +53,14 @@ from .theory.unwhitened import (
     unwhitened_phase1,
     unwhitened_system_matrix,
 )
+from .theory.intermediate import (
+    intermediate_alignment,
+    intermediate_feature_matrix,
+    intermediate_kernel,
+)
+from .theory.transfer import (
+    trained_ntk_spike,
+    transfer_error,
+    transfer_error_trained,
+    transfer_kappa,
+)

@@ -115,3 +115,27 @@ def test_alignment_properties(s, L, c):
 def test_domain_errors(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_matches_trained_network_with_sigma_squared_error():
+    """Deep network trained to convergence from small init: K_l errors O(σ²) (÷4 per halving)."""
+    from linearnets.data import teacher_task
+    P, D, C, L = 30, 5, 3, 3
+    X, Y = teacher_task(P, D, [3.0, 1.5, 0.8], seed=2)
+    B = Y.T @ X / P
+    errs = []
+    for sigma in (0.1, 0.05):
+        ws = ln.init_network((D, 8, 8, C), sigma, seed=4)
+        tr = ln.gradient_flow(ws, X, Y, [0.0, 2000.0], rtol=1e-10, atol=1e-14)
+        assert tr.success and tr.loss[-1] < 1e-18
+        H, e = np.eye(D), []
+        for l in range(1, L + 1):
+            H = tr.weights[l - 1] @ H
+            Kt = intermediate_kernel(X, X, B, L, l)
+            e.append(np.max(np.abs((X @ H.T) @ (X @ H.T).T - Kt)) / np.max(np.abs(Kt)))
+        errs.append(e)
+    errs = np.array(errs)
+    assert np.all(errs[:, :-1] < 1.0 * np.array([[0.1], [0.05]]) ** 2)
+    ratio = errs[0, :-1] / errs[1, :-1]
+    assert np.all((ratio > 3.0) & (ratio < 5.0)), ratio
+    assert np.all(errs[:, -1] < 1e-8)        # the last layer is the converged function itself

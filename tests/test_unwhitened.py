@@ -211,3 +211,54 @@ def test_weight_domain_errors():
         unwhitened_linear_weights(1e4, np.ones((3, 2)), np.ones(3), np.eye(2), [1.0, 0.0], 1.0)
     with pytest.raises(ValueError, match="width"):
         unwhitened_init_stats_expected(2.5, 0.1, np.eye(2), [1.0, 0.0])
+
+
+def _anisotropic_task(P=300, D=4, s=1.0, seed=11):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((P, D)) * np.array([2.0, 1.0, 0.6, 0.3])
+    beta = rng.standard_normal(D)
+    beta /= np.linalg.norm(beta)
+    return X, s * X @ beta, beta, X.T @ X / P
+
+
+def test_matches_gradient_flow_with_sigma_squared_error():
+    """Against the full flow at small σ: relative error O(σ² e^{2θ}), so ÷4 when σ halves."""
+    X, y, beta, Sigma = _anisotropic_task()
+    s = 1.0
+    b = beta @ Sigma @ Sigma @ beta
+    t = np.array([0.0, 0.5, 1.0, 1.5]) / (s * np.sqrt(b))     # θ = 0 … 1.5
+    errs = []
+    for sigma in (0.02, 0.01):
+        ws = ln.init_network((4, 6, 1), sigma, seed=3)
+        tr = ln.gradient_flow(ws, X, y, t, rtol=1e-11, atol=1e-16, record=("weights",),
+                              backend="numpy")
+        assert tr.success
+        sim = np.array([unwhitened_init_stats(tr.weights_t[0][k], tr.weights_t[1][k], Sigma, beta)
+                        for k in range(len(t))])
+        th = unwhitened_phase1(t, Sigma, beta, s, unwhitened_init_stats(ws[0], ws[1], Sigma, beta))
+        err = np.max(np.abs(sim - th.stats), axis=1) / np.max(np.abs(th.stats), axis=1)
+        assert err[0] == 0
+        assert np.all(err[1:] < 2.0 * sigma ** 2 * np.exp(th.log_scale[1:]) / s)
+        errs.append(err[1:])
+    ratio = errs[0] / errs[1]
+    assert np.all((ratio > 3.5) & (ratio < 4.5)), ratio
+
+
+def test_simulated_kernel_turns_towards_sigma_beta():
+    """In the full flow the top NTK direction approaches Σβ/‖Σβ‖ as phase I proceeds."""
+    X, y, beta, Sigma = _anisotropic_task(seed=12)
+    g = Sigma @ beta
+    ghat = g / np.linalg.norm(g)
+    t = np.array([0.0, 2.0, 4.0]) / np.linalg.norm(g)
+    ws = ln.init_network((4, 50, 1), 1e-3, seed=5)
+    tr = ln.gradient_flow(ws, X, y, t, rtol=1e-10, atol=1e-18, record=("weights",),
+                          backend="numpy")
+    W, a = tr.weights_t[0], tr.weights_t[1][:, 0, :]
+    M = np.swapaxes(W, 1, 2) @ W + np.sum(a * a, axis=1)[:, None, None] * np.eye(4)
+    top = np.linalg.eigh(M)[1][:, :, -1]
+    ov_g = np.abs(top @ ghat)
+    assert ov_g[-1] > 1 - 1e-3 and ov_g[-1] > ov_g[0]
+    assert np.abs(top[-1] @ beta) < ov_g[-1] - 0.05      # Σβ, not β
+    pred = unwhitened_kernel_matrix(t, ws[0], ws[1], Sigma, beta, 1.0)
+    rel = np.linalg.norm(M - pred, axis=(1, 2)) / np.linalg.norm(pred, axis=(1, 2))
+    assert np.all(rel < 10 * 1e-6 * np.exp(2 * np.linalg.norm(g) * t))
