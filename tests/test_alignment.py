@@ -296,3 +296,20 @@ def test_moments_invalid_input(kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         qr_initial_moments(**args)
+
+
+@pytest.mark.parametrize("f", [qr_trajectory, qr_full_path])
+def test_qr_mismatched_shapes(f):
+    with pytest.raises(ValueError, match="broadcast.*t \\(3,\\).*s \\(2,\\)"):
+        f(np.ones(3), np.ones(2), 1e-2, 0.0)
+    with pytest.raises(ValueError, match="q0.*r0"):
+        f(1.0, 1.0, np.full(3, 1e-2), np.zeros(2))
+    with pytest.raises(ValueError, match="width"):
+        qr_initial_moments(np.array([2, 3]), np.array([4, 5, 6]), 0.1)
+
+
+def test_docstring_examples():
+    import doctest
+    import linearnets.theory.alignment as mod
+    res = doctest.testmod(mod)
+    assert res.attempted > 0 and res.failed == 0

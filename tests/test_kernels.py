@@ -210,3 +210,10 @@ def test_kernel_regression_invalid_input(args, kwargs, match):
 def test_kernel_alignment_invalid_input(args, match):
     with pytest.raises(ValueError, match=match):
         kernel_alignment(*args)
+
+
+def test_docstring_examples():
+    import doctest
+    import linearnets.theory.kernels as mod
+    res = doctest.testmod(mod)
+    assert res.attempted > 0 and res.failed == 0

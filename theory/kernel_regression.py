@@ -44,7 +44,7 @@ x2 = sp.Matrix(sp.symbols("x1 x2"))
 f = (x2.T * M * X.T * (X * M * X.T).inv() * s * X * b)[0]
 check("App. G (P = D): kernel interpolant = s b.x for every A", sp.simplify(f - s * (b.T * x2)[0]) == 0)
 
-# 2. ridge limits on a singular kernel K = X X^T, P = 3 > D = 1... use rank 1, P = 2
+# 2. ridge limits on a singular kernel K = X X^T of rank 1, P = 2
 Xs = sp.Matrix([[1], [2]])
 Ks = Xs * Xs.T                         # rank 1
 kt = sp.Matrix([[3, 6]])               # k(x) for x = 3: in the range of K
@@ -54,7 +54,8 @@ f_pinv = (kt * Ks.pinv() * ys)[0]
 check("ridge -> 0+: pseudo-inverse solution", sp.simplify(sp.limit(f_lam, lam, 0, "+") - f_pinv) == 0)
 check("ridge -> 0+: equals the min-norm linear fit x * (X^+ y)",
       sp.simplify(f_pinv - 3 * (Xs.pinv() * ys)[0]) == 0)
-check("ridge -> infinity: lambda f -> k^T y", sp.simplify(sp.limit(lam * f_lam, lam, sp.oo) - (kt * ys)[0]) == 0)
+check("ridge -> infinity: lambda f -> k^T y",
+      sp.simplify(sp.limit(lam * f_lam, lam, sp.oo) - (kt * ys)[0]) == 0)
 
 # 3. alignment identities
 P = 3

@@ -84,7 +84,6 @@ check("initial values", qt.subs(t, 0) == q0 and rt.subs(t, 0) == r0)
 check("q^2 - r^2 conserved", sp.simplify(qt ** 2 - rt ** 2 - (q0 ** 2 - r0 ** 2)) == 0)
 
 try:
-    import numpy as np
     from linearnets.theory.alignment import qr_trajectory
     vals = {q0: sp.Rational(3, 1000), r0: -sp.Rational(1, 1000), s: sp.Rational(7, 5),
             eta: sp.Rational(1, 2)}

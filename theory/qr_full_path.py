@@ -105,7 +105,8 @@ pe, me = closed(eps * x, eps * y)
 pser = sp.series(pe, eps, 0, 2).removeO()
 mser = sp.series(me, eps, 0, 2).removeO()
 check("small q0: p = p0 e^{2 eta s t} + O(q0^2)", sp.simplify(pser - eps * x * sp.exp(2 * eta * s * t)) == 0)
-check("small q0: m = m0 e^{-2 eta s t} + O(q0^2)", sp.simplify(mser - eps * y * sp.exp(-2 * eta * s * t)) == 0)
+check("small q0: m = m0 e^{-2 eta s t} + O(q0^2)",
+      sp.simplify(mser - eps * y * sp.exp(-2 * eta * s * t)) == 0)
 
 # 5. the paper's App. C.5 formula (r0 = 0)
 q0s = sp.Symbol("q0", positive=True)

@@ -12,8 +12,10 @@ next step is ``h * clip(SAFETY err^(-1/(q+1)), MIN_FACTOR, MAX_FACTOR)`` with q
 the error-estimator order, and never grows right after a rejection.  Output
 times are hit exactly: a step that would pass ``t_eval[k]`` is shortened to end
 there, and the step proposed before shortening is kept for the next interval.
-A non-finite error norm counts as a rejection with factor MIN_FACTOR; if that
-drives the step to underflow, the run ends with ``FlowStatus.NONFINITE``.
+A non-finite error norm (a trial stage overflowed) counts as a rejection with
+factor MIN_FACTOR; if that drives the step to underflow the run ends with
+``FlowStatus.STEP_UNDERFLOW`` and says so.  ``FlowStatus.NONFINITE`` means the
+right-hand side at an accepted state (the initial one) is not finite.
 """
 from __future__ import annotations
 
@@ -90,12 +92,13 @@ def _min_step(t):
     return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
 
 
-def _failure_message(status, t, h, max_steps):
+def _failure_message(status, t, h, max_steps, nonfinite=False):
     if status is FlowStatus.MAX_STEPS:
         return f"{status.message} ({max_steps} attempted steps) at t={t:.6g}"
     if status is FlowStatus.NONFINITE:
-        return f"{status.message} at t={t:.6g} (step size shrank to {h:.3g})"
-    return f"{status.message} at t={t:.6g} (h={h:.3g})"
+        return f"{status.message} at t={t:.6g}"
+    why = "; the rejected trial steps overflowed (non-finite stages)" if nonfinite else ""
+    return f"{status.message} at t={t:.6g} (h={h:.3g}{why})"
 
 
 def erk_solve(fun, y0, t_eval, tab, options, observe):
@@ -155,7 +158,7 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
                     status = FlowStatus.MAX_STEPS
                     break
                 if h < min_step:
-                    status = FlowStatus.NONFINITE if nonfinite else FlowStatus.STEP_UNDERFLOW
+                    status = FlowStatus.STEP_UNDERFLOW
                     break
                 h_try = h
                 clipped = t + h >= t_target
@@ -203,7 +206,8 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
                 k += 1
             else:
                 t = t + h_try
-    msg = status.message if status.success else _failure_message(status, t, h, options.max_steps)
+    msg = (status.message if status.success
+           else _failure_message(status, t, h, options.max_steps, nonfinite))
     return RawResult(k, t, y, nfev, nsteps, nrej, status, msg)
 
 
@@ -282,7 +286,7 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     use_e3 = tab.e3 is not None
     e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
     th = np.array([t, h])
-    stats = np.array([nfev, 0, 0], dtype=np.int64)  # nfev, accepted, rejected
+    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
     y_new = np.empty(n)
     code = 0
     k = 1
@@ -297,7 +301,8 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
         k += 1
     status = _STATUS_BY_CODE[code]
     t, h = float(th[0]), float(th[1])
-    msg = status.message if status.success else _failure_message(status, t, h, options.max_steps)
+    msg = (status.message if status.success
+           else _failure_message(status, t, h, options.max_steps, bool(stats[3])))
     return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg)
 
 

@@ -77,10 +77,11 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
 
     ``K`` (s+1, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
-    ``th = [t, h]`` (time, proposed step) and ``stats = [nfev, accepted, rejected]``
-    are updated in place.  Returns 0 on success, -1 step-size underflow,
-    -2 non-finite right-hand side, -3 step budget exhausted (codes of ``FlowStatus``);
-    on failure ``y`` and ``th`` hold the last accepted state.
+    ``th = [t, h]`` (time, proposed step) and ``stats = [nfev, accepted, rejected,
+    nonfinite]`` are updated in place (``nonfinite`` = 1 when an underflow followed
+    non-finite trial steps).  Returns 0 on success, -1 step-size underflow,
+    -3 step budget exhausted (codes of ``FlowStatus``); on failure ``y`` and ``th``
+    hold the last accepted state.
     """
     s = b.shape[0]
     n = y.shape[0]
@@ -100,7 +101,8 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
             if h < min_step:
                 th[0] = t
                 th[1] = h
-                return -2 if nonfinite else -1
+                stats[3] = 1 if nonfinite else 0
+                return -1
             h_try = h
             clipped = t + h >= t_target
             if clipped:

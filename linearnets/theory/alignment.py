@@ -8,7 +8,8 @@ NTK is K(x, x′) = xᵀ M x′ with M = W_1ᵀ W_1 + ‖a‖² I, and the two s
     q = ½ βᵀ M β = ½ (‖a‖² + ‖W_1 β‖²),        r = aᵀ W_1 β = W_2 W_1 β
 
 (the kernel's weight on the task direction, and the network's learned coefficient
-along β) obey, after dropping the terms cubic in the weights,
+along β) obey, after dropping the terms cubic in the weights from the gradient flow
+(quartic in dq/dt and dr/dt),
 
     dq/dt = 2ηs r,        dr/dt = 2ηs q.
 
@@ -37,10 +38,20 @@ _DIRECT_TAU = 1.0
 def _check_qr(q0, r0):
     q0 = check_positive(q0, "q0")
     r0 = as_float_array(r0, "r0")
-    if np.any(np.abs(r0) > q0):
+    q0b, r0b = _broadcast(q0=q0, r0=r0)
+    if np.any(np.abs(r0b) > q0b):
         raise ValueError("r0 must satisfy |r0| <= q0 (q >= |r| holds for every two-layer "
                          "network, by AM-GM and Cauchy-Schwarz)")
     return q0, r0
+
+
+def _broadcast(**named):
+    """np.broadcast_arrays with an error message that names the arguments."""
+    try:
+        return np.broadcast_arrays(*named.values())
+    except ValueError:
+        shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
+        raise ValueError(f"arguments cannot be broadcast together: {shapes}") from None
 
 
 def _scaled_exp(c, x):
@@ -130,7 +141,7 @@ def qr_trajectory(t, s, q0, r0, eta=1.0):
     s = check_positive(s, "s")
     q0, r0 = _check_qr(q0, r0)
     eta = check_positive(eta, "eta")
-    t, s, q0, r0, eta = np.broadcast_arrays(t, s, q0, r0, eta)
+    t, s, q0, r0, eta = _broadcast(t=t, s=s, q0=q0, r0=r0, eta=eta)
     with np.errstate(over="ignore"):
         tau = 2.0 * eta * s * t          # may be +inf for astronomically large t
     p0, m0 = q0 + r0, q0 - r0            # both >= 0: the growing / decaying combinations
@@ -207,7 +218,7 @@ def qr_initial_moments(width, input_dim, sigma):
     n = _check_positive_integer(width, "width")
     d = _check_positive_integer(input_dim, "input_dim")
     sigma = check_positive(sigma, "sigma")
-    n, d, sigma = np.broadcast_arrays(n, d, sigma)
+    n, d, sigma = _broadcast(width=n, input_dim=d, sigma=sigma)
     sig2 = sigma * sigma
     q0_mean = 0.5 * sig2 * (1.0 + n / d)
     r0_std = sig2 / np.sqrt(d)
@@ -285,7 +296,7 @@ def qr_full_path(t, s, q0, r0=0.0, eta=1.0):
     s = check_positive(s, "s")
     q0, r0 = _check_qr(q0, r0)
     eta = check_positive(eta, "eta")
-    t, s, q0, r0, eta = np.broadcast_arrays(t, s, q0, r0, eta)
+    t, s, q0, r0, eta = _broadcast(t=t, s=s, q0=q0, r0=r0, eta=eta)
 
     # Everything in units of s and as logarithms (no under- or overflow for tiny q0,
     # huge q0/s or huge t): x0 = p0/s, y0 = m0/s, d2 = δ²/s² = x0·y0,

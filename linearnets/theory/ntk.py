@@ -214,8 +214,11 @@ def final_ntk_multi(X1, X2, Syx, depth):
         ls = np.arange(2, L)
         c = np.einsum("la,lg->ag", np.exp(np.outer(2.0 * (L - ls) / L, logS)),
                       np.exp(np.outer(2.0 * (ls - 1) / L, logS)))
-        H = np.einsum("mg,ng,ag->mna", Z1, Z2, c)
-        K += np.einsum("mna,ia,ja->mnij", H, U, U)
+        k = S.size
+        # H[μ, ν, α] = Σ_γ z1_μγ c_αγ z2_νγ and then Σ_α H[μ, ν, α] u_iα u_jα, both as BLAS products
+        H = np.matmul(Z1[:, None, :] * c[None, :, :], Z2.T).transpose(0, 2, 1)   # (P1, P2, k)
+        UU = (U.T[:, :, None] * U.T[:, None, :]).reshape(k, C * C)             # rows u_α u_αᵀ
+        K += (H.reshape(P1 * P2, k) @ UU).reshape(P1, P2, C, C)
     return np.ascontiguousarray(K)
 
 
