@@ -66,6 +66,8 @@ from .theory.transfer import (
 )
 from .theory.multimode import (
     aligned_ntk,
+    final_kernel_matrix_finite_sigma,
+    final_ntk_finite_sigma,
     mode_learning_times,
     multimode_dynamics,
     path_ntk,

@@ -228,3 +228,67 @@ def test_domain_errors(call, match):
 def test_dynamics_domain_errors(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_finite_sigma_final_ntk_improves_on_sigma_to_zero_by_one_power():
+    """Two layers, whitened: final_ntk errs by O(σ²), the corrected kernel by O(σ³)."""
+    from linearnets.data import scalar_teacher
+    from linearnets.theory.multimode import final_kernel_matrix_finite_sigma, final_ntk_finite_sigma
+    P, D, N, s = 40, 6, 10, 1.5
+    X, y, beta = scalar_teacher(P, D, s, seed=1)
+    Xp = np.random.default_rng(0).standard_normal((5, D))
+    e0, e1 = [], []
+    sigmas = (0.1, 0.05, 0.025)
+    for sigma in sigmas:
+        ws = ln.init_network((D, N, 1), sigma, seed=3)
+        tr = ln.gradient_flow(ws, X, y, [0.0, 200.0 / s], rtol=1e-11, atol=1e-16)
+        assert tr.success and tr.loss[-1] < 1e-20
+        K_sim = ln.empirical_ntk(list(tr.weights), Xp, Xp)
+        K0 = ln.final_ntk(Xp, Xp, beta, s, 2)
+        K1 = final_ntk_finite_sigma(Xp, Xp, ws[0], ws[1], beta, s)
+        norm = np.linalg.norm(K0)
+        e0.append(np.linalg.norm(K_sim - K0) / norm)
+        e1.append(np.linalg.norm(K_sim - K1) / norm)
+        M1 = final_kernel_matrix_finite_sigma(ws[0], ws[1], beta, s)
+        np.testing.assert_allclose(K1, Xp @ M1 @ Xp.T, rtol=1e-13)
+    e0, e1 = np.array(e0), np.array(e1)
+    r0, r1 = e0[:-1] / e0[1:], e1[:-1] / e1[1:]
+    assert np.all((r0 > 3.5) & (r0 < 4.5)), r0          # σ²
+    assert np.all((r1 > 7.0) & (r1 < 9.0)), r1          # σ³
+    assert np.all(e1 < 2.0 * np.array(sigmas) ** 3)
+
+
+@given(st.integers(0, 2 ** 31 - 1), st.floats(1e-3, 0.5), st.floats(0.1, 10.0))
+def test_finite_sigma_balance_equation(seed, sigma, s):
+    """|a_∞|² = u² solves u² − s²/u² = δ, and the kernel tends to s(ββᵀ + I) as σ -> 0."""
+    from linearnets.theory.multimode import final_kernel_matrix_finite_sigma
+    rng = np.random.default_rng(seed)
+    N, D = 5, 4
+    W0, a0 = sigma * rng.standard_normal((N, D)) / 2, sigma * rng.standard_normal(N) / np.sqrt(N)
+    beta = rng.standard_normal(D)
+    beta /= np.linalg.norm(beta)
+    M = final_kernel_matrix_finite_sigma(W0, a0, beta, s)
+    v = a0 + W0 @ beta
+    ah = v / np.linalg.norm(v)
+    delta = ah @ (np.outer(a0, a0) - W0 @ W0.T) @ ah
+    perp = np.linalg.qr(np.column_stack([beta, rng.standard_normal((D, D - 1))]))[0][:, 1:]
+    np.testing.assert_allclose(M, M.T, atol=1e-14 * s)
+    lo = np.linalg.eigvalsh(perp.T @ M @ perp)[0]
+    assert lo >= 0
+    bb = beta @ M @ beta            # = s²/u² + u²
+    u2 = 0.5 * (delta + np.sqrt(delta ** 2 + 4 * s ** 2))
+    np.testing.assert_allclose(bb, s ** 2 / u2 + u2, rtol=1e-12)
+    np.testing.assert_allclose(u2 - s ** 2 / u2, delta, atol=1e-12 * s)
+    assert np.linalg.norm(M - s * (np.eye(D) + np.outer(beta, beta))) <= 10 * sigma ** 2 * (1 + s)
+
+
+def test_finite_sigma_domain_errors():
+    from linearnets.theory.multimode import final_kernel_matrix_finite_sigma
+    with pytest.raises(ValueError, match="unit"):
+        final_kernel_matrix_finite_sigma(np.ones((2, 2)), [1.0, 0.0], [1.0, 1.0], 1.0)
+    with pytest.raises(ValueError, match="w2"):
+        final_kernel_matrix_finite_sigma(np.ones((2, 2)), [1.0, 0.0, 0.0], [1.0, 0.0], 1.0)
+    with pytest.raises(ValueError, match="nonzero"):
+        final_kernel_matrix_finite_sigma(np.zeros((2, 2)), [0.0, 0.0], [1.0, 0.0], 1.0)
+    with pytest.raises(ValueError, match="s must"):
+        final_kernel_matrix_finite_sigma(np.ones((2, 2)), [1.0, 0.0], [1.0, 0.0], 0.0)

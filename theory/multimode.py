@@ -66,4 +66,36 @@ check("L = 3: ∫ dc/(ηLs c^{2-2/L}) from c0 = c0^{-1/3}/(η s)", sp.simplify(l
 t2 = lambda cc0: sp.log(s / cc0 - 1) / (2 * eta * s)     # exact L = 2 half time
 check("L = 2: halving σ (c0 -> c0/4) delays by ln2/(η s) as c0 -> 0",
       sp.limit(t2(c0 / 4) - t2(c0), c0, 0) - sp.log(2) / (eta * s))
+
+# finite-σ final state of a two-layer scalar network (rational weights scaled by σ)
+sig, sv = sp.symbols("sigma s_v", positive=True)
+Rr = sp.Rational
+W0 = sig * sp.Matrix([[Rr(1, 2), Rr(-1, 3)], [Rr(2, 5), Rr(1, 7)], [Rr(-3, 4), Rr(1, 2)]])
+p0 = sig * sp.Matrix([Rr(1, 3), Rr(-1, 2), Rr(1, 5)])
+bt = sp.Matrix([1, 0])
+v = p0 + W0 * bt
+nv = sp.sqrt((v.T * v)[0])
+ah = v / nv
+D0 = p0 * p0.T - W0 * W0.T
+dl = (ah.T * D0 * ah)[0]
+u2 = (dl + sp.sqrt(dl ** 2 + 4 * sv ** 2)) / 2
+u = sp.sqrt(u2)
+Q = sp.eye(3) - ah * ah.T
+Pp = sp.eye(2) - bt * bt.T
+eps = -(u / sv) * (nv * Q * p0 - Q * W0 * Pp * W0.T * ah)
+a_inf = u * ah
+W_inf = ((sv / u) * ah + eps) * bt.T + Q * W0 * Pp
+check("finite σ: u² − s²/u² = δ", sp.simplify(u2 - sv ** 2 / u2 - dl))
+check("finite σ: the final state interpolates, aᵀW = sβᵀ",
+      (a_inf.T * W_inf - sv * bt.T).applyfunc(sp.simplify).norm() ** 2)
+res = a_inf * a_inf.T - W_inf * W_inf.T - D0
+check("finite σ: conservation aaᵀ − WWᵀ = D0 holds to O(σ⁴)",
+      sum(sp.simplify(sp.series(e, sig, 0, 4).removeO()) ** 2 for e in res))
+M_state = W_inf.T * W_inf + u2 * sp.eye(2)
+M_form = (sv ** 2 / u2) * bt * bt.T + Pp * W0.T * Q * W0 * Pp + u2 * sp.eye(2)
+check("finite σ: M_∞ formula equals the state's WᵀW + |a|²I to O(σ³)",
+      sum(sp.simplify(sp.series(e, sig, 0, 3).removeO()) ** 2 for e in (M_state - M_form)))
+check("finite σ: first order u² = s + δ/2",
+      sp.simplify(sp.series((sp.Symbol("d") + sp.sqrt(sp.Symbol("d") ** 2 + 4 * sv ** 2)) / 2,
+                            sp.Symbol("d"), 0, 2).removeO() - sv - sp.Symbol("d") / 2))
 sys.exit(0 if ok else 1)

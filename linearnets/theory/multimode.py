@@ -17,7 +17,8 @@ from .._validation import as_float_array, check_depth, check_matrix, check_posit
 from .dynamics import loss_curve, mode_strength, mode_time, plateau_time
 
 __all__ = ["MultimodeResult", "ModeTimes", "task_modes", "multimode_dynamics",
-           "mode_learning_times", "aligned_ntk", "path_ntk"]
+           "mode_learning_times", "aligned_ntk", "path_ntk",
+           "final_kernel_matrix_finite_sigma", "final_ntk_finite_sigma"]
 
 
 def task_modes(Syx):
@@ -319,3 +320,110 @@ def path_ntk(t, X1, X2, Syx, c0, depth=2, eta=1.0):
     """
     res = multimode_dynamics(t, Syx, c0, depth, eta)
     return aligned_ntk(X1, X2, Syx, res.c, depth)
+
+
+def final_kernel_matrix_finite_sigma(W1, w2, beta, s):
+    """Final NTK matrix of a two-layer scalar network, with its leading finite-σ correction.
+
+    Two layers f(x) = aᵀ W x (W = W1, a = w2ᵀ), whitened data, target y = s β·x,
+    gradient flow to convergence from the given small initial weights (W0, a0).
+    With p = a0, q = W0β, â = (p + q)/‖p + q‖ (the phase-I growth direction of a),
+    δ = âᵀ(a0a0ᵀ − W0W0ᵀ)â (the conserved imbalance along â), u² = |a_∞|² =
+    (δ + sqrt(δ² + 4s²))/2, P⊥ = I − ββᵀ::
+
+        M_∞ = (s²/u²) ββᵀ + P⊥ W0ᵀ (I − ââᵀ) W0 P⊥ + u² I  + O(σ³),
+
+    so that K_∞(x, x') = xᵀ M_∞ x'.  At σ → 0 it is s(ββᵀ + I), the depth-2
+    :func:`linearnets.final_ntk`, whose error is O(σ²); to first order
+    M_∞ = (s − δ/2) ββᵀ + (s + δ/2) I + P⊥W0ᵀ(I − ââᵀ)W0P⊥.
+
+    Parameters
+    ----------
+    W1 : (N, D) array_like
+        Initial first-layer weights.
+    w2 : (N,) or (1, N) array_like
+        Initial second-layer weights.
+    beta : (D,) array_like
+        Unit teacher direction.
+    s : float
+        Teacher strength > 0.
+
+    Returns
+    -------
+    (D, D) ndarray
+
+    Notes
+    -----
+    Domain: whitened inputs (Σxx = I, P >= D), depth 2, one output, small σ
+    (the error is O(σ³) relative to s).  Source: Atanasov, Bordelon & Pehlevan
+    (2022), app. H.2 (whose equations are missing from our copy); derivation in
+    ``theory/multimode.md``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> M = final_kernel_matrix_finite_sigma(np.zeros((2, 2)), [0.1, 0.0], [1.0, 0.0], 1.0)
+    >>> M.round(4)          # δ = 0.01: the isotropic part grows to s + δ/2
+    array([[2.   , 0.   ],
+           [0.   , 1.005]])
+    """
+    W0 = check_matrix(W1, "W1")
+    a0 = as_float_array(w2, "w2", ndim=(1, 2))
+    if a0.ndim == 2:
+        if a0.shape[0] != 1:
+            raise ValueError(f"w2 must be (N,) or (1, N) (one output), got shape {a0.shape}")
+        a0 = a0[0]
+    N, D = W0.shape
+    if a0.shape != (N,):
+        raise ValueError(f"w2 must have {N} entries to match W1, got {a0.shape}")
+    beta = as_float_array(beta, "beta", ndim=1)
+    if beta.shape != (D,):
+        raise ValueError(f"beta must have shape ({D},), got {beta.shape}")
+    if abs(np.linalg.norm(beta) - 1.0) > 1e-8:
+        raise ValueError(f"beta must be a unit vector, got norm {np.linalg.norm(beta)!r}")
+    s = float(check_positive(s, "s"))
+    v = a0 + W0 @ beta
+    nv = np.linalg.norm(v)
+    if not nv > 0:
+        raise ValueError("w2 + W1 @ beta must be nonzero (phase I has no growing direction)")
+    ah = v / nv
+    wa = W0.T @ ah
+    delta = (a0 @ ah) ** 2 - wa @ wa
+    # u² = (δ + sqrt(δ² + 4s²))/2 written without cancellation for δ < 0
+    root = np.hypot(delta, 2.0 * s)
+    u2 = 0.5 * (delta + root) if delta >= 0 else 2.0 * s ** 2 / (root - delta)
+    Pp = np.eye(D) - np.outer(beta, beta)
+    Z = (W0 - np.outer(ah, wa)) @ Pp                  # (I − ââᵀ) W0 P⊥
+    return (s ** 2 / u2) * np.outer(beta, beta) + Z.T @ Z + u2 * np.eye(D)
+
+
+def final_ntk_finite_sigma(X1, X2, W1, w2, beta, s):
+    """Final NTK x1ᵀ M_∞ x2 of a two-layer scalar network, correct to O(σ²) (error O(σ³)).
+
+    See :func:`final_kernel_matrix_finite_sigma` for M_∞, the domain and the source.
+
+    Parameters
+    ----------
+    X1 : (P1, D) array_like
+    X2 : (P2, D) array_like
+    W1, w2, beta, s : as in :func:`final_kernel_matrix_finite_sigma`
+
+    Returns
+    -------
+    (P1, P2) ndarray
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> final_ntk_finite_sigma(np.eye(2), np.eye(2), np.zeros((2, 2)), [0.1, 0.0],
+    ...                        [1.0, 0.0], 1.0).round(4)
+    array([[2.   , 0.   ],
+           [0.   , 1.005]])
+    """
+    M = final_kernel_matrix_finite_sigma(W1, w2, beta, s)
+    X1 = check_matrix(X1, "X1")
+    X2 = check_matrix(X2, "X2")
+    D = M.shape[0]
+    if X1.shape[1] != D or X2.shape[1] != D:
+        raise ValueError(f"X1 and X2 must have {D} columns, got {X1.shape}, {X2.shape}")
+    return X1 @ M @ X2.T
