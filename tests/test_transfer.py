@@ -36,15 +36,16 @@ def _monte_carlo(P, D, A, alpha, ridge, n_draw, seed):
     return err.mean(), err.std(ddof=1) / np.sqrt(n_draw)
 
 
-MC_CASES = [(30, 4.0, 1.0, 0.0), (30, 4.0, 0.0, 0.0), (70, 4.0, 1.0, 0.0),
-            (40, 2.0, 0.8, 10.0), (150, 4.0, 1.0, 10.0)]
-MC_CASES_SLOW = [(70, 9.0, 0.5, 0.0), (150, 4.0, 0.0, 10.0), (20, 1.0, 0.3, 0.0)]
+MC_CASES = [(30, 100, 4.0, 1.0, 0.0), (30, 100, 4.0, 0.0, 0.0), (70, 100, 4.0, 1.0, 0.0),
+            (40, 100, 2.0, 0.8, 10.0), (60, 40, 4.0, 1.0, 4.0)]
+MC_CASES_SLOW = [(70, 100, 9.0, 0.5, 0.0), (150, 100, 4.0, 0.0, 10.0),
+                 (150, 100, 4.0, 1.0, 10.0), (20, 100, 1.0, 0.3, 0.0)]
 
 
-@pytest.mark.parametrize("P, A, alpha, ridge", MC_CASES + [
+@pytest.mark.parametrize("P, D, A, alpha, ridge", MC_CASES + [
     pytest.param(*c, marks=pytest.mark.slow) for c in MC_CASES_SLOW])
-def test_matches_monte_carlo(P, A, alpha, ridge):
-    D, n_draw = 100, 300
+def test_matches_monte_carlo(P, D, A, alpha, ridge):
+    n_draw = 300
     mean, se = _monte_carlo(P, D, A, alpha, ridge, n_draw, seed=P + int(10 * A))
     th = transfer_error(P, D, A, alpha, ridge)
     assert abs(mean - th) <= 4 * se + FINITE_SIZE * th / D, (mean, se, th)
@@ -60,6 +61,19 @@ def test_larger_A_helps_aligned_task_and_hurts_orthogonal_one_in_simulation():
     # same draws: the difference is measured much more precisely than each mean
     assert e0_large > e0_small
     assert transfer_error(P, D, 9.0, 0.0) > transfer_error(P, D, 0.0, 0.0)
+
+
+def test_monte_carlo_estimator_agrees_with_kernel_regression():
+    """The closed-form ŵ used in the Monte Carlo is ln.kernel_regression with this kernel."""
+    rng = np.random.default_rng(7)
+    P, D, A, ridge = 15, 20, 3.0, 0.5
+    M = np.eye(D)
+    M[0, 0] += A
+    X, Xt = rng.standard_normal((P, D)), rng.standard_normal((6, D))
+    w = rng.standard_normal(D)
+    f = ln.kernel_regression(X @ M @ X.T, Xt @ M @ X.T, X @ w, ridge=ridge)
+    w_hat = np.diag(M) * (X.T @ np.linalg.solve(X @ M @ X.T + ridge * np.eye(P), X @ w))
+    np.testing.assert_allclose(f, Xt @ w_hat, rtol=1e-10)
 
 
 def test_isotropic_exact():

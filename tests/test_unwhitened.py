@@ -141,6 +141,9 @@ def test_whitened_reduces_to_qr_cosh_sinh():
     x = 2 * eta * s * t
     np.testing.assert_allclose(q, q0 * np.cosh(x) + r0 * np.sinh(x), rtol=1e-12)
     np.testing.assert_allclose(r, r0 * np.cosh(x) + q0 * np.sinh(x), rtol=1e-12)
+    q_ln, r_ln = ln.qr_trajectory(t, s, q0, r0, eta)
+    np.testing.assert_allclose(q, q_ln, rtol=1e-12)
+    np.testing.assert_allclose(r, r_ln, rtol=1e-12)
 
 
 def test_expected_statistics_match_monte_carlo():
