@@ -1,6 +1,7 @@
 """Tests of the gradient-flow integrator against scipy, exact solutions and invariants."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from scipy.integrate import solve_ivp
 from scipy.linalg import expm
 
@@ -89,6 +90,32 @@ def test_rhs_matches_naive_products():
         y = _rhs.pack(ws)
         ref = naive_rhs(prob.shapes, prob.Sxx, prob.Syx, 0.7)(0.0, y)
         assert np.allclose(_rhs.rhs(y, prob), ref, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25)
+@given(st.lists(st.integers(1, 6), min_size=2, max_size=6), st.integers(1, 12),
+       st.integers(0, 2**31 - 1))
+def test_rhs_any_widths_numpy_and_numba(sizes, P, seed):
+    from linearnets.sim import _kernels
+    rng = np.random.default_rng(seed)
+    ws = [rng.standard_normal((o, i)) for i, o in zip(sizes[:-1], sizes[1:])]
+    X = rng.standard_normal((P, sizes[0]))
+    Y = rng.standard_normal((P, sizes[-1]))
+    prob = _rhs.make_problem([w.shape for w in ws], X, Y, eta=1.3)
+    y = _rhs.pack(ws)
+    ref = naive_rhs(prob.shapes, prob.Sxx, prob.Syx, 1.3)(0.0, y)
+    scale = np.abs(ref).max() + 1e-300
+    assert np.abs(_rhs.rhs(y, prob) - ref).max() <= 1e-12 * scale
+    C, D = prob.Syx.shape
+    rows = np.array([r for r, _ in prob.shapes])
+    cols = np.array([c for _, c in prob.shapes])
+    aoff = np.concatenate(([0], np.cumsum(C * rows)))
+    goff = np.concatenate(([0], np.cumsum(C * cols)))
+    out = np.empty_like(y)
+    _kernels.rhs_flat(y, out, prob.Sxx, prob.Syx, prob.eta_l, rows, cols, prob.offsets,
+                      np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff, np.empty((D, C)),
+                      np.empty((D, C)))
+    assert np.abs(out - ref).max() <= 1e-12 * scale
 
 
 def test_depth_one_exact_solution():

@@ -254,7 +254,7 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     rhs_args = (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
                 np.ascontiguousarray(problem.eta_l, dtype=np.float64), rows, cols, offs,
                 np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff,
-                np.empty((C, D)), np.empty((C, D)))
+                np.empty((D, C)), np.empty((D, C)))
     del L
 
     def fun(v, out):
