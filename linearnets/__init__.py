@@ -43,3 +43,24 @@ from .data import (
     teacher_task,
     whitened_inputs,
 )
+
+# --- theory: extensions (unwhitened phase I, many outputs, intermediate kernels, transfer) ---
+from .theory.unwhitened import (
+    unwhitened_init_stats,
+    unwhitened_init_stats_expected,
+    unwhitened_kernel_matrix,
+    unwhitened_linear_weights,
+    unwhitened_phase1,
+    unwhitened_system_matrix,
+)
+from .theory.intermediate import (
+    intermediate_alignment,
+    intermediate_feature_matrix,
+    intermediate_kernel,
+)
+from .theory.transfer import (
+    trained_ntk_spike,
+    transfer_error,
+    transfer_error_trained,
+    transfer_kappa,
+)
