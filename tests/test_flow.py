@@ -284,6 +284,16 @@ def test_inputs_not_modified_and_outputs_owned():
         tr.loss = None  # frozen
 
 
+def test_learning_rate_rescales_time():
+    X, Y = teacher_task(20, 4, [1.0, 0.5], seed=0, whiten=False)
+    ws = init_network((4, 5, 3, 2), 0.3, seed=1)
+    t = np.array([0.0, 0.5, 2.0, 6.0])
+    a = gradient_flow(ws, X, Y, t, eta=2.5, rtol=1e-11, atol=1e-15, backend="numpy")
+    b = gradient_flow(ws, X, Y, 2.5 * t, rtol=1e-11, atol=1e-15, backend="numpy")
+    assert np.abs(a.end_to_end - b.end_to_end).max() < 1e-9 * np.abs(b.end_to_end).max()
+    assert isinstance(a.status.message, str) and a.status.code == 0 and a.status.success
+
+
 def test_single_time_and_nonzero_start():
     X, Y = teacher_task(20, 4, [1.0], seed=0)
     ws = init_network((4, 3, 1), 0.3)
