@@ -74,9 +74,11 @@ def test_matches_solve_ivp(name, method):
     ref = solve_ivp(f, (0.0, t[-1]), _rhs.pack(ws), method="DOP853", t_eval=t,
                     rtol=1e-13, atol=1e-16)
     ys = np.concatenate([w.reshape(t.size, -1) for w in tr.weights_t], axis=1)
-    # global error in units of the requested (norm-wise) tolerance; measured <= 0.5
+    # global error in units of the requested (norm-wise) tolerance: the controller bounds
+    # the local error by one unit, the flow near saddles amplifies it; within an order
+    # of magnitude (measured: 0.05 to 3.4, the largest for DOP853 on depth3-multi)
     units = np.abs(ys - ref.y.T).max(axis=1) / (atol + rtol * np.abs(ref.y.T).max(axis=1))
-    assert units.max() < 5.0
+    assert units.max() < 10.0
     assert np.allclose(tr.weights_t[-1][-1], tr.weights[-1])
 
 
@@ -243,6 +245,20 @@ def test_numba_matches_numpy(method):
     for wa, wb in zip(a.weights_t, b.weights_t):
         assert np.abs(wa - wb).max() <= 1e-10 * np.abs(wa).max()
     assert np.abs(a.loss - b.loss).max() <= 1e-10 * a.loss[0]
+
+
+def test_numba_matches_numpy_in_stiff_phase():
+    # after convergence the step sits at the stability limit and the controller
+    # rejects often: any flipped decision would show up at the tolerance level
+    X, y, _ = scalar_teacher(60, 8, 1.0, seed=0)
+    ws = init_network((8, 10, 10, 1), 0.05, seed=0)
+    t = np.concatenate(([0.0], np.logspace(-1, 2.5, 30)))
+    for method in ["RK45", "DOP853"]:
+        a = gradient_flow(ws, X, y, t, backend="numpy", method=method)
+        b = gradient_flow(ws, X, y, t, backend="numba", method=method)
+        assert a.nrejected > 10
+        assert (a.nsteps, a.nrejected) == (b.nsteps, b.nrejected)
+        assert np.abs(a.end_to_end - b.end_to_end).max() <= 1e-10 * np.abs(a.end_to_end).max()
 
 
 def test_numba_scalar_output_depth_one_and_deep():

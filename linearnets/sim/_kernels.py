@@ -128,9 +128,10 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                 sc = atol + rtol * max(abs(y[m]), abs(y_new[m]))
                 acc = 0.0
                 acc3 = 0.0
-                for j in range(s + 1):
-                    acc += e[j] * K[j, m]
-                    if use_e3:
+                for j in range(s + 1):  # zero weights skipped, as in the numpy stepper
+                    if e[j] != 0.0:
+                        acc += e[j] * K[j, m]
+                    if use_e3 and e3[j] != 0.0:
                         acc3 += e3[j] * K[j, m]
                 acc /= sc
                 e5 += acc * acc
