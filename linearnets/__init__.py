@@ -64,3 +64,12 @@ from .theory.transfer import (
     transfer_error_trained,
     transfer_kappa,
 )
+from .theory.multimode import (
+    aligned_ntk,
+    final_kernel_matrix_finite_sigma,
+    final_ntk_finite_sigma,
+    mode_learning_times,
+    multimode_dynamics,
+    path_ntk,
+    task_modes,
+)

@@ -139,7 +139,7 @@ def transfer_error(P, D, A, alpha, ridge=0.0, noise=0.0):
 
     Examples
     --------
-    >>> float(transfer_error(50, 100, 0.0, 1.0))  # isotropic: 1 − P/D
+    >>> round(float(transfer_error(50, 100, 0.0, 1.0)), 12)  # isotropic: 1 − P/D
     0.5
     >>> bool(transfer_error(50, 100, 5.0, 1.0) < 0.5 < transfer_error(50, 100, 5.0, 0.0))
     True
@@ -210,7 +210,7 @@ def transfer_error_trained(P, D, depth, alpha, s=1.0, ridge=0.0, noise=0.0):
 
     Examples
     --------
-    >>> float(transfer_error_trained(50, 100, 1, 1.0))   # depth 1: the isotropic kernel
+    >>> round(float(transfer_error_trained(50, 100, 1, 1.0)), 12)   # depth 1: isotropic
     0.5
     """
     A, scale = trained_ntk_spike(depth, s)
