@@ -1,6 +1,7 @@
 """Tests of the gradient-flow integrator against scipy, exact solutions and invariants."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from scipy.integrate import solve_ivp
 from scipy.linalg import expm
 
@@ -73,9 +74,11 @@ def test_matches_solve_ivp(name, method):
     ref = solve_ivp(f, (0.0, t[-1]), _rhs.pack(ws), method="DOP853", t_eval=t,
                     rtol=1e-13, atol=1e-16)
     ys = np.concatenate([w.reshape(t.size, -1) for w in tr.weights_t], axis=1)
-    # global error in units of the requested (norm-wise) tolerance; measured <= 0.5
+    # global error in units of the requested (norm-wise) tolerance: the controller bounds
+    # the local error by one unit, the flow near saddles amplifies it; within an order
+    # of magnitude (measured: 0.05 to 3.4, the largest for DOP853 on depth3-multi)
     units = np.abs(ys - ref.y.T).max(axis=1) / (atol + rtol * np.abs(ref.y.T).max(axis=1))
-    assert units.max() < 5.0
+    assert units.max() < 10.0
     assert np.allclose(tr.weights_t[-1][-1], tr.weights[-1])
 
 
@@ -89,6 +92,32 @@ def test_rhs_matches_naive_products():
         y = _rhs.pack(ws)
         ref = naive_rhs(prob.shapes, prob.Sxx, prob.Syx, 0.7)(0.0, y)
         assert np.allclose(_rhs.rhs(y, prob), ref, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25)
+@given(st.lists(st.integers(1, 6), min_size=2, max_size=6), st.integers(1, 12),
+       st.integers(0, 2**31 - 1))
+def test_rhs_any_widths_numpy_and_numba(sizes, P, seed):
+    from linearnets.sim import _kernels
+    rng = np.random.default_rng(seed)
+    ws = [rng.standard_normal((o, i)) for i, o in zip(sizes[:-1], sizes[1:])]
+    X = rng.standard_normal((P, sizes[0]))
+    Y = rng.standard_normal((P, sizes[-1]))
+    prob = _rhs.make_problem([w.shape for w in ws], X, Y, eta=1.3)
+    y = _rhs.pack(ws)
+    ref = naive_rhs(prob.shapes, prob.Sxx, prob.Syx, 1.3)(0.0, y)
+    scale = np.abs(ref).max() + 1e-300
+    assert np.abs(_rhs.rhs(y, prob) - ref).max() <= 1e-12 * scale
+    C, D = prob.Syx.shape
+    rows = np.array([r for r, _ in prob.shapes])
+    cols = np.array([c for _, c in prob.shapes])
+    aoff = np.concatenate(([0], np.cumsum(C * rows)))
+    goff = np.concatenate(([0], np.cumsum(C * cols)))
+    out = np.empty_like(y)
+    _kernels.rhs_flat(y, out, prob.Sxx, prob.Syx, prob.eta_l, rows, cols, prob.offsets,
+                      np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff, np.empty((D, C)),
+                      np.empty((D, C)))
+    assert np.abs(out - ref).max() <= 1e-12 * scale
 
 
 def test_depth_one_exact_solution():
@@ -218,6 +247,20 @@ def test_numba_matches_numpy(method):
     assert np.abs(a.loss - b.loss).max() <= 1e-10 * a.loss[0]
 
 
+def test_numba_matches_numpy_in_stiff_phase():
+    # after convergence the step sits at the stability limit and the controller
+    # rejects often: any flipped decision would show up at the tolerance level
+    X, y, _ = scalar_teacher(60, 8, 1.0, seed=0)
+    ws = init_network((8, 10, 10, 1), 0.05, seed=0)
+    t = np.concatenate(([0.0], np.logspace(-1, 2.5, 30)))
+    for method in ["RK45", "DOP853"]:
+        a = gradient_flow(ws, X, y, t, backend="numpy", method=method)
+        b = gradient_flow(ws, X, y, t, backend="numba", method=method)
+        assert a.nrejected > 10
+        assert (a.nsteps, a.nrejected) == (b.nsteps, b.nrejected)
+        assert np.abs(a.end_to_end - b.end_to_end).max() <= 1e-10 * np.abs(a.end_to_end).max()
+
+
 def test_numba_scalar_output_depth_one_and_deep():
     X, y, _ = scalar_teacher(40, 5, 2.0, seed=3, whiten=False)
     for sizes in [(5, 1), (5, 7, 4, 6, 1)]:
@@ -255,6 +298,16 @@ def test_inputs_not_modified_and_outputs_owned():
         tr.weights[0][0, 0] = 1.0  # read-only
     with pytest.raises(AttributeError):
         tr.loss = None  # frozen
+
+
+def test_learning_rate_rescales_time():
+    X, Y = teacher_task(20, 4, [1.0, 0.5], seed=0, whiten=False)
+    ws = init_network((4, 5, 3, 2), 0.3, seed=1)
+    t = np.array([0.0, 0.5, 2.0, 6.0])
+    a = gradient_flow(ws, X, Y, t, eta=2.5, rtol=1e-11, atol=1e-15, backend="numpy")
+    b = gradient_flow(ws, X, Y, 2.5 * t, rtol=1e-11, atol=1e-15, backend="numpy")
+    assert np.abs(a.end_to_end - b.end_to_end).max() < 1e-9 * np.abs(b.end_to_end).max()
+    assert isinstance(a.status.message, str) and a.status.code == 0 and a.status.success
 
 
 def test_single_time_and_nonzero_start():

@@ -70,9 +70,10 @@ class Trajectory:
     weights_t : tuple of ndarray (T, N_l, N_{l-1}), or None
         Recorded with ``record=("weights",)``.
     modes : ndarray, shape (T, r), or None
-        ``c_alpha(t) = u_alpha^T W(t) v_alpha`` along the SVD ``Syx = sum s_alpha u_alpha v_alpha^T``,
-        ``r = min(C, D)`` (record ``"modes"``); ``mode_s`` (r,), ``mode_u`` (C, r),
-        ``mode_v`` (D, r) give the singular values and vectors.
+        ``c_alpha(t) = u_alpha^T W(t) v_alpha`` along the SVD
+        ``Syx = sum s_alpha u_alpha v_alpha^T``, ``r = min(C, D)`` (record ``"modes"``);
+        ``mode_s`` (r,), ``mode_u`` (C, r), ``mode_v`` (D, r) give the singular values
+        and vectors.
     conservation : ndarray, shape (T,), or None
         ``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at t[0])|_F``, zero for the
         exact flow: an accuracy diagnostic (record ``"conservation"``; zeros for L = 1).

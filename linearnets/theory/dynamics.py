@@ -64,8 +64,9 @@ def _broadcast(names, *arrays):
 
 def _log_ratio(a, b):
     """log(a/b) for positive arrays: log1p where a ~ b, no overflow where a/b is huge."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    shape = a.shape
+    a, b = a.ravel(), b.ravel()
     with np.errstate(over="ignore", under="ignore"):
         r = a / b
     out = np.log(a) - np.log(b)
@@ -73,7 +74,7 @@ def _log_ratio(a, b):
     out[near] = np.log1p((a[near] - b[near]) / b[near])
     ok = ~near & np.isfinite(r) & (r > 1e-290)
     out[ok] = np.log(r[ok])
-    return out
+    return out.reshape(shape)
 
 
 def _validate_common(s, c0, depth, eta):
@@ -317,15 +318,26 @@ def _strength_core(T, s, c0, L, backend=None):
     ct = np.empty(Tt.size)
     gt = np.empty(Tt.size)
     if L == 1:
+        # c = s - (s - c0) e^{-tau}, written from whichever end avoids cancellation
         gt[:] = (st_ - c0t) * np.exp(-Tt)
-        ct[:] = c0t - (st_ - c0t) * np.expm1(-Tt)
+        early = Tt < 0.5
+        ct[early] = c0t[early] - (st_[early] - c0t[early]) * np.expm1(-Tt[early])
+        ct[~early] = st_[~early] - gt[~early]
     elif L == 2:
         rise = c0t < st_
         with np.errstate(over="ignore", under="ignore"):
-            # rising: c = s expit(-A), A = log((s - c0)/c0) - 2 tau
+            # rising: c = s expit(-A), A = log((s - c0)/c0) - 2 tau, accurate for c >= s/2;
+            # below, c = c0 e^{2 tau} / (1 + (c0/s) expm1(2 tau)) keeps c's relative accuracy
             A = np.log(st_[rise] - c0t[rise]) - np.log(c0t[rise]) - 2.0 * Tt[rise]
             ct[rise] = st_[rise] * _expit(-A)
             gt[rise] = st_[rise] * _expit(A)
+            E = np.expm1(2.0 * np.minimum(Tt[rise], 350.0))
+            q = c0t[rise] * (E / st_[rise])
+            early = q <= 1.0
+            ce = c0t[rise][early] * (1.0 + E[early]) / (1.0 + q[early])
+            idx = np.flatnonzero(rise)[early]
+            ct[idx] = ce
+            gt[idx] = st_[idx] - ce
             # decaying: c = s / (1 - e^B), B = log((c0 - s)/c0) - 2 tau < 0
             d = ~rise
             B = np.log1p(-st_[d] / c0t[d]) - 2.0 * Tt[d]
