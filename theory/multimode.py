@@ -15,49 +15,64 @@ def check(name, expr):
 
 eta, t = sp.symbols("eta t", positive=True)
 s1, s2 = sp.symbols("s1 s2", positive=True)
-c1, c2 = sp.Function("c1")(t), sp.Function("c2")(t)
 L = 3
-# two modes; U = I_2 (C = 2), V = first two axes of R^3 rotated, hidden frames rotated
-th, ph, ps = sp.symbols("theta phi psi", real=True)
+# c_α = k_α^L with k_α(t) > 0, so that Λ^{1/L} = diag(k) and every power is polynomial
+k1, k2 = sp.Function("k1")(t), sp.Function("k2")(t)
+c1, c2 = k1 ** L, k2 ** L
+# two modes; U = I_2 (C = 2), V and the hidden frames: rotations with rational entries
 
 
-def rot3(a):
-    return sp.Matrix([[sp.cos(a), -sp.sin(a), 0], [sp.sin(a), sp.cos(a), 0], [0, 0, 1]])
+def rot3(cs, sn):
+    return sp.Matrix([[cs, -sn, 0], [sn, cs, 0], [0, 0, 1]])
 
 
-V = rot3(th)[:, :2]
+V = rot3(sp.Rational(3, 5), sp.Rational(4, 5))[:, :2]
 U = sp.eye(2)
-R = [V, rot3(ph)[:, :2], rot3(ps)[:, :2], U]
-Lam = lambda q: sp.diag(c1 ** q, c2 ** q)
+R = [V, rot3(sp.Rational(5, 13), sp.Rational(12, 13))[:, :2],
+     rot3(sp.Rational(8, 17), sp.Rational(-15, 17))[:, :2], U]
+Lam = lambda q: sp.diag(k1 ** (L * q), k2 ** (L * q))       # Λ^q with Λ = diag(c)
 W = [R[l + 1] * Lam(sp.Rational(1, L)) * R[l].T for l in range(L)]
 S = sp.diag(s1, s2)
 Syx = U * S * V.T
 Wend = W[2] * W[1] * W[0]
-check("end-to-end map = U Λ Vᵀ", (Wend - U * Lam(1) * V.T).applyfunc(sp.simplify).norm() ** 2)
+check("end-to-end map = U Λ Vᵀ", (Wend - U * Lam(1) * V.T).applyfunc(sp.expand).norm() ** 2)
 
 E = Syx - Wend
-rate = {sp.Derivative(c1, t): eta * L * c1 ** (2 - sp.Rational(2, L)) * (s1 - c1),
-        sp.Derivative(c2, t): eta * L * c2 ** (2 - sp.Rational(2, L)) * (s2 - c2)}
-for l in range(L):
-    above = sp.eye(2) if l == L - 1 else sp.prod([W[k] for k in range(L - 1, l, -1)])
-    below = sp.eye(3) if l == 0 else sp.prod([W[k] for k in range(l - 1, -1, -1)])
-    grad = eta * above.T * E * below.T                     # -dL/dW_l times eta
-    dW = sp.diff(W[l], t).subs(rate)
-    check(f"layer {l + 1}: gradient flow = d/dt of the aligned form with dc/dt = ηLc^(2-2/L)(s-c)",
-          (grad - dW).applyfunc(lambda e: sp.simplify(sp.powsimp(e, force=True))).norm() ** 2)
+# dc/dt = ηLc^{2-2/L}(s - c)  <=>  dk/dt = η k^{L-1}(s - k^L)   (c = k^L)
+rate = {sp.Derivative(k1, t): eta * k1 ** (L - 1) * (s1 - c1),
+        sp.Derivative(k2, t): eta * k2 ** (L - 1) * (s2 - c2)}
+check("dk/dt = ηk^{L-1}(s-k^L) is dc/dt = ηLc^{2-2/L}(s-c)",
+      sp.expand(sp.diff(c1, t).subs(rate) - eta * L * k1 ** (2 * L - 2) * (s1 - c1)))
+
+
+def partial(lo, hi, n):
+    """W_hi ⋯ W_lo (1-based inclusive); identity of size n if empty."""
+    out = None
+    for k in range(lo, hi + 1):
+        out = W[k - 1] if out is None else W[k - 1] * out
+    return sp.eye(n) if out is None else out
+
+
+for l in range(1, L + 1):
+    above = partial(l + 1, L, 2)
+    below = partial(1, l - 1, 3)
+    grad = eta * above.T * E * below.T                     # −η ∂L/∂W_l
+    dW = sp.diff(W[l - 1], t).subs(rate)
+    check(f"layer {l}: gradient flow = d/dt of the aligned form with dc/dt = ηLc^(2-2/L)(s-c)",
+          (grad - dW).applyfunc(sp.expand).norm() ** 2)
 
 # NTK of the aligned network against the explicit parameter-gradient sum (C = 2, D = 3)
 x = sp.Matrix(sp.symbols("x0:3"))
 xp = sp.Matrix(sp.symbols("y0:3"))
 K = sp.zeros(2, 2)
-for l in range(L):
-    above = sp.eye(2) if l == L - 1 else sp.prod([W[k] for k in range(L - 1, l, -1)])
-    below = sp.eye(3) if l == 0 else sp.prod([W[k] for k in range(l - 1, -1, -1)])
+for l in range(1, L + 1):
+    above = partial(l + 1, L, 2)
+    below = partial(1, l - 1, 3)
     K += above * above.T * (below * x).dot(below * xp)
 A = lambda l: sp.eye(2) if l == L else U * Lam(sp.Rational(2 * (L - l), L)) * U.T
 B = lambda l: sp.eye(3) if l == 1 else V * Lam(sp.Rational(2 * (l - 1), L)) * V.T
 Kf = sum((A(l) * (x.T * B(l) * xp)[0] for l in range(1, L + 1)), sp.zeros(2, 2))
-check("NTK = Σ_l A_l ⊗ xᵀB_l x'", (K - Kf).applyfunc(lambda e: sp.simplify(sp.powsimp(sp.expand(e), force=True))).norm() ** 2)
+check("NTK = Σ_l A_l ⊗ xᵀB_l x'", (K - Kf).applyfunc(sp.expand).norm() ** 2)
 
 # learning-time asymptotics: L >= 3 plateau integral and the L = 2 delay ln 2/(η s)
 c, c0, s, Ls = sp.symbols("c c0 s L", positive=True)
