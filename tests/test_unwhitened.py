@@ -265,3 +265,11 @@ def test_simulated_kernel_turns_towards_sigma_beta():
     pred = unwhitened_kernel_matrix(t, ws[0], ws[1], Sigma, beta, 1.0)
     rel = np.linalg.norm(M - pred, axis=(1, 2)) / np.linalg.norm(pred, axis=(1, 2))
     assert np.all(rel < 10 * 1e-6 * np.exp(2 * np.linalg.norm(g) * t))
+
+
+def test_result_is_immutable_and_leaves_input_writable():
+    t = np.array([0.0, 1.0])
+    res = unwhitened_phase1(t, np.eye(2), [1.0, 0.0], 1.0, np.ones(6))
+    with pytest.raises(ValueError):
+        res.scaled_stats[0, 0] = 1.0
+    t[0] = 0.5                     # the caller's array is not frozen

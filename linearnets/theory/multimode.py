@@ -84,6 +84,10 @@ class MultimodeResult:
     c: np.ndarray
     loss: np.ndarray
 
+    def __post_init__(self):
+        for name in ("t", "s", "U", "V", "c", "loss"):
+            getattr(self, name).setflags(write=False)
+
     @property
     def end_to_end(self):
         """W(t) = U diag(c(t)) Vᵀ, shape (T, C, D)."""
@@ -132,7 +136,7 @@ def multimode_dynamics(t, Syx, c0, depth=2, eta=1.0):
     eta = float(check_positive(eta, "eta"))
     c = mode_strength(t[..., None], s, c0, depth=L, eta=eta)
     loss = loss_curve(t, s, c0, depth=L, eta=eta)
-    return MultimodeResult(t=t, s=s, U=U, V=V, c=c, loss=loss)
+    return MultimodeResult(t=t.copy(), s=s, U=U, V=V, c=np.array(c), loss=np.array(loss))
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,10 @@ class ModeTimes:
     times: np.ndarray
     order: np.ndarray
     plateau: np.ndarray
+
+    def __post_init__(self):
+        for name in ("times", "order", "plateau"):
+            getattr(self, name).setflags(write=False)
 
 
 def mode_learning_times(s, c0, depth=2, eta=1.0, fraction=0.5):
@@ -204,7 +212,8 @@ def mode_learning_times(s, c0, depth=2, eta=1.0, fraction=0.5):
         raise ValueError("c0 must be < fraction * s for every mode (else it is learned at t = 0)")
     times = mode_time(fraction * s, s, c0, depth=L, eta=eta)
     plateau = plateau_time(s, c0, depth=L, eta=eta)
-    return ModeTimes(times=times, order=np.argsort(times, kind="stable"), plateau=plateau)
+    return ModeTimes(times=np.array(times), order=np.argsort(times, kind="stable"),
+                     plateau=np.array(plateau))
 
 
 def aligned_ntk(X1, X2, Syx, c, depth):

@@ -173,6 +173,10 @@ class Phase1Result:
     direction: np.ndarray
     limit_direction: np.ndarray
 
+    def __post_init__(self):
+        for name in ("t", "scaled_stats", "log_scale", "rates", "direction", "limit_direction"):
+            getattr(self, name).setflags(write=False)
+
     @property
     def stats(self):
         """The statistics themselves, (T, 6); ValueError where they exceed float64."""
@@ -276,7 +280,7 @@ def unwhitened_phase1(t, Sigma, beta, s, init_stats, eta=1.0):
     ghat = g / sb
     direction = _top_direction(scaled, beta, g, m1, b)
     rates = eta * s * np.array([0.0, 0.0, -sb, sb, -2 * sb, 2 * sb])
-    return Phase1Result(t=t, scaled_stats=scaled, log_scale=2.0 * theta, rates=rates,
+    return Phase1Result(t=t.copy(), scaled_stats=scaled, log_scale=2.0 * theta, rates=rates,
                         m1=m1, b=b, direction=direction, limit_direction=ghat)
 
 
