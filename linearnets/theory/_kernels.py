@@ -132,13 +132,14 @@ def _prepare(s, c0, L, tab1, tab3):
     else:
         sig0 = 1.0
         ref0, mag0 = _phi_dec(v0, w0, L, tab3[0], tab3[1], tab3[2], tab3[3], tab3[4])
-    return rise, sgn, lv0, v0, w0, sig0, ref0, mag0, _softplus(w0)
+    return rise, sgn, lv0, v0, w0, sig0, ref0, mag0, _softplus(w0), -math.expm1(lv0)
 
 
 @nb.njit(cache=True, error_model="numpy")
 def _solve_one(T, s, c0, L, tab1, tab3, r1_one, r3_one, state):
     """(c, s - c, iterations) for one point with 0 < T < inf and c0 != s."""
-    rise, sgn, lv0, v0, w0, sig0, ref0, mag0, sp0 = state
+    rise, sgn, lv0, v0, w0, sig0, ref0, mag0, sp0, g0 = state
+    log_switch = math.log(PLATEAU_SWITCH)
     tab = tab1 if rise else tab3
     inf = math.inf
     if rise:
@@ -150,8 +151,8 @@ def _solve_one(T, s, c0, L, tab1, tab3, r1_one, r3_one, state):
         p = a * T * sig0
         if p < 1.0:
             delta_p = -math.log1p(-p) / a
-            if (v0 * math.exp(delta_p)) ** L <= PLATEAU_SWITCH:
-                guess = delta_p - math.log1p(-v0 * math.expm1(delta_p) / -math.expm1(lv0))
+            if L * (lv0 + delta_p) <= log_switch:
+                guess = delta_p - math.log1p(-v0 * math.expm1(delta_p) / g0)
                 hi = min(hi, guess)
         if not math.isfinite(guess):
             phi1_0 = sp0 / L + ref0
@@ -167,8 +168,8 @@ def _solve_one(T, s, c0, L, tab1, tab3, r1_one, r3_one, state):
         guess = math.nan
         p = 2 * L - 2
         delta_g = _softplus(math.log(p * T) - p * lv0) / p
-        if (v0 * math.exp(delta_g)) ** L <= PLATEAU_SWITCH:
-            guess = delta_g - math.log1p(-v0 * math.expm1(delta_g) / -math.expm1(lv0))
+        if L * (lv0 + delta_g) <= log_switch:
+            guess = delta_g - math.log1p(-v0 * math.expm1(delta_g) / g0)
             hi = guess
         else:
             c_dec = r3_one - 1.0 / (L - 2)
@@ -267,3 +268,56 @@ def strength(T, s, c0, depth):
     tab1, tab3, r1, r3 = tables(depth)
     it = strength_deep(T, s, c0, int(depth), tab1, tab3, r1, r3, c, gap)
     return c, gap, it
+
+
+@nb.njit(cache=True, error_model="numpy")
+def _expit(x):
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@nb.njit(cache=True, error_model="numpy", parallel=True)
+def strength_shallow(T, s, c0, L, c_out, gap_out):
+    """The closed forms for L = 1, 2 (same formulas as the numpy reference)."""
+    for i in nb.prange(T.size):
+        Ti, si, ci = T[i], s[i], c0[i]
+        if Ti == 0.0 or ci == si:
+            c_out[i] = ci
+            gap_out[i] = si - ci
+        elif not math.isfinite(Ti):
+            c_out[i] = si
+            gap_out[i] = 0.0
+        elif L == 1:
+            g = (si - ci) * math.exp(-Ti)
+            gap_out[i] = g
+            c_out[i] = ci - (si - ci) * math.expm1(-Ti) if Ti < 0.5 else si - g
+        elif ci < si:
+            E = math.expm1(2.0 * min(Ti, 350.0))
+            q = ci * (E / si)
+            if q <= 1.0:
+                c = ci * (1.0 + E) / (1.0 + q)
+                c_out[i] = c
+                gap_out[i] = si - c
+            else:
+                A = math.log(si - ci) - math.log(ci) - 2.0 * Ti
+                c_out[i] = si * _expit(-A)
+                gap_out[i] = si * _expit(A)
+        else:
+            B = math.log1p(-si / ci) - 2.0 * Ti
+            den = -math.expm1(B)
+            c_out[i] = si / den
+            gap_out[i] = -si * math.exp(B) / den
+    return 0
+
+
+def strength_closed(T, s, c0, depth):
+    """c and s - c for L = 1, 2 via the compiled closed forms."""
+    T = np.ascontiguousarray(T, dtype=np.float64)
+    s = np.ascontiguousarray(s, dtype=np.float64)
+    c0 = np.ascontiguousarray(c0, dtype=np.float64)
+    c = np.empty_like(T)
+    gap = np.empty_like(T)
+    strength_shallow(T, s, c0, int(depth), c, gap)
+    return c, gap, 0

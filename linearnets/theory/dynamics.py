@@ -296,11 +296,11 @@ def _strength_core(T, s, c0, L, backend=None):
 
     Returns (c, gap, iterations); gap = s - c is computed without cancellation.
     ``backend`` is "numba" (compiled kernel, default when available) or "numpy"
-    (the vectorised reference); it matters only for L >= 3.
+    (the vectorised reference, same formulas).
     """
     backend = backend or ("numba" if _kernels is not None else "numpy")
-    if L >= 3 and backend == "numba":
-        return _kernels.strength(T, s, c0, L)
+    if backend == "numba":
+        return (_kernels.strength if L >= 3 else _kernels.strength_closed)(T, s, c0, L)
     n = T.size
     c = np.empty(n)
     gap = np.empty(n)
@@ -491,11 +491,13 @@ def mode_strength(t, s, c0, depth=2, eta=1.0):
     """
     s, c0, L, eta = _validate_common(s, c0, depth, eta)
     t = check_nonnegative(t, "t")
-    t, s, c0, eta = _broadcast(("t", "s", "c0", "eta"), t, s, c0, eta)
-    shape = t.shape
+    shape = _broadcast(("t", "s", "c0", "eta"), t, s, c0, eta)[0].shape
+    # the time unit is computed before broadcasting (once per mode, not per point)
     with np.errstate(over="ignore"):
-        T = (t * _tau_scale(s, eta, L)).ravel()
-    c, _, _ = _strength_core(T, s.ravel(), c0.ravel(), L)
+        T = np.broadcast_to(t * _tau_scale(s, eta, L), shape).ravel()
+    s = np.broadcast_to(s, shape).ravel()
+    c0 = np.broadcast_to(c0, shape).ravel()
+    c, _, _ = _strength_core(T, s, c0, L)
     return c.reshape(shape)
 
 
