@@ -32,3 +32,19 @@ from .sim.flow import gradient_flow
 
 # --- simulation: NTK ---------------------------------------------------------------
 from .sim.ntk import empirical_ntk
+
+# --- comparison of theory and simulation ------------------------------------------
+from .compare import (
+    CHECKS,
+    Comparison,
+    compare_final_ntk,
+    compare_half_time_scaling,
+    compare_initial_moments,
+    compare_kernel_gap,
+    compare_kernel_path,
+    compare_learning_curves,
+    compare_mode_strengths,
+    compare_phase_one,
+    compare_silent_alignment,
+    run_checks,
+)
