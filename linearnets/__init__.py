@@ -33,6 +33,47 @@ from .sim.flow import gradient_flow
 # --- simulation: NTK ---------------------------------------------------------------
 from .sim.ntk import empirical_ntk
 
+# --- simulation: networks, trajectories, data helpers, backends (extensions) ------
+from .sim.network import end_to_end, forward, init_balanced
+from .sim.flow import FlowStatus, Trajectory
+from .data import (
+    partially_whitened,
+    scalar_teacher,
+    sufficient_statistics,
+    teacher_task,
+    whitened_inputs,
+)
+
+# --- theory: extensions (unwhitened phase I, many outputs, intermediate kernels, transfer) ---
+from .theory.unwhitened import (
+    unwhitened_init_stats,
+    unwhitened_init_stats_expected,
+    unwhitened_kernel_matrix,
+    unwhitened_linear_weights,
+    unwhitened_phase1,
+    unwhitened_system_matrix,
+)
+from .theory.intermediate import (
+    intermediate_alignment,
+    intermediate_feature_matrix,
+    intermediate_kernel,
+)
+from .theory.transfer import (
+    trained_ntk_spike,
+    transfer_error,
+    transfer_error_trained,
+    transfer_kappa,
+)
+from .theory.multimode import (
+    aligned_ntk,
+    final_kernel_matrix_finite_sigma,
+    final_ntk_finite_sigma,
+    mode_learning_times,
+    multimode_dynamics,
+    path_ntk,
+    task_modes,
+)
+
 # --- comparison of theory and simulation ------------------------------------------
 from .compare import (
     CHECKS,

@@ -1,8 +1,325 @@
-"""The public gradient-flow integrator."""
+"""The public gradient-flow integrator for deep linear networks.
+
+:func:`gradient_flow` integrates
+
+    dW_l/dt = eta (W_L ... W_{l+1})^T E (W_{l-1} ... W_1)^T ,   E = Syx - W Sxx ,
+
+the exact gradient flow of the loss ``(1/2P) sum_mu |y_mu - W x_mu|^2`` with
+``W = W_L ... W_1``, for any depth and widths.  The data enter only through
+``Sxx = X^T X / P`` and ``Syx = Y^T X / P``, computed once.  The integration
+methods live in a registry (``_solvers``): adaptive embedded Runge-Kutta pairs
+``"RK45"`` (Dormand-Prince 5(4)) and ``"DOP853"`` (Hairer's 8(5,3)) on the
+``"numpy"`` and ``"numba"`` backends, plus whatever other modules register.
+"""
 from __future__ import annotations
 
-__all__ = ['gradient_flow']
+import numbers
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .. import backend as _backend
+from .._validation import as_float_array, check_matrix, check_positive
+from . import _rhs
+from ._solvers import FlowStatus, SolverOptions, backends_for, get_solver
+from .network import check_weights
+from .ntk import _ntk
+
+__all__ = ["gradient_flow", "Trajectory", "FlowStatus", "RECORDABLE", "DEFAULT_MAX_STEPS"]
+
+#: Quantities that ``record=`` can ask for.
+RECORDABLE = ("weights", "modes", "conservation", "ntk")
+
+#: Default budget of attempted steps.
+DEFAULT_MAX_STEPS = 1_000_000
+
+#: Smallest accepted rtol: below it the error estimate is dominated by rounding.
+MIN_RTOL = 100 * np.finfo(np.float64).eps
 
 
-def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend='auto'):
-    raise NotImplementedError("not implemented yet")
+@dataclass(frozen=True, eq=False)
+class Trajectory:
+    """Result of :func:`gradient_flow` (immutable; every array is owned and read-only).
+
+    If the run failed (``success`` False), rows of the time-indexed arrays after
+    the last reached output time are NaN (shapes never change), ``weights`` is
+    the last accepted state, at time ``t_last``.
+
+    Attributes
+    ----------
+    t : ndarray, shape (T,)
+        The requested output times.
+    loss : ndarray, shape (T,)
+        ``(1/2P) |Y - X W(t)^T|_F^2``.
+    end_to_end : ndarray, shape (T, C, D)
+        ``W_L(t) ... W_1(t)``.
+    weights : tuple of ndarray
+        Final ``(W_1, ..., W_L)``.
+    t_last : float
+        Time of ``weights`` (``t[-1]`` on success).
+    nfev, nsteps, nrejected : int
+        Right-hand-side evaluations, accepted steps, rejected steps.
+    success : bool
+    status : FlowStatus
+        ``status.code`` (0 = success) and ``status.message``.
+    message : str
+        What happened, with the time where a failed run stopped.
+    method, backend : str
+        The method and the concrete backend that ran.
+    weights_t : tuple of ndarray (T, N_l, N_{l-1}), or None
+        Recorded with ``record=("weights",)``.
+    modes : ndarray, shape (T, r), or None
+        ``c_alpha(t) = u_alpha^T W(t) v_alpha`` along the SVD
+        ``Syx = sum s_alpha u_alpha v_alpha^T``, ``r = min(C, D)`` (record ``"modes"``);
+        ``mode_s`` (r,), ``mode_u`` (C, r), ``mode_v`` (D, r) give the singular values
+        and vectors.
+    conservation : ndarray, shape (T,), or None
+        ``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at t[0])|_F``, zero for the
+        exact flow: an accuracy diagnostic (record ``"conservation"``; zeros for L = 1).
+    ntk : ndarray, shape (T, Q, Q) or (T, Q, Q, C, C), or None
+        Empirical NTK on the probe inputs (``probe=`` or record ``"ntk"``).
+    ntk_norm : ndarray, shape (T,), or None
+        Its Frobenius norm.
+    ntk_alignment : ndarray, shape (T,), or None
+        Kernel-target alignment ``y^T K y / (|K|_F |y|^2)`` with the probe targets
+        (outputs flattened sample-major for C > 1); None without targets.
+    """
+
+    t: np.ndarray
+    loss: np.ndarray
+    end_to_end: np.ndarray
+    weights: tuple
+    t_last: float
+    nfev: int
+    nsteps: int
+    nrejected: int
+    success: bool
+    status: FlowStatus
+    message: str
+    method: str
+    backend: str
+    weights_t: Optional[tuple] = None
+    modes: Optional[np.ndarray] = None
+    mode_s: Optional[np.ndarray] = None
+    mode_u: Optional[np.ndarray] = None
+    mode_v: Optional[np.ndarray] = None
+    conservation: Optional[np.ndarray] = None
+    ntk: Optional[np.ndarray] = None
+    ntk_norm: Optional[np.ndarray] = None
+    ntk_alignment: Optional[np.ndarray] = None
+
+    def __post_init__(self):
+        for name in ("t", "loss", "end_to_end", "modes", "mode_s", "mode_u", "mode_v",
+                     "conservation", "ntk", "ntk_norm", "ntk_alignment"):
+            a = getattr(self, name)
+            if a is not None:
+                a.setflags(write=False)
+        for group in (self.weights, self.weights_t):
+            for a in group or ():
+                a.setflags(write=False)
+
+    @property
+    def depth(self) -> int:
+        return len(self.weights)
+
+
+def _check_t_eval(t_eval):
+    t = as_float_array(t_eval, "t_eval", ndim=(0, 1)).reshape(-1)
+    if t.size == 0:
+        raise ValueError("t_eval must contain at least one time")
+    if t.size > 1 and not np.all(np.diff(t) > 0):
+        raise ValueError("t_eval must be strictly increasing")
+    return np.ascontiguousarray(t)
+
+
+def _check_record(record):
+    if record is None:
+        return frozenset()
+    if isinstance(record, str):
+        record = (record,)
+    try:
+        rec = frozenset(record)
+    except TypeError as exc:
+        raise ValueError(f"record must be a collection of names from {RECORDABLE}") from exc
+    bad = [r for r in rec if r not in RECORDABLE]
+    if bad:
+        raise ValueError(f"record: unknown quantity {bad[0]!r}; choose from {RECORDABLE}")
+    return rec
+
+
+def _check_probe(probe, D, C):
+    if isinstance(probe, tuple):
+        if len(probe) != 2:
+            raise ValueError("probe must be inputs Xp (Q, D) or a pair (Xp, Yp)")
+        Xp, Yp = probe
+    else:
+        Xp, Yp = probe, None
+    Xp = check_matrix(Xp, "probe inputs")
+    if Xp.shape[1] != D:
+        raise ValueError(f"probe inputs have {Xp.shape[1]} columns, expected D={D}")
+    if Yp is not None:
+        Yp = as_float_array(Yp, "probe targets", ndim=(1, 2))
+        Yp = Yp.reshape(-1, 1) if Yp.ndim == 1 else Yp
+        if Yp.shape != (Xp.shape[0], C):
+            raise ValueError(f"probe targets must have shape ({Xp.shape[0]}, {C}), got {Yp.shape}")
+    return Xp, Yp
+
+
+def _check_max_steps(max_steps):
+    if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    return int(max_steps)
+
+
+def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
+                  method="DOP853", record=(), probe=None, max_steps=DEFAULT_MAX_STEPS,
+                  first_step=None):
+    """Integrate gradient flow of a deep linear network on the squared loss.
+
+    Solves ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` from
+    ``weights`` at time ``t_eval[0]`` with an adaptive, error-controlled method,
+    stepping exactly onto every output time.
+
+    Parameters
+    ----------
+    weights : list of ndarray
+        ``[W_1, ..., W_L]`` at ``t_eval[0]``, ``W_l`` of shape (N_l, N_{l-1});
+        never modified.
+    X : array_like, shape (P, D)
+        Inputs (need not be whitened).
+    Y : array_like, shape (P, C) or (P,)
+        Targets; 1-D means C = 1.
+    t_eval : array_like, shape (T,)
+        Strictly increasing output times; may span many decades.
+    eta : float
+        Learning rate, ``> 0``.
+    rtol, atol : float
+        Relative (``>= 100 eps``) and absolute (``> 0``) local error tolerances.
+    backend : {"auto", "numpy", "numba", "cupy"}
+        Where the integration runs; results are numpy float64 arrays in any case.
+    method : str
+        A registered method: ``"DOP853"`` (default), ``"RK45"``, ...
+    record : collection of str
+        Any of ``"weights"``, ``"modes"``, ``"conservation"``, ``"ntk"``.
+    probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
+        Inputs (and targets) on which to record the empirical NTK; implies
+        ``"ntk"``.  With ``"ntk"`` but no probe the training data ``(X, Y)`` are used.
+    max_steps : int
+        Budget of attempted steps.
+    first_step : float, optional
+        Initial step (default: chosen automatically).
+
+    Returns
+    -------
+    Trajectory
+        ``success`` is False, with a message, if the step size underflowed, the
+        state became non-finite or the step budget ran out; the outputs reached
+        until then are kept and later rows are NaN.
+
+    Examples
+    --------
+    >>> from linearnets.data import scalar_teacher
+    >>> from linearnets.sim.network import init_network
+    >>> X, y, beta = scalar_teacher(20, 3, 1.0)
+    >>> ws = init_network((3, 4, 1), 0.1)
+    >>> traj = gradient_flow(ws, X, y, [0.0, 50.0], backend="numpy")
+    >>> bool(traj.success and traj.loss[-1] < 1e-10)
+    True
+    """
+    ws = check_weights(weights)
+    X = check_matrix(X, "X")
+    Y = as_float_array(Y, "Y", ndim=(1, 2))
+    Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
+    shapes = tuple(w.shape for w in ws)
+    D, C = shapes[0][1], shapes[-1][0]
+    if X.shape[1] != D:
+        raise ValueError(f"X has {X.shape[1]} columns but weights[0] expects D={D}")
+    if Y.shape[0] != X.shape[0]:
+        raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and "
+                         f"{Y.shape[0]}")
+    if Y.shape[1] != C:
+        raise ValueError(f"Y has {Y.shape[1]} outputs but weights[-1] has C={C} rows")
+    t_eval = _check_t_eval(t_eval)
+    eta = float(check_positive(eta, "eta"))
+    rtol = float(check_positive(rtol, "rtol"))
+    atol = float(check_positive(atol, "atol"))
+    if rtol < MIN_RTOL:
+        raise ValueError(f"rtol must be >= {MIN_RTOL:.3g} (rounding limit), got {rtol!r}")
+    max_steps = _check_max_steps(max_steps)
+    if first_step is not None:
+        first_step = float(check_positive(first_step, "first_step"))
+    _backend.check_backend(backend)
+    rec = _check_record(record)
+    if not isinstance(method, str):
+        raise ValueError(f"method must be a string, got {method!r}")
+    available = backends_for(method)
+    if probe is not None or "ntk" in rec:
+        Xp, Yp = _check_probe(probe if probe is not None else (X, Y), D, C)
+        rec = rec | {"ntk"}
+
+    problem = _rhs.make_problem(shapes, X, Y, eta)
+    concrete = _backend.resolve_backend(backend, problem.max_width, available)
+    solver = get_solver(method, concrete)
+    options = SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step)
+
+    T = t_eval.size
+    L = len(shapes)
+    nan = np.nan
+    e2e = np.full((T, C, D), nan)
+    weights_t = tuple(np.full((T,) + s, nan) for s in shapes) if "weights" in rec else None
+    if "modes" in rec:
+        U, s_modes, Vt = np.linalg.svd(problem.Syx, full_matrices=False)
+        V = Vt.T.copy()
+        modes = np.full((T, s_modes.size), nan)
+    else:
+        U = s_modes = V = modes = None
+    cons = np.full(T, nan) if "conservation" in rec else None
+    if "ntk" in rec:
+        Q = Xp.shape[0]
+        ntk = np.full((T, Q, Q) if C == 1 else (T, Q, Q, C, C), nan)
+        ntk_norm = np.full(T, nan)
+        ntk_align = np.full(T, nan) if Yp is not None else None
+        yflat = Yp.reshape(-1) if Yp is not None else None
+    else:
+        ntk = ntk_norm = ntk_align = None
+    gram0 = []
+
+    def observe(k, y):
+        Wl = _rhs.unpack(y, shapes)
+        e2e[k] = _rhs.end_to_end_flat(y, shapes)
+        if weights_t is not None:
+            for i in range(L):
+                weights_t[i][k] = Wl[i]
+        if modes is not None:
+            modes[k] = np.einsum("ca,cd,da->a", U, e2e[k], V)
+        if cons is not None:
+            grams = [Wl[i + 1].T @ Wl[i + 1] - Wl[i] @ Wl[i].T for i in range(L - 1)]
+            if k == 0:
+                gram0.extend(grams)
+            cons[k] = max((np.linalg.norm(g - g0) for g, g0 in zip(grams, gram0)), default=0.0)
+        if ntk is not None:
+            K = _ntk(Wl, Xp, Xp)
+            ntk[k] = K
+            ntk_norm[k] = np.linalg.norm(K)
+            if ntk_align is not None:
+                Kmat = K if C == 1 else K.transpose(0, 2, 1, 3).reshape(Q * C, Q * C)
+                denom = ntk_norm[k] * (yflat @ yflat)
+                ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else nan
+
+    y0 = _rhs.pack(ws)
+    # a state that overflows is reported through the status, not through warnings
+    with np.errstate(over="ignore", invalid="ignore"):
+        raw = solver(problem, y0, t_eval, options, observe)
+        loss = np.full(T, nan)
+        n = raw.n_done
+        loss[:n] = _rhs.loss_from_end_to_end(e2e[:n], problem)
+    final = tuple(np.array(w, copy=True) for w in _rhs.unpack(_backend.to_numpy(raw.y_last),
+                                                              shapes))
+    return Trajectory(
+        t=t_eval.copy(), loss=loss, end_to_end=e2e, weights=final, t_last=float(raw.t_last),
+        nfev=int(raw.nfev), nsteps=int(raw.nsteps), nrejected=int(raw.nrejected),
+        success=raw.status.success, status=raw.status, message=raw.message,
+        method=method, backend=concrete, weights_t=weights_t, modes=modes, mode_s=s_modes,
+        mode_u=U, mode_v=V, conservation=cons, ntk=ntk, ntk_norm=ntk_norm,
+        ntk_alignment=ntk_align)

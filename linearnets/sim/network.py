@@ -1,8 +1,202 @@
-"""Deep linear networks: initialisation, forward map, end-to-end map."""
+"""Deep linear networks: initialisation, forward map, end-to-end map.
+
+A network is a list ``[W_1, ..., W_L]`` with ``W_l`` of shape ``(N_l, N_{l-1})``,
+``N_0 = D`` inputs and ``N_L = C`` outputs; it computes ``f(x) = W_L ... W_1 x``.
+"""
 from __future__ import annotations
 
-__all__ = ['init_network']
+import numbers
+
+import numpy as np
+
+from .._validation import as_float_array, check_depth, check_matrix, check_positive
+
+__all__ = ["init_network", "init_balanced", "forward", "end_to_end", "check_weights",
+           "check_layer_sizes"]
+
+
+def check_layer_sizes(layer_sizes, name="layer_sizes"):
+    """Validate ``(D, N_1, ..., N_{L-1}, C)``: at least two positive integers; returns a tuple."""
+    try:
+        sizes = list(layer_sizes)
+    except TypeError as exc:
+        raise ValueError(f"{name} must be a sequence of positive integers") from exc
+    if len(sizes) < 2:
+        raise ValueError(f"{name} needs at least two entries (D, C), got {layer_sizes!r}")
+    out = []
+    for n in sizes:
+        if isinstance(n, bool) or not isinstance(n, numbers.Real):
+            raise ValueError(f"{name} must contain positive integers, got {n!r}")
+        out.append(check_depth(n, name))
+    return tuple(out)
+
+
+def check_weights(weights, name="weights"):
+    """Validate a network and return C-contiguous float64 *copies* of its layers.
+
+    Raises ``ValueError`` unless ``weights`` is a non-empty sequence of finite 2-D
+    arrays whose shapes chain (``W_{l+1}.shape[1] == W_l.shape[0]``).
+    """
+    if isinstance(weights, np.ndarray) and weights.ndim == 2:
+        weights = [weights]
+    try:
+        ws = list(weights)
+    except TypeError as exc:
+        raise ValueError(f"{name} must be a list of 2-D arrays [W_1, ..., W_L]") from exc
+    if not ws:
+        raise ValueError(f"{name} must contain at least one layer")
+    out = []
+    for i, w in enumerate(ws):
+        out.append(np.array(check_matrix(w, f"{name}[{i}]"), dtype=np.float64, order="C",
+                            copy=True))
+    for i in range(1, len(out)):
+        if out[i].shape[1] != out[i - 1].shape[0]:
+            raise ValueError(f"{name}[{i}] has shape {out[i].shape} but {name}[{i - 1}] has "
+                             f"{out[i - 1].shape[0]} rows: shapes must chain")
+    return out
 
 
 def init_network(layer_sizes, sigma, seed=0):
-    raise NotImplementedError("not implemented yet")
+    """Gaussian initialisation: every entry of ``W_l`` i.i.d. ``N(0, sigma^2 / N_{l-1})``.
+
+    Parameters
+    ----------
+    layer_sizes : sequence of int
+        ``(D, N_1, ..., N_{L-1}, C)``, depth ``L = len(layer_sizes) - 1``.
+    sigma : float
+        Scale, ``sigma > 0``.
+    seed : int or numpy.random.Generator
+        Reproducible: the same seed gives the same weights.
+
+    Returns
+    -------
+    weights : list of ndarray
+        ``W_l`` with shape ``(N_l, N_{l-1})``.
+
+    Examples
+    --------
+    >>> ws = init_network((3, 5, 1), 0.1, seed=1)
+    >>> [w.shape for w in ws]
+    [(5, 3), (1, 5)]
+    """
+    sizes = check_layer_sizes(layer_sizes)
+    sigma = float(check_positive(sigma, "sigma"))
+    rng = np.random.default_rng(seed)
+    return [sigma / np.sqrt(n_in) * rng.standard_normal((n_out, n_in))
+            for n_in, n_out in zip(sizes[:-1], sizes[1:])]
+
+
+def _orthonormal(rng, n, k):
+    q, r = np.linalg.qr(rng.standard_normal((n, k)))
+    return q * np.sign(np.where(np.diag(r) == 0, 1.0, np.diag(r)))
+
+
+def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
+    """Balanced small initialisation (Saxe, McClelland & Ganguli 2014).
+
+    ``W_l = sigma R_l R_{l-1}^T`` with ``R_l`` (N_l, r) orthonormal columns, so that
+    ``W_{l+1}^T W_{l+1} = W_l W_l^T = sigma^2 R_l R_l^T`` (exactly balanced) and the
+    end-to-end map is ``sigma^L R_L R_0^T``: every one of its r nonzero singular
+    values equals ``sigma^L``.
+
+    Parameters
+    ----------
+    layer_sizes : sequence of int
+        ``(D, N_1, ..., C)``.
+    sigma : float
+        Per-layer scale, ``> 0``.
+    seed : int or numpy.random.Generator
+    rank : int, optional
+        r, at most the narrowest layer (default: the narrowest layer).
+    left : array_like, shape (C, r), optional
+        Output directions ``R_L`` (orthonormal columns), e.g. the task's u_alpha;
+        random if omitted.
+    right : array_like, shape (D, r), optional
+        Input directions ``R_0``, e.g. the task's v_alpha.
+
+    Returns
+    -------
+    weights : list of ndarray
+
+    Examples
+    --------
+    >>> u, v = np.array([[1.0]]), np.array([[0.6], [0.8]])
+    >>> ws = init_balanced((2, 4, 1), 0.1, left=u, right=v)
+    >>> np.round(end_to_end(ws), 12)
+    array([[0.006, 0.008]])
+    """
+    sizes = check_layer_sizes(layer_sizes)
+    sigma = float(check_positive(sigma, "sigma"))
+    rmax = min(sizes)
+    for arr, nm in ((left, "left"), (right, "right")):
+        if arr is not None and rank is None:
+            rank = np.atleast_2d(np.asarray(arr)).shape[1] if np.ndim(arr) == 2 else 1
+    r = rmax if rank is None else check_depth(rank, "rank")
+    if r > rmax:
+        raise ValueError(f"rank must be <= the narrowest layer ({rmax}), got {r}")
+    rng = np.random.default_rng(seed)
+    R = [_orthonormal(rng, n, r) for n in sizes]
+
+    def _directions(arr, n, nm):
+        a = as_float_array(arr, nm, ndim=(1, 2))
+        a = a.reshape(n, -1) if a.ndim == 1 else a
+        if a.shape != (n, r):
+            raise ValueError(f"{nm} must have shape ({n}, {r}), got {a.shape}")
+        if not np.allclose(a.T @ a, np.eye(r), atol=1e-10):
+            raise ValueError(f"{nm} must have orthonormal columns")
+        return a
+
+    if left is not None:
+        R[-1] = _directions(left, sizes[-1], "left")
+    if right is not None:
+        R[0] = _directions(right, sizes[0], "right")
+    return [sigma * R[l + 1] @ R[l].T for l in range(len(sizes) - 1)]
+
+
+def end_to_end(weights):
+    """End-to-end map ``W_L ... W_1``.
+
+    Parameters
+    ----------
+    weights : list of ndarray
+
+    Returns
+    -------
+    ndarray, shape (C, D)
+
+    Examples
+    --------
+    >>> end_to_end([np.eye(2), 2 * np.eye(2)])
+    array([[2., 0.],
+           [0., 2.]])
+    """
+    ws = check_weights(weights)
+    W = ws[-1]
+    for w in ws[-2::-1]:
+        W = W @ w
+    return W
+
+
+def forward(weights, X):
+    """Network outputs ``f(x_mu) = W_L ... W_1 x_mu`` for the rows of ``X``.
+
+    Parameters
+    ----------
+    weights : list of ndarray
+    X : array_like, shape (P, D)
+
+    Returns
+    -------
+    ndarray, shape (P, C)
+
+    Examples
+    --------
+    >>> forward([np.array([[1.0, 2.0]])], np.eye(2))
+    array([[1.],
+           [2.]])
+    """
+    X = check_matrix(X, "X")
+    W = end_to_end(weights)
+    if X.shape[1] != W.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns but the network expects D={W.shape[1]}")
+    return X @ W.T

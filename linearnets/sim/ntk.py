@@ -1,8 +1,77 @@
-"""Empirical neural tangent kernel of a deep linear network."""
+"""Empirical neural tangent kernel of a deep linear network, from partial products.
+
+For ``f(x) = W_L ... W_1 x`` the gradient of output i with respect to ``W_l`` is
+``A_l[i]^T (B_l x)^T`` with ``A_l = W_L ... W_{l+1}`` (C, N_l) and
+``B_l = W_{l-1} ... W_1`` (N_{l-1}, D), so
+
+    K_ij(x, x') = sum_l [A_l A_l^T]_ij (B_l x)^T (B_l x') ,
+
+the DESIGN.md convention (no 1/P, no learning rate).  The features ``X B_l^T``
+are carried upwards layer by layer and ``A_l`` downwards: O(L) matrix products,
+never a per-parameter Jacobian.
+"""
 from __future__ import annotations
 
-__all__ = ['empirical_ntk']
+import numpy as np
+
+from .._validation import check_matrix
+from .network import check_weights
+
+__all__ = ["empirical_ntk"]
+
+
+def _ntk_blocks(ws, X1, X2):
+    """Return (sum over l of the per-layer kernels) as a (P1, P2, C, C) array."""
+    L = len(ws)
+    C = ws[-1].shape[0]
+    tops = [None] * L
+    A = np.eye(C)
+    for l in range(L - 1, -1, -1):
+        tops[l] = A
+        A = A @ ws[l]
+    K = np.zeros((X1.shape[0], X2.shape[0], C, C))
+    H1, H2 = X1, X2
+    for l in range(L):
+        if l > 0:
+            H1 = H1 @ ws[l - 1].T
+            H2 = H2 @ ws[l - 1].T
+        K += np.multiply.outer(H1 @ H2.T, tops[l] @ tops[l].T)
+    return K
+
+
+def _ntk(ws, X1, X2):
+    K = _ntk_blocks(ws, X1, X2)
+    return K[:, :, 0, 0].copy() if K.shape[2] == 1 else K
 
 
 def empirical_ntk(weights, X1, X2):
-    raise NotImplementedError("not implemented yet")
+    """Empirical NTK ``K_ij(x, x') = sum_l <df_i(x)/dW_l, df_j(x')/dW_l>_F``.
+
+    Parameters
+    ----------
+    weights : list of ndarray
+        ``[W_1, ..., W_L]``, ``W_l`` of shape (N_l, N_{l-1}).
+    X1 : array_like, shape (P1, D)
+    X2 : array_like, shape (P2, D)
+
+    Returns
+    -------
+    ndarray
+        (P1, P2) for one output, (P1, P2, C, C) for C > 1 outputs.
+
+    Examples
+    --------
+    Depth one: the kernel is the Gram matrix of the inputs.
+
+    >>> empirical_ntk([np.array([[1.0, 2.0]])], np.eye(2), np.eye(2))
+    array([[1., 0.],
+           [0., 1.]])
+    """
+    ws = check_weights(weights)
+    X1 = check_matrix(X1, "X1")
+    X2 = check_matrix(X2, "X2")
+    D = ws[0].shape[1]
+    for X, nm in ((X1, "X1"), (X2, "X2")):
+        if X.shape[1] != D:
+            raise ValueError(f"{nm} has {X.shape[1]} columns but the network expects D={D}")
+    return _ntk(ws, X1, X2)

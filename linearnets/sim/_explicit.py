@@ -1,0 +1,344 @@
+"""Adaptive embedded explicit Runge-Kutta integration: one generic stepper for every tableau.
+
+The numpy stepper (:func:`erk_solve`) is the reference; the numba backend runs
+the same algorithm compiled (``_kernels.erk_advance``), one call per output
+interval, so there is no Python per step.  Both share the initial-step
+selection and the control constants below, and accumulate the stage sums and
+the error norm in the same order without BLAS, so that (given a right-hand
+side that agrees bit for bit, as the BLAS products do when numpy and scipy
+ship the same OpenBLAS) they take the same accept/reject decisions.  An
+adaptive code amplifies any difference that flips one decision to the size of
+the tolerance, so this matters for backend agreement.
+
+Step-size control (Hairer-Norsett-Wanner I, II.4; as in ``scipy.integrate``):
+an attempt with error norm ``err`` (RMS over components of the local error
+divided by ``atol + rtol max(|y|, |y_new|)``) is accepted when ``err < 1``; the
+next step is ``h * clip(SAFETY err^(-1/(q+1)), MIN_FACTOR, MAX_FACTOR)`` with q
+the error-estimator order, and never grows right after a rejection.  Output
+times are hit exactly: a step that would pass ``t_eval[k]`` is shortened to end
+there, and the step proposed before shortening is kept for the next interval.
+A non-finite error norm (a trial stage overflowed) counts as a rejection with
+factor MIN_FACTOR; if that drives the step to underflow the run ends with
+``FlowStatus.STEP_UNDERFLOW`` and says so.  ``FlowStatus.NONFINITE`` means the
+right-hand side at an accepted state (the initial one) is not finite.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _rhs
+from ._solvers import FlowStatus, RawResult, register_solver
+from ._tableaux import TABLEAUX
+
+__all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "MIN_STEP_ULPS", "select_initial_step",
+           "erk_solve", "erk_fixed", "solve_numpy", "solve_numba"]
+
+#: Safety factor on the optimal step-size change.
+SAFETY = 0.9
+#: Smallest step-size reduction factor after a rejection.
+MIN_FACTOR = 0.2
+#: Largest step-size growth factor after an acceptance.
+MAX_FACTOR = 10.0
+#: A step shorter than this many ulps of t is an underflow.
+MIN_STEP_ULPS = 10.0
+
+
+def _rms(x):
+    return float(np.sqrt(np.mean(x * x))) if x.size else 0.0
+
+
+def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol):
+    """Initial step size (Hairer-Norsett-Wanner I, Sec. II.4, as in scipy).
+
+    Parameters
+    ----------
+    fun : callable ``fun(y) -> dy``
+    t0, t_end : float
+    y0, f0 : ndarray, shape (n,)
+        Initial state and ``fun(y0)``.
+    error_order : int
+    rtol, atol : float
+
+    Returns
+    -------
+    h : float
+        The step, and uses one extra evaluation of ``fun``.
+    """
+    interval = t_end - t0
+    scale = atol + np.abs(y0) * rtol
+    d0 = _rms(y0 / scale)
+    d1 = _rms(f0 / scale)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    h0 = min(h0, interval)
+    f1 = fun(y0 + h0 * f0)
+    d2 = _rms((f1 - f0) / scale) / h0
+    if not np.isfinite(d2):
+        return h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / (error_order + 1))
+    return min(100 * h0, h1, interval)
+
+
+def _combine(w, K, out, tmp):
+    """``out = sum_j w_j K_j`` over the nonzero weights, accumulated in stage order.
+
+    Written as elementwise operations (no BLAS, no fused multiply-add) so that the
+    compiled stepper, which accumulates in the same order, gets bit-identical sums.
+    """
+    out[:] = 0.0
+    for j, a in enumerate(w):
+        if a != 0.0:
+            np.multiply(K[j], a, out=tmp)
+            out += tmp
+    return out
+
+
+def _sequential_sumsq(v):
+    # a left-to-right sum (np.sum is pairwise): the order of the compiled stepper
+    return float(np.cumsum(v * v)[-1]) if v.size else 0.0
+
+
+def _error_norm(tab, K, h, scale, tmp, acc):
+    """Error norm of a step (see the module docstring); bit-identical to the numba kernel."""
+    n = scale.size
+    e5 = _sequential_sumsq(_combine(tab.e, K, acc, tmp) / scale)
+    if tab.e3 is None:
+        return abs(h) * np.sqrt(e5 / n)
+    e3 = _sequential_sumsq(_combine(tab.e3, K, acc, tmp) / scale)
+    if e5 == 0.0 and e3 == 0.0:
+        return 0.0
+    return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
+
+
+def _min_step(t):
+    return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
+
+
+def _failure_message(status, t, h, max_steps, nonfinite=False):
+    if status is FlowStatus.MAX_STEPS:
+        return f"{status.message} ({max_steps} attempted steps) at t={t:.6g}"
+    if status is FlowStatus.NONFINITE:
+        return f"{status.message} at t={t:.6g}"
+    why = "; the rejected trial steps overflowed (non-finite stages)" if nonfinite else ""
+    return f"{status.message} at t={t:.6g} (h={h:.3g}{why})"
+
+
+def erk_solve(fun, y0, t_eval, tab, options, observe):
+    """Integrate ``dy/dt = fun(y)`` with the embedded pair ``tab``, hitting every ``t_eval``.
+
+    Parameters
+    ----------
+    fun : callable ``fun(y, out) -> out``
+        Autonomous right-hand side; writes into ``out`` (n,).
+    y0 : ndarray, shape (n,)
+    t_eval : ndarray, shape (T,)
+        Strictly increasing; ``t_eval[0]`` is the start time.
+    tab : Tableau
+    options : SolverOptions
+    observe : callable ``observe(k, y)``
+
+    Returns
+    -------
+    RawResult
+    """
+    rtol, atol = options.rtol, options.atol
+    s = tab.n_stages
+    n = y0.size
+    T = t_eval.size
+    y = np.array(y0, dtype=np.float64, copy=True)
+    K = np.empty((s + 1, n))
+    nfev = nsteps = nrej = 0
+    t = float(t_eval[0])
+    exponent = -1.0 / (tab.error_order + 1)
+
+    with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
+        fun(y, K[0])
+        nfev += 1
+        observe(0, y)
+        if not np.all(np.isfinite(K[0])):
+            return RawResult(1, t, y, nfev, 0, 0, FlowStatus.NONFINITE,
+                             _failure_message(FlowStatus.NONFINITE, t, 0.0, options.max_steps))
+        if T == 1:
+            return RawResult(1, t, y, nfev, 0, 0, FlowStatus.SUCCESS, FlowStatus.SUCCESS.message)
+        if options.first_step is not None:
+            h = float(options.first_step)
+        else:
+            h = select_initial_step(lambda v: fun(v, np.empty_like(v)), t, y, K[0],
+                                    float(t_eval[-1]), tab.error_order, rtol, atol)
+            nfev += 1
+        k = 1
+        status = FlowStatus.SUCCESS
+        nonfinite = False
+        y_new = np.empty(n)
+        tmp = np.empty(n)
+        acc = np.empty(n)
+        while k < T:
+            t_target = float(t_eval[k])
+            min_step = _min_step(t)
+            h = max(h, min_step)
+            rejected = False
+            while True:
+                if nsteps + nrej >= options.max_steps:
+                    status = FlowStatus.MAX_STEPS
+                    break
+                if h < min_step:
+                    status = FlowStatus.STEP_UNDERFLOW
+                    break
+                h_try = h
+                clipped = t + h >= t_target
+                if clipped:
+                    h_try = t_target - t
+                for i in range(1, s + 1):
+                    _combine(tab.b if i == s else tab.A[i, :i], K, y_new, tmp)
+                    y_new *= h_try
+                    y_new += y
+                    fun(y_new, K[i])
+                nfev += s
+                scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
+                err = _error_norm(tab, K, h_try, scale, tmp, acc)
+                if not np.isfinite(err):
+                    nonfinite = True
+                    nrej += 1
+                    h = h_try * MIN_FACTOR
+                    rejected = True
+                    continue
+                if err < 1.0:
+                    factor = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, SAFETY * err ** exponent)
+                    if rejected:
+                        factor = min(1.0, factor)
+                    h_next = h_try * factor
+                    if clipped and not rejected:
+                        h_next = max(h_next, h)
+                    h = h_next
+                    nonfinite = False
+                    break
+                nrej += 1
+                h = h_try * max(MIN_FACTOR, SAFETY * err ** exponent)
+                rejected = True
+            if status is not FlowStatus.SUCCESS:
+                break
+            nsteps += 1
+            y, y_new = y_new, y
+            K[0] = K[s]
+            if clipped:
+                t = t_target
+                observe(k, y)
+                k += 1
+            else:
+                t = t + h_try
+    msg = (status.message if status.success
+           else _failure_message(status, t, h, options.max_steps, nonfinite))
+    return RawResult(k, t, y, nfev, nsteps, nrej, status, msg)
+
+
+def erk_fixed(fun, y0, t_grid, tab):
+    """Fixed-step integration on the grid ``t_grid`` (no error control); returns y at t_grid[-1].
+
+    For convergence-order checks only (``fun(y, out) -> out``).
+    """
+    s = tab.n_stages
+    y = np.array(y0, dtype=np.float64, copy=True)
+    K = np.empty((s, y.size))
+    ys = np.empty_like(y)
+    for t0, t1 in zip(t_grid[:-1], t_grid[1:]):
+        h = t1 - t0
+        fun(y, K[0])
+        for i in range(1, s):
+            ys[:] = y + h * (tab.A[i, :i] @ K[:i])
+            fun(ys, K[i])
+        y = y + h * (tab.b @ K)
+    return y
+
+
+def solve_numpy(tab):
+    """Build the numpy-backend solver for tableau ``tab`` (see ``_solvers`` for the signature)."""
+    def solver(problem, y0, t_eval, options, observe):
+        return erk_solve(lambda y, out: _rhs.rhs(y, problem, out), y0, t_eval, tab, options,
+                         observe)
+    solver.__doc__ = f"{tab.name} on the numpy backend."
+    return solver
+
+
+def _erk_numba(problem, y0, t_eval, tab, options, observe):
+    """The numba twin of :func:`erk_solve`: Python only at output times."""
+    from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
+
+    shapes = problem.shapes
+    L = len(shapes)
+    C, D = problem.Syx.shape
+    rows = np.array([r for r, _ in shapes], dtype=np.int64)
+    cols = np.array([c for _, c in shapes], dtype=np.int64)
+    offs = np.ascontiguousarray(problem.offsets, dtype=np.int64)
+    aoff = np.concatenate(([0], np.cumsum(C * rows))).astype(np.int64)
+    goff = np.concatenate(([0], np.cumsum(C * cols))).astype(np.int64)
+    rhs_args = (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
+                np.ascontiguousarray(problem.eta_l, dtype=np.float64), rows, cols, offs,
+                np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff,
+                np.empty((D, C)), np.empty((D, C)))
+    del L
+
+    def fun(v, out):
+        kern.rhs_flat(v, out, *rhs_args)
+        return out
+
+    rtol, atol = float(options.rtol), float(options.atol)
+    s = tab.n_stages
+    n = y0.size
+    T = t_eval.size
+    y = np.array(y0, dtype=np.float64, copy=True)
+    K = np.empty((s + 1, n))
+    t = float(t_eval[0])
+    fun(y, K[0])
+    nfev = 1
+    observe(0, y)
+    if not np.all(np.isfinite(K[0])):
+        return RawResult(1, t, y, nfev, 0, 0, FlowStatus.NONFINITE,
+                         _failure_message(FlowStatus.NONFINITE, t, 0.0, options.max_steps))
+    if T == 1:
+        return RawResult(1, t, y, nfev, 0, 0, FlowStatus.SUCCESS, FlowStatus.SUCCESS.message)
+    if options.first_step is not None:
+        h = float(options.first_step)
+    else:
+        with np.errstate(all="ignore"):
+            h = select_initial_step(lambda v: fun(v, np.empty_like(v)), t, y, K[0],
+                                    float(t_eval[-1]), tab.error_order, rtol, atol)
+        nfev += 1
+    use_e3 = tab.e3 is not None
+    e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
+    th = np.array([t, h])
+    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
+    y_new = np.empty(n)
+    code = 0
+    k = 1
+    while k < T:
+        code = kern.erk_advance(y, K, y_new, th, float(t_eval[k]), stats, int(options.max_steps),
+                                tab.A, tab.b, tab.e, e3, use_e3, -1.0 / (tab.error_order + 1),
+                                rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR, MIN_STEP_ULPS,
+                                *rhs_args)
+        if code != 0:
+            break
+        observe(k, y)
+        k += 1
+    status = _STATUS_BY_CODE[code]
+    t, h = float(th[0]), float(th[1])
+    msg = (status.message if status.success
+           else _failure_message(status, t, h, options.max_steps, bool(stats[3])))
+    return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg)
+
+
+_STATUS_BY_CODE = {st.code: st for st in FlowStatus}
+
+
+def solve_numba(tab):
+    """Build the numba-backend solver for tableau ``tab``: one compiled call per output interval."""
+    def solver(problem, y0, t_eval, options, observe):
+        return _erk_numba(problem, y0, t_eval, tab, options, observe)
+    solver.__doc__ = f"{tab.name} on the numba backend (whole stepping loop compiled)."
+    return solver
+
+
+for _name, _tab in TABLEAUX.items():
+    register_solver(_name, "numpy", solve_numpy(_tab))
+    register_solver(_name, "numba", solve_numba(_tab))

@@ -1,0 +1,215 @@
+"""State layout and the numpy reference right-hand side of linear-network gradient flow.
+
+State layout
+------------
+The integrators advance one flat, C-contiguous float64 vector ``y`` holding
+``W_1, ..., W_L`` one after the other, each in row-major order.  Layer ``l``
+(0-based ``i = l - 1``) has shape ``shapes[i] = (N_l, N_{l-1})`` and occupies
+``y[offsets[i]:offsets[i + 1]]``.  :func:`pack` builds such a vector (a copy),
+:func:`unpack` returns reshaped *views* into it, so a right-hand side can write
+``dW_l`` straight into its output vector.
+
+Right-hand side
+---------------
+With ``W = W_L ... W_1`` (C x D) and ``E = Syx - W Sxx`` (C x D),
+
+    dW_l/dt = eta_l (W_L ... W_{l+1})^T E (W_{l-1} ... W_1)^T .
+
+Every chain is carried through the narrow side (C rows):
+
+* top products ``A_l = W_L ... W_{l+1}`` (C x N_l), built downwards and stored
+  transposed, ``A_{l-1}^T = W_l^T A_l^T`` (BLAS is markedly faster on this N x C
+  layout than on ``A_l W_l`` with C << N), ``A_L = I_C``, so ``W^T = A_0^T``;
+* ``E = Syx - (Sxx W^T)^T`` (Sxx is symmetric);
+* bottom products ``G_l = E W_1^T ... W_{l-1}^T`` (C x N_{l-1}), built upwards,
+  ``G_1 = E``, ``G_{l+1} = G_l W_l^T``;
+* ``dW_l = eta_l A_l^T G_l`` (an N_l x C times C x N_{l-1} product).
+
+That is O(L) matrix products, ``O(3 C sum_l N_l N_{l-1} + C D^2)`` flops per
+gradient, never an N x D partial product, and nothing depends on the number of
+samples P.  ``eta_l = eta * lr_scale[l]`` leaves room for per-layer learning rates.
+
+This module is the readable reference: the numba kernel (``_kernels.py``) and
+other backends implement the same formulas with the same product order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "layer_offsets",
+    "pack",
+    "unpack",
+    "FlowProblem",
+    "make_problem",
+    "rhs",
+    "end_to_end_flat",
+    "loss_from_end_to_end",
+]
+
+
+def layer_offsets(shapes):
+    """Start offsets of each layer in the flat state, plus the total size.
+
+    Parameters
+    ----------
+    shapes : sequence of (int, int)
+        ``(N_l, N_{l-1})`` for ``l = 1..L``.
+
+    Returns
+    -------
+    offsets : ndarray of int64, shape (L + 1,)
+        Layer ``i`` lives in ``y[offsets[i]:offsets[i + 1]]``.
+    """
+    sizes = [int(r) * int(c) for r, c in shapes]
+    return np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
+
+
+def pack(weights):
+    """Concatenate ``[W_1, ..., W_L]`` row-major into a new flat float64 vector (n,)."""
+    return np.ascontiguousarray(
+        np.concatenate([np.asarray(w, dtype=np.float64).ravel() for w in weights]))
+
+
+def unpack(y, shapes):
+    """Views ``[W_1, ..., W_L]`` into the flat state ``y`` (n,) (no copy; writes go through)."""
+    offs = layer_offsets(shapes)
+    return [y[offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(len(shapes))]
+
+
+@dataclass(frozen=True, eq=False)
+class FlowProblem:
+    """Everything a solver needs to integrate gradient flow of a linear network.
+
+    Attributes
+    ----------
+    shapes : tuple of (int, int)
+        Layer shapes ``(N_l, N_{l-1})``; ``shapes[0][1] = D``, ``shapes[-1][0] = C``.
+    Sxx : ndarray, shape (D, D)
+        Input second moment ``X^T X / P``.
+    Syx : ndarray, shape (C, D)
+        Input-output cross moment ``Y^T X / P``.
+    eta_l : ndarray, shape (L,)
+        Learning rate of each layer (``eta`` times a per-layer multiplier).
+    loss_R, loss_Z, loss_res0 : ndarray (K, D), ndarray (K, C), float
+        Thin-QR summary of the data for an accurate loss (see
+        :func:`loss_from_end_to_end`); ``P`` the number of samples.
+    """
+
+    shapes: tuple
+    Sxx: np.ndarray
+    Syx: np.ndarray
+    eta_l: np.ndarray
+    loss_R: np.ndarray
+    loss_Z: np.ndarray
+    loss_res0: float
+    P: int
+    offsets: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "offsets", layer_offsets(self.shapes))
+
+    @property
+    def depth(self) -> int:
+        return len(self.shapes)
+
+    @property
+    def size(self) -> int:
+        """Length n of the flat state."""
+        return int(self.offsets[-1])
+
+    @property
+    def max_width(self) -> int:
+        return max(max(s) for s in self.shapes)
+
+    def rhs(self, y, out=None):
+        """Reference right-hand side, see :func:`rhs`."""
+        return rhs(y, self, out)
+
+
+def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
+    """Build a :class:`FlowProblem` from data ``X`` (P, D), ``Y`` (P, C), both float64 2-D.
+
+    The sufficient statistics are computed once here, so the integrator never
+    touches the P samples.  A thin QR ``X = Q R`` also yields the loss at output
+    times without cancellation: ``2P loss = |Y - Q Q^T Y|^2 + |Q^T Y - R W^T|^2``.
+    """
+    P = X.shape[0]
+    Sxx = X.T @ X / P
+    Sxx = np.ascontiguousarray(0.5 * (Sxx + Sxx.T))  # exactly symmetric, used as Sxx^T too
+    Syx = np.ascontiguousarray(Y.T @ X / P)
+    Q, R = np.linalg.qr(X, mode="reduced")
+    Z = Q.T @ Y
+    res0 = float(np.sum((Y - Q @ Z) ** 2))
+    L = len(shapes)
+    scale = np.ones(L) if lr_scale is None else np.asarray(lr_scale, dtype=np.float64)
+    eta_l = np.ascontiguousarray(eta * scale, dtype=np.float64)
+    return FlowProblem(tuple((int(r), int(c)) for r, c in shapes), Sxx, Syx, eta_l,
+                       np.ascontiguousarray(R), np.ascontiguousarray(Z), res0, P)
+
+
+def rhs(y, problem, out=None):
+    """Gradient-flow velocity ``dy/dt`` at state ``y`` (n,), narrow-side ordering.
+
+    Parameters
+    ----------
+    y : ndarray, shape (n,)
+        Flat state (see the module docstring).
+    problem : FlowProblem
+    out : ndarray, shape (n,), optional
+        Written in place and returned if given.
+
+    Returns
+    -------
+    dy : ndarray, shape (n,)
+    """
+    shapes = problem.shapes
+    if out is None:
+        out = np.empty_like(y)
+    Ws = unpack(y, shapes)
+    dWs = unpack(out, shapes)
+    L = len(Ws)
+    # transposed top products At[i] = (W_L ... W_{i+2})^T (0-based layer i), N_{i+1} x C;
+    # At[L-1] = identity is never formed
+    At = [None] * L
+    if L > 1:
+        At[L - 2] = Ws[L - 1].T
+        for i in range(L - 3, -1, -1):
+            At[i] = Ws[i + 1].T @ At[i + 1]
+        WT = Ws[0].T @ At[0]
+    else:
+        WT = Ws[0].T
+    E = problem.Syx - (problem.Sxx @ WT).T
+    G = E
+    for i in range(L):
+        if i > 0:
+            G = G @ Ws[i - 1].T
+        if i == L - 1:
+            np.multiply(G, problem.eta_l[i], out=dWs[i])
+        else:
+            np.dot(At[i], G, out=dWs[i])
+            dWs[i] *= problem.eta_l[i]
+    return out
+
+
+def end_to_end_flat(y, shapes):
+    """End-to-end map ``W_L ... W_1`` (C, D) of the flat state ``y``, multiplied from the top."""
+    Ws = unpack(y, shapes)
+    W = Ws[-1]
+    for w in Ws[-2::-1]:
+        W = W @ w
+    return np.array(W, dtype=np.float64, copy=True)
+
+
+def loss_from_end_to_end(W, problem):
+    """Training loss ``(1/2P) |Y - X W^T|^2`` for end-to-end maps ``W`` (..., C, D).
+
+    Uses the thin-QR summary of the data: nonnegative, accurate to rounding of
+    the residual itself (no ``tr Syy - 2 <W, Syx> + <W Sxx, W>`` cancellation),
+    at cost ``O(K D C)`` per map, independent of P.
+    """
+    W = np.asarray(W)
+    M = problem.loss_Z - np.einsum("kd,...cd->...kc", problem.loss_R, W)
+    return 0.5 * (problem.loss_res0 + np.sum(M * M, axis=(-2, -1))) / problem.P

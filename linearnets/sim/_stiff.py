@@ -1,0 +1,601 @@
+"""Integration that is not limited by stability: a Rosenbrock-W method with matrix-free Krylov solves.
+
+Why
+---
+Once the strong modes of a linear network have been learned they relax at a
+rate ``O(eta L s^{2-2/L})``, while weaker modes may still sit on a plateau of
+length ``~ sigma^{2-L}/s``.  An explicit method must keep ``h lambda_max`` inside
+its (small) stability region, so its step is capped by the fast, converged
+modes rather than by accuracy.  The Jacobian of gradient flow is
+``-eta Hessian`` -- symmetric, with a real spectrum -- so a linearly implicit
+method whose linear systems ``(I - h gamma J) x = b`` are solved by conjugate
+gradients, with matrix-free Jacobian-vector products, removes that cap.
+
+What
+----
+* :class:`Flow` -- the right-hand side and its exact Jacobian-vector product on an
+  array module ``xp`` (numpy here; CuPy in ``_cupy.py`` runs the same code).
+  With ``A_l = W_L...W_{l+1}`` (C x N_l), ``R_l = E W_1^T...W_{l-1}^T`` (C x N_{l-1}),
+  ``dW_l/dt = eta_l A_l^T R_l``, the directional derivative along ``V = (V_1..V_L)`` is
+
+      d(dW_l/dt) = eta_l (dA_l^T R_l + A_l^T dR_l),
+      dA_{l-1} = dA_l W_l + A_l V_l  (dA_L = 0),  dW = dA_0,
+      dE = -dW Sxx,  dR_1 = dE,  dR_{l+1} = dR_l W_l^T + R_l V_l^T,
+
+  O(L) narrow (C-row) products, about twice a gradient, reusing ``A_l`` and ``R_l``
+  from the gradient at the step's start.
+* :data:`ROS34PW2` -- the Rosenbrock-W method of Rang & Angermann, BIT 45 (2005)
+  761-787: 4 stages, order 3, embedded order 2, L-stable, stiffly accurate, and of
+  order 3 for *any* Jacobian approximation (a W-method), so inexact Krylov
+  solves do not spoil its order.  Stored as data; :func:`rosw_run` is the generic stepper.
+* :func:`erk_run` -- an explicit embedded Runge-Kutta stepper on ``xp`` with the
+  stiffness test of Hairer & Wanner (``dop853.f``/``dopri5.f``, *Solving ODEs II*
+  IV.2): ``h rho`` with ``rho = |f(y_new) - f(Y_s)| / |y_new - Y_s|`` estimated from
+  the last two evaluations at ``t + h``; beyond the stability boundary for
+  ``STIFF_STEPS`` accepted steps the problem is declared stiff.
+* Methods registered on the numpy backend: ``"ROS34PW2"`` and ``"auto"``
+  (DOP853 until the stiffness test fires, then ROS34PW2).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
+from ._explicit import MIN_FACTOR, MIN_STEP_ULPS, SAFETY
+from ._solvers import FlowStatus, RawResult, register_solver
+from ._tableaux import DOP853, TABLEAUX
+
+__all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF_STEPS",
+           "STIFF_BOUNDARY", "rosw_run", "erk_run", "solve", "cg_solve"]
+
+#: A Krylov solve stops when the residual, in the error norm of the step (units of
+#: ``atol + rtol |y|``), is below this: its effect on the step stays well under tol.
+KRYLOV_TOL = 1e-1
+#: Iteration cap of one Krylov solve; hitting it counts as a rejected step.
+MAX_KRYLOV = 60
+#: ``Sxx`` closer than this to the identity (max entry) counts as whitened.
+WHITE_TOL = 16 * np.finfo(np.float64).eps
+#: Largest step growth factor of the Rosenbrock stepper.
+ROSW_MAX_FACTOR = 5.0
+#: Accepted steps in a row with ``h rho`` beyond the stability boundary before switching.
+STIFF_STEPS = 15
+#: Non-stiff steps that reset the stiffness counter (Hairer's ``nonsti``).
+NONSTIFF_RESET = 6
+#: ``|h lambda|`` on the negative real axis at the edge of the stability region
+#: (Hairer's constants in dop853.f / dopri5.f).
+STIFF_BOUNDARY = {"DOP853": 6.1, "RK45": 3.25}
+
+
+# --------------------------------------------------------------------------------------------
+# right-hand side and Jacobian-vector product on an array module
+# --------------------------------------------------------------------------------------------
+class Flow:
+    """Gradient-flow right-hand side and its Jacobian-vector product on array module ``xp``.
+
+    Parameters
+    ----------
+    problem : FlowProblem
+    xp : module
+        ``numpy`` or ``cupy`` (anything with their array API).
+
+    Notes
+    -----
+    ``rhs(y, out, keep=True)`` stores the products of ``y`` (views into ``y`` and
+    the C-row chains), which :meth:`jvp` then differentiates at ``y``: the caller
+    must leave ``y`` unchanged while it uses :meth:`jvp`.
+    """
+
+    def __init__(self, problem, xp=np):
+        self.xp = xp
+        self.shapes = tuple(problem.shapes)
+        self.offsets = [int(o) for o in problem.offsets]
+        self.n = self.offsets[-1]
+        self.eta = [float(e) for e in problem.eta_l]
+        D = problem.Sxx.shape[0]
+        # whitened data: skip the C x D x D product with the identity (Sxx = I up to
+        # the rounding of X^T X / P itself, below which the product cannot resolve anything)
+        self.white = bool(np.max(np.abs(problem.Sxx - np.eye(D))) <= WHITE_TOL)
+        self.Sxx = xp.asarray(problem.Sxx)
+        self.Syx = xp.asarray(problem.Syx)
+        self.base = None
+        self.nfev = 0
+        self.njev = 0
+
+    def views(self, y):
+        """Layer views ``[W_1..W_L]`` into the flat vector ``y``."""
+        o = self.offsets
+        return [y[o[i]:o[i + 1]].reshape(self.shapes[i]) for i in range(len(self.shapes))]
+
+    def rhs(self, y, out, keep=False):
+        """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,) and return it."""
+        xp = self.xp
+        self.nfev += 1
+        Ws = self.views(y)
+        dWs = self.views(out)
+        L = len(Ws)
+        A = [None] * L                       # A[i] = W_L ... W_{i+2} (0-based), C x N_{i+1}
+        if L > 1:
+            A[L - 2] = Ws[L - 1]
+            for i in range(L - 3, -1, -1):
+                A[i] = A[i + 1] @ Ws[i + 1]
+            W = A[0] @ Ws[0]
+        else:
+            W = Ws[0]
+        E = self.Syx - (W if self.white else W @ self.Sxx)
+        R = [E] + [None] * (L - 1)           # R[i] = E W_1^T ... W_i^T, C x N_i
+        for i in range(L):
+            if i > 0:
+                R[i] = R[i - 1] @ Ws[i - 1].T
+            # the learning rate goes on the small C-row factor, not on the N x N output
+            Ri = R[i] * self.eta[i] if self.eta[i] != 1.0 else R[i]
+            if i == L - 1:
+                dWs[i][...] = Ri
+            else:
+                xp.matmul(A[i].T, Ri, out=dWs[i])
+        if keep:
+            self.base = (Ws, A, R)
+        return out
+
+    def jvp(self, v, out):
+        """Write ``J(y) v`` into ``out``, ``y`` the state of the last ``rhs(..., keep=True)``."""
+        xp = self.xp
+        self.njev += 1
+        Ws, A, R = self.base
+        V = self.views(v)
+        dWs = self.views(out)
+        L = len(Ws)
+        dA = [None] * L
+        if L > 1:
+            dA[L - 2] = V[L - 1]
+            for i in range(L - 3, -1, -1):
+                dA[i] = dA[i + 1] @ Ws[i + 1] + A[i + 1] @ V[i + 1]
+            dW = dA[0] @ Ws[0] + A[0] @ V[0]
+        else:
+            dW = V[0]
+        dR = -(dW if self.white else dW @ self.Sxx)
+        for i in range(L):
+            if i > 0:
+                dR = dR @ Ws[i - 1].T + R[i - 1] @ V[i - 1].T
+            if i == L - 1:
+                xp.multiply(dR, self.eta[i], out=dWs[i])
+            else:
+                # one product with inner dimension 2C: [dA; A]^T [R; dR]
+                left = xp.concatenate((dA[i], A[i]), axis=0)
+                right = xp.concatenate((R[i], dR), axis=0)
+                if self.eta[i] != 1.0:
+                    right *= self.eta[i]
+                xp.matmul(left.T, right, out=dWs[i])
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Rosenbrock-W tableau (stored as data) and its transformed coefficients
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RosenbrockW:
+    """A Rosenbrock(-W) method in the standard form (Hairer-Wanner II, IV.7)
+
+        (I - h gamma J) k_i = h f(y + sum_j alpha_ij k_j) + h J sum_{j<i} gamma_ij k_j,
+        y_new = y + sum_i b_i k_i,   embedded  y_hat = y + sum_i bhat_i k_i .
+
+    The stepper uses the equivalent form without products by J on the right:
+    ``U_i = sum_j Gamma_ij k_j`` (``Gamma = gamma_ij + gamma I``),
+
+        (I - h gamma J) U_i = h gamma f(y + sum_j a_ij U_j) + gamma sum_{j<i} c_ij U_j,
+        a = alpha Gamma^-1,  c = diag(1/gamma) - Gamma^-1,  m = b Gamma^-1 .
+    """
+
+    name: str
+    order: int
+    error_order: int
+    gamma: float
+    alpha: np.ndarray
+    gamma_ij: np.ndarray
+    b: np.ndarray
+    bhat: np.ndarray
+
+    @property
+    def n_stages(self):
+        return self.b.size
+
+    def transformed(self):
+        """``(a, c, m, e)``: stage, coupling, solution and error weights of the U-form."""
+        Gam = self.gamma_ij + self.gamma * np.eye(self.n_stages)
+        Gi = np.linalg.inv(Gam)
+        # clean the rounding residue off the structural zeros (the stepper skips zeros)
+        a = np.tril(self.alpha @ Gi, -1)
+        c = np.tril(np.diag(1.0 / np.diag(Gam)) - Gi, -1)
+        m = self.b @ Gi
+        e = (self.b - self.bhat) @ Gi
+        return a, c, m, e
+
+
+#: Rang & Angermann (2005), Table 3 (ROS34PW2).
+ROS34PW2 = RosenbrockW(
+    name="ROS34PW2", order=3, error_order=2, gamma=4.3586652150845900e-1,
+    alpha=np.array([
+        [0.0, 0.0, 0.0, 0.0],
+        [8.7173304301691801e-1, 0.0, 0.0, 0.0],
+        [8.4457060015369423e-1, -1.1299064236484185e-1, 0.0, 0.0],
+        [0.0, 0.0, 1.0, 0.0]]),
+    gamma_ij=np.array([
+        [0.0, 0.0, 0.0, 0.0],
+        [-8.7173304301691801e-1, 0.0, 0.0, 0.0],
+        [-9.0338057013044082e-1, 5.4180672388095326e-2, 0.0, 0.0],
+        [2.4212380706095346e-1, -1.2232505839045147, 5.4526025533510214e-1, 0.0]]),
+    b=np.array([2.4212380706095346e-1, -1.2232505839045147, 1.5452602553351020,
+                4.3586652150845900e-1]),
+    bhat=np.array([3.7810903145819369e-1, -9.6042292212423178e-2, 0.5,
+                   2.1793326075422950e-1]),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# shared helpers
+# --------------------------------------------------------------------------------------------
+class _Stats:
+    __slots__ = ("nsteps", "nrej", "ncg", "stiff_at")
+
+    def __init__(self):
+        self.nsteps = self.nrej = self.ncg = 0
+        self.stiff_at = None
+
+
+def _rms(xp, x):
+    return math.sqrt(float(xp.vdot(x, x)) / x.size) if x.size else 0.0
+
+
+def _min_step(t):
+    return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
+
+
+def initial_step(flow, y, f0, t0, t_end, error_order, rtol, atol):
+    """Hairer-Norsett-Wanner's initial step (as ``_explicit.select_initial_step``), on ``xp``."""
+    xp = flow.xp
+    interval = t_end - t0
+    scale = atol + rtol * xp.abs(y)
+    d0 = _rms(xp, y / scale)
+    d1 = _rms(xp, f0 / scale)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    h0 = min(h0, interval)
+    f1 = flow.rhs(y + h0 * f0, xp.empty_like(y))
+    d2 = _rms(xp, (f1 - f0) / scale) / h0
+    if not math.isfinite(d2):
+        return h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / (error_order + 1))
+    return min(100 * h0, h1, interval)
+
+
+def cg_solve(flow, hg, rhs, scale, tol=KRYLOV_TOL, maxiter=MAX_KRYLOV):
+    """Solve ``(I - hg J) x = rhs`` by conjugate gradients, matrix-free.
+
+    ``J = -eta Hessian`` is symmetric, so the operator is symmetric, and positive
+    definite unless ``hg`` times a positive (saddle-escape) eigenvalue exceeds 1.
+    The start ``x = rhs`` is exact on the (large) null space of the Hessian, so the
+    residual only lives where the network is learning or has learned.
+
+    Returns
+    -------
+    x : array (n,) or None
+        None if CG met non-positive curvature or did not converge in ``maxiter``.
+    iterations : int
+    """
+    xp = flow.xp
+    x = rhs.copy()
+    Jv = xp.empty_like(rhs)
+    flow.jvp(x, Jv)
+    r = Jv * hg                              # r = rhs - (x - hg J x) = hg J x
+    it = 1
+    if _rms(xp, r / scale) <= tol:
+        return x, it
+    p = r.copy()
+    rr = float(xp.vdot(r, r))
+    while it < maxiter:
+        flow.jvp(p, Jv)
+        it += 1
+        Ap = p - hg * Jv
+        pAp = float(xp.vdot(p, Ap))
+        if not pAp > 0.0:
+            return None, it
+        alpha = rr / pAp
+        x += alpha * p
+        r -= alpha * Ap
+        if _rms(xp, r / scale) <= tol:
+            return x, it
+        rr_new = float(xp.vdot(r, r))
+        p *= rr_new / rr
+        p += r
+        rr = rr_new
+    return None, it
+
+
+def _failure(status, t, h, max_steps):
+    if status is FlowStatus.MAX_STEPS:
+        return f"{status.message} ({max_steps} attempted steps) at t={t:.6g}"
+    return f"{status.message} at t={t:.6g} (h={h:.3g})"
+
+
+# --------------------------------------------------------------------------------------------
+# the Rosenbrock-W stepper
+# --------------------------------------------------------------------------------------------
+def rosw_step(flow, y, f0, h, scale, tab=ROS34PW2, coeffs=None, stats=None, tol=KRYLOV_TOL):
+    """One Rosenbrock-W step of size ``h`` from ``y``, ``f0 = f(y)`` computed with ``keep=True``.
+
+    Returns ``(y_new, err_vector)``, or None if a Krylov solve failed (the caller
+    rejects the step).  ``scale`` (n,) weighs the Krylov residuals.
+    """
+    xp = flow.xp
+    a, c, m, e = coeffs if coeffs is not None else tab.transformed()
+    g = tab.gamma
+    hg = h * g
+    U = []
+    fi = xp.empty_like(y)
+    for i in range(tab.n_stages):
+        if i == 0:
+            fi[...] = f0
+        else:
+            Yi = y.copy()
+            for j in range(i):
+                if a[i, j] != 0.0:
+                    Yi += a[i, j] * U[j]
+            flow.rhs(Yi, fi)
+        rhs = fi * hg
+        for j in range(i):
+            if c[i, j] != 0.0:
+                rhs += (g * c[i, j]) * U[j]
+        x, its = cg_solve(flow, hg, rhs, scale, tol)
+        if stats is not None:
+            stats.ncg += its
+        if x is None:
+            return None
+        U.append(x)
+    y_new = y.copy()
+    errv = xp.zeros_like(y)
+    for i in range(tab.n_stages):
+        y_new += m[i] * U[i]
+        errv += e[i] * U[i]
+    return y_new, errv
+
+
+def rosw_fixed_step(flow, y, h, tab=ROS34PW2, tol=1e-10):
+    """One step with tight Krylov solves and no error control (convergence checks only)."""
+    f0 = flow.rhs(y, flow.xp.empty_like(y), keep=True)
+    scale = 1e-3 * (1.0 + flow.xp.abs(y))
+    out = rosw_step(flow, y, f0, h, scale, tab, tol=tol)
+    if out is None:
+        raise RuntimeError("Krylov solve failed")
+    return out[0]
+
+
+def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2):
+    """Advance ``y`` from ``t`` over ``t_eval[k:]`` with the Rosenbrock-W method ``tab``.
+
+    Each step freezes the Jacobian at its start (the products of ``f(y)``), solves
+    the s stage systems by :func:`cg_solve` and controls the local error with the
+    embedded solution.  Output times are hit exactly.
+
+    Returns
+    -------
+    (status, t, y, h, k)
+    """
+    xp = flow.xp
+    coeffs = tab.transformed()
+    exponent = -1.0 / (tab.error_order + 1)
+    rtol, atol = options.rtol, options.atol
+    T = t_eval.size
+    f0 = flow.rhs(y, xp.empty_like(y), keep=True)
+    status = FlowStatus.SUCCESS
+    rejected_last = False
+    while k < T:
+        if stats.nsteps + stats.nrej >= options.max_steps:
+            status = FlowStatus.MAX_STEPS
+            break
+        t_target = float(t_eval[k])
+        if h < _min_step(t):
+            status = FlowStatus.STEP_UNDERFLOW
+            break
+        clipped = t + h >= t_target
+        h_try = t_target - t if clipped else h
+        scale = atol + rtol * xp.abs(y)
+        step = rosw_step(flow, y, f0, h_try, scale, tab, coeffs, stats)
+        err = math.inf
+        if step is not None:
+            y_new, errv = step
+            scale = atol + rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
+            err = _rms(xp, errv / scale)
+        if not err < 1.0:
+            stats.nrej += 1
+            factor = MIN_FACTOR if not math.isfinite(err) else max(MIN_FACTOR, SAFETY * err ** exponent)
+            h = h_try * factor
+            rejected_last = True
+            continue
+        factor = ROSW_MAX_FACTOR if err == 0.0 else min(ROSW_MAX_FACTOR, SAFETY * err ** exponent)
+        if rejected_last:
+            factor = min(1.0, factor)
+        h_next = h_try * factor
+        if clipped and not rejected_last:
+            h_next = max(h_next, h)
+        h = h_next
+        rejected_last = False
+        stats.nsteps += 1
+        y = y_new
+        flow.rhs(y, f0, keep=True)
+        if not bool(xp.all(xp.isfinite(f0))):
+            status = FlowStatus.NONFINITE
+            break
+        if clipped:
+            t = t_target
+            observe(k, y)
+            k += 1
+        else:
+            t = t + h_try
+    return status, t, y, h, k
+
+
+# --------------------------------------------------------------------------------------------
+# explicit stepper with the stiffness test
+# --------------------------------------------------------------------------------------------
+def _erk_error(xp, tab, K, h, scale):
+    # the error norms of _explicit._error_norm, on xp
+    err5 = xp.tensordot(xp.asarray(tab.e), K, axes=1) / scale
+    if tab.e3 is None:
+        return abs(h) * _rms(xp, err5)
+    err3 = xp.tensordot(xp.asarray(tab.e3), K, axes=1) / scale
+    e5 = float(xp.vdot(err5, err5))
+    e3 = float(xp.vdot(err3, err3))
+    if e5 == 0.0 and e3 == 0.0:
+        return 0.0
+    return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * scale.size)
+
+
+def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiffness=False):
+    """Advance ``y`` with the embedded explicit pair ``tab`` (same control as ``_explicit``).
+
+    With ``detect_stiffness`` the run stops early, returning ``stiff=True``, once
+    ``h rho`` has exceeded the stability boundary for ``STIFF_STEPS`` accepted steps.
+
+    Returns
+    -------
+    (status, t, y, h, k, stiff)
+    """
+    xp = flow.xp
+    s = tab.n_stages
+    n = y.size
+    T = t_eval.size
+    rtol, atol = options.rtol, options.atol
+    exponent = -1.0 / (tab.error_order + 1)
+    rows = [xp.asarray(tab.A[i, :i]) for i in range(s)]
+    bvec = xp.asarray(tab.b)
+    boundary = STIFF_BOUNDARY.get(tab.name, 3.25)
+    K = xp.empty((s + 1, n))
+    flow.rhs(y, K[0])
+    ys = xp.empty_like(y)
+    status = FlowStatus.SUCCESS
+    n_stiff = n_nonstiff = 0
+    rejected = False
+    while k < T:
+        if stats.nsteps + stats.nrej >= options.max_steps:
+            status = FlowStatus.MAX_STEPS
+            break
+        if h < _min_step(t):
+            status = FlowStatus.STEP_UNDERFLOW
+            break
+        t_target = float(t_eval[k])
+        clipped = t + h >= t_target
+        h_try = t_target - t if clipped else h
+        for i in range(1, s):
+            ys[...] = y + h_try * (rows[i] @ K[:i])
+            flow.rhs(ys, K[i])
+        y_new = y + h_try * (bvec @ K[:s])
+        flow.rhs(y_new, K[s])
+        scale = atol + rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
+        err = _erk_error(xp, tab, K, h_try, scale)
+        if not err < 1.0:
+            stats.nrej += 1
+            factor = MIN_FACTOR if not math.isfinite(err) else max(MIN_FACTOR, SAFETY * err ** exponent)
+            h = h_try * factor
+            rejected = True
+            continue
+        factor = ERK_MAX_FACTOR if err == 0.0 else min(ERK_MAX_FACTOR, SAFETY * err ** exponent)
+        if rejected:
+            factor = min(1.0, factor)
+        h_next = h_try * factor
+        if clipped and not rejected:
+            h_next = max(h_next, h)
+        stats.nsteps += 1
+        stiff_now = False
+        if detect_stiffness:
+            # Hairer's test: K[s] = f(y_new) and K[s-1] = f(ys) both sit at t + h
+            den = float(xp.vdot(y_new - ys, y_new - ys))
+            if den > 0.0:
+                num = float(xp.vdot(K[s] - K[s - 1], K[s] - K[s - 1]))
+                stiff_now = h_try * math.sqrt(num / den) > boundary
+        if stiff_now:
+            n_nonstiff = 0
+            n_stiff += 1
+        else:
+            n_nonstiff += 1
+            if n_nonstiff == NONSTIFF_RESET:
+                n_stiff = 0
+        h = h_next
+        rejected = False
+        y = y_new
+        K[0] = K[s]
+        if clipped:
+            t = t_target
+            observe(k, y)
+            k += 1
+        else:
+            t = t + h_try
+        if n_stiff >= STIFF_STEPS:
+            stats.stiff_at = t
+            return status, t, y, h, k, True
+    return status, t, y, h, k, False
+
+
+# --------------------------------------------------------------------------------------------
+# solvers (the _solvers interface), generic in the array module
+# --------------------------------------------------------------------------------------------
+def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_host=None):
+    """Integrate on array module ``xp`` with ``method`` in {"ROS34PW2", "auto", "RK45", "DOP853"}.
+
+    ``to_host`` converts a device vector to numpy (identity for numpy); ``observe``
+    always receives numpy arrays.  Returns a :class:`RawResult` with ``y_last`` on the host.
+    """
+    to_host = to_host or (lambda a: a)
+    flow = Flow(problem, xp)
+    stats = _Stats()
+    y = xp.array(y0, dtype=xp.float64, copy=True)
+    t = float(t_eval[0])
+    T = t_eval.size
+
+    def obs(k, v):
+        observe(k, to_host(v))
+
+    f0 = flow.rhs(y, xp.empty_like(y))
+    obs(0, y)
+    if not bool(xp.all(xp.isfinite(f0))):
+        st = FlowStatus.NONFINITE
+        return RawResult(1, t, to_host(y), flow.nfev, 0, 0, st, _failure(st, t, 0.0, options.max_steps))
+    if T == 1:
+        return RawResult(1, t, to_host(y), flow.nfev, 0, 0, FlowStatus.SUCCESS,
+                         FlowStatus.SUCCESS.message)
+    explicit = TABLEAUX.get(method) if method != "auto" else DOP853
+    order = explicit.error_order if explicit is not None else ROS34PW2.error_order
+    if options.first_step is not None:
+        h = float(options.first_step)
+    else:
+        with np.errstate(all="ignore"):
+            h = initial_step(flow, y, f0, t, float(t_eval[-1]), order, options.rtol, options.atol)
+    k = 1
+    with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
+        if explicit is not None:
+            status, t, y, h, k, stiff = erk_run(flow, y, t, h, t_eval, k, explicit, options, obs,
+                                                stats, detect_stiffness=(method == "auto"))
+        else:
+            status, stiff = FlowStatus.SUCCESS, True
+        if stiff and status.success and k < T:
+            status, t, y, h, k = rosw_run(flow, y, t, h, t_eval, k, options, obs, stats)
+    msg = status.message if status.success else _failure(status, t, h, options.max_steps)
+    if stats.stiff_at is not None and method == "auto":
+        msg += f" (stiff from t={stats.stiff_at:.6g}: switched DOP853 -> ROS34PW2)"
+    # one Jacobian-vector product costs about two right-hand sides: report both in nfev
+    return RawResult(k, t, to_host(y), flow.nfev + 2 * flow.njev, stats.nsteps, stats.nrej,
+                     status, msg)
+
+
+def _numpy_solver(method):
+    def solver(problem, y0, t_eval, options, observe):
+        return solve(problem, y0, t_eval, options, observe, method=method, xp=np)
+    solver.__doc__ = f"{method} on the numpy backend (linearnets.sim._stiff)."
+    return solver
+
+
+register_solver("ROS34PW2", "numpy", _numpy_solver("ROS34PW2"))
+register_solver("auto", "numpy", _numpy_solver("auto"))

@@ -1,0 +1,196 @@
+"""Butcher tableaux of the embedded explicit Runge-Kutta pairs, stored as data.
+
+Each pair is a :class:`Tableau`; one generic stepper (``_explicit.py`` for numpy,
+``_kernels.py`` for numba) advances any of them.  Conventions (those of
+Hairer-Norsett-Wanner and of ``scipy.integrate``):
+
+* stages ``K_i = f(y + h sum_{j<i} A_ij K_j)``, ``i = 0..s-1``; the step is
+  ``y_new = y + h sum_i b_i K_i`` (local extrapolation: the higher order is kept);
+* the error weights ``e`` have ``s + 1`` entries, the last one multiplying
+  ``f(y_new)``, which every pair here evaluates anyway and reuses as the first
+  stage of the next step (first same as last), so an attempted step costs ``s``
+  right-hand-side evaluations;
+* ``e3`` (DOP853 only) is the third-order companion estimate; the error norm is
+  then ``|err5|^2 / sqrt(|err5|^2 + 0.01 |err3|^2)`` (Hairer's DOP853 norm),
+  otherwise the plain RMS norm of ``h sum e_i K_i`` scaled by
+  ``atol + rtol max(|y|, |y_new|)``.
+
+Coefficients: Dormand & Prince, J. Comput. Appl. Math. 6 (1980) 19-26 (RK45);
+Hairer, Norsett & Wanner, *Solving ODEs I*, Sec. II.10, the DOP853 code.
+The digits are those of ``scipy.integrate`` so that both take identical steps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Tableau", "RK45", "DOP853", "TABLEAUX"]
+
+
+@dataclass(frozen=True)
+class Tableau:
+    """An embedded explicit Runge-Kutta pair.
+
+    Attributes
+    ----------
+    name : str
+    order : int
+        Order of the propagated solution.
+    error_order : int
+        Order of the error estimator: the local error scales as ``h**(error_order + 1)``.
+    A : ndarray, shape (s, s)
+        Strictly lower-triangular stage matrix.
+    b : ndarray, shape (s,)
+        Weights of the propagated solution.
+    c : ndarray, shape (s,)
+        Nodes.
+    e : ndarray, shape (s + 1,)
+        Error weights (last entry multiplies ``f(y_new)``).
+    e3 : ndarray, shape (s + 1,) or None
+        Companion third-order error weights (DOP853 error norm), or None.
+    """
+
+    name: str
+    order: int
+    error_order: int
+    A: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    e: np.ndarray
+    e3: "np.ndarray | None" = None
+
+    @property
+    def n_stages(self) -> int:
+        return self.b.shape[0]
+
+
+_RK45_A = np.array([
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.2, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.075, 0.225, 0.0, 0.0, 0.0, 0.0],
+    [0.9777777777777777, -3.7333333333333334, 3.5555555555555554, 0.0, 0.0, 0.0],
+    [2.9525986892242035, -11.595793324188385, 9.822892851699436, -0.2908093278463649, 0.0, 0.0],
+    [2.8462752525252526, -10.757575757575758, 8.906422717743473, 0.2784090909090909,
+     -0.2735313036020583, 0.0],
+])
+_RK45_B = np.array([
+    0.09114583333333333,
+    0.0,
+    0.44923629829290207,
+    0.6510416666666666,
+    -0.322376179245283,
+    0.13095238095238096,
+])
+_RK45_C = np.array([
+    0.0,
+    0.2,
+    0.3,
+    0.8,
+    0.8888888888888888,
+    1.0,
+])
+_RK45_E = np.array([
+    -0.0012326388888888888,
+    0.0,
+    0.0042527702905061394,
+    -0.03697916666666667,
+    0.05086379716981132,
+    -0.0419047619047619,
+    0.025,
+])
+_DOP853_A = np.array([
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.05260015195876773, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0197250569845379, 0.0591751709536137, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.02958758547680685, 0.0, 0.08876275643042054, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.2413651341592667, 0.0, -0.8845494793282861, 0.924834003261792, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+     0.0, 0.0],
+    [0.037037037037037035, 0.0, 0.0, 0.17082860872947386, 0.12546768756682242, 0.0, 0.0, 0.0, 0.0,
+     0.0, 0.0, 0.0],
+    [0.037109375, 0.0, 0.0, 0.17025221101954405, 0.06021653898045596, -0.017578125, 0.0, 0.0, 0.0,
+     0.0, 0.0, 0.0],
+    [0.03709200011850479, 0.0, 0.0, 0.17038392571223998, 0.10726203044637328,
+     -0.015319437748624402, 0.008273789163814023, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.6241109587160757, 0.0, 0.0, -3.3608926294469414, -0.868219346841726, 27.59209969944671,
+     20.154067550477894, -43.48988418106996, 0.0, 0.0, 0.0, 0.0],
+    [0.47766253643826434, 0.0, 0.0, -2.4881146199716677, -0.590290826836843, 21.230051448181193,
+     15.279233632882423, -33.28821096898486, -0.020331201708508627, 0.0, 0.0, 0.0],
+    [-0.9371424300859873, 0.0, 0.0, 5.186372428844064, 1.0914373489967295, -8.149787010746927,
+     -18.52006565999696, 22.739487099350505, 2.4936055526796523, -3.0467644718982196, 0.0, 0.0],
+    [2.273310147516538, 0.0, 0.0, -10.53449546673725, -2.0008720582248625, -17.9589318631188,
+     27.94888452941996, -2.8589982771350235, -8.87285693353063, 12.360567175794303,
+     0.6433927460157636, 0.0],
+])
+_DOP853_B = np.array([
+    0.054293734116568765,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    4.450312892752409,
+    1.8915178993145003,
+    -5.801203960010585,
+    0.3111643669578199,
+    -0.1521609496625161,
+    0.20136540080403034,
+    0.04471061572777259,
+])
+_DOP853_C = np.array([
+    0.0,
+    0.05260015195876773,
+    0.0789002279381516,
+    0.1183503419072274,
+    0.2816496580927726,
+    0.3333333333333333,
+    0.25,
+    0.3076923076923077,
+    0.6512820512820513,
+    0.6,
+    0.8571428571428571,
+    1.0,
+])
+_DOP853_E5 = np.array([
+    0.01312004499419488,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    -1.2251564463762044,
+    -0.4957589496572502,
+    1.6643771824549864,
+    -0.35032884874997366,
+    0.3341791187130175,
+    0.08192320648511571,
+    -0.022355307863886294,
+    0.0,
+])
+_DOP853_E3 = np.array([
+    -0.18980075407240762,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    4.450312892752409,
+    1.8915178993145003,
+    -5.801203960010585,
+    -0.4226823213237919,
+    -0.1521609496625161,
+    0.20136540080403034,
+    0.02265179219836082,
+    0.0,
+])
+
+
+def _frozen(a):
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    a.setflags(write=False)
+    return a
+
+
+RK45 = Tableau("RK45", 5, 4, _frozen(_RK45_A), _frozen(_RK45_B), _frozen(_RK45_C), _frozen(_RK45_E))
+DOP853 = Tableau("DOP853", 8, 7, _frozen(_DOP853_A), _frozen(_DOP853_B), _frozen(_DOP853_C),
+                 _frozen(_DOP853_E5), _frozen(_DOP853_E3))
+
+#: Name -> tableau, for the method registry.
+TABLEAUX = {t.name: t for t in (RK45, DOP853)}

@@ -1,0 +1,225 @@
+"""The Rosenbrock-W integrator, its Jacobian-vector product and the stiffness switch."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.integrate import solve_ivp
+
+from linearnets.data import teacher_task
+from linearnets.sim import _rhs, _stiff
+from linearnets.sim._tableaux import DOP853
+from linearnets.sim.flow import gradient_flow
+from linearnets.sim.network import init_network
+
+
+def _problem(sizes, sigma, svals, seed=0, whiten=True, eta=1.0, lr_scale=None, P=40):
+    X, Y = teacher_task(P, sizes[0], svals, seed=seed, whiten=whiten)
+    ws = init_network(sizes, sigma, seed=seed + 1)
+    prob = _rhs.make_problem([w.shape for w in ws], X, Y, eta, lr_scale)
+    return ws, X, Y, prob
+
+
+# --- the right-hand side and its Jacobian-vector product --------------------------------------
+@settings(max_examples=25)
+@given(depth=st.integers(1, 4), width=st.integers(1, 6), C=st.integers(1, 3),
+       whiten=st.booleans(), seed=st.integers(0, 10**6))
+def test_rhs_matches_reference(depth, width, C, whiten, seed):
+    D = 4
+    sizes = (D,) + (width,) * (depth - 1) + (C,)
+    ws, X, Y, prob = _problem(sizes, 0.7, np.linspace(2.0, 1.0, C), seed, whiten, eta=1.3,
+                              lr_scale=np.linspace(0.5, 1.5, depth))
+    y = _rhs.pack(ws)
+    flow = _stiff.Flow(prob)
+    got = flow.rhs(y, np.empty_like(y))
+    want = _rhs.rhs(y, prob)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14 * np.abs(want).max())
+
+
+@settings(max_examples=25)
+@given(depth=st.integers(1, 4), width=st.integers(1, 6), C=st.integers(1, 3),
+       whiten=st.booleans(), seed=st.integers(0, 10**6))
+def test_jvp_matches_finite_differences(depth, width, C, whiten, seed):
+    D = 4
+    sizes = (D,) + (width,) * (depth - 1) + (C,)
+    ws, X, Y, prob = _problem(sizes, 0.8, np.linspace(2.0, 1.0, C), seed, whiten, eta=0.7,
+                              lr_scale=np.linspace(1.5, 0.5, depth))
+    y = _rhs.pack(ws)
+    v = np.random.default_rng(seed).standard_normal(y.size)
+    flow = _stiff.Flow(prob)
+    flow.rhs(y, np.empty_like(y), keep=True)
+    jv = flow.jvp(v, np.empty_like(v))
+    # central differences: truncation O(eps^2 |f'''|), rounding O(1e-16 |f| / eps)
+    eps = 1e-5
+    fd = (_rhs.rhs(y + eps * v, prob) - _rhs.rhs(y - eps * v, prob)) / (2 * eps)
+    scale = max(np.abs(fd).max(), np.abs(_rhs.rhs(y, prob)).max(), 1e-300)
+    assert np.abs(jv - fd).max() <= 1e-7 * scale
+
+
+def test_jvp_is_symmetric():
+    """J = -eta Hessian of the loss: <u, J v> = <J u, v> (the premise of conjugate gradients)."""
+    ws, X, Y, prob = _problem((5, 4, 3, 2), 0.9, [1.5, 0.5], whiten=False)
+    y = _rhs.pack(ws)
+    rng = np.random.default_rng(3)
+    u, v = rng.standard_normal((2, y.size))
+    flow = _stiff.Flow(prob)
+    flow.rhs(y, np.empty_like(y), keep=True)
+    a = u @ flow.jvp(v, np.empty_like(v))
+    b = v @ flow.jvp(u, np.empty_like(u))
+    assert abs(a - b) <= 1e-12 * (abs(a) + abs(b))
+
+
+# --- the tableau --------------------------------------------------------------------------------
+def test_ros34pw2_order_conditions():
+    """Rosenbrock order-3 conditions (Hairer-Wanner IV.7, Table 7.1) and the W-conditions."""
+    tab = _stiff.ROS34PW2
+    g = tab.gamma
+    alpha = tab.alpha.sum(1)
+    beta = tab.alpha + tab.gamma_ij
+    beta1 = beta.sum(1)
+    for b, order in ((tab.b, 3), (tab.bhat, 2)):
+        assert b.sum() == pytest.approx(1.0, abs=1e-14)
+        assert b @ beta1 == pytest.approx(0.5 - g, abs=1e-14)
+        if order == 3:
+            assert b @ alpha ** 2 == pytest.approx(1 / 3, abs=1e-14)
+            assert b @ beta @ beta1 == pytest.approx(1 / 6 - g + g * g, abs=1e-14)
+            # W-method: order 3 whatever the Jacobian (b.alpha = 1/2, b.A.alpha = 1/6)
+            assert b @ alpha == pytest.approx(0.5, abs=1e-14)
+            assert b @ tab.alpha @ alpha == pytest.approx(1 / 6, abs=1e-14)
+    assert abs(tab.bhat @ alpha ** 2 - 1 / 3) > 1e-2  # the embedded solution really is order 2
+
+
+def test_ros34pw2_linear_stability_l_stable():
+    """R(z) = 1 + z b^T (I - z B)^-1 1 with B = alpha + gamma_ij + gamma I: |R| <= 1, R(-inf) = 0."""
+    tab = _stiff.ROS34PW2
+    B = tab.alpha + tab.gamma_ij + tab.gamma * np.eye(4)
+    one = np.ones(4)
+
+    def R(z):
+        return 1 + z * tab.b @ np.linalg.solve(np.eye(4) - z * B, one)
+
+    zs = -np.logspace(-3, 8, 200)
+    assert np.all(np.abs([R(z) for z in zs]) <= 1 + 1e-12)
+    assert abs(R(-1e10)) < 1e-8
+    assert np.all(np.abs([R(1j * w) for w in np.logspace(-2, 4, 50)]) <= 1 + 1e-12)
+
+
+# --- accuracy against scipy ----------------------------------------------------------------------
+def _reference(ws, prob, t_eval):
+    y0 = _rhs.pack(ws)
+    sol = solve_ivp(lambda t, y: _rhs.rhs(y, prob), (t_eval[0], t_eval[-1]), y0,
+                    method="Radau", t_eval=t_eval, rtol=1e-12, atol=1e-14,
+                    jac=lambda t, y: _jacobian(y, prob))
+    assert sol.success
+    return np.array([_rhs.end_to_end_flat(y, prob.shapes) for y in sol.y.T])
+
+
+def _jacobian(y, prob):
+    flow = _stiff.Flow(prob)
+    flow.rhs(y, np.empty_like(y), keep=True)
+    eye = np.eye(y.size)
+    return np.column_stack([flow.jvp(e, np.empty_like(e)) for e in eye])
+
+
+@pytest.mark.parametrize("method", ["ROS34PW2", "auto"])
+@pytest.mark.parametrize("case", ["nonstiff", "stiff"])
+def test_against_radau(method, case):
+    if case == "nonstiff":
+        sizes, svals, sigma, t_eval = (3, 4, 2), [1.0, 0.6], 0.3, np.linspace(0, 12, 7)
+    else:  # a strong mode converged long before a weak one escapes its plateau
+        sizes, svals, sigma, t_eval = (3, 4, 2), [3.0, 0.02], 0.05, np.array([0, 5, 50, 200, 400])
+    ws, X, Y, prob = _problem(sizes, sigma, svals, seed=2)
+    ref = _reference(ws, prob, t_eval)
+    for rtol in (1e-5, 1e-7):
+        tr = gradient_flow(ws, X, Y, t_eval, rtol=rtol, atol=rtol * 1e-3, backend="numpy",
+                           method=method)
+        assert tr.success
+        err = np.abs(tr.end_to_end - ref).max() / np.abs(ref).max()
+        # global error in units of the tolerance: a few tol per decade of dynamics
+        assert err <= 30 * rtol, (rtol, err)
+
+
+def test_third_order_convergence_with_fixed_steps():
+    """Fixed steps halve -> error / 8 (order 3), with tight inner solves."""
+    ws, X, Y, prob = _problem((3, 4, 2), 0.5, [1.0, 0.5], seed=4)
+    y0 = _rhs.pack(ws)
+    T = 2.0
+    ref = solve_ivp(lambda t, y: _rhs.rhs(y, prob), (0, T), y0, method="DOP853", rtol=1e-13,
+                    atol=1e-15).y[:, -1]
+    errs = []
+    for nstep in (8, 16, 32):
+        flow = _stiff.Flow(prob)
+        y = y0.copy()
+        for _ in range(nstep):
+            y = _stiff.rosw_fixed_step(flow, y, T / nstep)
+        errs.append(np.abs(y - ref).max())
+    rates = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+    assert np.all(rates > 2.7), rates
+
+
+# --- the stiffness switch -------------------------------------------------------------------------
+def test_stiffness_switch_triggers_and_pays():
+    sizes, svals, sigma = (3, 4, 2), [3.0, 0.02], 0.05
+    ws, X, Y, prob = _problem(sizes, sigma, svals, seed=2)
+    t_eval = np.array([0.0, 400.0])
+    auto = gradient_flow(ws, X, Y, t_eval, rtol=1e-6, atol=1e-9, backend="numpy", method="auto")
+    dop = gradient_flow(ws, X, Y, t_eval, rtol=1e-6, atol=1e-9, backend="numpy", method="DOP853")
+    assert auto.success and "switched" in auto.message
+    # after the switch the step is no longer capped by the converged mode
+    assert auto.nsteps < dop.nsteps / 3
+    np.testing.assert_allclose(auto.end_to_end, dop.end_to_end, atol=1e-4)
+
+
+def test_no_switch_when_not_stiff():
+    ws, X, Y, prob = _problem((3, 4, 2), 0.3, [1.0, 0.6], seed=2)
+    tr = gradient_flow(ws, X, Y, [0.0, 12.0], rtol=1e-8, atol=1e-11, backend="numpy",
+                       method="auto")
+    dop = gradient_flow(ws, X, Y, [0.0, 12.0], rtol=1e-8, atol=1e-11, backend="numpy",
+                        method="DOP853")
+    assert tr.success and "switched" not in tr.message
+    # the explicit phase takes the same steps as the reference DOP853 stepper
+    assert tr.nsteps == dop.nsteps
+    np.testing.assert_allclose(tr.end_to_end, dop.end_to_end, rtol=0, atol=1e-13)
+
+
+def test_stiffness_test_fires_at_a_converged_state():
+    """At an equilibrium the error is tiny, the explicit step grows until h*|lambda_max|
+    reaches the stability boundary, and Hairer's estimate h*rho must notice it."""
+    from linearnets.sim._solvers import SolverOptions
+
+    ws, X, Y, prob = _problem((3, 4, 2), 0.3, [2.0, 1.0], seed=5)
+    done = gradient_flow(ws, X, Y, [0.0, 60.0], rtol=1e-10, atol=1e-13, backend="numpy")
+    y = _rhs.pack(done.weights)
+    lam_max = np.abs(np.linalg.eigvalsh(_jacobian(y, prob))).max()
+    flow = _stiff.Flow(prob)
+    stats = _stiff._Stats()
+    opts = SolverOptions(rtol=1e-6, atol=1e-9, max_steps=10_000)
+    t_end = 50 * _stiff.STIFF_BOUNDARY["DOP853"] / lam_max
+    out = _stiff.erk_run(flow, y, 0.0, 0.1 / lam_max, np.array([0.0, t_end]), 1, DOP853, opts,
+                         lambda k, v: None, stats, detect_stiffness=True)
+    assert out[-1] and stats.stiff_at is not None
+    # steps are capped near the stability boundary, not by accuracy
+    assert stats.nsteps < 50 + _stiff.STIFF_STEPS + 40
+
+
+def test_cupy_module_path_with_numpy_standin():
+    """The cupy solvers run the xp-generic code; with numpy standing in they match numpy's."""
+    import types
+
+    from linearnets.sim import _cupy
+    from linearnets.sim._solvers import SolverOptions, get_solver
+
+    shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("_")})
+    shim.asnumpy = lambda a: np.array(a, dtype=np.float64, copy=True)
+    ws, X, Y, prob = _problem((3, 5, 2), 0.3, [1.0, 0.5], seed=7)
+    y0 = _rhs.pack(ws)
+    t_eval = np.array([0.0, 3.0, 10.0])
+    for method in _cupy.METHODS:
+        got, want = [], []
+        opts = SolverOptions(rtol=1e-8, atol=1e-11)
+        r1 = _cupy.make_solver(method, lambda: shim)(prob, y0, t_eval, opts,
+                                                     lambda k, y: got.append(y.copy()))
+        r2 = get_solver(method, "numpy")(prob, y0, t_eval, opts, lambda k, y: want.append(y.copy()))
+        assert r1.status.success and r1.n_done == 3
+        assert all(type(g) is np.ndarray for g in got)
+        # the explicit pairs: same algorithm as _explicit, same steps up to rounding
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-10, atol=1e-13)
