@@ -223,6 +223,11 @@ def _balanced_aligned_init(layer_sizes, U, V, c0, seed):
     return [(frames[l + 1] * u) @ frames[l].T for l in range(L)]
 
 
+def _half_time_or_zero(s, c0, depth, eta):
+    """``half_time`` for a mode that still has to rise through s/2, else 0 (horizon estimates)."""
+    return float(_ln.half_time(s, c0, depth=depth, eta=eta)) if c0 < 0.5 * s else 0.0
+
+
 def _check_sigmas(sigmas):
     s = check_positive(sigmas, "sigmas")
     if s.ndim != 1 or s.size < 1:
@@ -384,7 +389,9 @@ def compare_mode_strengths(depths=(2, 3, 4, 5, 6), spectrum=(3.0, 2.0, 1.0), D=6
         sizes = (D,) + (N,) * (L - 1) + (C,)
         w0 = _balanced_aligned_init(sizes, U, Vt.T, np.full(C, sigma ** L), seed + L)
         c0 = _mode_projection(_end_to_end(w0)[None], U, S, Vt)[0]
-        t_end = 1.5 * float(np.max(_ln.half_time(S, c0, depth=L, eta=eta))) + 6.0 / (eta * S.min())
+        rising = c0 < 0.5 * S  # half_time is defined for modes that still have to pass s/2
+        t_half = float(np.max(_ln.half_time(S[rising], c0[rising], depth=L, eta=eta))) if rising.any() else 0.0
+        t_end = 1.5 * t_half + 6.0 / (eta * S.min())
         t = np.linspace(0.0, t_end, N_TIMES)
         traj = _flow(w0, X, Y, t, eta, backend)
         c_sim = _mode_projection(traj.end_to_end, U, S, Vt)
@@ -616,7 +623,7 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     else:
         q0 = sigma ** 2
         c0 = sigma ** L
-    t_end = 2.0 * float(_ln.half_time(s, c0 * (1.0 if L == 2 else 0.01), depth=L, eta=eta)) + 4.0 / (eta * s)
+    t_end = 2.0 * _half_time_or_zero(s, c0 * (1.0 if L == 2 else _C0_GUESS), L, eta) + 4.0 / (eta * s)
     t = np.linspace(0.0, t_end, N_TIMES)
     traj = _flow(w0, X, y, t, eta, backend, record=("weights",))
     A, knorm = _alignment_path(traj.weights_t, X, y)
@@ -639,7 +646,8 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
             A_th[k] = float(_ln.kernel_alignment(K, y))
         loss_th = np.asarray(_ln.loss_curve(t, np.array([s]), np.array([c0]), depth=2, eta=eta))
         tA_th = _crossing_time(t, A_th, 0.9 * A_final)
-        tL_th = float(_ln.mode_time(s * (1.0 - math.sqrt(0.9)), s, c0, depth=2, eta=eta))
+        c_L = s * (1.0 - math.sqrt(0.9))  # loss (s - c)^2/2 down by 10%
+        tL_th = float(_ln.mode_time(c_L, s, c0, depth=2, eta=eta)) if c0 < c_L else 0.0
         ratio_th = tL_th / tA_th
         # neglected: the phase-I linearisation (relative q/s at t_A), the beta-perp
         # cross block of M, which enters the alignment at second order,
