@@ -73,3 +73,19 @@ from .theory.multimode import (
     path_ntk,
     task_modes,
 )
+
+# --- comparison of theory and simulation ------------------------------------------
+from .compare import (
+    CHECKS,
+    Comparison,
+    compare_final_ntk,
+    compare_half_time_scaling,
+    compare_initial_moments,
+    compare_kernel_gap,
+    compare_kernel_path,
+    compare_learning_curves,
+    compare_mode_strengths,
+    compare_phase_one,
+    compare_silent_alignment,
+    run_checks,
+)

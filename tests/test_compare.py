@@ -1,0 +1,169 @@
+"""The comparison routines pass on small settings and fail when the theory is wrong."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import linearnets as ln
+from linearnets import compare
+
+
+# --- result object -------------------------------------------------------------
+def _dummy(**kw):
+    base = dict(name="x", title="t", quantity="q", theory=1.0, simulation=1.0, error=0.0,
+                tolerance=1.0, passed=True, arrays={"a": np.arange(3.0)})
+    base.update(kw)
+    return compare.Comparison(**base)
+
+
+def test_comparison_is_frozen_and_read_only():
+    c = _dummy()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.error = 5.0
+    with pytest.raises(TypeError):
+        c.arrays["b"] = 1
+    with pytest.raises(ValueError):
+        c.arrays["a"][0] = 3.0
+    assert c.row()[-1] == "PASS" and _dummy(passed=False).row()[-1] == "FAIL"
+
+
+def test_registry_and_unknown_name():
+    assert {"learning_curve", "phase_one", "mode_strengths", "half_time", "final_ntk",
+            "silent_alignment", "kernel_path"} <= set(compare.CHECKS)
+    with pytest.raises(ValueError, match="unknown check"):
+        compare.run_checks(["no_such_check"])
+
+
+def test_fit_power_offset_recovers_exponent():
+    sig = np.geomspace(0.05, 0.3, 6)
+    p, (A, B) = compare._fit_power_offset(sig, 2.0 * sig ** -2.0 + 3.0)
+    assert abs(p + 2.0) < 1e-5 and abs(A - 2.0) < 1e-3 and abs(B - 3.0) < 1e-2
+
+
+# --- 1. learning curves ----------------------------------------------------------
+def test_learning_curves_pass_and_scale_as_sigma_squared():
+    r = ln.compare_learning_curves(sigmas=(0.03, 0.01, 0.003), D=10, N=10, P=20)
+    assert r.passed, r.notes
+    assert abs(r.simulation - 2.0) < 0.25
+    fig = r.plot()
+    assert len(fig.axes) == 2
+
+
+def test_learning_curves_fail_with_unmatched_c0(monkeypatch):
+    # the Saxe sigmoid with c0 = q0 (not the matched (q0 + r0)/2) is off by ln 2/(2s) in time
+    true = ln.loss_curve
+    monkeypatch.setattr(ln, "loss_curve", lambda t, s, c0, depth=2, eta=1.0: true(t, s, 2 * np.asarray(c0),
+                                                                                     depth, eta))
+    r = ln.compare_learning_curves(sigmas=(0.01, 0.003), D=10, N=10, P=20)
+    assert not r.passed
+
+
+# --- 2. phase I --------------------------------------------------------------------
+def test_phase_one_passes():
+    r = ln.compare_phase_one(D=25, N=10, P=50, sigma=0.01)
+    assert r.passed, r.notes
+    assert r.arrays["window"].sum() > 10  # the phase-I window is resolved
+
+
+def test_phase_one_fails_with_wrong_rate(monkeypatch):
+    true = ln.qr_full_path
+    # the paper's text drops factors of 2 in places: eta -> eta/2 must be caught
+    monkeypatch.setattr(ln, "qr_full_path", lambda t, s, q0, r0=0.0, eta=1.0: true(t, s, q0, r0, eta / 2))
+    assert not ln.compare_phase_one(sigma=0.01).passed
+
+
+def test_initial_moments_pass_and_catch_large_D_approximation(monkeypatch):
+    r = ln.compare_initial_moments(width=10, input_dim=25, sigma=0.1, n_samples=2000)
+    assert r.passed and r.error < r.tolerance
+    # dropping the N/D term of E[q0] = sigma^2 (1 + N/D)/2 must fail
+    monkeypatch.setattr(ln, "qr_initial_moments", lambda N, D, s: (0.5 * s ** 2, s ** 2 / np.sqrt(D)))
+    assert not ln.compare_initial_moments(width=10, input_dim=25, sigma=0.1, n_samples=2000).passed
+
+
+# --- 3. mode strengths ---------------------------------------------------------------
+def test_mode_strengths_pass_all_depths():
+    r = ln.compare_mode_strengths(depths=(1, 2, 3, 4), spectrum=(3.0, 1.5, 0.5), D=5, N=6, P=10)
+    assert r.passed, r.notes
+    # from small init (L >= 2) the modes are learned in order of strength
+    s = r.arrays["spectrum"]
+    for L, t, c in zip(r.arrays["depths"][1:], r.arrays["t"][1:], r.arrays["c_sim"][1:]):
+        t_half = [compare._crossing_time(t, c[:, k], s[k] / 2) for k in range(3)]
+        assert t_half[0] < t_half[1] < t_half[2]
+
+
+def test_mode_strengths_fail_without_depth_factor(monkeypatch):
+    # the paper's dc/dt = c^{2-2/L}(s - c) (missing factor L) must be caught
+    true = ln.mode_strength
+    monkeypatch.setattr(ln, "mode_strength",
+                        lambda t, s, c0, depth=2, eta=1.0: true(t, s, c0, depth, eta / depth))
+    assert not ln.compare_mode_strengths(depths=(2, 3), D=5, N=6, P=10).passed
+
+
+# --- 4. half-time scaling -----------------------------------------------------------
+def test_half_time_scaling_passes():
+    r = ln.compare_half_time_scaling(depths=(2, 3, 4))
+    assert r.passed, r.notes
+    fitted = r.arrays["fitted"]
+    assert abs(fitted[0] + 1.0) < 0.1 and abs(fitted[1] + 1.0) < 0.2 and abs(fitted[2] + 2.0) < 0.3
+
+
+# --- 5. final NTK ----------------------------------------------------------------------
+def test_final_ntk_passes():
+    r = ln.compare_final_ntk(depths=(2, 3, 4), sigmas=(0.1, 0.05))
+    assert r.passed, r.notes
+    assert np.all(np.abs(r.arrays["slopes"] - 2.0) < 0.5)
+
+
+@pytest.mark.parametrize("which", ["ntk", "alignment"])
+def test_final_ntk_fails_with_wrong_theory(monkeypatch, which):
+    if which == "ntk":  # depth factor L instead of L - 1 on the rank-one spike
+        true = ln.final_ntk
+        monkeypatch.setattr(ln, "final_ntk", lambda X1, X2, b, s, L: true(X1, X2, b, s, L + 1)
+                            * s ** (2 / (L + 1) - 2 / L))
+    else:
+        monkeypatch.setattr(ln, "final_alignment", lambda L, n: L / np.sqrt(L ** 2 + n))
+    assert not ln.compare_final_ntk(depths=(2, 3), sigmas=(0.1, 0.05)).passed
+
+
+# --- 6. silent alignment and the kernel-regression gap ----------------------------------
+def test_silent_alignment_passes_and_alignment_comes_first():
+    r = ln.compare_silent_alignment(D=10, N=10, P=20, sigma=0.01)
+    assert r.passed, r.notes
+    assert float(r.arrays["t_align"]) < float(r.arrays["t_loss"])
+    r3 = ln.compare_silent_alignment(depth=3, D=10, N=10, P=20, sigma=0.1)
+    assert r3.passed
+
+
+def test_silent_alignment_fails_without_small_init():
+    # sigma = O(1): the loss falls before the kernel has aligned (lazy-ish start)
+    assert not ln.compare_silent_alignment(D=10, N=10, P=20, sigma=1.5).passed
+
+
+def test_kernel_gap_passes_and_does_not_grow_with_anisotropy():
+    r = ln.compare_kernel_gap(gammas=(0.0, 1.0), Ps=(10, 5), D=10, N=10)
+    assert r.passed, r.notes
+    gap, P = r.arrays["gap_final"], r.arrays["P"]
+    under = gap[P < 10]
+    assert under.max() < 3 * under.min()  # O(sigma) whatever gamma
+    assert np.all(r.arrays["gap_initial"][P < 10] > 10 * under)  # the initial NTK is a different predictor
+
+
+def test_kernel_gap_fails_with_a_wrong_predictor(monkeypatch):
+    true = ln.kernel_regression
+    monkeypatch.setattr(ln, "kernel_regression",
+                        lambda K, Kx, y, ridge=0.0: true(K, Kx, y, ridge=0.1 * np.trace(K) / len(K)))
+    assert not ln.compare_kernel_gap(gammas=(0.0,), Ps=(10, 5), D=10, N=10).passed
+
+
+# --- 7. appendix G ------------------------------------------------------------------------
+def test_kernel_path_passes():
+    r = ln.compare_kernel_path(D=12, N=12, P=6)
+    assert r.passed, r.notes
+    assert r.arrays["ideal_gaps"].max() < 1e-9
+    assert r.arrays["gaps"][-1] < 0.05
+
+
+def test_plots_for_every_kind_are_agg_safe():
+    from matplotlib.figure import Figure
+    r = ln.compare_kernel_path(D=12, N=12, P=6)
+    assert isinstance(r.plot(), Figure)
