@@ -89,3 +89,12 @@ from .compare import (
     compare_silent_alignment,
     run_checks,
 )
+
+# --- comparison of theory and simulation: extended closed forms ---------------------
+from ._compare_ext import (
+    compare_finite_sigma_ntk,
+    compare_intermediate_kernels,
+    compare_path_ntk,
+    compare_transfer,
+    compare_unwhitened_phase1,
+)

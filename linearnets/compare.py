@@ -917,3 +917,4 @@ def run_checks(names=None, full=False, seed=0, backend="auto", progress=False):
         if bar is not None:
             bar.close()
     return results
+from . import _compare_ext  # noqa: E402,F401  registers the extended checks
