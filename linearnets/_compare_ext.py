@@ -130,7 +130,8 @@ def compare_unwhitened_phase1(sigmas=(0.02, 0.01, 0.005), D=4, N=6, P=300, s=1.0
     theta_fine = np.linspace(0.0, 0.5 * math.log(s / x_big[0]) + 3.0, 2000)
     pre = _ln.unwhitened_phase1(theta_fine / (eta * s * sb), Sigma, beta, s, x_big, eta=eta)
     log_a2 = np.log(np.asarray(pre.scaled_stats)[:, 0]) + np.asarray(pre.log_scale)
-    k_end = int(np.nonzero(log_a2 >= 0.5 * math.log(x_big[0] * s))[0][0])
+    reached = np.nonzero(log_a2 >= 0.5 * math.log(x_big[0] * s))[0]
+    k_end = int(reached[0]) if reached.size else len(theta_fine) - 1
     theta = np.linspace(0.0, theta_fine[k_end], n_times)
     t = theta / (eta * s * sb)
     stats_sim, stats_th, errs, tols, a2_end = [], [], [], [], []
@@ -761,7 +762,7 @@ _plotting._PLOTTERS.update({
 @_register("unwhitened", "unwhitened phase I: six statistics ~ sigma^2, kernel along Sigma beta (App. C.3)")
 def _check_unwhitened(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_unwhitened_phase1(sigmas=np.geomspace(0.04, 0.0025, 5), D=20, N=50, P=2000,
+        return [compare_unwhitened_phase1(sigmas=np.geomspace(0.01, 0.00125, 4), D=20, N=50, P=2000,
                                           n_times=200, seed=seed, backend=backend)]
     return [compare_unwhitened_phase1(seed=seed, backend=backend)]
 
@@ -769,7 +770,7 @@ def _check_unwhitened(full=False, seed=0, backend="auto"):
 @_register("path_ntk", "many outputs: modes and NTK along the path, learning order and times (App. H)")
 def _check_path_ntk(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_path_ntk(depths=(2, 3, 4), spectrum=(4.0, 3.0, 2.0, 1.0), c0=(1e-4, 1e-3, 5e-3, 2e-2),
+        return [compare_path_ntk(depths=(2, 3, 4), spectrum=(4.0, 3.0, 2.0, 1.0), c0=(1e-3, 3e-3, 1e-2, 2e-2),
                                  D=30, N=50, P=60, n_probe=6, n_times=100, random_depths=(2, 3),
                                  sigmas=(0.02, 0.01, 0.005, 0.0025), random_width=50, seed=seed, backend=backend)]
     return [compare_path_ntk(seed=seed, backend=backend)]
@@ -778,7 +779,7 @@ def _check_path_ntk(full=False, seed=0, backend="auto"):
 @_register("intermediate", "layer-l kernels of a trained deep network, error ~ sigma^2 (App. E.3)")
 def _check_intermediate(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_intermediate_kernels(depth=4, sigmas=(0.2, 0.1, 0.05, 0.025), spectrum=(4.0, 3.0, 2.0, 1.0),
+        return [compare_intermediate_kernels(depth=4, sigmas=(0.1, 0.05, 0.025, 0.0125), spectrum=(4.0, 3.0, 2.0, 1.0),
                                              D=30, N=50, P=60, seed=seed, backend=backend)]
     return [compare_intermediate_kernels(seed=seed, backend=backend)]
 
@@ -795,6 +796,6 @@ def _check_transfer(full=False, seed=0, backend="auto"):
 @_register("finite_sigma", "final NTK at finite sigma: error sigma^3 vs sigma^2 (App. H.2)")
 def _check_finite_sigma(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_finite_sigma_ntk(sigmas=np.geomspace(0.1, 0.00625, 5), D=30, N=50, P=60, n_probe=20,
+        return [compare_finite_sigma_ntk(sigmas=np.geomspace(0.04, 0.005, 4), D=30, N=50, P=60, n_probe=20,
                                          seed=seed, backend=backend)]
     return [compare_finite_sigma_ntk(seed=seed, backend=backend)]
