@@ -17,6 +17,7 @@ Second table: N different modes (a sweep over c0), where the ODE needs one solve
 mode; its time is measured on a random sample of modes and scaled to N.
 
 Run:  python3 benchmarks/bench_closed_forms.py [--n 1000000] [--repeat 3]
+      python3 benchmarks/bench_closed_forms.py --accuracy   (errors against mpmath, solve_ivp)
 """
 import argparse
 import pathlib
@@ -50,13 +51,55 @@ def ivp_curve(t, s, c0, L, eta):
     return sol.y[0]
 
 
+def accuracy_table():
+    """Max relative errors per depth against mpmath quadrature (30 digits) and solve_ivp."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+    from test_dynamics import _ivp, kappa_c, kappa_t, t_ref  # the tests' references
+    modes = [(1.0, 1e-3), (2.5, 0.4), (1e-3, 1e-12), (1.0, 0.999), (1.0, 1.001), (0.5, 3.0),
+             (3.0, 1e4)]
+    fracs = [1e-6, 0.1, 0.5, 0.9, 0.999, 1 - 1e-7]
+    print("Against mpmath quadrature of t(c) (30 digits), c = c0 + f (s - c0), "
+          f"(s, c0) in {modes}, f in {fracs}:")
+    print("  mode_time: max rel error where t is well conditioned (c/(t|dc/dt|) < 10)")
+    print("  mode_strength: max rel error in c where kappa = t|dc/dt|/c < 10, and max backward")
+    print("  error |t' - t|/t (c(t') == computed c, by quadrature) where kappa >= 10")
+    print("  solve_ivp: max rel difference to DOP853 (rtol 1e-13) in log c, 3 modes x 300 times")
+    print(f"{'depth':>5} {'mode_time':>10} {'c fwd':>10} {'c backward':>11} {'vs ivp':>10}")
+    for L in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 20):
+        et = ec = eb = 0.0
+        for s, c0 in modes:
+            for f in fracs:
+                c = c0 + (s - c0) * f
+                t = float(t_ref(c, s, c0, L))
+                if kappa_t(t, c, s, L) < 10:
+                    et = max(et, abs(float(ln.mode_time(c, s, c0, depth=L)) - t) / t)
+                cm = float(ln.mode_strength(t, s, c0, depth=L))
+                if kappa_c(t, c, s, L) < 10:
+                    ec = max(ec, abs(cm - c) / c)
+                elif cm not in (s, c0):
+                    eb = max(eb, abs(float(t_ref(cm, s, c0, L)) - t) / t)
+        ei = 0.0
+        for s, c0, eta in [(1.0, 1e-4, 1.0), (3.0, 0.5, 0.3), (0.7, 5.0, 2.0)]:
+            t_end = (4.0 * float(ln.plateau_time(s, min(c0, s / 4), depth=L, eta=eta))
+                     + 40.0 / (eta * s))
+            tt = np.concatenate([[0.0], np.logspace(-6, np.log10(t_end), 300)])
+            ref = _ivp(tt, s, c0, L, eta)
+            ei = max(ei, np.max(np.abs(ln.mode_strength(tt, s, c0, depth=L, eta=eta) - ref) / ref))
+        print(f"{L:>5} {et:10.1e} {ec:10.1e} {eb:11.1e} {ei:10.1e}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000, help="time points per curve")
     ap.add_argument("--repeat", type=int, default=3, help="repeats (best time is kept)")
     ap.add_argument("--sample", type=int, default=300,
                     help="modes the per-mode ODE baseline is timed on (many-mode case)")
+    ap.add_argument("--accuracy", action="store_true",
+                    help="print the accuracy table against mpmath and solve_ivp instead")
     args = ap.parse_args(argv)
+    if args.accuracy:
+        accuracy_table()
+        return
     s, c0, eta = 1.0, 1e-6, 1.0
     print(f"one mode, s = {s}, c0 = {c0}, eta = {eta}, N = {args.n} time points in [0, 3 t_half]")
     head = (f"{'depth':>5} {'closed form /s':>15} {'numpy ref /s':>13} {'solve_ivp /s':>13} "
@@ -78,7 +121,7 @@ def main(argv=None):
         ti, ref = best_time(lambda: ivp_curve(t, s, c0, L, eta), 1)
         rel = np.abs(c - ref) / ref
         kappa = t * eta * L * c ** (1 - 2 / L) * np.abs(s - c)
-        print(f"{L:>5} {args.n / tc:15.3g} {numpy_rate} {args.n / ti:13.3g} {ti / tc:8.0f}x "
+        print(f"{L:>5} {args.n / tc:15.3g} {numpy_rate} {args.n / ti:13.3g} {ti / tc:8.3g}x "
               f"{rel.max():13.2e} {kappa.max():10.2g}")
         print(f"      closed form {tc:.3f} s for {args.n} points; solve_ivp {ti:.2f} s; "
               f"max rel diff where kappa < 10: {rel[kappa < 10].max():.2e}")
@@ -109,7 +152,7 @@ def main(argv=None):
         ti = (time.perf_counter() - t0) * args.n / args.sample
         rel = np.abs(c[idx] - ref) / ref
         kappa = ts[idx] * eta * L * c[idx] ** (1 - 2 / L) * np.abs(s - c[idx])
-        print(f"{L:>5} {args.n / tc:15.3g} {numpy_rate} {args.n / ti:13.3g} {ti / tc:8.0f}x "
+        print(f"{L:>5} {args.n / tc:15.3g} {numpy_rate} {args.n / ti:13.3g} {ti / tc:8.3g}x "
               f"{rel.max():13.2e} {kappa.max():10.2g}")
 
 

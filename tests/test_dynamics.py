@@ -314,7 +314,6 @@ def test_loss_curve_sums_modes():
 
 depths = st.integers(1, 12)
 pos = st.floats(1e-3, 1e3)
-fracs = st.floats(1e-6, 1e2)
 
 
 @given(L=depths, s=pos, ratio=st.floats(1e-12, 1e4), eta=st.floats(0.01, 100.0),

@@ -122,18 +122,18 @@ for L in (3, 4, 5, 6):
           is_zero(sp.diff(tau_d, z) - z ** (2 * L - 3) / (1 - z ** L), (z,)))
     # chain rule back to c: y = (c/s)^(1/L), t = tau / (eta s^(2-2/L))
     yc = (c / s) ** sp.Rational(1, L)
-    dt_dc = (1 / (yc ** (L - 1) * (1 - yc ** L))) * sp.diff(yc, c) / (eta * s ** (2 - sp.Rational(2, L)))
+    unit = eta * s ** (2 - sp.Rational(2, L))
+    dt_dc = (1 / (yc ** (L - 1) * (1 - yc ** L))) * sp.diff(yc, c) / unit
     want = 1 / (eta * L * c ** (2 - sp.Rational(2, L)) * (s - c))
     check(f"L={L}: dt/dc = 1/(eta L c^(2-2/L) (s - c)) from tau(y)",
           is_zero(dt_dc - want, (c, s, eta)))
     zc = (s / c) ** sp.Rational(1, L)
-    dt_dc_d = (zc ** (2 * L - 3) / (1 - zc ** L)) * sp.diff(zc, c) / (eta * s ** (2 - sp.Rational(2, L)))
+    dt_dc_d = (zc ** (2 * L - 3) / (1 - zc ** L)) * sp.diff(zc, c) / unit
     check(f"L={L}: dt/dc = 1/(eta L c^(2-2/L) (s - c)) from tau(z) (c > s)",
           is_zero((dt_dc_d - want).subs({c: 3, s: 2, eta: sp.Rational(1, 2)}), ()))
 
 # ----------------------------------------------------------- 4. time scales
-x0 = sp.symbols("x0", positive=True)
-half2 = sp.log(c * (s - c0) / (c0 * (s - c))) .subs(c, s / 2) / (2 * eta * s)
+half2 = sp.log(c * (s - c0) / (c0 * (s - c))).subs(c, s / 2) / (2 * eta * s)
 check("L=2: half time = log(s/c0 - 1)/(2 eta s) = log(s/c0)/(2 eta s) + O(c0/s)",
       sp.simplify(half2 - sp.log(s / c0 - 1) / (2 * eta * s)) == 0
       and sp.limit((half2 - sp.log(s / c0) / (2 * eta * s)) * s / c0, c0, 0) == -1 / (2 * eta * s))

@@ -37,7 +37,7 @@ _EPS = float(np.finfo(np.float64).eps)
 NOISE_FACTOR = 16.0
 #: ... or once the Newton step is below STEP_RTOL relative to the iterate.
 STEP_RTOL = 4.0 * _EPS
-#: Upper bound on Newton iterations (the typical count is 2 to 6).
+#: Upper bound on Newton iterations (typically 1 to 3 are used, rarely more than 15).
 MAX_ITER = 100
 #: Use the small-y (plateau) starting point when it predicts y at most this.
 PLATEAU_SWITCH = 0.5

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_depth, check_nonnegative, check_positive
+from .._validation import check_depth, check_nonnegative, check_positive
 from . import _special
 from ._special import softplus
 
@@ -59,7 +59,8 @@ def _broadcast(names, *arrays):
         return np.broadcast_arrays(*arrays)
     except ValueError as exc:
         shapes = ", ".join(f"{n} {np.shape(a)}" for n, a in zip(names, arrays))
-        raise ValueError(f"arguments {', '.join(names)} cannot be broadcast together: {shapes}") from exc
+        raise ValueError(f"arguments {', '.join(names)} cannot be broadcast together: "
+                         f"{shapes}") from exc
 
 
 def _log_ratio(a, b):
@@ -677,7 +678,8 @@ def loss_curve(t, s, c0, depth=2, eta=1.0):
     if eta.ndim:
         raise ValueError(f"eta must be a scalar, got shape {eta.shape}")
     if s.ndim > 1 or c0.ndim > 1:
-        raise ValueError(f"s and c0 must be scalars or 1-D over modes, got shapes {s.shape}, {c0.shape}")
+        raise ValueError(f"s and c0 must be scalars or 1-D over modes, got shapes {s.shape}, "
+                         f"{c0.shape}")
     s, c0 = _broadcast(("s", "c0"), np.atleast_1d(s), np.atleast_1d(c0))
     tt = t.ravel()[:, None]
     T_, s_, c0_ = np.broadcast_arrays(tt, s[None, :], c0[None, :])
