@@ -201,6 +201,7 @@ def _kernel_path(res):
     fig, (ax,) = _figure(1, width=5.2)
     ax.semilogy(a["t"], np.maximum(a["gaps"], 1e-16), "o-", label="kernel regression with K(t)")
     ax.semilogy(a["t"], a["tolerances"], **_THEORY, label="predicted bound")
+    ax.set_xscale("symlog", linthresh=float(a["t"][1]))
     ax.set(xlabel="t", ylabel="relative gap to pseudo-inverse", title="App. G: same function along the flow")
     ax.legend(fontsize=8)
     return fig

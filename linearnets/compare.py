@@ -776,7 +776,8 @@ def compare_kernel_path(D=20, N=20, P=10, s=1.0, sigma=0.01, eta=1.0, n_test=50,
     s_eff = float(np.linalg.norm(y @ X) / P)
     lam_min = float(np.linalg.svd(X, compute_uv=False)[min(P, D) - 1] ** 2 / P)
     t_end = 2.0 * float(_ln.half_time(s_eff, sigma ** 2, depth=2, eta=eta)) + 10.0 / (eta * s_eff * lam_min)
-    t = np.linspace(0.0, t_end, n_probe)
+    # probe times: t = 0, then geometric through phase I (~1/s) and the escape
+    t = np.concatenate([[0.0], np.geomspace(0.1 / (eta * s_eff), t_end, n_probe - 1)])
     traj = _flow(w0, X, y, t, eta, backend, record=("weights",))
     # beta_hat: the normalised projection of the teacher onto the row span of X
     bproj = np.linalg.pinv(X) @ (X @ beta)
