@@ -27,8 +27,11 @@ def _colors(n):
 
 
 def _title(fig, res):
+    import textwrap
     status = "PASS" if res.passed else "FAIL"
-    fig.suptitle(f"{res.title}   [{status}: error {res.error:.2g} / tol {res.tolerance:.2g}]", fontsize=9)
+    width = int(14 * fig.get_figwidth())
+    text = f"{res.title}   [{status}: error {res.error:.2g} / tol {res.tolerance:.2g}]"
+    fig.suptitle("\n".join(textwrap.wrap(text, width)), fontsize=9)
 
 
 def _learning_curve(res):
@@ -111,9 +114,8 @@ def _half_time(res):
         sq = sg ** 2
         if L == 2:
             ax2.semilogx(sq, th, "o", color=col, label="L=2 (sim)")
-            b = np.mean(th + np.log(sg) / 1.0 * (-p))  # intercept with the theory slope
+            # theory slope -1/(eta s) in ln sigma, intercept by least squares
             ax2.semilogx(sq, p * np.log(sg) + np.mean(th - p * np.log(sg)), **_THEORY, label="theory slope")
-            del b
         else:
             ax.loglog(sq, th, "o", color=col, label=f"L={L} (sim)")
             # theory exponent, amplitude and offset refitted with the exponent fixed
@@ -123,9 +125,12 @@ def _half_time(res):
             ax.loglog(ss ** 2, c[0] * ss ** p + c[1], color=col, ls="--",
                       label=fr"$\propto\sigma^{{{p:g}}}$")
     ax.set(xlabel=r"$\sigma^2$", ylabel=r"$t_{1/2}$", title=r"$L\geq 3$: $t_{1/2}\sim\sigma^{2-L}$")
-    ax.legend(fontsize=7)
     ax2.set(xlabel=r"$\sigma^2$", ylabel=r"$t_{1/2}$", title=r"$L=2$: $t_{1/2}\sim\ln(1/\sigma)/s$")
-    ax2.legend(fontsize=7)
+    for a_ in (ax, ax2):
+        if a_.get_legend_handles_labels()[0]:
+            a_.legend(fontsize=7)
+        else:
+            a_.set_axis_off()
     return fig
 
 
@@ -166,6 +171,10 @@ def _silent(res):
     for ax in axes:
         ax.axvline(float(a["t_align"]), color="C2", ls="-.", lw=1)
         ax.axvline(float(a["t_loss"]), color="C3", ls="-.", lw=1)
+    t_show = 2.5 * np.nanmax([float(a["t_align"]), float(a["t_loss"])])
+    if np.isfinite(t_show) and t_show < t[-1]:
+        for ax in axes:
+            ax.set_xlim(0.0, t_show)
     axes[2].legend(fontsize=8)
     axes[0].legend(fontsize=8)
     return fig
@@ -173,7 +182,7 @@ def _silent(res):
 
 def _kernel_gap(res):
     a = res.arrays
-    fig, (ax,) = _figure(1, width=5.2)
+    fig, (ax,) = _figure(1, width=6.0)
     for P, col in zip(np.unique(a["P"]), ("C0", "C1", "C2")):
         m = a["P"] == P
         ax.semilogy(a["gamma"][m], np.maximum(a["gap_final"][m], 1e-16), "o-", color=col,
@@ -192,6 +201,7 @@ def _kernel_path(res):
     fig, (ax,) = _figure(1, width=5.2)
     ax.semilogy(a["t"], np.maximum(a["gaps"], 1e-16), "o-", label="kernel regression with K(t)")
     ax.semilogy(a["t"], a["tolerances"], **_THEORY, label="predicted bound")
+    ax.set_xscale("symlog", linthresh=float(a["t"][1]))
     ax.set(xlabel="t", ylabel="relative gap to pseudo-inverse", title="App. G: same function along the flow")
     ax.legend(fontsize=8)
     return fig

@@ -249,8 +249,10 @@ def compare_learning_curves(sigmas=(0.1, 0.03, 0.01, 0.003), D=20, N=20, P=40, s
     scales as sigma^2: the headline numbers are the fitted log-log slope of the
     error against sigma (theory: 2) and the error at every sigma must stay below
     ``SAFETY * q0 / s`` (q0, the initial kernel scale, is the O(sigma^2) quantity).
-    The slope tolerance is the relative size of the next correction,
-    ``SAFETY * q0_max / s``, times 2 (d log / d log of 1 + O(sigma^2)), floored at 0.1.
+    The error may carry the plateau's factor ``ln(s/q0)`` (see
+    :func:`compare_phase_one`), which lowers the slope by at most
+    ``2/ln(s/q0_max)``; the next correction adds ``2 SAFETY q0_max/s``. Their sum
+    is the slope tolerance.
     """
     sigmas = _check_sigmas(sigmas)
     s = float(check_positive(s, "s"))
@@ -269,7 +271,9 @@ def compare_learning_curves(sigmas=(0.1, 0.03, 0.01, 0.003), D=20, N=20, P=40, s
         errs.append(err); q0s.append(q0); tols.append(SAFETY * q0 / s)
     errs, tols, q0s = map(np.asarray, (errs, tols, q0s))
     slope = _loglog_slope(sigmas, errs) if len(sigmas) > 1 else 2.0
-    slope_tol = max(0.1, 2.0 * SAFETY * q0s.max() / s) if len(sigmas) > 1 else np.inf
+    # the O(q0) growth-rate corrections act over the plateau (phase_one): the error
+    # may carry a factor ln(s/q0), which lowers the slope by at most 2/ln(s/q0_max)
+    slope_tol = (2.0 / math.log(s / q0s.max()) + 2.0 * SAFETY * q0s.max() / s) if len(sigmas) > 1 else np.inf
     passed = bool(np.all(errs <= tols) and abs(slope - 2.0) <= slope_tol)
     return Comparison(
         name="learning_curve", title="two-layer loss vs Saxe sigmoid (Fig. C.2)",
@@ -610,8 +614,9 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     order, ``~ q0 / (D q(t_A))``; the loss side carries O(q0/s). The tolerance on
     the relative ratio error is ``SAFETY`` times their sum, and ``t_A < t_L`` in
     simulation is required.
-    For deeper networks the theory gives only the scaling, so only the ordering
-    is required (tolerance inf on the ratio).
+    For deeper networks the theory gives only the scaling (both times
+    ~ sigma^{2-L}, App. E.1), so only the ordering ``t_A < t_L`` is required;
+    the error is then ``max(0, 1 - t_L/t_A)`` with tolerance 0.
     """
     L = check_depth(depth)
     s = float(check_positive(s, "s"))
@@ -659,14 +664,17 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     else:
         ratio_th, tol = np.nan, np.inf
     ratio = t_L / t_A
-    err = abs(ratio - ratio_th) / ratio_th if L == 2 else 0.0
+    # deep: only the ordering is predicted; the error is the shortfall of the ratio below 1
+    err = abs(ratio - ratio_th) / ratio_th if L == 2 else max(0.0, 1.0 - ratio)
+    if L != 2:
+        tol = 0.0
     arrays.update(t_align=np.array(t_A), t_loss=np.array(t_L), final_alignment=np.array(A_final))
     return Comparison(
         name="silent_alignment" if L == 2 else f"silent_alignment_L{L}",
         title=f"silent alignment along the flow, L={L} (Fig. 2)",
-        quantity="t_L(loss -10%) / t_A(alignment 90% of final)",
+        quantity="t_L(loss -10%) / t_A(alignment 90% of final)" + ("" if L == 2 else ", theory: > 1"),
         theory=ratio_th if L == 2 else 1.0, simulation=ratio, error=err, tolerance=tol,
-        passed=bool(t_A < t_L and err <= tol),
+        passed=bool(t_A < t_L and (err <= tol if L == 2 else True)),
         arrays=arrays, params=dict(depth=L, D=D, N=N, P=P, s=s, sigma=sigma, eta=eta, seed=seed),
         notes=(f"t_A = {t_A:.3g}, t_L = {t_L:.3g}" + (f" (theory {tA_th:.3g}, {tL_th:.3g})" if L == 2 else
                                                       "; deep: ordering t_A < t_L required")),
@@ -768,7 +776,8 @@ def compare_kernel_path(D=20, N=20, P=10, s=1.0, sigma=0.01, eta=1.0, n_test=50,
     s_eff = float(np.linalg.norm(y @ X) / P)
     lam_min = float(np.linalg.svd(X, compute_uv=False)[min(P, D) - 1] ** 2 / P)
     t_end = 2.0 * float(_ln.half_time(s_eff, sigma ** 2, depth=2, eta=eta)) + 10.0 / (eta * s_eff * lam_min)
-    t = np.linspace(0.0, t_end, n_probe)
+    # probe times: t = 0, then geometric through phase I (~1/s) and the escape
+    t = np.concatenate([[0.0], np.geomspace(0.1 / (eta * s_eff), t_end, n_probe - 1)])
     traj = _flow(w0, X, y, t, eta, backend, record=("weights",))
     # beta_hat: the normalised projection of the teacher onto the row span of X
     bproj = np.linalg.pinv(X) @ (X @ beta)
