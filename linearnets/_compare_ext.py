@@ -39,7 +39,6 @@ from .compare import (
     _mode_projection,
     _register,
     _train_to_convergence,
-    _weights_at,
 )
 
 __all__ = [
@@ -174,7 +173,7 @@ def compare_unwhitened_phase1(sigmas=(0.02, 0.01, 0.005), D=4, N=6, P=300, s=1.0
                     overlap_theory=ov_th, overlap_theory_sigma_beta=np.asarray(ov_th_g),
                     overlap_theory_beta=np.asarray(ov_th_b), scales=np.asarray(scales)),
         params=dict(D=D, N=N, P=P, s=s, eta=eta, seed=seed, beta_dot_ghat=float(abs(beta @ ghat))),
-        notes=(f"per-sigma max error/tolerance {np.array2string(np.max(errs / np.where(tols > 0, tols, 1), axis=1), precision=2)}; "
+        notes=(f"per-sigma max error/tolerance {np.array2string(np.max(errs / tols, axis=1), precision=2)}; "
                f"top kernel eigenvector at theta={theta[-1]:.2f}: overlap with Sigma beta "
                f"{np.array2string(ov_g[:, -1], precision=4)}, with beta {np.array2string(ov_b[:, -1], precision=4)} "
                f"(|beta.Sigma beta|/|Sigma beta| = {abs(beta @ ghat):.3f}); 1 - overlap with the theory's "
