@@ -160,3 +160,9 @@ def test_finite_sigma_ntk_fails_with_wrong_correction(monkeypatch):
 def test_checks_run_through_the_registry():
     res = compare.run_checks(["finite_sigma"])
     assert len(res) == 1 and res[0].name == "finite_sigma_ntk" and res[0].passed
+
+
+@pytest.mark.slow
+def test_paper_sized_settings_pass():
+    res = compare.run_checks(["unwhitened", "path_ntk", "intermediate", "transfer", "finite_sigma"], full=True)
+    assert all(r.passed for r in res), [r.notes for r in res if not r.passed]
