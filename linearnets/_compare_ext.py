@@ -79,6 +79,12 @@ def _top_eigvec(M):
     return np.linalg.eigh(M)[1][..., -1]
 
 
+def _fmt(a, digits=2):
+    """Compact text for a small array in the notes (significant digits, any magnitude)."""
+    return np.array2string(np.asarray(a), separator=", ", max_line_width=10_000,
+                           formatter={"float_kind": lambda x: f"{x:.{digits}g}"}).replace("\n", "")
+
+
 def _slope_or(sig, err, default):
     return _loglog_slope(sig, err) if len(sig) > 1 else default
 
@@ -173,11 +179,11 @@ def compare_unwhitened_phase1(sigmas=(0.02, 0.01, 0.005), D=4, N=6, P=300, s=1.0
                     overlap_theory=ov_th, overlap_theory_sigma_beta=np.asarray(ov_th_g),
                     overlap_theory_beta=np.asarray(ov_th_b), scales=np.asarray(scales)),
         params=dict(D=D, N=N, P=P, s=s, eta=eta, seed=seed, beta_dot_ghat=float(abs(beta @ ghat))),
-        notes=(f"per-sigma max error/tolerance {np.array2string(np.max(errs / tols, axis=1), precision=2)}; "
+        notes=(f"per-sigma max error/tolerance {_fmt(np.max(errs / tols, axis=1), 2)}; "
                f"top kernel eigenvector at theta={theta[-1]:.2f}: overlap with Sigma beta "
-               f"{np.array2string(ov_g[:, -1], precision=4)}, with beta {np.array2string(ov_b[:, -1], precision=4)} "
+               f"{_fmt(ov_g[:, -1], 4)}, with beta {_fmt(ov_b[:, -1], 4)} "
                f"(|beta.Sigma beta|/|Sigma beta| = {abs(beta @ ghat):.3f}); 1 - overlap with the theory's "
-               f"eigenvector {np.array2string(dir_err, precision=2)} <= {np.array2string(dir_tol, precision=2)}"))
+               f"eigenvector {_fmt(dir_err)} <= {_fmt(dir_tol)}"))
 
 
 # =============================================================================
@@ -310,8 +316,8 @@ def compare_path_ntk(depths=(2, 3), spectrum=(2.0, 1.0, 0.5), c0=(1e-3, 5e-3, 2e
             for p in part_a)
             + ". Random start, per depth (learning order ok; relative deviation of the "
             + "delay (L=2) / ratio (L>=3) of half times from mode_learning_times, tol): " + "; ".join(
-                f"L={p['L']}: {p['order_ok']}, {np.array2string(p['dev'].ravel(), precision=2)}, "
-                f"{np.array2string(p['tol'][:, 0], precision=2)}" for p in part_b)))
+                f"L={p['L']}: {p['order_ok']}, {_fmt(p['dev'].ravel(), 2)}, "
+                f"{_fmt(p['tol'][:, 0], 2)}" for p in part_b)))
 
 
 # =============================================================================
@@ -385,9 +391,9 @@ def compare_intermediate_kernels(depth=3, sigmas=(0.1, 0.05, 0.025), spectrum=(3
                     spectrum=S),
         params=dict(depth=L, D=D, N=N, P=P, eta=eta, seed=seed),
         notes=("relative kernel errors (rows: sigma, cols: layer 0..L) "
-               + np.array2string(K_err, precision=2).replace("\n", "") + "; alignment errors max "
+               + _fmt(K_err) + "; alignment errors max "
                f"{A_err[:, mid].max():.2g} (tol {tol.min():.2g} at the smallest sigma); slopes "
-               f"{np.array2string(slopes, precision=2)}"))
+               f"{_fmt(slopes, 2)}"))
 
 
 # =============================================================================
@@ -500,10 +506,10 @@ def compare_transfer(P=40, D=100, As=(0.0, 1.0, 2.0, 4.0, 9.0), alphas=(0.0, 1.0
         params=dict(P=P, D=D, ridge=ridge, n_draw=n_draw, sigma=sigma, net_D=net_D, net_N=net_N,
                     net_P=net_P, s=s, eta=eta, seed=seed),
         notes=("Monte Carlo - theory in units of the tolerance: "
-               + np.array2string((mean - th) / tol, precision=2).replace("\n", "")
+               + _fmt((mean - th) / tol)
                + f"; E_g(A={As[i_hi]:g}) - E_g(A={As[i_lo]:g}) per alpha: sim "
-               + np.array2string(dif_mean, precision=3) + " +- " + np.array2string(dif_se, precision=3)
-               + ", theory " + np.array2string(dif_th, precision=3)
+               + _fmt(dif_mean, 3) + " +- " + _fmt(dif_se, 3)
+               + ", theory " + _fmt(dif_th, 3)
                + "; trained spike (L, A measured, A theory, bulk measured, bulk theory): "
                + "; ".join(f"({int(r[0])}, {r[1]:.4f}, {r[2]:g}, {r[3]:.4f}, {r[4]:.4g})" for r in spikes)))
 
@@ -555,9 +561,9 @@ def compare_finite_sigma_ntk(sigmas=(0.05, 0.025, 0.0125), D=6, N=10, P=40, s=1.
         arrays=dict(sigmas=sigmas, error_sigma0=e0, error_finite=e1, tolerance_finite=tol1,
                     slopes=np.array([p0, p1]), residual=res),
         params=dict(D=D, N=N, P=P, s=s, n_probe=n_probe, eta=eta, seed=seed),
-        notes=(f"relative Frobenius errors: final_ntk {np.array2string(e0, precision=3)} (slope {p0:.3f}, "
-               f"theory 2), finite sigma {np.array2string(e1, precision=3)} (slope {p1:.3f}, theory 3), "
-               f"tolerance SAFETY sigma^3 = {np.array2string(tol1, precision=2)}; slope tolerance "
+        notes=(f"relative Frobenius errors: final_ntk {_fmt(e0, 3)} (slope {p0:.3f}, "
+               f"theory 2), finite sigma {_fmt(e1, 3)} (slope {p1:.3f}, theory 3), "
+               f"tolerance SAFETY sigma^3 = {_fmt(tol1, 2)}; slope tolerance "
                f"{slope_tol:.2g}"))
 
 
