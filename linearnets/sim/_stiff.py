@@ -237,11 +237,12 @@ ROS34PW2 = RosenbrockW(
 # shared helpers
 # --------------------------------------------------------------------------------------------
 class _Stats:
-    __slots__ = ("nsteps", "nrej", "ncg", "stiff_at")
+    __slots__ = ("nsteps", "nrej", "ncg", "stiff_at", "rho", "switches")
 
     def __init__(self):
-        self.nsteps = self.nrej = self.ncg = 0
+        self.nsteps = self.nrej = self.ncg = self.switches = 0
         self.stiff_at = None
+        self.rho = 0.0
 
 
 def _rms(xp, x):
@@ -285,34 +286,43 @@ def cg_solve(flow, hg, rhs, scale, tol=KRYLOV_TOL, maxiter=MAX_KRYLOV):
     x : array (n,) or None
         None if CG met non-positive curvature or did not converge in ``maxiter``.
     iterations : int
+    rho : float
+        Largest Rayleigh quotient ``-p.Jp / p.p`` over the search directions: a
+        lower bound on the stiffness ``max |lambda(J)|`` (the directions CG explores
+        are the stiff ones), free with the iteration.
     """
     xp = flow.xp
     x = rhs.copy()
     Jv = xp.empty_like(rhs)
     flow.jvp(x, Jv)
+    xx = float(xp.vdot(x, x))
+    rho = -float(xp.vdot(x, Jv)) / xx if xx > 0.0 else 0.0
     r = Jv * hg                              # r = rhs - (x - hg J x) = hg J x
     it = 1
     if _rms(xp, r / scale) <= tol:
-        return x, it
+        return x, it, rho
     p = r.copy()
     rr = float(xp.vdot(r, r))
+    pp = rr
     while it < maxiter:
         flow.jvp(p, Jv)
         it += 1
         Ap = p - hg * Jv
         pAp = float(xp.vdot(p, Ap))
         if not pAp > 0.0:
-            return None, it
+            return None, it, rho
+        rho = max(rho, (pAp - pp) / (hg * pp))
         alpha = rr / pAp
         x += alpha * p
         r -= alpha * Ap
         if _rms(xp, r / scale) <= tol:
-            return x, it
+            return x, it, rho
         rr_new = float(xp.vdot(r, r))
         p *= rr_new / rr
         p += r
         rr = rr_new
-    return None, it
+        pp = float(xp.vdot(p, p))
+    return None, it, rho
 
 
 def _failure(status, t, h, max_steps):
@@ -349,9 +359,10 @@ def rosw_step(flow, y, f0, h, scale, tab=ROS34PW2, coeffs=None, stats=None, tol=
         for j in range(i):
             if c[i, j] != 0.0:
                 rhs += (g * c[i, j]) * U[j]
-        x, its = cg_solve(flow, hg, rhs, scale, tol)
+        x, its, rho = cg_solve(flow, hg, rhs, scale, tol)
         if stats is not None:
             stats.ncg += its
+            stats.rho = max(stats.rho, rho)
         if x is None:
             return None
         U.append(x)
@@ -373,16 +384,23 @@ def rosw_fixed_step(flow, y, h, tab=ROS34PW2, tol=1e-10):
     return out[0]
 
 
-def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2):
+def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
+             switch_back=None):
     """Advance ``y`` from ``t`` over ``t_eval[k:]`` with the Rosenbrock-W method ``tab``.
 
     Each step freezes the Jacobian at its start (the products of ``f(y)``), solves
     the s stage systems by :func:`cg_solve` and controls the local error with the
     embedded solution.  Output times are hit exactly.
 
+    With ``switch_back = tab_explicit`` the run stops early, returning
+    ``nonstiff=True``, once for ``STIFF_STEPS`` accepted steps in a row the explicit
+    pair would have advanced more cheaply: its cost per unit time, ``s_erk`` right-hand
+    sides per step of ``min(h, boundary / rho)``, below this method's measured cost
+    (right-hand sides plus two per Jacobian-vector product) per unit time.
+
     Returns
     -------
-    (status, t, y, h, k)
+    (status, t, y, h, k, nonstiff)
     """
     xp = flow.xp
     coeffs = tab.transformed()
@@ -392,6 +410,10 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2):
     f0 = flow.rhs(y, xp.empty_like(y), keep=True)
     status = FlowStatus.SUCCESS
     rejected_last = False
+    n_cheaper = 0
+    if switch_back is not None:
+        boundary = STIFF_BOUNDARY.get(switch_back.name, 3.25)
+    cost0 = flow.nfev + 2 * flow.njev
     while k < T:
         if stats.nsteps + stats.nrej >= options.max_steps:
             status = FlowStatus.MAX_STEPS
@@ -415,6 +437,13 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2):
             h = h_try * factor
             rejected_last = True
             continue
+        if switch_back is not None and not clipped:
+            cost = flow.nfev + 2 * flow.njev
+            h_erk = h_try if stats.rho <= 0.0 else min(h_try, boundary / stats.rho)
+            cheaper = switch_back.n_stages / h_erk < (cost - cost0) / h_try
+            n_cheaper = n_cheaper + 1 if cheaper else 0
+            cost0 = cost
+        stats.rho = 0.0
         factor = ROSW_MAX_FACTOR if err == 0.0 else min(ROSW_MAX_FACTOR, SAFETY * err ** exponent)
         if rejected_last:
             factor = min(1.0, factor)
@@ -435,7 +464,9 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2):
             k += 1
         else:
             t = t + h_try
-    return status, t, y, h, k
+        if n_cheaper >= STIFF_STEPS:
+            return status, t, y, h, k, True
+    return status, t, y, h, k, False
 
 
 # --------------------------------------------------------------------------------------------
@@ -534,7 +565,8 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
         else:
             t = t + h_try
         if n_stiff >= STIFF_STEPS:
-            stats.stiff_at = t
+            if stats.stiff_at is None:
+                stats.stiff_at = t
             return status, t, y, h, k, True
     return status, t, y, h, k, False
 
@@ -574,17 +606,25 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
         with np.errstate(all="ignore"):
             h = initial_step(flow, y, f0, t, float(t_eval[-1]), order, options.rtol, options.atol)
     k = 1
+    auto = method == "auto"
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
-        if explicit is not None:
-            status, t, y, h, k, stiff = erk_run(flow, y, t, h, t_eval, k, explicit, options, obs,
-                                                stats, detect_stiffness=(method == "auto"))
+        if explicit is None:
+            status, t, y, h, k, _ = rosw_run(flow, y, t, h, t_eval, k, options, obs, stats)
         else:
-            status, stiff = FlowStatus.SUCCESS, True
-        if stiff and status.success and k < T:
-            status, t, y, h, k = rosw_run(flow, y, t, h, t_eval, k, options, obs, stats)
+            stiff = True
+            status = FlowStatus.SUCCESS
+            while stiff and status.success and k < T:
+                status, t, y, h, k, stiff = erk_run(flow, y, t, h, t_eval, k, explicit, options,
+                                                    obs, stats, detect_stiffness=auto)
+                if stiff and status.success and k < T:
+                    stats.switches += 1
+                    status, t, y, h, k, stiff = rosw_run(flow, y, t, h, t_eval, k, options, obs,
+                                                         stats, switch_back=explicit)
+                    stats.switches += stiff
     msg = status.message if status.success else _failure(status, t, h, options.max_steps)
-    if stats.stiff_at is not None and method == "auto":
-        msg += f" (stiff from t={stats.stiff_at:.6g}: switched DOP853 -> ROS34PW2)"
+    if stats.stiff_at is not None and auto:
+        msg += (f" (stiff from t={stats.stiff_at:.6g}: switched DOP853 -> ROS34PW2; "
+                f"{stats.switches} switch(es) in all)")
     # one Jacobian-vector product costs about two right-hand sides: report both in nfev
     return RawResult(k, t, to_host(y), flow.nfev + 2 * flow.njev, stats.nsteps, stats.nrej,
                      status, msg)

@@ -1,0 +1,362 @@
+"""Speed of gradient_flow against scipy and gradient descent, all measured in the same run.
+
+For each benchmark problem the score of a solver is the wall time to reach the
+end-to-end map ``W(t_end)`` within ``TARGET`` relative error (max-abs error over
+max-abs entry) of a tight-tolerance reference: tolerances are scanned from loose
+to tight and the loosest that reaches the target counts.  Beside every
+method/backend of ``gradient_flow`` the table shows the baselines
+
+* ``scipy RK45`` / ``scipy DOP853``: ``scipy.integrate.solve_ivp`` on the flat
+  parameters with a plain numpy gradient (narrow-side product order, allocating);
+* ``GD``: full-batch gradient descent on the raw samples (PyTorch float64 autograd
+  if torch is importable, otherwise the same in numpy, labelled so), at the
+  largest learning rate that reaches the target.  Its accuracy is found with the
+  cheap sufficient-statistics iteration (the same iterates as GD on the samples,
+  since a linear network's gradient depends on the data only through Sxx, Syx);
+  its time is (t_end / lr) steps times the per-step time measured over a few
+  hundred steps on the raw samples (an extrapolation where a full run would take minutes).
+
+A gradient table gives microseconds per gradient against the FLOP bound: the
+FLOPs of one gradient in the cheapest product order divided by this machine's
+float64 GEMM rate (best of several square products, measured in this run).
+
+Problems (seeded): small (20-32-32-1, P=200, sigma=1e-3, whitened scalar teacher
+s=1), medium (128-256-256-256-10, P=2000, sigma=0.03, singular values 1..0.5),
+large (512-1024-1024-10, P=4000, sigma=0.03, singular values 1..0.5); t_end is
+the first time on a grid at which the loss falls below 1e-6 of its start.
+
+Usage::
+
+    python benchmarks/bench_flow.py [--problems small,medium,large] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import linearnets as ln  # noqa: E402
+from linearnets import backend as B  # noqa: E402
+from linearnets.data import scalar_teacher, teacher_task  # noqa: E402
+from linearnets.sim import _rhs, _stiff  # noqa: E402
+from linearnets.sim._solvers import backends_for  # noqa: E402
+
+#: Relative accuracy of the end-to-end map at t_end that a run must reach.
+TARGET = 1e-4
+#: Tolerances tried, loosest first (atol = ATOL_RATIO * rtol).
+RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
+ATOL_RATIO = 1e-3
+#: Repetitions of runs shorter than a second (the best time counts).
+REPEATS = 3
+#: Loss drop that defines t_end.
+FIT_DROP = 1e-6
+
+PROBLEMS = {
+    # name: (layer sizes, P, sigma, teacher singular values, largest t searched for t_end)
+    "small": ((20, 32, 32, 1), 200, 1e-3, (1.0,), 4000.0),
+    "medium": ((128, 256, 256, 256, 10), 2000, 0.03, tuple(np.linspace(1.0, 0.5, 10)), 4000.0),
+    "large": ((512, 1024, 1024, 10), 4000, 0.03, tuple(np.linspace(1.0, 0.5, 10)), 400.0),
+}
+
+
+def make(name):
+    sizes, P, sigma, svals, tmax = PROBLEMS[name]
+    if len(svals) == 1:
+        X, y, _ = scalar_teacher(P, sizes[0], svals[0], seed=0)
+        Y = y[:, None]
+    else:
+        X, Y = teacher_task(P, sizes[0], svals, seed=0)
+    ws = ln.init_network(sizes, sigma, seed=1)
+    return ws, X, Y, tmax
+
+
+# ---------------------------------------------------------------------------------------------
+def plain_gradient(shapes, Sxx, Syx):
+    """The straightforward numpy gradient (narrow-side order, new arrays every call)."""
+    offs = _rhs.layer_offsets(shapes)
+    L = len(shapes)
+
+    def f(t, y):
+        Ws = [y[offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(L)]
+        tops = [np.eye(shapes[-1][0])]
+        for W in Ws[:0:-1]:
+            tops.append(tops[-1] @ W)
+        tops = tops[::-1]                      # tops[i] = W_L ... W_{i+2}
+        E = Syx - (tops[0] @ Ws[0]) @ Sxx
+        out, R = [], E
+        for i in range(L):
+            if i:
+                R = R @ Ws[i - 1].T
+            out.append((tops[i].T @ R).ravel())
+        return np.concatenate(out)
+    return f
+
+
+def gradient_flops(shapes, white):
+    C = shapes[-1][0]
+    D = shapes[0][1]
+    prods = sum(r * c for r, c in shapes[:-1])      # layers with a top product
+    # A chain, R chain and the outer products: each C x N_l x N_{l-1} per layer below the top
+    return 2 * C * (3 * prods) + (0 if white else 2 * C * D * D)
+
+
+def gemm_rate():
+    best = 0.0
+    for n in (1024, 2048):
+        a = np.random.default_rng(0).standard_normal((n, n))
+        a @ a
+        for _ in range(3):
+            t0 = time.perf_counter()
+            a @ a
+            best = max(best, 2 * n ** 3 / (time.perf_counter() - t0))
+    return best
+
+
+def time_call(f, min_time=0.3):
+    f()
+    n, t = 0, 0.0
+    t0 = time.perf_counter()
+    while t < min_time:
+        f()
+        n += 1
+        t = time.perf_counter() - t0
+    return t / n
+
+
+# ---------------------------------------------------------------------------------------------
+def reference(ws, X, Y, tmax, backend):
+    """t_end (first time on a fine grid with loss < FIT_DROP * loss0) and W(t_end), rtol 1e-9.
+
+    A coarse pass brackets the crossing, a second pass resolves it to 1/200 of the bracket.
+    """
+    kw = dict(rtol=1e-9, atol=1e-13, backend=backend)
+    grid = np.linspace(0.0, tmax, 201)
+    tr = ln.gradient_flow(ws, X, Y, grid, **kw)
+    hit = np.nonzero(tr.loss <= FIT_DROP * tr.loss[0])[0]
+    if not hit.size or hit[0] == 0:
+        raise RuntimeError(f"loss did not drop by {FIT_DROP} before t={tmax}")
+    fine = np.concatenate(([0.0], np.linspace(grid[hit[0] - 1], grid[hit[0]], 201)[1:]))
+    tr = ln.gradient_flow(ws, X, Y, fine, **kw)
+    k = int(np.nonzero(tr.loss <= FIT_DROP * tr.loss[0])[0][0])
+    return float(fine[k]), tr.end_to_end[k], tr.loss[k] / tr.loss[0]
+
+
+def rel_err(W, ref):
+    return float(np.abs(W - ref).max() / np.abs(ref).max())
+
+
+def scan(run, ref, rtols):
+    """Loosest tolerance reaching TARGET: (rtol, seconds, nfev, err), or the last try."""
+    last = None
+    for rtol in rtols:
+        # best of a few repetitions for short runs: the machine may be shared
+        dt = np.inf
+        for _ in range(REPEATS):
+            t0 = time.perf_counter()
+            W, nfev = run(rtol)
+            dt = min(dt, time.perf_counter() - t0)
+            if dt > 1.0:
+                break
+        err = rel_err(W, ref)
+        last = (rtol, dt, nfev, err)
+        if err <= TARGET:
+            return last, True
+    return last, False
+
+
+def gd_baseline(ws, X, Y, t_end, Wref, problem, quick):
+    """Largest learning rate meeting TARGET (found on sufficient statistics) and the
+    extrapolated time of GD on the raw samples."""
+    shapes = problem.shapes
+    flow = _stiff.Flow(problem)
+    y0 = _rhs.pack(ws)
+    buf = np.empty_like(y0)
+
+    def gd_stats(lr):
+        y = y0.copy()
+        n = int(round(t_end / lr))
+        for _ in range(n):
+            y += lr * flow.rhs(y, buf)
+        return rel_err(_rhs.end_to_end_flat(y, shapes), Wref), n
+
+    # GD is first order: err ~ c lr.  Halve from a stable start until the trend is clear.
+    lr, budget = 0.2, (2e4 if quick else 1e5)
+    tried = []
+    while True:
+        if t_end / lr > budget:
+            break
+        err, n = gd_stats(lr)
+        tried.append((lr, err))
+        if err <= TARGET or len(tried) >= 3:
+            break
+        lr /= 2
+    finite = [(l, e) for l, e in tried if np.isfinite(e) and e < 1]
+    if tried and tried[-1][1] <= TARGET:
+        lr_ok, how = tried[-1][0], "run"
+    elif finite:
+        l, e = finite[-1]
+        lr_ok, how = 0.9 * l * TARGET / e, "extrapolated (err ~ lr)"
+    else:
+        return None
+    steps = int(np.ceil(t_end / lr_ok))
+    # per-step time on the raw samples
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+        torch.set_default_dtype(torch.float64)
+        Xt, Yt = torch.from_numpy(X), torch.from_numpy(Y)
+        Wt = [torch.tensor(w, requires_grad=True) for w in ws]
+
+        def step():
+            out = Xt
+            for w in Wt:
+                out = out @ w.T
+            loss = 0.5 * ((Yt - out) ** 2).sum() / X.shape[0]
+            grads = torch.autograd.grad(loss, Wt)
+            with torch.no_grad():
+                for w, g in zip(Wt, grads):
+                    w -= lr_ok * g
+        label = "GD (PyTorch f64)"
+    else:
+        Wn = [w.copy() for w in ws]
+        P = X.shape[0]
+
+        def step():
+            H = [X]
+            for w in Wn:
+                H.append(H[-1] @ w.T)
+            G = (Y - H[-1]) / P
+            for i in range(len(Wn) - 1, -1, -1):
+                dW = G.T @ H[i]
+                if i:
+                    G = G @ Wn[i]
+                Wn[i] += lr_ok * dW
+        label = "GD (numpy, raw samples)"
+    per_step = time_call(step, 0.5)
+    return label, lr_ok, how, steps, per_step * steps, per_step
+
+
+# ---------------------------------------------------------------------------------------------
+def bench(name, quick, rate):
+    ws, X, Y, tmax = make(name)
+    shapes = tuple(w.shape for w in ws)
+    problem = _rhs.make_problem(shapes, X, Y)
+    have_numba = B.numba_available()
+    ref_backend = "numba" if have_numba else "numpy"
+    t0 = time.perf_counter()
+    t_end, Wref, drop = reference(ws, X, Y, tmax, ref_backend)
+    print(f"\n=== {name}: layers {'-'.join(str(s[1]) for s in shapes)}-{shapes[-1][0]}, "
+          f"n = {problem.size} parameters, t_end = {t_end:.6g} (loss ratio {drop:.2e}; "
+          f"reference {time.perf_counter() - t0:.1f} s)")
+
+    # gradient cost against the FLOP bound
+    white = _stiff.Flow(problem).white
+    flops = gradient_flops(shapes, white)
+    bound = flops / rate
+    y0 = _rhs.pack(ws)
+    out = np.empty_like(y0)
+    plain = plain_gradient(shapes, problem.Sxx, problem.Syx)
+    flow = _stiff.Flow(problem)
+    grads = [("plain numpy (baseline)", lambda: plain(0.0, y0)),
+             ("_rhs.rhs (numpy reference)", lambda: _rhs.rhs(y0, problem, out)),
+             ("_stiff.Flow.rhs (xp, numpy)", lambda: flow.rhs(y0, out))]
+    flow.rhs(y0, out, keep=True)
+    grads.append(("_stiff.Flow.jvp (numpy)", lambda: flow.jvp(y0, out)))
+    if have_numba:
+        from linearnets.sim import _kernels as kern
+        C, D = problem.Syx.shape
+        rows = np.array([r for r, _ in shapes], dtype=np.int64)
+        cols = np.array([c for _, c in shapes], dtype=np.int64)
+        aoff = np.concatenate(([0], np.cumsum(C * rows))).astype(np.int64)
+        goff = np.concatenate(([0], np.cumsum(C * cols))).astype(np.int64)
+        args = (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
+                np.ascontiguousarray(problem.eta_l), rows, cols,
+                np.ascontiguousarray(problem.offsets, dtype=np.int64), np.empty(aoff[-1]), aoff,
+                np.empty(goff[-1]), goff, np.empty((C, D)), np.empty((C, D)))
+        try:
+            kern.rhs_flat(y0, out, *args)
+            grads.append(("numba kernel", lambda: kern.rhs_flat(y0, out, *args)))
+        except Exception as exc:  # the kernel's signature belongs to another module
+            print(f"  (numba kernel not timed: {exc})")
+    print(f"  gradient: {flops / 1e6:.3g} MFLOP, FLOP bound {bound * 1e6:.3g} us "
+          f"at {rate / 1e9:.0f} GFLOP/s")
+    for label, f in grads:
+        dt = time_call(f, 0.2 if quick else 0.5)
+        print(f"    {label:30s} {dt * 1e6:10.1f} us   {bound / dt:6.1%} of the FLOP bound")
+
+    rows_out = []
+    rtols = RTOLS[:5] if quick else RTOLS
+
+    # baselines: scipy on the plain gradient
+    for m in ("RK45", "DOP853"):
+        def run(rtol, m=m):
+            s = solve_ivp(plain, (0.0, t_end), y0, method=m, rtol=rtol, atol=rtol * ATOL_RATIO)
+            return _rhs.end_to_end_flat(s.y[:, -1], shapes), s.nfev
+        res, ok = scan(run, Wref, rtols)
+        rows_out.append((f"scipy {m}", "numpy", res, ok))
+
+    # gradient_flow: every method on every available backend
+    backends = ["numpy"] + (["numba"] if have_numba else []) + (["cupy"] if B.gpu_available() else [])
+    methods = ["RK45", "DOP853", "auto", "ROS34PW2"]
+    if quick:
+        methods = ["DOP853", "auto"]
+    for m in methods:
+        for b in backends:
+            if b not in backends_for(m):
+                continue
+            if b == "numba":  # compile (or load the cache) outside the timing
+                ln.gradient_flow(ws, X, Y, [0.0, 1e-3], backend=b, method=m)
+
+            def run(rtol, m=m, b=b):
+                tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * ATOL_RATIO,
+                                      backend=b, method=m)
+                if not tr.success:
+                    raise RuntimeError(tr.message)
+                return tr.end_to_end[-1], tr.nfev
+            res, ok = scan(run, Wref, rtols)
+            rows_out.append((f"gradient_flow {m}", b, res, ok))
+
+    base = {r[0]: r[2][1] for r in rows_out}
+    rk45 = base["scipy RK45"]
+    print(f"  {'solver':28s} {'backend':8s} {'rtol':>7s} {'time (s)':>10s} {'vs RK45':>8s} "
+          f"{'nfev':>8s} {'us/eval':>9s} {'bound':>6s} {'error':>9s}")
+    for label, b, (rtol, dt, nfev, err), ok in rows_out:
+        flag = "" if ok else "  (target missed)"
+        print(f"  {label:28s} {b:8s} {rtol:7.0e} {dt:10.4f} {rk45 / dt:7.2f}x {nfev:8d} "
+              f"{dt / nfev * 1e6:9.1f} {bound * nfev / dt:6.1%} {err:9.2e}{flag}")
+
+    gd = gd_baseline(ws, X, Y, t_end, Wref, problem, quick)
+    if gd is None:
+        print("  GD: no stable learning rate reached the target within the budget")
+    else:
+        label, lr, how, steps, total, per = gd
+        best = min(r[2][1] for r in rows_out if r[0].startswith("gradient_flow") and r[3])
+        print(f"  {label}: lr = {lr:.3g} ({how}), {steps} steps x {per * 1e3:.3g} ms = "
+              f"{total:.4g} s; best gradient_flow is {total / best:.0f}x faster")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--problems", default="small,medium,large")
+    ap.add_argument("--quick", action="store_true", help="fewer methods and tolerances")
+    args = ap.parse_args(argv)
+    names = [p.strip() for p in args.problems.split(",") if p.strip()]
+    for p in names:
+        if p not in PROBLEMS:
+            ap.error(f"unknown problem {p!r}; choose from {', '.join(PROBLEMS)}")
+    rate = gemm_rate()
+    print(f"float64 GEMM rate {rate / 1e9:.1f} GFLOP/s; backends: numpy"
+          f"{', numba' if B.numba_available() else ''}{', cupy' if B.gpu_available() else ''}; "
+          f"target {TARGET:g} relative error of W(t_end)")
+    for p in names:
+        bench(p, args.quick, rate)
+
+
+if __name__ == "__main__":
+    main()
