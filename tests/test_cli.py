@@ -79,3 +79,12 @@ def test_list_and_format_table():
 def test_subprocess_verify_exit_code(tmp_path):
     p = _run("verify", "--only", "kernel_path", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_backend_and_seed_are_passed_through(tmp_path, capsys, backend):
+    rc = cli.main(["verify", "--only", "kernel_path", "--backend", backend, "--seed", "3",
+                   "--out", str(tmp_path), "--no-progress", "--no-figures"])
+    assert rc == 0
+    assert f"backend={backend}" in (tmp_path / "report.md").read_text()
+    assert "seed=3" in (tmp_path / "report.md").read_text()

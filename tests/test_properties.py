@@ -150,7 +150,7 @@ def test_final_ntk_multi_from_small_random_init(problem, C):
 
 
 @pytest.mark.slow
-@settings(max_examples=200)
-@given(small_init_problems(max_depth=6))
+@settings(max_examples=60)
+@given(small_init_problems(max_depth=5))
 def test_final_ntk_larger_sample(problem):
     test_final_ntk_and_alignment_from_small_random_init.hypothesis.inner_test(problem)

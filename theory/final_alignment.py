@@ -12,13 +12,7 @@ import sympy as sp
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-FAILURES = []
-
-
-def check(name, ok):
-    print(f"{'ok  ' if ok else 'FAIL'} {name}")
-    if not ok:
-        FAILURES.append(name)
+from _check import check, finish  # noqa: E402  (theory/_check.py, beside this script)
 
 
 L, s = sp.symbols("L s", positive=True)
@@ -87,7 +81,4 @@ try:
 except ImportError as exc:  # pragma: no cover
     check(f"import ({exc})", False)
 
-if FAILURES:
-    print(f"{len(FAILURES)} check(s) failed")
-    sys.exit(1)
-print("all checks passed")
+finish()

@@ -15,13 +15,7 @@ import sympy as sp
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-FAILURES = []
-
-
-def check(name, ok):
-    print(f"{'ok  ' if ok else 'FAIL'} {name}")
-    if not ok:
-        FAILURES.append(name)
+from _check import check, finish  # noqa: E402  (theory/_check.py, beside this script)
 
 
 A, s, lam = sp.symbols("A s lambda", positive=True)
@@ -93,7 +87,4 @@ try:
 except ImportError as exc:  # pragma: no cover
     check(f"import ({exc})", False)
 
-if FAILURES:
-    print(f"{len(FAILURES)} check(s) failed")
-    sys.exit(1)
-print("all checks passed")
+finish()

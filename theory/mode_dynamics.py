@@ -11,17 +11,10 @@
 4. The asymptotic time scales: half time minus plateau time -> K_L (L >= 3), the L = 2
    logarithm, the L = 1 relaxation, and the late-time exponential rate eta L s^(2-2/L).
 """
-import sys
 
 import sympy as sp
 
-FAILED = []
-
-
-def check(name, ok):
-    print(("ok    " if ok else "FAIL  ") + name)
-    if not ok:
-        FAILED.append(name)
+from _check import check, finish  # noqa: E402  (theory/_check.py, beside this script)
 
 
 def is_zero(expr, symbols=(), samples=3):
@@ -158,5 +151,4 @@ for L in (3, 4, 5):
     check(f"L={L}: late-time relaxation rate eta L s^(2-2/L)",
           sp.simplify(sp.diff(rhs, c).subs(c, s) + eta * L * s ** (2 - sp.Rational(2, L))) == 0)
 
-print(f"{len(FAILED)} failed")
-sys.exit(1 if FAILED else 0)
+finish()

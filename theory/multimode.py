@@ -1,16 +1,8 @@
 """Symbolic check of theory/multimode.md (exits non-zero on failure)."""
-import sys
 
 import sympy as sp
 
-ok = True
-
-
-def check(name, expr):
-    global ok
-    good = sp.simplify(expr) == 0
-    print(("ok   " if good else "FAIL ") + name)
-    ok &= good
+from _check import check, check_zero, finish  # noqa: E402  (theory/_check.py, beside this script)
 
 
 eta, t = sp.symbols("eta t", positive=True)
@@ -35,13 +27,13 @@ W = [R[l + 1] * Lam(sp.Rational(1, L)) * R[l].T for l in range(L)]
 S = sp.diag(s1, s2)
 Syx = U * S * V.T
 Wend = W[2] * W[1] * W[0]
-check("end-to-end map = U Λ Vᵀ", (Wend - U * Lam(1) * V.T).applyfunc(sp.expand).norm() ** 2)
+check_zero("end-to-end map = U Λ Vᵀ", (Wend - U * Lam(1) * V.T).applyfunc(sp.expand).norm() ** 2)
 
 E = Syx - Wend
 # dc/dt = ηLc^{2-2/L}(s - c)  <=>  dk/dt = η k^{L-1}(s - k^L)   (c = k^L)
 rate = {sp.Derivative(k1, t): eta * k1 ** (L - 1) * (s1 - c1),
         sp.Derivative(k2, t): eta * k2 ** (L - 1) * (s2 - c2)}
-check("dk/dt = ηk^{L-1}(s-k^L) is dc/dt = ηLc^{2-2/L}(s-c)",
+check_zero("dk/dt = ηk^{L-1}(s-k^L) is dc/dt = ηLc^{2-2/L}(s-c)",
       sp.expand(sp.diff(c1, t).subs(rate) - eta * L * k1 ** (2 * L - 2) * (s1 - c1)))
 
 
@@ -58,7 +50,7 @@ for l in range(1, L + 1):
     below = partial(1, l - 1, 3)
     grad = eta * above.T * E * below.T                     # −η ∂L/∂W_l
     dW = sp.diff(W[l - 1], t).subs(rate)
-    check(f"layer {l}: gradient flow = d/dt of the aligned form with dc/dt = ηLc^(2-2/L)(s-c)",
+    check_zero(f"layer {l}: gradient flow = d/dt of the aligned form with dc/dt = ηLc^(2-2/L)(s-c)",
           (grad - dW).applyfunc(sp.expand).norm() ** 2)
 
 # NTK of the aligned network against the explicit parameter-gradient sum (C = 2, D = 3)
@@ -72,14 +64,14 @@ for l in range(1, L + 1):
 A = lambda l: sp.eye(2) if l == L else U * Lam(sp.Rational(2 * (L - l), L)) * U.T
 B = lambda l: sp.eye(3) if l == 1 else V * Lam(sp.Rational(2 * (l - 1), L)) * V.T
 Kf = sum((A(l) * (x.T * B(l) * xp)[0] for l in range(1, L + 1)), sp.zeros(2, 2))
-check("NTK = Σ_l A_l ⊗ xᵀB_l x'", (K - Kf).applyfunc(sp.expand).norm() ** 2)
+check_zero("NTK = Σ_l A_l ⊗ xᵀB_l x'", (K - Kf).applyfunc(sp.expand).norm() ** 2)
 
 # learning-time asymptotics: L >= 3 plateau integral and the L = 2 delay ln 2/(η s)
 c, c0, s, Ls = sp.symbols("c c0 s L", positive=True)
 lead = sp.integrate(1 / (eta * 3 * s * c ** (2 - sp.Rational(2, 3))), (c, c0, sp.oo))
-check("L = 3: ∫ dc/(ηLs c^{2-2/L}) from c0 = c0^{-1/3}/(η s)", sp.simplify(lead - c0 ** sp.Rational(-1, 3) / (eta * s)))
+check_zero("L = 3: ∫ dc/(ηLs c^{2-2/L}) from c0 = c0^{-1/3}/(η s)", sp.simplify(lead - c0 ** sp.Rational(-1, 3) / (eta * s)))
 t2 = lambda cc0: sp.log(s / cc0 - 1) / (2 * eta * s)     # exact L = 2 half time
-check("L = 2: halving σ (c0 -> c0/4) delays by ln2/(η s) as c0 -> 0",
+check_zero("L = 2: halving σ (c0 -> c0/4) delays by ln2/(η s) as c0 -> 0",
       sp.limit(t2(c0 / 4) - t2(c0), c0, 0) - sp.log(2) / (eta * s))
 
 # finite-σ final state of a two-layer scalar network (rational weights scaled by σ)
@@ -100,17 +92,17 @@ Pp = sp.eye(2) - bt * bt.T
 eps = -(u / sv) * (nv * Q * p0 - Q * W0 * Pp * W0.T * ah)
 a_inf = u * ah
 W_inf = ((sv / u) * ah + eps) * bt.T + Q * W0 * Pp
-check("finite σ: u² − s²/u² = δ", sp.simplify(u2 - sv ** 2 / u2 - dl))
-check("finite σ: the final state interpolates, aᵀW = sβᵀ",
+check_zero("finite σ: u² − s²/u² = δ", sp.simplify(u2 - sv ** 2 / u2 - dl))
+check_zero("finite σ: the final state interpolates, aᵀW = sβᵀ",
       (a_inf.T * W_inf - sv * bt.T).applyfunc(sp.simplify).norm() ** 2)
 res = a_inf * a_inf.T - W_inf * W_inf.T - D0
-check("finite σ: conservation aaᵀ − WWᵀ = D0 holds to O(σ⁴)",
+check_zero("finite σ: conservation aaᵀ − WWᵀ = D0 holds to O(σ⁴)",
       sum(sp.simplify(sp.series(e, sig, 0, 4).removeO()) ** 2 for e in res))
 M_state = W_inf.T * W_inf + u2 * sp.eye(2)
 M_form = (sv ** 2 / u2) * bt * bt.T + Pp * W0.T * Q * W0 * Pp + u2 * sp.eye(2)
-check("finite σ: M_∞ formula equals the state's WᵀW + |a|²I to O(σ³)",
+check_zero("finite σ: M_∞ formula equals the state's WᵀW + |a|²I to O(σ³)",
       sum(sp.simplify(sp.series(e, sig, 0, 3).removeO()) ** 2 for e in (M_state - M_form)))
-check("finite σ: first order u² = s + δ/2",
+check_zero("finite σ: first order u² = s + δ/2",
       sp.simplify(sp.series((sp.Symbol("d") + sp.sqrt(sp.Symbol("d") ** 2 + 4 * sv ** 2)) / 2,
                             sp.Symbol("d"), 0, 2).removeO() - sv - sp.Symbol("d") / 2))
-sys.exit(0 if ok else 1)
+finish()

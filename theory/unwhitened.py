@@ -1,16 +1,8 @@
 """Symbolic check of theory/unwhitened.md (exits non-zero on failure)."""
-import sys
 
 import sympy as sp
 
-ok = True
-
-
-def check(name, expr):
-    global ok
-    good = sp.simplify(expr) == 0
-    print(("ok   " if good else "FAIL ") + name)
-    ok &= good
+from _check import check, check_zero, finish  # noqa: E402  (theory/_check.py, beside this script)
 
 
 N, D = 2, 3
@@ -30,7 +22,7 @@ eps = sp.Symbol("eps")
 scale = {**{w: eps * w for w in W}, **{x: eps * x for x in a}}
 diff = (dW_full.subs(scale) - eps * dW).applyfunc(sp.expand)
 diff_a = (da_full.subs(scale) - eps * da).applyfunc(sp.expand)
-check("flow (1) is the gradient up to O(eps^3) at weights eps*(W, a)",
+check_zero("flow (1) is the gradient up to O(eps^3) at weights eps*(W, a)",
       sum(e.coeff(eps, k) ** 2 for e in list(diff) + list(diff_a) for k in (0, 1, 2)))
 
 
@@ -50,16 +42,16 @@ A = eta * s * sp.Matrix([[0, 0, 2, 0, 0, 0],
                          [0, 2 * m1, 0, 0, 0, 0],
                          [0, b, m1, 0, 0, 0],
                          [0, 0, 2 * b, 0, 0, 0]])
-check("the six statistics close: dx/dt = A x", sp.expand(dx - A * x).norm() ** 2)
+check_zero("the six statistics close: dx/dt = A x", sp.expand(dx - A * x).norm() ** 2)
 
 lam, B = sp.Symbol("lam"), sp.Symbol("B", positive=True)
 Asym = eta * s * sp.Matrix([[0, 0, 2, 0, 0, 0], [sp.Symbol("m"), 0, 0, 0, 1, 0],
                             [B, 0, 0, 0, 0, 1], [0, 2 * sp.Symbol("m"), 0, 0, 0, 0],
                             [0, B, sp.Symbol("m"), 0, 0, 0], [0, 0, 2 * B, 0, 0, 0]])
-check("charpoly = λ²(λ² − η²s²b)(λ² − 4η²s²b)",
+check_zero("charpoly = λ²(λ² − η²s²b)(λ² − 4η²s²b)",
       sp.expand(Asym.charpoly(lam).as_expr()
                 - lam ** 2 * (lam ** 2 - eta ** 2 * s ** 2 * B) * (lam ** 2 - 4 * eta ** 2 * s ** 2 * B)))
-check("b a² − h11 is conserved", sp.expand(b * dx[0] - dx[5]))
+check_zero("b a² − h11 is conserved", sp.expand(b * dx[0] - dx[5]))
 
 # exact solution of (1), written with generic sqrt(b) = rb
 rb = sp.Symbol("rb", positive=True)
@@ -72,22 +64,22 @@ Wt = W + ct * g.T
 sub_b = {rb: sp.sqrt(b)}
 res_a = (sp.diff(at, t) - eta * s * Wt * g)
 res_W = (sp.diff(Wt, t) - eta * s * at * g.T)
-check("a(t) solves da/dt = ηs W g", sp.simplify(res_a.subs(sub_b)).norm() ** 2)
-check("W(t) solves dW/dt = ηs a gᵀ", sp.simplify(res_W.subs(sub_b)).norm() ** 2)
-check("initial conditions", (at.subs(t, 0) - a0).norm() ** 2 + (Wt.subs(t, 0) - W).norm() ** 2)
+check_zero("a(t) solves da/dt = ηs W g", sp.simplify(res_a.subs(sub_b)).norm() ** 2)
+check_zero("W(t) solves dW/dt = ηs a gᵀ", sp.simplify(res_W.subs(sub_b)).norm() ** 2)
+check_zero("initial conditions", (at.subs(t, 0) - a0).norm() ** 2 + (Wt.subs(t, 0) - W).norm() ** 2)
 
 # scaled coefficients used in the code
 T, tau = sp.symbols("theta tau", positive=True)
 phi = lambda z: (1 - sp.exp(-z)) / z
 rbs = T / tau
-check("sinh θ e^{-θ}/√b = τ φ(2θ)", sp.simplify((sp.sinh(T) * sp.exp(-T) / rbs - tau * phi(2 * T)).rewrite(sp.exp)))
-check("(cosh θ − 1) e^{-θ}/b = ½(τ φ(θ))²",
+check_zero("sinh θ e^{-θ}/√b = τ φ(2θ)", sp.simplify((sp.sinh(T) * sp.exp(-T) / rbs - tau * phi(2 * T)).rewrite(sp.exp)))
+check_zero("(cosh θ − 1) e^{-θ}/b = ½(τ φ(θ))²",
       sp.simplify(((sp.cosh(T) - 1) * sp.exp(-T) / rbs ** 2 - (tau * phi(T)) ** 2 / 2).rewrite(sp.exp)))
 
 # t → ∞ limit: M restricted to span{β, g} ∝ I + ggᵀ/b
 v = sp.Matrix(N, 1, lambda i, j: sp.Symbol(f"v{i}"))
 Wlim = v * g.T / sp.sqrt(b)
 Mlim = Wlim.T * Wlim + (v.T * v)[0] * sp.eye(D)
-check("late-time M = |a|²(I + ggᵀ/b)", sp.simplify(Mlim - (v.T * v)[0] * (sp.eye(D) + g * g.T / b)).norm() ** 2)
+check_zero("late-time M = |a|²(I + ggᵀ/b)", sp.simplify(Mlim - (v.T * v)[0] * (sp.eye(D) + g * g.T / b)).norm() ** 2)
 
-sys.exit(0 if ok else 1)
+finish()
