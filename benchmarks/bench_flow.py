@@ -165,6 +165,7 @@ def scan(run, ref, rtols):
             if dt > 1.0:
                 break
         err = rel_err(W, ref)
+        err = err if np.isfinite(err) else np.inf
         last = (rtol, dt, nfev, err)
         if err <= TARGET:
             return last, True
@@ -288,18 +289,32 @@ def bench(name, quick, rate):
           f"at {rate / 1e9:.0f} GFLOP/s")
     for label, f in grads:
         dt = time_call(f, 0.2 if quick else 0.5)
-        print(f"    {label:30s} {dt * 1e6:10.1f} us   {bound / dt:6.1%} of the FLOP bound")
+        print(f"    {label:30s} {dt * 1e6:10.1f} us   {bound / dt:6.1%} of the FLOP bound",
+              flush=True)
 
     rows_out = []
     rtols = RTOLS[:5] if quick else RTOLS
+    print(f"  {'solver':28s} {'backend':8s} {'rtol':>7s} {'time (s)':>10s} {'vs RK45':>8s} "
+          f"{'nfev':>8s} {'us/eval':>9s} {'bound':>6s} {'error':>9s}", flush=True)
+
+    def report(label, b, res, ok):
+        rows_out.append((label, b, res, ok))
+        rtol, dt, nfev, err = res
+        rk45 = rows_out[0][2][1]
+        flag = "" if ok else "  (target missed)"
+        print(f"  {label:28s} {b:8s} {rtol:7.0e} {dt:10.4f} {rk45 / dt:7.2f}x {nfev:8d} "
+              f"{dt / nfev * 1e6:9.1f} {bound * nfev / dt:6.1%} {err:9.2e}{flag}", flush=True)
 
     # baselines: scipy on the plain gradient
     for m in ("RK45", "DOP853"):
         def run(rtol, m=m):
-            s = solve_ivp(plain, (0.0, t_end), y0, method=m, rtol=rtol, atol=rtol * ATOL_RATIO)
-            return _rhs.end_to_end_flat(s.y[:, -1], shapes), s.nfev
+            with np.errstate(all="ignore"):  # a loose explicit run may blow up: it then fails
+                s = solve_ivp(plain, (0.0, t_end), y0, method=m, rtol=rtol,
+                              atol=rtol * ATOL_RATIO)
+                W = _rhs.end_to_end_flat(s.y[:, -1], shapes)
+            return (W if s.success else np.full_like(W, np.nan)), s.nfev
         res, ok = scan(run, Wref, rtols)
-        rows_out.append((f"scipy {m}", "numpy", res, ok))
+        report(f"scipy {m}", "numpy", res, ok)
 
     # gradient_flow: every method on every available backend
     backends = ["numpy"] + (["numba"] if have_numba else []) + (["cupy"] if B.gpu_available() else [])
@@ -316,27 +331,18 @@ def bench(name, quick, rate):
             def run(rtol, m=m, b=b):
                 tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * ATOL_RATIO,
                                       backend=b, method=m)
-                if not tr.success:
-                    raise RuntimeError(tr.message)
+                # a failed run leaves NaN at t_end and so misses the target
                 return tr.end_to_end[-1], tr.nfev
             res, ok = scan(run, Wref, rtols)
-            rows_out.append((f"gradient_flow {m}", b, res, ok))
-
-    base = {r[0]: r[2][1] for r in rows_out}
-    rk45 = base["scipy RK45"]
-    print(f"  {'solver':28s} {'backend':8s} {'rtol':>7s} {'time (s)':>10s} {'vs RK45':>8s} "
-          f"{'nfev':>8s} {'us/eval':>9s} {'bound':>6s} {'error':>9s}")
-    for label, b, (rtol, dt, nfev, err), ok in rows_out:
-        flag = "" if ok else "  (target missed)"
-        print(f"  {label:28s} {b:8s} {rtol:7.0e} {dt:10.4f} {rk45 / dt:7.2f}x {nfev:8d} "
-              f"{dt / nfev * 1e6:9.1f} {bound * nfev / dt:6.1%} {err:9.2e}{flag}")
+            report(f"gradient_flow {m}", b, res, ok)
 
     gd = gd_baseline(ws, X, Y, t_end, Wref, problem, quick)
     if gd is None:
         print("  GD: no stable learning rate reached the target within the budget")
     else:
         label, lr, how, steps, total, per = gd
-        best = min(r[2][1] for r in rows_out if r[0].startswith("gradient_flow") and r[3])
+        best = min((r[2][1] for r in rows_out if r[0].startswith("gradient_flow") and r[3]),
+                   default=np.nan)
         print(f"  {label}: lr = {lr:.3g} ({how}), {steps} steps x {per * 1e3:.3g} ms = "
               f"{total:.4g} s; best gradient_flow is {total / best:.0f}x faster")
 
