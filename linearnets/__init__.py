@@ -43,3 +43,33 @@ from .data import (
     teacher_task,
     whitened_inputs,
 )
+
+# --- theory: extensions (unwhitened phase I, many outputs, intermediate kernels, transfer) ---
+from .theory.unwhitened import (
+    unwhitened_init_stats,
+    unwhitened_init_stats_expected,
+    unwhitened_kernel_matrix,
+    unwhitened_linear_weights,
+    unwhitened_phase1,
+    unwhitened_system_matrix,
+)
+from .theory.intermediate import (
+    intermediate_alignment,
+    intermediate_feature_matrix,
+    intermediate_kernel,
+)
+from .theory.transfer import (
+    trained_ntk_spike,
+    transfer_error,
+    transfer_error_trained,
+    transfer_kappa,
+)
+from .theory.multimode import (
+    aligned_ntk,
+    final_kernel_matrix_finite_sigma,
+    final_ntk_finite_sigma,
+    mode_learning_times,
+    multimode_dynamics,
+    path_ntk,
+    task_modes,
+)

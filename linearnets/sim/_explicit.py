@@ -3,7 +3,12 @@
 The numpy stepper (:func:`erk_solve`) is the reference; the numba backend runs
 the same algorithm compiled (``_kernels.erk_advance``), one call per output
 interval, so there is no Python per step.  Both share the initial-step
-selection and the control constants below, and take identical steps up to rounding.
+selection and the control constants below, and accumulate the stage sums and
+the error norm in the same order without BLAS, so that (given a right-hand
+side that agrees bit for bit, as the BLAS products do when numpy and scipy
+ship the same OpenBLAS) they take the same accept/reject decisions.  An
+adaptive code amplifies any difference that flips one decision to the size of
+the tolerance, so this matters for backend agreement.
 
 Step-size control (Hairer-Norsett-Wanner I, II.4; as in ``scipy.integrate``):
 an attempt with error norm ``err`` (RMS over components of the local error
@@ -12,8 +17,10 @@ next step is ``h * clip(SAFETY err^(-1/(q+1)), MIN_FACTOR, MAX_FACTOR)`` with q
 the error-estimator order, and never grows right after a rejection.  Output
 times are hit exactly: a step that would pass ``t_eval[k]`` is shortened to end
 there, and the step proposed before shortening is kept for the next interval.
-A non-finite error norm counts as a rejection with factor MIN_FACTOR; if that
-drives the step to underflow, the run ends with ``FlowStatus.NONFINITE``.
+A non-finite error norm (a trial stage overflowed) counts as a rejection with
+factor MIN_FACTOR; if that drives the step to underflow the run ends with
+``FlowStatus.STEP_UNDERFLOW`` and says so.  ``FlowStatus.NONFINITE`` means the
+right-hand side at an accepted state (the initial one) is not finite.
 """
 from __future__ import annotations
 
@@ -74,28 +81,48 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol):
     return min(100 * h0, h1, interval)
 
 
-def _error_norm(tab, K, h, scale):
+def _combine(w, K, out, tmp):
+    """``out = sum_j w_j K_j`` over the nonzero weights, accumulated in stage order.
+
+    Written as elementwise operations (no BLAS, no fused multiply-add) so that the
+    compiled stepper, which accumulates in the same order, gets bit-identical sums.
+    """
+    out[:] = 0.0
+    for j, a in enumerate(w):
+        if a != 0.0:
+            np.multiply(K[j], a, out=tmp)
+            out += tmp
+    return out
+
+
+def _sequential_sumsq(v):
+    # a left-to-right sum (np.sum is pairwise): the order of the compiled stepper
+    return float(np.cumsum(v * v)[-1]) if v.size else 0.0
+
+
+def _error_norm(tab, K, h, scale, tmp, acc):
+    """Error norm of a step (see the module docstring); bit-identical to the numba kernel."""
+    n = scale.size
+    e5 = _sequential_sumsq(_combine(tab.e, K, acc, tmp) / scale)
     if tab.e3 is None:
-        return abs(h) * _rms((tab.e @ K) / scale)
-    err5 = (tab.e @ K) / scale
-    err3 = (tab.e3 @ K) / scale
-    e5 = float(np.dot(err5, err5))
-    e3 = float(np.dot(err3, err3))
+        return abs(h) * np.sqrt(e5 / n)
+    e3 = _sequential_sumsq(_combine(tab.e3, K, acc, tmp) / scale)
     if e5 == 0.0 and e3 == 0.0:
         return 0.0
-    return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * scale.size)
+    return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
 
 
 def _min_step(t):
     return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
 
 
-def _failure_message(status, t, h, max_steps):
+def _failure_message(status, t, h, max_steps, nonfinite=False):
     if status is FlowStatus.MAX_STEPS:
         return f"{status.message} ({max_steps} attempted steps) at t={t:.6g}"
     if status is FlowStatus.NONFINITE:
-        return f"{status.message} at t={t:.6g} (step size shrank to {h:.3g})"
-    return f"{status.message} at t={t:.6g} (h={h:.3g})"
+        return f"{status.message} at t={t:.6g}"
+    why = "; the rejected trial steps overflowed (non-finite stages)" if nonfinite else ""
+    return f"{status.message} at t={t:.6g} (h={h:.3g}{why})"
 
 
 def erk_solve(fun, y0, t_eval, tab, options, observe):
@@ -145,6 +172,8 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
         status = FlowStatus.SUCCESS
         nonfinite = False
         y_new = np.empty(n)
+        tmp = np.empty(n)
+        acc = np.empty(n)
         while k < T:
             t_target = float(t_eval[k])
             min_step = _min_step(t)
@@ -155,24 +184,20 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
                     status = FlowStatus.MAX_STEPS
                     break
                 if h < min_step:
-                    status = FlowStatus.NONFINITE if nonfinite else FlowStatus.STEP_UNDERFLOW
+                    status = FlowStatus.STEP_UNDERFLOW
                     break
                 h_try = h
                 clipped = t + h >= t_target
                 if clipped:
                     h_try = t_target - t
-                for i in range(1, s):
-                    np.dot(tab.A[i, :i], K[:i], out=y_new)
+                for i in range(1, s + 1):
+                    _combine(tab.b if i == s else tab.A[i, :i], K, y_new, tmp)
                     y_new *= h_try
                     y_new += y
                     fun(y_new, K[i])
-                np.dot(tab.b, K[:s], out=y_new)
-                y_new *= h_try
-                y_new += y
-                fun(y_new, K[s])
                 nfev += s
                 scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-                err = _error_norm(tab, K, h_try, scale)
+                err = _error_norm(tab, K, h_try, scale, tmp, acc)
                 if not np.isfinite(err):
                     nonfinite = True
                     nrej += 1
@@ -203,7 +228,8 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
                 k += 1
             else:
                 t = t + h_try
-    msg = status.message if status.success else _failure_message(status, t, h, options.max_steps)
+    msg = (status.message if status.success
+           else _failure_message(status, t, h, options.max_steps, nonfinite))
     return RawResult(k, t, y, nfev, nsteps, nrej, status, msg)
 
 
@@ -250,7 +276,7 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     rhs_args = (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
                 np.ascontiguousarray(problem.eta_l, dtype=np.float64), rows, cols, offs,
                 np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff,
-                np.empty((C, D)), np.empty((C, D)))
+                np.empty((D, C)), np.empty((D, C)))
     del L
 
     def fun(v, out):
@@ -282,7 +308,7 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     use_e3 = tab.e3 is not None
     e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
     th = np.array([t, h])
-    stats = np.array([nfev, 0, 0], dtype=np.int64)  # nfev, accepted, rejected
+    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
     y_new = np.empty(n)
     code = 0
     k = 1
@@ -297,7 +323,8 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
         k += 1
     status = _STATUS_BY_CODE[code]
     t, h = float(th[0]), float(th[1])
-    msg = status.message if status.success else _failure_message(status, t, h, options.max_steps)
+    msg = (status.message if status.success
+           else _failure_message(status, t, h, options.max_steps, bool(stats[3])))
     return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg)
 
 

@@ -18,42 +18,42 @@ __all__ = ["rhs_flat", "erk_advance"]
 
 
 @njit(cache=True)
-def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, Wend, E):
+def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW):
     """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,).
 
     ``rows[i], cols[i]`` are the shape of layer i (0-based), ``offs`` its offsets
-    in ``y``; ``abuf``/``gbuf`` hold the top products ``A_i`` (C x rows[i]) and the
-    bottom products ``G_i`` (C x cols[i]) at offsets ``aoff``/``goff``;
-    ``Wend`` and ``E`` are (C, D) scratch.
+    in ``y``; ``abuf`` holds the transposed top products ``A_i^T`` (rows[i] x C)
+    at offsets ``aoff``, ``gbuf`` the bottom products ``G_i`` (C x cols[i]) at
+    ``goff`` (``G_0 = E``); ``WT`` and ``SW`` are (D, C) scratch.
     """
     L = rows.shape[0]
     C = Syx.shape[0]
     D = Sxx.shape[0]
-    # top products A_i = W_{L-1} ... W_{i+1} (0-based), A_{L-1} = I is never formed
+    # transposed top products A_i^T = (W_{L-1} ... W_{i+1})^T, A_{L-1} = I never formed
     if L > 1:
+        At = abuf[aoff[L - 2]:aoff[L - 2] + C * rows[L - 2]].reshape((rows[L - 2], C))
         Wtop = y[offs[L - 1]:offs[L]].reshape((rows[L - 1], cols[L - 1]))
-        Atop = abuf[aoff[L - 2]:aoff[L - 2] + C * rows[L - 2]].reshape((C, rows[L - 2]))
-        Atop[:, :] = Wtop
+        At[:, :] = Wtop.T
         for i in range(L - 3, -1, -1):
-            Ai = abuf[aoff[i]:aoff[i] + C * rows[i]].reshape((C, rows[i]))
-            Ap = abuf[aoff[i + 1]:aoff[i + 1] + C * rows[i + 1]].reshape((C, rows[i + 1]))
+            Ai = abuf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
+            Ap = abuf[aoff[i + 1]:aoff[i + 1] + C * rows[i + 1]].reshape((rows[i + 1], C))
             Wp = y[offs[i + 1]:offs[i + 2]].reshape((rows[i + 1], cols[i + 1]))
-            np.dot(Ap, Wp, Ai)
-        A0 = abuf[aoff[0]:aoff[0] + C * rows[0]].reshape((C, rows[0]))
+            np.dot(Wp.T, Ap, Ai)
+        A0 = abuf[aoff[0]:aoff[0] + C * rows[0]].reshape((rows[0], C))
         W0 = y[offs[0]:offs[1]].reshape((rows[0], cols[0]))
-        np.dot(A0, W0, Wend)
+        np.dot(W0.T, A0, WT)
     else:
-        Wend[:, :] = y[offs[0]:offs[1]].reshape((C, D))
-    np.dot(Wend, Sxx, E)
+        WT[:, :] = y[offs[0]:offs[1]].reshape((C, D)).T
+    # E = Syx - (Sxx W^T)^T, stored as G_0
+    np.dot(Sxx, WT, SW)
+    E = gbuf[goff[0]:goff[0] + C * D].reshape((C, D))
     for a in range(C):
         for d in range(D):
-            E[a, d] = Syx[a, d] - E[a, d]
+            E[a, d] = Syx[a, d] - SW[d, a]
     # bottom products G_i = E W_0^T ... W_{i-1}^T and dW_i = eta_i A_i^T G_i
     for i in range(L):
         Gi = gbuf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
-        if i == 0:
-            Gi[:, :] = E
-        else:
+        if i > 0:
             Gp = gbuf[goff[i - 1]:goff[i - 1] + C * cols[i - 1]].reshape((C, cols[i - 1]))
             Wm = y[offs[i - 1]:offs[i]].reshape((rows[i - 1], cols[i - 1]))
             np.dot(Gp, Wm.T, Gi)
@@ -64,8 +64,8 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
                 for d in range(cols[i]):
                     dW[a, d] = Gi[a, d] * eta
         else:
-            Ai = abuf[aoff[i]:aoff[i] + C * rows[i]].reshape((C, rows[i]))
-            np.dot(Ai.T, Gi, dW)
+            Ai = abuf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
+            np.dot(Ai, Gi, dW)
             for m in range(offs[i], offs[i + 1]):
                 out[m] *= eta
 
@@ -73,14 +73,15 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
 @njit(cache=True)
 def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3, exponent,
                 rtol, atol, safety, min_factor, max_factor, ulps,
-                Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, Wend, E):
+                Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
 
     ``K`` (s+1, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
-    ``th = [t, h]`` (time, proposed step) and ``stats = [nfev, accepted, rejected]``
-    are updated in place.  Returns 0 on success, -1 step-size underflow,
-    -2 non-finite right-hand side, -3 step budget exhausted (codes of ``FlowStatus``);
-    on failure ``y`` and ``th`` hold the last accepted state.
+    ``th = [t, h]`` (time, proposed step) and ``stats = [nfev, accepted, rejected,
+    nonfinite]`` are updated in place (``nonfinite`` = 1 when an underflow followed
+    non-finite trial steps).  Returns 0 on success, -1 step-size underflow,
+    -3 step budget exhausted (codes of ``FlowStatus``); on failure ``y`` and ``th``
+    hold the last accepted state.
     """
     s = b.shape[0]
     n = y.shape[0]
@@ -100,7 +101,8 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
             if h < min_step:
                 th[0] = t
                 th[1] = h
-                return -2 if nonfinite else -1
+                stats[3] = 1 if nonfinite else 0
+                return -1
             h_try = h
             clipped = t + h >= t_target
             if clipped:
@@ -117,7 +119,7 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                 for m in range(n):
                     y_new[m] = y_new[m] * h_try + y[m]
                 rhs_flat(y_new, K[i], Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
-                         Wend, E)
+                         WT, SW)
             stats[0] += s
             # error norm (RMS, or Hairer's DOP853 combination of err5 and err3)
             e5 = 0.0
@@ -126,9 +128,10 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                 sc = atol + rtol * max(abs(y[m]), abs(y_new[m]))
                 acc = 0.0
                 acc3 = 0.0
-                for j in range(s + 1):
-                    acc += e[j] * K[j, m]
-                    if use_e3:
+                for j in range(s + 1):  # zero weights skipped, as in the numpy stepper
+                    if e[j] != 0.0:
+                        acc += e[j] * K[j, m]
+                    if use_e3 and e3[j] != 0.0:
                         acc3 += e3[j] * K[j, m]
                 acc /= sc
                 e5 += acc * acc

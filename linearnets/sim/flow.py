@@ -70,9 +70,10 @@ class Trajectory:
     weights_t : tuple of ndarray (T, N_l, N_{l-1}), or None
         Recorded with ``record=("weights",)``.
     modes : ndarray, shape (T, r), or None
-        ``c_alpha(t) = u_alpha^T W(t) v_alpha`` along the SVD ``Syx = sum s_alpha u_alpha v_alpha^T``,
-        ``r = min(C, D)`` (record ``"modes"``); ``mode_s`` (r,), ``mode_u`` (C, r),
-        ``mode_v`` (D, r) give the singular values and vectors.
+        ``c_alpha(t) = u_alpha^T W(t) v_alpha`` along the SVD
+        ``Syx = sum s_alpha u_alpha v_alpha^T``, ``r = min(C, D)`` (record ``"modes"``);
+        ``mode_s`` (r,), ``mode_u`` (C, r), ``mode_v`` (D, r) give the singular values
+        and vectors.
     conservation : ndarray, shape (T,), or None
         ``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at t[0])|_F``, zero for the
         exact flow: an accuracy diagnostic (record ``"conservation"``; zeros for L = 1).
@@ -307,10 +308,12 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
                 ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else nan
 
     y0 = _rhs.pack(ws)
-    raw = solver(problem, y0, t_eval, options, observe)
-    loss = np.full(T, nan)
-    n = raw.n_done
-    loss[:n] = _rhs.loss_from_end_to_end(e2e[:n], problem)
+    # a state that overflows is reported through the status, not through warnings
+    with np.errstate(over="ignore", invalid="ignore"):
+        raw = solver(problem, y0, t_eval, options, observe)
+        loss = np.full(T, nan)
+        n = raw.n_done
+        loss[:n] = _rhs.loss_from_end_to_end(e2e[:n], problem)
     final = tuple(np.array(w, copy=True) for w in _rhs.unpack(_backend.to_numpy(raw.y_last),
                                                               shapes))
     return Trajectory(

@@ -1,0 +1,53 @@
+"""Tests of backend selection."""
+import numpy as np
+import pytest
+
+from linearnets import backend as B
+from linearnets.sim._solvers import backends_for, get_solver, method_names
+
+
+def test_check_backend():
+    for name in B.BACKENDS:
+        assert B.check_backend(name) == name
+    for bad in ["torch", "", None, 3, "NUMPY"]:
+        with pytest.raises(ValueError):
+            B.check_backend(bad)
+
+
+def test_resolve():
+    assert B.resolve_backend("numpy") == "numpy"
+    assert B.resolve_backend("numba") == "numba"
+    assert B.resolve_backend("auto", max_width=10) in ("numba", "numpy")
+    assert B.resolve_backend("auto", max_width=10, available=("numpy",)) == "numpy"
+    with pytest.raises(ValueError):
+        B.resolve_backend("numba", available=("numpy",))
+
+
+def test_cupy_detection_without_import():
+    import sys
+    installed = B.cupy_installed()
+    if not installed:
+        assert "cupy" not in sys.modules
+        assert not B.gpu_available()
+        with pytest.raises(ValueError, match="CuPy"):
+            B.get_cupy()
+        with pytest.raises(ValueError, match="CuPy"):
+            B.resolve_backend("cupy")
+    if not B.gpu_available():
+        assert B.resolve_backend("auto", max_width=10**6) != "cupy"
+
+
+def test_to_numpy():
+    a = B.to_numpy([1, 2])
+    assert a.dtype == np.float64 and np.array_equal(a, [1.0, 2.0])
+
+
+def test_method_registry():
+    names = method_names()
+    assert "RK45" in names and "DOP853" in names
+    assert {"numpy", "numba"} <= set(backends_for("DOP853"))
+    assert callable(get_solver("RK45", "numpy"))
+    with pytest.raises(ValueError):
+        backends_for("Euler")
+    with pytest.raises(ValueError):
+        get_solver("RK45", "opencl")

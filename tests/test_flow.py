@@ -1,0 +1,426 @@
+"""Tests of the gradient-flow integrator against scipy, exact solutions and invariants."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.integrate import solve_ivp
+from scipy.linalg import expm
+
+import linearnets as ln
+from linearnets.data import scalar_teacher, teacher_task
+from linearnets.sim import _rhs
+from linearnets.sim._explicit import erk_fixed
+from linearnets.sim._solvers import FlowStatus
+from linearnets.sim._tableaux import TABLEAUX
+from linearnets.sim.flow import Trajectory, gradient_flow
+from linearnets.sim.network import init_balanced, init_network
+
+
+def naive_rhs(shapes, Sxx, Syx, eta=1.0):
+    """Independent right-hand side: full partial products, no sharing, no narrow side."""
+    offs = np.concatenate(([0], np.cumsum([r * c for r, c in shapes])))
+    L = len(shapes)
+
+    def prod(ms, n):
+        out = np.eye(n)
+        for m in ms:
+            out = m @ out
+        return out
+
+    def f(t, y):
+        Ws = [y[offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(L)]
+        E = Syx - prod(Ws, shapes[0][1]) @ Sxx
+        return np.concatenate([
+            eta * (prod(Ws[l + 1:], shapes[l][0]).T @ E @ prod(Ws[:l], shapes[0][1]).T).ravel()
+            for l in range(L)])
+    return f
+
+
+def rank_deficient(X):
+    X = X.copy()
+    X[:, -2:] = X[:, :2] @ np.array([[1.0, 0.5], [0.3, -1.0]])
+    return X
+
+
+CASES = {
+    "depth1": ((5, 3), [2.0, 1.0, 0.5], False, 0.5, False),
+    "depth2-whitened": ((6, 8, 2), [2.0, 1.0], True, 0.3, False),
+    "depth3-multi": ((6, 8, 7, 3), [3.0, 1.0, 0.2], False, 0.5, False),
+    "depth6": ((6, 8, 8, 8, 8, 8, 2), [2.0, 1.0], False, 1.0, False),
+    "depth3-rankdef": ((6, 8, 7, 3), [3.0, 1.0, 0.2], False, 0.5, True),
+    "bottleneck-scalar": ((4, 5, 2, 5, 1), [1.5], False, 0.7, False),
+}
+
+
+def _case(name, seed=0):
+    sizes, sv, whiten, sigma, rankdef = CASES[name]
+    D = sizes[0]
+    X, Y = teacher_task(3 * D, D, sv, seed=seed, whiten=whiten)
+    if rankdef:
+        X = rank_deficient(X)
+    return init_network(sizes, sigma, seed=seed), X, Y
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_solve_ivp(name, method):
+    ws, X, Y = _case(name)
+    rtol, atol = 1e-8, 1e-12
+    t = np.concatenate(([0.0], np.logspace(-1, 2, 15)))
+    tr = gradient_flow(ws, X, Y, t, rtol=rtol, atol=atol, method=method, backend="numpy",
+                       record=("weights",))
+    assert tr.success, tr.message
+    P = X.shape[0]
+    f = naive_rhs([w.shape for w in ws], X.T @ X / P, Y.T @ X / P)
+    ref = solve_ivp(f, (0.0, t[-1]), _rhs.pack(ws), method="DOP853", t_eval=t,
+                    rtol=1e-13, atol=1e-16)
+    ys = np.concatenate([w.reshape(t.size, -1) for w in tr.weights_t], axis=1)
+    # global error in units of the requested (norm-wise) tolerance: the controller bounds
+    # the local error by one unit, the flow near saddles amplifies it; within an order
+    # of magnitude (measured: 0.05 to 3.4, the largest for DOP853 on depth3-multi)
+    units = np.abs(ys - ref.y.T).max(axis=1) / (atol + rtol * np.abs(ref.y.T).max(axis=1))
+    assert units.max() < 10.0
+    assert np.allclose(tr.weights_t[-1][-1], tr.weights[-1])
+
+
+def test_rhs_matches_naive_products():
+    rng = np.random.default_rng(3)
+    for sizes in [(4, 3), (4, 6, 2), (5, 2, 7, 3, 1), (3, 4, 4, 4, 4, 4, 2)]:
+        ws = [rng.standard_normal((o, i)) for i, o in zip(sizes[:-1], sizes[1:])]
+        X = rng.standard_normal((9, sizes[0]))
+        Y = rng.standard_normal((9, sizes[-1]))
+        prob = _rhs.make_problem([w.shape for w in ws], X, Y, eta=0.7)
+        y = _rhs.pack(ws)
+        ref = naive_rhs(prob.shapes, prob.Sxx, prob.Syx, 0.7)(0.0, y)
+        assert np.allclose(_rhs.rhs(y, prob), ref, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25)
+@given(st.lists(st.integers(1, 6), min_size=2, max_size=6), st.integers(1, 12),
+       st.integers(0, 2**31 - 1))
+def test_rhs_any_widths_numpy_and_numba(sizes, P, seed):
+    from linearnets.sim import _kernels
+    rng = np.random.default_rng(seed)
+    ws = [rng.standard_normal((o, i)) for i, o in zip(sizes[:-1], sizes[1:])]
+    X = rng.standard_normal((P, sizes[0]))
+    Y = rng.standard_normal((P, sizes[-1]))
+    prob = _rhs.make_problem([w.shape for w in ws], X, Y, eta=1.3)
+    y = _rhs.pack(ws)
+    ref = naive_rhs(prob.shapes, prob.Sxx, prob.Syx, 1.3)(0.0, y)
+    scale = np.abs(ref).max() + 1e-300
+    assert np.abs(_rhs.rhs(y, prob) - ref).max() <= 1e-12 * scale
+    C, D = prob.Syx.shape
+    rows = np.array([r for r, _ in prob.shapes])
+    cols = np.array([c for _, c in prob.shapes])
+    aoff = np.concatenate(([0], np.cumsum(C * rows)))
+    goff = np.concatenate(([0], np.cumsum(C * cols)))
+    out = np.empty_like(y)
+    _kernels.rhs_flat(y, out, prob.Sxx, prob.Syx, prob.eta_l, rows, cols, prob.offsets,
+                      np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff, np.empty((D, C)),
+                      np.empty((D, C)))
+    assert np.abs(out - ref).max() <= 1e-12 * scale
+
+
+def test_depth_one_exact_solution():
+    rng = np.random.default_rng(1)
+    X = rank_deficient(rng.standard_normal((12, 5)))  # non-whitened and singular Sxx
+    Y = rng.standard_normal((12, 2))
+    W0 = rng.standard_normal((2, 5))
+    eta = 0.8
+    P = X.shape[0]
+    Sxx, Syx = X.T @ X / P, Y.T @ X / P
+    # d/dt [W^T; I] = [[-eta Sxx, eta Syx^T], [0, 0]] [W^T; I]
+    M = np.zeros((7, 7))
+    M[:5, :5] = -eta * Sxx
+    M[:5, 5:] = eta * Syx.T
+    t = np.array([0.0, 0.3, 1.0, 4.0, 30.0])
+    rtol, atol = 1e-9, 1e-13
+    for method in ["RK45", "DOP853"]:
+        tr = gradient_flow([W0], X, Y, t, eta=eta, rtol=rtol, atol=atol, method=method,
+                           backend="numpy")
+        for k, tk in enumerate(t):
+            exact = (expm(tk * M) @ np.vstack([W0.T, np.eye(2)]))[:5].T
+            err = np.abs(tr.end_to_end[k] - exact).max() / (atol + rtol * np.abs(exact).max())
+            assert err < 5.0
+        exact_loss = np.sum((Y - X @ exact.T) ** 2) / (2 * P)
+        assert abs(tr.loss[-1] - exact_loss) <= 1e-8 * exact_loss
+
+
+def saxe(t, s, c0):
+    """Two-layer balanced mode strength c(t) = s e^{2st} / (e^{2st} - 1 + s/c0) (eta = 1)."""
+    return s / (1.0 - np.exp(-2 * s * t) * (1.0 - s / c0))
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("C", [1, 3])
+def test_two_layer_saxe_sigmoid(method, C):
+    D, N, P = 6, 5, 40
+    svals = [2.0, 1.0, 0.5][:C]
+    X, Y = teacher_task(P, D, svals, seed=2)
+    U, S, Vt = np.linalg.svd(Y.T @ X / P, full_matrices=False)
+    c0 = 1e-6
+    ws = init_balanced((D, N, C), np.sqrt(c0), seed=0, left=U[:, :1], right=Vt[:1].T)
+    t = np.concatenate(([0.0], np.logspace(-2, 1.5, 40)))
+    rtol, atol = 1e-9, 1e-14
+    tr = gradient_flow(ws, X, Y, t, rtol=rtol, atol=atol, method=method, backend="numpy",
+                       record=("modes",))
+    assert tr.success
+    assert np.allclose(tr.mode_s, S)
+    exact = saxe(t, S[0], c0)
+    # relative error: the transition shifts by O(rtol/s); allow a few tolerance units
+    assert np.max(np.abs(tr.modes[:, 0] - exact) / exact) < 20 * rtol
+    # other modes start at zero; rounding seeds them and they grow like e^{2 s_alpha t}
+    # (they are unstable at the saddle), so they stay negligible for t <= 8 only
+    assert np.all(np.abs(tr.modes[t <= 8, 1:]) < 1e-12)
+    # loss = (1/2) sum (s - c)^2 for whitened data: to rounding given the simulated c
+    # (near convergence the loss resolves s - c below the rounding of c itself) ...
+    c = tr.modes[:, 0]
+    early = t <= 8
+    model = 0.5 * ((S[0] - c) ** 2 + np.sum(S[1:] ** 2))
+    assert np.all(np.abs(tr.loss - model)[early] <= np.abs(S[0] - c[early]) * 1e-14 * S[0]
+                  + 1e-15 * model[early])
+    # ... and to |s - c| |dc| against the exact curve
+    expected = 0.5 * ((S[0] - exact) ** 2 + np.sum(S[1:] ** 2))
+    dc = 20 * rtol * exact
+    bound = np.abs(S[0] - exact) * dc + 0.5 * dc ** 2 + 1e-15 * expected
+    assert np.all(np.abs(tr.loss - expected)[early] <= bound[early])
+
+
+def test_loss_monotone_and_conservation():
+    X, Y = teacher_task(50, 8, [3.0, 1.0, 0.3], seed=4, whiten=False)
+    ws = init_network((8, 12, 10, 3), 0.2, seed=5)
+    t = np.concatenate(([0.0], np.logspace(-2, 2.5, 60)))
+    for rtol in [1e-6, 1e-9]:
+        tr = gradient_flow(ws, X, Y, t, rtol=rtol, atol=1e-14, backend="numpy",
+                           record=("conservation", "weights"))
+        assert tr.success
+        assert np.all(np.diff(tr.loss) <= 1e-14 * tr.loss[0])
+        scale = max(np.linalg.norm(w) for w in tr.weights) ** 2
+        assert tr.conservation[0] == 0.0
+        # the balance matrices are conserved exactly; their drift measures accuracy
+        assert tr.conservation.max() < 100 * rtol * scale
+
+
+def fixed_step_error(tab, n):
+    """Saxe two-layer scalar problem integrated with n fixed steps to t = 2."""
+    X, y, beta = scalar_teacher(10, 3, 1.5, seed=0)
+    c0 = 0.05
+    ws = init_balanced((3, 2, 1), np.sqrt(c0), left=np.ones((1, 1)), right=beta[:, None])
+    prob = _rhs.make_problem([w.shape for w in ws], X, y[:, None])
+    yT = erk_fixed(lambda v, out: _rhs.rhs(v, prob, out), _rhs.pack(ws),
+                   np.linspace(0.0, 2.0, n + 1), tab)
+    # the balanced rank-one state only rescales: W_l(t) = sqrt(c(t)/c0) W_l(0)
+    y0 = _rhs.pack(ws)
+    return np.linalg.norm(yT - np.sqrt(saxe(2.0, 1.5, c0) / c0) * y0)
+
+
+@pytest.mark.parametrize("name,order,ns", [("RK45", 5, (32, 64, 128)), ("DOP853", 8, (8, 12, 16))])
+def test_convergence_order(name, order, ns):
+    errs = [fixed_step_error(TABLEAUX[name], n) for n in ns]
+    slopes = -np.diff(np.log(errs)) / np.diff(np.log(ns))
+    assert np.all(slopes > order - 0.7), slopes
+    assert np.all(slopes < order + 1.5), slopes
+
+
+def test_tolerance_proportionality():
+    # tightening rtol 100x shrinks the global error roughly 100x (not 10x, not 1e4x)
+    X, Y = teacher_task(30, 5, [2.0, 1.0], seed=0)
+    ws = init_network((5, 6, 2), 0.1, seed=1)
+    t = np.array([0.0, 20.0])
+    ref = gradient_flow(ws, X, Y, t, rtol=1e-13, atol=1e-16, backend="numpy").end_to_end[-1]
+    errs = [np.abs(gradient_flow(ws, X, Y, t, rtol=r, atol=1e-16, backend="numpy",
+                                 method="RK45").end_to_end[-1] - ref).max()
+            for r in (1e-5, 1e-7)]
+    assert 10 < errs[0] / errs[1] < 1000
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+def test_numba_matches_numpy(method):
+    X, Y = teacher_task(200, 20, [3.0, 2.0, 1.0], seed=1, whiten=False)
+    ws = init_network((20, 32, 16, 3), 0.1, seed=0)
+    t = np.concatenate(([0.0], np.logspace(-2, 1.3, 25)))
+    a = gradient_flow(ws, X, Y, t, backend="numpy", method=method, record=("weights",))
+    b = gradient_flow(ws, X, Y, t, backend="numba", method=method, record=("weights",))
+    assert b.backend == "numba" and a.backend == "numpy"
+    assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
+    for wa, wb in zip(a.weights_t, b.weights_t):
+        assert np.abs(wa - wb).max() <= 1e-10 * np.abs(wa).max()
+    assert np.abs(a.loss - b.loss).max() <= 1e-10 * a.loss[0]
+
+
+def test_numba_matches_numpy_in_stiff_phase():
+    # after convergence the step sits at the stability limit and the controller
+    # rejects often: any flipped decision would show up at the tolerance level
+    X, y, _ = scalar_teacher(60, 8, 1.0, seed=0)
+    ws = init_network((8, 10, 10, 1), 0.05, seed=0)
+    t = np.concatenate(([0.0], np.logspace(-1, 2.5, 30)))
+    for method in ["RK45", "DOP853"]:
+        a = gradient_flow(ws, X, y, t, backend="numpy", method=method)
+        b = gradient_flow(ws, X, y, t, backend="numba", method=method)
+        assert a.nrejected > 10
+        assert (a.nsteps, a.nrejected) == (b.nsteps, b.nrejected)
+        assert np.abs(a.end_to_end - b.end_to_end).max() <= 1e-10 * np.abs(a.end_to_end).max()
+
+
+def test_numba_scalar_output_depth_one_and_deep():
+    X, y, _ = scalar_teacher(40, 5, 2.0, seed=3, whiten=False)
+    for sizes in [(5, 1), (5, 7, 4, 6, 1)]:
+        ws = init_network(sizes, 0.5, seed=2)
+        t = np.linspace(0.0, 5.0, 6)
+        a = gradient_flow(ws, X, y, t, backend="numpy")
+        b = gradient_flow(ws, X, y, t, backend="numba")
+        assert a.nsteps == b.nsteps
+        assert np.abs(a.end_to_end - b.end_to_end).max() <= 1e-10 * np.abs(a.end_to_end).max()
+
+
+def test_auto_backend_and_result_types():
+    X, Y = teacher_task(20, 4, [1.0, 0.5], seed=0)
+    ws = init_network((4, 5, 2), 0.1)
+    tr = gradient_flow(ws, X, Y, [0.0, 1.0])
+    assert tr.backend in ("numba", "numpy")
+    assert isinstance(tr, Trajectory)
+    assert tr.end_to_end.shape == (2, 2, 4) and tr.loss.shape == (2,)
+    assert tr.end_to_end.dtype == np.float64
+    assert tr.weights_t is None and tr.modes is None and tr.ntk is None
+    assert tr.conservation is None and tr.ntk_norm is None and tr.ntk_alignment is None
+
+
+def test_inputs_not_modified_and_outputs_owned():
+    X, Y = teacher_task(20, 4, [1.0, 0.5], seed=0)
+    ws = init_network((4, 5, 2), 0.3)
+    copies = [w.copy() for w in ws]
+    Xc, Yc = X.copy(), Y.copy()
+    tr = gradient_flow(ws, X, Y, [0.0, 1.0, 2.0], backend="numpy", record=("weights",))
+    for w, c in zip(ws, copies):
+        assert np.array_equal(w, c)
+    assert np.array_equal(X, Xc) and np.array_equal(Y, Yc)
+    assert not any(np.shares_memory(a, b) for a in tr.weights for b in ws)
+    with pytest.raises(ValueError):
+        tr.weights[0][0, 0] = 1.0  # read-only
+    with pytest.raises(AttributeError):
+        tr.loss = None  # frozen
+
+
+def test_learning_rate_rescales_time():
+    X, Y = teacher_task(20, 4, [1.0, 0.5], seed=0, whiten=False)
+    ws = init_network((4, 5, 3, 2), 0.3, seed=1)
+    t = np.array([0.0, 0.5, 2.0, 6.0])
+    a = gradient_flow(ws, X, Y, t, eta=2.5, rtol=1e-11, atol=1e-15, backend="numpy")
+    b = gradient_flow(ws, X, Y, 2.5 * t, rtol=1e-11, atol=1e-15, backend="numpy")
+    assert np.abs(a.end_to_end - b.end_to_end).max() < 1e-9 * np.abs(b.end_to_end).max()
+    assert isinstance(a.status.message, str) and a.status.code == 0 and a.status.success
+
+
+def test_single_time_and_nonzero_start():
+    X, Y = teacher_task(20, 4, [1.0], seed=0)
+    ws = init_network((4, 3, 1), 0.3)
+    tr = gradient_flow(ws, X, Y, [5.0], backend="numpy")
+    assert tr.success and tr.nsteps == 0
+    assert np.allclose(tr.end_to_end[0], ln.end_to_end(ws))
+    a = gradient_flow(ws, X, Y, [0.0, 3.0], backend="numpy", rtol=1e-10)
+    b = gradient_flow(ws, X, Y, [100.0, 103.0], backend="numpy", rtol=1e-10)
+    assert np.allclose(a.end_to_end, b.end_to_end, rtol=1e-8, atol=1e-12)
+
+
+def test_many_decades():
+    # ten decades of output times across a long plateau (two layers, c0 = 1e-12,
+    # escape near log(s/c0)/(2s) ~ 130) and the escape itself
+    X, y, beta = scalar_teacher(20, 4, 0.1, seed=0)
+    ws = init_balanced((4, 3, 1), 1e-6, left=np.ones((1, 1)), right=beta[:, None])
+    t = np.concatenate(([0.0], np.logspace(-7, 3, 41)))
+    tr = gradient_flow(ws, X, y, t, backend="numpy", rtol=1e-9, atol=1e-20)
+    assert tr.success, tr.message
+    exact = saxe(t, 0.1, 1e-12)
+    c = tr.end_to_end[:, 0, :] @ beta
+    assert np.max(np.abs(c - exact) / exact) < 20 * 1e-9
+    assert tr.nsteps < 2000
+
+
+def test_record_modes_ntk():
+    X, Y = teacher_task(30, 5, [2.0, 1.0], seed=0)
+    ws = init_network((5, 6, 2), 0.2, seed=1)
+    t = np.array([0.0, 1.0, 10.0])
+    Xp, Yp = X[:4], Y[:4]
+    tr = gradient_flow(ws, X, Y, t, backend="numpy", record=("modes", "ntk", "weights"),
+                       probe=(Xp, Yp))
+    assert tr.modes.shape == (3, 2) and tr.mode_u.shape == (2, 2) and tr.mode_v.shape == (5, 2)
+    for k in range(3):
+        assert np.allclose(tr.modes[k], np.diag(tr.mode_u.T @ tr.end_to_end[k] @ tr.mode_v))
+        wk = [w[k] for w in tr.weights_t]
+        assert np.allclose(tr.ntk[k], ln.empirical_ntk(wk, Xp, Xp))
+    assert tr.ntk.shape == (3, 4, 4, 2, 2)
+    assert np.allclose(tr.ntk_norm, np.linalg.norm(tr.ntk.reshape(3, -1), axis=1))
+    assert np.all(np.abs(tr.ntk_alignment) <= 1 + 1e-12)
+    # scalar output, probe inputs only: no alignment
+    X1, y1, _ = scalar_teacher(30, 5, 1.0)
+    tr1 = gradient_flow(init_network((5, 4, 1), 0.2), X1, y1, t, backend="numpy", probe=X1[:3])
+    assert tr1.ntk.shape == (3, 3, 3) and tr1.ntk_alignment is None
+    # "ntk" without probe: the training data
+    tr2 = gradient_flow(init_network((5, 4, 1), 0.2), X1, y1, t, backend="numpy", record="ntk")
+    assert tr2.ntk.shape == (3, 30, 30) and tr2.ntk_alignment.shape == (3,)
+
+
+def test_max_steps_failure_reported():
+    X, Y = teacher_task(20, 4, [1.0, 0.5], seed=0)
+    ws = init_network((4, 5, 2), 0.3)
+    t = np.linspace(0.0, 50.0, 11)
+    for backend in ["numpy", "numba"]:
+        tr = gradient_flow(ws, X, Y, t, backend=backend, max_steps=15)
+        assert not tr.success and tr.status is FlowStatus.MAX_STEPS
+        assert "max_steps" in tr.message
+        reached = np.isfinite(tr.loss)
+        assert reached[0] and not reached[-1]
+        n = reached.sum()
+        assert np.all(reached[:n]) and np.all(np.isnan(tr.end_to_end[n:]))
+        assert t[n - 1] <= tr.t_last < t[n]
+        assert tr.nsteps + tr.nrejected == 15
+
+
+def test_step_underflow_reported():
+    # at t ~ 1e17 one ulp of t is 16, far above the step this problem needs
+    X, Y = teacher_task(20, 4, [3.0, 2.0], seed=0)
+    ws = init_network((4, 5, 2), 1.0)
+    for backend in ["numpy", "numba"]:
+        tr = gradient_flow(ws, X, Y, [1e17, 1e17 + 1e4], backend=backend)
+        assert not tr.success and tr.status is FlowStatus.STEP_UNDERFLOW
+        assert tr.status.code < 0 and "t=1e+17" in tr.message
+        assert np.isnan(tr.loss[1]) and np.isfinite(tr.loss[0])
+
+
+def test_nonfinite_reported():
+    X, Y = teacher_task(20, 4, [1.0], seed=0)
+    ws = [1e120 * w for w in init_network((4, 5, 5, 1), 1.0)]
+    for backend in ["numpy", "numba"]:
+        tr = gradient_flow(ws, X, Y, [0.0, 1.0], backend=backend)
+        assert not tr.success and tr.status is FlowStatus.NONFINITE
+        assert "non-finite" in tr.message
+
+
+def test_bad_input():
+    X, Y = teacher_task(20, 4, [1.0, 0.5], seed=0)
+    ws = init_network((4, 5, 2), 0.3)
+    t = [0.0, 1.0]
+    bad = [
+        dict(X=X[:, :3]), dict(Y=Y[:, :1]), dict(Y=Y[:10]), dict(t_eval=[1.0, 1.0]),
+        dict(t_eval=[2.0, 1.0]), dict(t_eval=[]), dict(t_eval=[0.0, np.nan]),
+        dict(rtol=-1e-8), dict(atol=-1.0), dict(rtol=0.0), dict(rtol=1e-17), dict(eta=0.0),
+        dict(backend="torch"), dict(method="Euler"), dict(record=("foo",)),
+        dict(max_steps=0), dict(probe=np.ones((3, 2))), dict(probe=(X[:3], Y[:2])),
+        dict(X=np.where(X > 1, np.nan, X)), dict(Y=np.where(Y > 0.5, np.inf, Y)),
+        dict(weights=[ws[0], ws[0]]), dict(weights=[np.full((5, 4), np.nan), ws[1]]),
+        dict(weights=[]),
+    ]
+    for kw in bad:
+        args = dict(weights=ws, X=X, Y=Y, t_eval=t)
+        args.update(kw)
+        with pytest.raises(ValueError):
+            gradient_flow(**args)
+
+
+def test_cupy_unavailable_is_clear():
+    from linearnets import backend as B
+    if B.gpu_available():
+        pytest.skip("a GPU is present")
+    X, Y = teacher_task(20, 4, [1.0], seed=0)
+    with pytest.raises(ValueError, match="(?i)cupy|gpu"):
+        gradient_flow(init_network((4, 3, 1), 0.1), X, Y, [0.0, 1.0], backend="cupy")
+
