@@ -24,6 +24,8 @@ right-hand side at an accepted state (the initial one) is not finite.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _rhs
@@ -41,6 +43,28 @@ MIN_FACTOR = 0.2
 MAX_FACTOR = 10.0
 #: A step shorter than this many ulps of t is an underflow.
 MIN_STEP_ULPS = 10.0
+
+
+def step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped):
+    """Next step size after an accepted step of size ``h_try`` (scaled error ``err`` < 1).
+
+    The standard controller ``h_try * SAFETY * err**exponent``, capped by ``max_factor``
+    and by 1 right after a rejection. ``h`` is the step planned before it was shortened
+    to land on an output time (``clipped``): such a step says nothing against ``h``.
+    Shared by every adaptive stepper (the numba kernel mirrors it line for line).
+    """
+    factor = max_factor if err == 0.0 else min(max_factor, SAFETY * err ** exponent)
+    if rejected:
+        factor = min(1.0, factor)
+    h_next = h_try * factor
+    if clipped and not rejected:
+        h_next = max(h_next, h)
+    return h_next
+
+
+def step_after_reject(h_try, err, exponent):
+    """Next step size after a rejected step (``err`` >= 1, or not finite)."""
+    return h_try * (MIN_FACTOR if not math.isfinite(err) else max(MIN_FACTOR, SAFETY * err ** exponent))
 
 
 def _rms(x):
@@ -205,17 +229,11 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
                     rejected = True
                     continue
                 if err < 1.0:
-                    factor = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, SAFETY * err ** exponent)
-                    if rejected:
-                        factor = min(1.0, factor)
-                    h_next = h_try * factor
-                    if clipped and not rejected:
-                        h_next = max(h_next, h)
-                    h = h_next
+                    h = step_after_accept(h, h_try, err, exponent, MAX_FACTOR, rejected, clipped)
                     nonfinite = False
                     break
                 nrej += 1
-                h = h_try * max(MIN_FACTOR, SAFETY * err ** exponent)
+                h = step_after_reject(h_try, err, exponent)
                 rejected = True
             if status is not FlowStatus.SUCCESS:
                 break

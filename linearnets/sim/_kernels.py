@@ -152,6 +152,7 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                 rejected = True
                 continue
             if err < 1.0:
+                # _explicit.step_after_accept, inlined for the compiled loop
                 if err == 0.0:
                     factor = max_factor
                 else:

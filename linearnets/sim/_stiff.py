@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
-from ._explicit import MIN_FACTOR, MIN_STEP_ULPS, SAFETY
+from ._explicit import MIN_STEP_ULPS, step_after_accept, step_after_reject
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
@@ -433,8 +433,7 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
             err = _rms(xp, errv / scale)
         if not err < 1.0:
             stats.nrej += 1
-            factor = MIN_FACTOR if not math.isfinite(err) else max(MIN_FACTOR, SAFETY * err ** exponent)
-            h = h_try * factor
+            h = step_after_reject(h_try, err, exponent)
             rejected_last = True
             continue
         if switch_back is not None and not clipped:
@@ -444,13 +443,7 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
             n_cheaper = n_cheaper + 1 if cheaper else 0
             cost0 = cost
         stats.rho = 0.0
-        factor = ROSW_MAX_FACTOR if err == 0.0 else min(ROSW_MAX_FACTOR, SAFETY * err ** exponent)
-        if rejected_last:
-            factor = min(1.0, factor)
-        h_next = h_try * factor
-        if clipped and not rejected_last:
-            h_next = max(h_next, h)
-        h = h_next
+        h = step_after_accept(h, h_try, err, exponent, ROSW_MAX_FACTOR, rejected_last, clipped)
         rejected_last = False
         stats.nsteps += 1
         y = y_new
@@ -529,16 +522,10 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
         err = _erk_error(xp, tab, K, h_try, scale)
         if not err < 1.0:
             stats.nrej += 1
-            factor = MIN_FACTOR if not math.isfinite(err) else max(MIN_FACTOR, SAFETY * err ** exponent)
-            h = h_try * factor
+            h = step_after_reject(h_try, err, exponent)
             rejected = True
             continue
-        factor = ERK_MAX_FACTOR if err == 0.0 else min(ERK_MAX_FACTOR, SAFETY * err ** exponent)
-        if rejected:
-            factor = min(1.0, factor)
-        h_next = h_try * factor
-        if clipped and not rejected:
-            h_next = max(h_next, h)
+        h_next = step_after_accept(h, h_try, err, exponent, ERK_MAX_FACTOR, rejected, clipped)
         stats.nsteps += 1
         stiff_now = False
         if detect_stiffness:
