@@ -33,7 +33,6 @@ from .compare import (
     _check_sigmas,
     _crossing_time,
     _data,
-    _end_to_end,
     _half_time_or_zero,
     _loglog_slope,
     _mode_projection,
@@ -252,7 +251,7 @@ def compare_path_ntk(depths=(2, 3), spectrum=(2.0, 1.0, 0.5), c0=(1e-3, 5e-3, 2e
     part_a = []
     for L in depths:
         w0 = _balanced_aligned_init(_sizes(D, N, C, L), U, V, c0, seed + L)
-        c0_sim = _mode_projection(_end_to_end(w0)[None], U, S, Vt)[0]
+        c0_sim = _mode_projection(_ln.end_to_end(w0)[None], U, S, Vt)[0]
         rising = c0_sim < 0.5 * S
         t_half = float(np.max(_ln.half_time(S[rising], c0_sim[rising], depth=L, eta=eta))) if rising.any() else 0.0
         t = np.linspace(0.0, 1.5 * t_half + 6.0 / (eta * S.min()), n_times)

@@ -73,7 +73,7 @@ def write_report(results, out_dir, *, settings="", elapsed=None, figures=True):
                   f"- quantity: {r.quantity}",
                   f"- theory {_fmt(r.theory)}, simulation {_fmt(r.simulation)}, "
                   f"error {_fmt(r.error)}, tolerance {_fmt(r.tolerance)}",
-                  f"- parameters: " + ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}"
+                  "- parameters: " + ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}"
                                                 for k, v in r.params.items()),
                   f"- {r.notes}", ""]
         if figures:

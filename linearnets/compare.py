@@ -172,13 +172,6 @@ def _weights_at(traj, k):
     return [np.asarray(w[k]) for w in traj.weights_t]
 
 
-def _end_to_end(weights):
-    W = np.asarray(weights[0])
-    for w in weights[1:]:
-        W = np.asarray(w) @ W
-    return W
-
-
 def _mode_projection(E2E, U, S, Vt):
     """c_alpha(t) = u_alpha^T W(t) v_alpha for E2E of shape (T, C, D)."""
     return np.einsum("ca,tcd,ad->ta", U, np.asarray(E2E), Vt)
@@ -399,7 +392,7 @@ def compare_mode_strengths(depths=(2, 3, 4, 5, 6), spectrum=(3.0, 2.0, 1.0), D=6
     for L in depths:
         sizes = (D,) + (N,) * (L - 1) + (C,)
         w0 = _balanced_aligned_init(sizes, U, Vt.T, np.full(C, sigma ** L), seed + L)
-        c0 = _mode_projection(_end_to_end(w0)[None], U, S, Vt)[0]
+        c0 = _mode_projection(_ln.end_to_end(w0)[None], U, S, Vt)[0]
         rising = c0 < 0.5 * S  # half_time is defined for modes that still have to pass s/2
         t_half = float(np.max(_ln.half_time(S[rising], c0[rising], depth=L, eta=eta))) if rising.any() else 0.0
         t_end = 1.5 * t_half + 6.0 / (eta * S.min())
@@ -651,7 +644,6 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
         q_full, _ = _ln.qr_full_path(t, s, q0, r0, eta=eta)
         G = np.eye(D) + np.outer(beta, beta)
         A_th = np.empty_like(t)
-        XtX = X.T @ X
         for k, qk in enumerate(np.asarray(q_full)):
             M = M0 + (qk - q0) * G
             K = X @ M @ X.T
@@ -667,7 +659,6 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
         q_at = float(np.interp(tA_th, t, np.asarray(q_full)))
         tol = SAFETY * (q_at / s + q0 / (D * q_at) + q0 / s)
         arrays.update(alignment_theory=A_th, loss_theory=loss_th)
-        del XtX
     else:
         ratio_th, tol = np.nan, np.inf
     ratio = t_L / t_A
@@ -724,7 +715,7 @@ def compare_kernel_gap(gammas=(0.0, 0.5, 1.0), Ps=(20, 10), D=20, N=20, s=1.0, s
             t_guess = 2.0 * float(_ln.half_time(s, _C0_GUESS * sigma ** L, depth=L, eta=eta)) + 30.0 / (eta * lam_min * s)
             traj = _train_to_convergence(w0, Xg, y, eta, backend, t_guess, n=20)
             wf = traj.weights
-            f_nn = Xt @ _end_to_end(wf)[0]
+            f_nn = Xt @ _ln.end_to_end(wf)[0]
             K = np.asarray(_ln.empirical_ntk(wf, Xg, Xg))
             Kx = np.asarray(_ln.empirical_ntk(wf, Xt, Xg))
             f_kr = np.asarray(_ln.kernel_regression(K, Kx, y))

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import linearnets as ln
-from linearnets.compare import RTOL, SAFETY, _balanced_aligned_init, _end_to_end, _mode_projection
+from linearnets.compare import RTOL, SAFETY, _balanced_aligned_init, _mode_projection
 
 RTOL_SIM = 1e-10
 
@@ -45,7 +45,7 @@ def test_mode_strengths_and_loss_curve_exact_from_balanced_init(problem):
     U, S, Vt = np.linalg.svd(Syx, full_matrices=False)
     c0 = np.full(C, sigma ** L)
     w0 = _balanced_aligned_init(_sizes(D, widths, C), U, Vt.T, c0, seed)
-    c0 = _mode_projection(_end_to_end(w0)[None], U, S, Vt)[0]  # read back from the weights
+    c0 = _mode_projection(ln.end_to_end(w0)[None], U, S, Vt)[0]  # read back from the weights
     t = np.linspace(0.0, 1.5 * max(float(np.max(ln.half_time(S, np.minimum(c0, 0.49 * S), depth=L,
                                                                    eta=eta))), 0.0)
                     + 6.0 / (eta * S.min()), 60)

@@ -426,7 +426,6 @@ def _time_core(c, s, c0, L):
             delta = sgn * _log_ratio(cm[b], c0m[b]) / L
             lv = sgn * lx[b] / L
             S = np.log(-np.expm1(st["lv0"])) - np.log(-np.expm1(lv))
-            dw = delta + S
             if branch:
                 a = L - 2
                 v = np.exp(lv)
