@@ -68,10 +68,11 @@ def step_after_reject(h_try, err, exponent):
 
 
 def _rms(x):
-    return float(np.sqrt(np.mean(x * x))) if x.size else 0.0
+    # array methods, so that a cupy array works too (one scalar comes to the host)
+    return math.sqrt(float((x * x).mean())) if x.size else 0.0
 
 
-def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol):
+def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np):
     """Initial step size (Hairer-Norsett-Wanner I, Sec. II.4, as in scipy).
 
     Parameters
@@ -82,6 +83,8 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol):
         Initial state and ``fun(y0)``.
     error_order : int
     rtol, atol : float
+    xp : module, optional
+        Array module of ``y0`` (numpy, or cupy on the GPU backend).
 
     Returns
     -------
@@ -89,14 +92,14 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol):
         The step, and uses one extra evaluation of ``fun``.
     """
     interval = t_end - t0
-    scale = atol + np.abs(y0) * rtol
+    scale = atol + xp.abs(y0) * rtol
     d0 = _rms(y0 / scale)
     d1 = _rms(f0 / scale)
     h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
     h0 = min(h0, interval)
     f1 = fun(y0 + h0 * f0)
     d2 = _rms((f1 - f0) / scale) / h0
-    if not np.isfinite(d2):
+    if not math.isfinite(d2):
         return h0
     if d1 <= 1e-15 and d2 <= 1e-15:
         h1 = max(1e-6, h0 * 1e-3)

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
-from ._explicit import MIN_STEP_ULPS, step_after_accept, step_after_reject
+from ._explicit import MIN_STEP_ULPS, select_initial_step, step_after_accept, step_after_reject
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
@@ -254,23 +254,10 @@ def _min_step(t):
 
 
 def initial_step(flow, y, f0, t0, t_end, error_order, rtol, atol):
-    """Hairer-Norsett-Wanner's initial step (as ``_explicit.select_initial_step``), on ``xp``."""
+    """Hairer-Norsett-Wanner's initial step (``_explicit.select_initial_step``) on ``flow.xp``."""
     xp = flow.xp
-    interval = t_end - t0
-    scale = atol + rtol * xp.abs(y)
-    d0 = _rms(xp, y / scale)
-    d1 = _rms(xp, f0 / scale)
-    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
-    h0 = min(h0, interval)
-    f1 = flow.rhs(y + h0 * f0, xp.empty_like(y))
-    d2 = _rms(xp, (f1 - f0) / scale) / h0
-    if not math.isfinite(d2):
-        return h0
-    if d1 <= 1e-15 and d2 <= 1e-15:
-        h1 = max(1e-6, h0 * 1e-3)
-    else:
-        h1 = (0.01 / max(d1, d2)) ** (1.0 / (error_order + 1))
-    return min(100 * h0, h1, interval)
+    return select_initial_step(lambda v: flow.rhs(v, xp.empty_like(v)), t0, y, f0, t_end,
+                               error_order, rtol, atol, xp=xp)
 
 
 def cg_solve(flow, hg, rhs, scale, tol=KRYLOV_TOL, maxiter=MAX_KRYLOV):
