@@ -108,6 +108,29 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np):
     return min(100 * h0, h1, interval)
 
 
+def _start(fun, y, f0, t_eval, tab, options, observe):
+    """Evaluate ``f0 = fun(y)``, observe ``t_eval[0]`` and choose the first step.
+
+    Returns ``(early, h, nfev)``: ``early`` is the finished RawResult when the run
+    ends here (non-finite right-hand side, or a single output time), else None.
+    """
+    t = float(t_eval[0])
+    fun(y, f0)
+    nfev = 1
+    observe(0, y)
+    if not np.all(np.isfinite(f0)):
+        return (RawResult(1, t, y, nfev, 0, 0, FlowStatus.NONFINITE,
+                          _failure_message(FlowStatus.NONFINITE, t, 0.0, options.max_steps)),
+                0.0, nfev)
+    if t_eval.size == 1:
+        return RawResult(1, t, y, nfev, 0, 0, FlowStatus.SUCCESS, FlowStatus.SUCCESS.message), 0.0, nfev
+    if options.first_step is not None:
+        return None, float(options.first_step), nfev
+    h = select_initial_step(lambda v: fun(v, np.empty_like(v)), t, y, f0,
+                            float(t_eval[-1]), tab.error_order, options.rtol, options.atol)
+    return None, h, nfev + 1
+
+
 def _combine(w, K, out, tmp):
     """``out = sum_j w_j K_j`` over the nonzero weights, accumulated in stage order.
 
@@ -181,20 +204,9 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
     exponent = -1.0 / (tab.error_order + 1)
 
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
-        fun(y, K[0])
-        nfev += 1
-        observe(0, y)
-        if not np.all(np.isfinite(K[0])):
-            return RawResult(1, t, y, nfev, 0, 0, FlowStatus.NONFINITE,
-                             _failure_message(FlowStatus.NONFINITE, t, 0.0, options.max_steps))
-        if T == 1:
-            return RawResult(1, t, y, nfev, 0, 0, FlowStatus.SUCCESS, FlowStatus.SUCCESS.message)
-        if options.first_step is not None:
-            h = float(options.first_step)
-        else:
-            h = select_initial_step(lambda v: fun(v, np.empty_like(v)), t, y, K[0],
-                                    float(t_eval[-1]), tab.error_order, rtol, atol)
-            nfev += 1
+        early, h, nfev = _start(fun, y, K[0], t_eval, tab, options, observe)
+        if early is not None:
+            return early
         k = 1
         status = FlowStatus.SUCCESS
         nonfinite = False
@@ -311,21 +323,10 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     y = np.array(y0, dtype=np.float64, copy=True)
     K = np.empty((s + 1, n))
     t = float(t_eval[0])
-    fun(y, K[0])
-    nfev = 1
-    observe(0, y)
-    if not np.all(np.isfinite(K[0])):
-        return RawResult(1, t, y, nfev, 0, 0, FlowStatus.NONFINITE,
-                         _failure_message(FlowStatus.NONFINITE, t, 0.0, options.max_steps))
-    if T == 1:
-        return RawResult(1, t, y, nfev, 0, 0, FlowStatus.SUCCESS, FlowStatus.SUCCESS.message)
-    if options.first_step is not None:
-        h = float(options.first_step)
-    else:
-        with np.errstate(all="ignore"):
-            h = select_initial_step(lambda v: fun(v, np.empty_like(v)), t, y, K[0],
-                                    float(t_eval[-1]), tab.error_order, rtol, atol)
-        nfev += 1
+    with np.errstate(all="ignore"):
+        early, h, nfev = _start(fun, y, K[0], t_eval, tab, options, observe)
+    if early is not None:
+        return early
     use_e3 = tab.e3 is not None
     e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
     th = np.array([t, h])
