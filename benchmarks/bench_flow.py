@@ -271,15 +271,8 @@ def bench(name, quick, rate):
     grads.append(("_stiff.Flow.jvp (numpy)", lambda: flow.jvp(y0, out)))
     if have_numba:
         from linearnets.sim import _kernels as kern
-        C, D = problem.Syx.shape
-        rows = np.array([r for r, _ in shapes], dtype=np.int64)
-        cols = np.array([c for _, c in shapes], dtype=np.int64)
-        aoff = np.concatenate(([0], np.cumsum(C * rows))).astype(np.int64)
-        goff = np.concatenate(([0], np.cumsum(C * cols))).astype(np.int64)
-        args = (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
-                np.ascontiguousarray(problem.eta_l), rows, cols,
-                np.ascontiguousarray(problem.offsets, dtype=np.int64), np.empty(aoff[-1]), aoff,
-                np.empty(goff[-1]), goff, np.empty((C, D)), np.empty((C, D)))
+        from linearnets.sim._explicit import numba_rhs_args
+        args = numba_rhs_args(problem)
         try:
             kern.rhs_flat(y0, out, *args)
             grads.append(("numba kernel", lambda: kern.rhs_flat(y0, out, *args)))

@@ -288,29 +288,36 @@ def erk_fixed(fun, y0, t_grid, tab):
 def solve_numpy(tab):
     """Build the numpy-backend solver for tableau ``tab`` (see ``_solvers`` for the signature)."""
     def solver(problem, y0, t_eval, options, observe):
+        from . import _lowrank
+        if _lowrank.worth_factoring(problem, tab.n_stages):
+            return _lowrank.lowrank_solve(problem, y0, t_eval, tab, options, observe)
         return erk_solve(lambda y, out: _rhs.rhs(y, problem, out), y0, t_eval, tab, options,
                          observe)
-    solver.__doc__ = f"{tab.name} on the numpy backend."
+    solver.__doc__ = (f"{tab.name} on the numpy backend (stages in factored form where that "
+                      "saves work, see ``_lowrank``).")
     return solver
 
 
-def _erk_numba(problem, y0, t_eval, tab, options, observe):
-    """The numba twin of :func:`erk_solve`: Python only at output times."""
-    from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
-
+def numba_rhs_args(problem):
+    """The trailing arguments of ``_kernels.rhs_flat`` (data, layout and scratch) for ``problem``."""
     shapes = problem.shapes
-    L = len(shapes)
     C, D = problem.Syx.shape
     rows = np.array([r for r, _ in shapes], dtype=np.int64)
     cols = np.array([c for _, c in shapes], dtype=np.int64)
     offs = np.ascontiguousarray(problem.offsets, dtype=np.int64)
     aoff = np.concatenate(([0], np.cumsum(C * rows))).astype(np.int64)
     goff = np.concatenate(([0], np.cumsum(C * cols))).astype(np.int64)
-    rhs_args = (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
-                np.ascontiguousarray(problem.eta_l, dtype=np.float64), rows, cols, offs,
-                np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff,
-                np.empty((D, C)), np.empty((D, C)))
-    del L
+    return (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
+            np.ascontiguousarray(problem.eta_l, dtype=np.float64), rows, cols, offs,
+            np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff,
+            np.empty((D, C)), np.empty((D, C)))
+
+
+def _erk_numba(problem, y0, t_eval, tab, options, observe):
+    """The numba twin of :func:`erk_solve`: Python only at output times."""
+    from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
+
+    rhs_args = numba_rhs_args(problem)
 
     def fun(v, out):
         kern.rhs_flat(v, out, *rhs_args)
@@ -356,8 +363,12 @@ _STATUS_BY_CODE = {st.code: st for st in FlowStatus}
 def solve_numba(tab):
     """Build the numba-backend solver for tableau ``tab``: one compiled call per output interval."""
     def solver(problem, y0, t_eval, options, observe):
+        from . import _lowrank
+        if _lowrank.worth_factoring(problem, tab.n_stages):
+            return _lowrank.lowrank_solve_numba(problem, y0, t_eval, tab, options, observe)
         return _erk_numba(problem, y0, t_eval, tab, options, observe)
-    solver.__doc__ = f"{tab.name} on the numba backend (whole stepping loop compiled)."
+    solver.__doc__ = (f"{tab.name} on the numba backend (whole stepping loop compiled; stages "
+                      "in factored form where that saves work, see ``_lowrank``).")
     return solver
 
 

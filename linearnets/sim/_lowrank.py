@@ -1,0 +1,370 @@
+"""Embedded Runge-Kutta stepping with the stages of a linear network kept in factored form.
+
+Why
+---
+For a linear network every stage derivative is low rank in each layer:
+
+    K_l = eta_l T_l G_l,    T_l = (W_L ... W_{l+1})^T  (N_l x C),   G_l = E W_1^T ... W_{l-1}^T  (C x N_{l-1}),
+
+so an s-stage step moves layer l by a matrix of rank at most s*C.  The generic
+stepper (``_explicit.erk_solve``) forms every stage state densely,
+``y + h sum_j a_ij K_j``: O(s^2 n) memory traffic per step, which on wide
+networks costs several times the gradient itself.  Here a stage is stored as
+its factors ``(eta_l T_l, G_l)`` (``C (N_l + N_{l-1})`` numbers instead of
+``N_l N_{l-1}``) and stage states are never formed.  The right-hand side only
+multiplies the stage weights by C-column blocks, and
+
+    W_l^st X = (W_l + sum_j w_j U_j V_j) X = W_l X + U diag(w) (V X)
+
+costs one product with the stored ``W_l`` plus O(s C^2 N) for the correction.
+The dense state is updated once per step with one rank-``s C`` product per
+layer (a GEMM, running at the BLAS rate), and the error estimate is formed the
+same way, so the per-step vector traffic drops from O(s^2 n) to O(n).
+
+Layers whose stages are not worth factoring -- the top layer (``N_L = C``),
+and any layer with ``min(N_l, N_{l-1}) <= (s + 1) C`` -- keep dense stages and
+are combined elementwise as in the generic stepper.
+
+The error control, the step-size controller, output-time handling and failure
+reporting are those of ``_explicit.erk_solve`` (same constants, same formulas);
+only the rounding of the stage states differs, so the two steppers take the
+same steps except where an error norm sits within rounding of 1.
+
+This module is the numpy reference; ``_lowrank_kernels.lowrank_advance`` is its
+compiled twin (same operations in the same order, bit for bit where numpy and
+numba call the same BLAS).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _explicit, _rhs
+from ._explicit import (MAX_FACTOR, MIN_FACTOR, _failure_message, _min_step,
+                        select_initial_step, step_after_accept, step_after_reject)
+from ._solvers import FlowStatus, RawResult
+
+__all__ = ["Layout", "worth_factoring", "lowrank_solve", "lowrank_solve_numba"]
+
+
+class Layout:
+    """Sizes, offsets and the factored/dense choice of every layer, plus the stage storage.
+
+    Storage for ``S1 = s + 1`` stage slots (slot ``s`` is ``f(y_new)``, reused as
+    slot 0 of the next step):
+
+    * factored layer l: ``ut`` block (S1*C, N_l) holding ``(eta_l T_l)^T`` per slot,
+      ``vs`` block (S1*C, N_{l-1}) holding ``G_l`` per slot;
+    * dense layer l: ``kd`` block (S1, N_l N_{l-1}) holding ``K_l`` per slot.
+    """
+
+    def __init__(self, problem, n_slots):
+        shapes = problem.shapes
+        L = len(shapes)
+        C = problem.Syx.shape[0]
+        self.L, self.C, self.S1 = L, C, n_slots
+        self.rows = np.array([r for r, _ in shapes], dtype=np.int64)
+        self.cols = np.array([c for _, c in shapes], dtype=np.int64)
+        self.offs = np.ascontiguousarray(problem.offsets, dtype=np.int64)
+        fac = [l < L - 1 and min(r, c) > n_slots * C for l, (r, c) in enumerate(shapes)]
+        self.factored = np.array(fac, dtype=np.int64)
+        ut = [n_slots * C * r if f else 0 for f, (r, _) in zip(fac, shapes)]
+        vs = [n_slots * C * c if f else 0 for f, (_, c) in zip(fac, shapes)]
+        kd = [0 if f else n_slots * r * c for f, (r, c) in zip(fac, shapes)]
+        cum = lambda a: np.concatenate(([0], np.cumsum(a))).astype(np.int64)  # noqa: E731
+        self.utoff, self.vsoff, self.kdoff = cum(ut), cum(vs), cum(kd)
+        self.toff = cum(C * self.rows)      # T_l (N_l x C)
+        self.goff = cum(C * self.cols)      # G_l (C x N_{l-1})
+        self.max_dim = int(max(max(s) for s in shapes))
+
+
+def worth_factoring(problem, n_stages):
+    """Whether any layer's stages are stored in factored form (else the generic stepper is as good)."""
+    C = problem.Syx.shape[0]
+    return any(l < len(problem.shapes) - 1 and min(r, c) > (n_stages + 1) * C
+               for l, (r, c) in enumerate(problem.shapes))
+
+
+class _Stages:
+    """The numpy implementation of the stage storage and the factored right-hand side."""
+
+    def __init__(self, problem, lay):
+        self.p, self.lay = problem, lay
+        C, S1 = lay.C, lay.S1
+        self.ut = [np.empty((S1 * C, r)) if f else None for f, r in zip(lay.factored, lay.rows)]
+        self.vs = [np.empty((S1 * C, c)) if f else None for f, c in zip(lay.factored, lay.cols)]
+        self.kd = [None if f else np.empty((S1, r * c))
+                   for f, r, c in zip(lay.factored, lay.rows, lay.cols)]
+
+    def _weights(self, w):
+        # one weight per row/column of a stacked factor block
+        return np.repeat(w, self.lay.C)
+
+    def stage(self, y, w, slot):
+        """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)``, ``k = len(w)``."""
+        lay, p = self.lay, self.p
+        L, C = lay.L, lay.C
+        k = w.size
+        Ws = _rhs.unpack(y, p.shapes)
+        wr = self._weights(w)
+        Wst = [None] * L
+        for l in range(L):
+            if not lay.factored[l]:
+                Wst[l] = Ws[l] + _combine_rows(w, self.kd[l], k).reshape(Ws[l].shape) \
+                    if k else Ws[l]
+
+        def apply_t(l, X):          # W_l^st^T X
+            if not lay.factored[l]:
+                return Wst[l].T @ X
+            out = Ws[l].T @ X
+            if k:
+                M = self.ut[l][:k * C] @ X
+                M *= wr[:, None]
+                out += self.vs[l][:k * C].T @ M
+            return out
+
+        def apply_right(l, G):      # G W_l^st^T
+            if not lay.factored[l]:
+                return G @ Wst[l].T
+            out = G @ Ws[l].T
+            if k:
+                N = G @ self.vs[l][:k * C].T
+                N *= wr[None, :]
+                out += N @ self.ut[l][:k * C]
+            return out
+
+        T = [None] * L
+        if L > 1:
+            T[L - 2] = np.ascontiguousarray(Wst[L - 1].T)
+            for l in range(L - 2, 0, -1):
+                T[l - 1] = apply_t(l, T[l])
+            WT = apply_t(0, T[0])
+        else:
+            WT = Wst[0].T
+        E = p.Syx - (p.Sxx @ WT).T
+        G = E
+        for l in range(L):
+            if l > 0:
+                G = apply_right(l - 1, G)
+            eta = p.eta_l[l]
+            if lay.factored[l]:
+                self.ut[l][slot * C:(slot + 1) * C] = T[l].T * eta
+                self.vs[l][slot * C:(slot + 1) * C] = G
+            elif l == L - 1:
+                self.kd[l][slot] = (G * eta).ravel()
+            else:
+                self.kd[l][slot] = (T[l] @ G).ravel() * eta
+
+    def combination(self, w, out):
+        """``out = sum_j w_j K_j`` over the first ``len(w)`` slots, as a dense flat vector (n,)."""
+        lay = self.lay
+        k = w.size
+        wr = self._weights(w)
+        for l in range(lay.L):
+            o = out[lay.offs[l]:lay.offs[l + 1]]
+            if lay.factored[l]:
+                Us = self.ut[l][:k * lay.C] * wr[:, None]
+                o[:] = (Us.T @ self.vs[l][:k * lay.C]).ravel()
+            else:
+                o[:] = _combine_rows(w, self.kd[l], k)
+        return out
+
+    def fsal(self, s):
+        """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
+        C = self.lay.C
+        for l in range(self.lay.L):
+            if self.lay.factored[l]:
+                self.ut[l][:C] = self.ut[l][s * C:(s + 1) * C]
+                self.vs[l][:C] = self.vs[l][s * C:(s + 1) * C]
+            else:
+                self.kd[l][0] = self.kd[l][s]
+
+
+def _combine_rows(w, K, k):
+    """``sum_{j<k} w_j K_j`` accumulated in slot order, zero weights skipped, no BLAS."""
+    out = np.zeros(K.shape[1])
+    for j in range(k):
+        if w[j] != 0.0:
+            out += w[j] * K[j]
+    return out
+
+
+def _sumsq_scaled(v, scale):
+    q = v / scale
+    return float(np.cumsum(q * q)[-1]) if q.size else 0.0
+
+
+def _start(stage0, dense_f0, dense_rhs, y, t_eval, tab, options, observe):
+    """First stage, first output and first step; ``(early, h, nfev)`` as ``_explicit._start``."""
+    t = float(t_eval[0])
+    stage0()
+    nfev = 1
+    observe(0, y)
+    f0 = dense_f0()
+    if not np.all(np.isfinite(f0)):
+        return (RawResult(1, t, y, nfev, 0, 0, FlowStatus.NONFINITE,
+                          _failure_message(FlowStatus.NONFINITE, t, 0.0, options.max_steps)),
+                0.0, nfev)
+    if t_eval.size == 1:
+        return RawResult(1, t, y, nfev, 0, 0, FlowStatus.SUCCESS, FlowStatus.SUCCESS.message), 0.0, nfev
+    if options.first_step is not None:
+        return None, float(options.first_step), nfev
+    h = select_initial_step(lambda v: dense_rhs(v, np.empty_like(v)), t, y, f0,
+                            float(t_eval[-1]), tab.error_order, options.rtol, options.atol)
+    return None, h, nfev + 1
+
+
+def lowrank_solve(problem, y0, t_eval, tab, options, observe):
+    """Integrate linear-network gradient flow with tableau ``tab``, stages factored (numpy).
+
+    Same contract and the same step control as ``_explicit.erk_solve`` (see
+    ``_solvers`` for the solver signature).
+
+    Returns
+    -------
+    RawResult
+    """
+    rtol, atol = options.rtol, options.atol
+    s = tab.n_stages
+    n = y0.size
+    T = t_eval.size
+    st = _Stages(problem, Layout(problem, s + 1))
+    y = np.array(y0, dtype=np.float64, copy=True)
+    t = float(t_eval[0])
+    exponent = -1.0 / (tab.error_order + 1)
+    with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
+        early, h, nfev = _start(lambda: st.stage(y, np.zeros(0), 0),
+                                lambda: st.combination(np.ones(1), np.empty(n)),
+                                lambda v, out: _rhs.rhs(v, problem, out),
+                                y, t_eval, tab, options, observe)
+        if early is not None:
+            return early
+        nsteps = nrej = 0
+        k = 1
+        status = FlowStatus.SUCCESS
+        nonfinite = False
+        y_new = np.empty(n)
+        d5 = np.empty(n)
+        d3 = np.empty(n)
+        while k < T:
+            t_target = float(t_eval[k])
+            min_step = _min_step(t)
+            h = max(h, min_step)
+            rejected = False
+            while True:
+                if nsteps + nrej >= options.max_steps:
+                    status = FlowStatus.MAX_STEPS
+                    break
+                if h < min_step:
+                    status = FlowStatus.STEP_UNDERFLOW
+                    break
+                h_try = h
+                clipped = t + h >= t_target
+                if clipped:
+                    h_try = t_target - t
+                for i in range(1, s + 1):
+                    w = tab.b if i == s else tab.A[i, :i]
+                    st.stage(y, h_try * w, i)
+                nfev += s
+                st.combination(h_try * tab.b, y_new)
+                y_new += y
+                scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
+                err = _error_norm(st, tab, h_try, scale, d5, d3, n)
+                if not np.isfinite(err):
+                    nonfinite = True
+                    nrej += 1
+                    h = h_try * MIN_FACTOR
+                    rejected = True
+                    continue
+                if err < 1.0:
+                    h = step_after_accept(h, h_try, err, exponent, MAX_FACTOR, rejected, clipped)
+                    nonfinite = False
+                    break
+                nrej += 1
+                h = step_after_reject(h_try, err, exponent)
+                rejected = True
+            if status is not FlowStatus.SUCCESS:
+                break
+            nsteps += 1
+            y, y_new = y_new, y
+            st.fsal(s)
+            if clipped:
+                t = t_target
+                observe(k, y)
+                k += 1
+            else:
+                t = t + h_try
+    msg = (status.message if status.success
+           else _failure_message(status, t, h, options.max_steps, nonfinite))
+    return RawResult(k, t, y, nfev, nsteps, nrej, status, msg)
+
+
+def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
+    """The compiled twin of :func:`lowrank_solve`: Python only at output times."""
+    from . import _kernels, _lowrank_kernels as kern  # compiled (or loaded) on first use only
+
+    s = tab.n_stages
+    n = y0.size
+    lay = Layout(problem, s + 1)
+    C = lay.C
+    ints = (lay.rows, lay.cols, lay.offs, lay.factored, lay.utoff, lay.vsoff, lay.kdoff,
+            lay.toff, lay.goff)
+    mx = lay.max_dim
+    bufs = (np.empty(lay.utoff[-1]), np.empty(lay.vsoff[-1]), np.empty(lay.kdoff[-1]),
+            np.empty(n), np.empty(lay.toff[-1]), np.empty(lay.goff[-1]),
+            np.empty(problem.Sxx.shape[0] * C), np.empty(problem.Sxx.shape[0] * C),
+            np.empty(lay.S1 * C * C), np.empty(lay.S1 * C * C), np.empty(mx * C),
+            np.empty(lay.S1 * C * mx))
+    Sxx = np.ascontiguousarray(problem.Sxx)
+    Syx = np.ascontiguousarray(problem.Syx)
+    eta_l = np.ascontiguousarray(problem.eta_l, dtype=np.float64)
+    rhs_args = _explicit.numba_rhs_args(problem)
+    y = np.array(y0, dtype=np.float64, copy=True)
+    f0 = np.empty(n)
+
+    def dense_f0():
+        kern.combination(np.ones(1), 1, f0, C, ints, bufs)
+        return f0
+
+    def dense_rhs(v, out):
+        _kernels.rhs_flat(v, out, *rhs_args)
+        return out
+
+    with np.errstate(all="ignore"):
+        early, h, nfev = _start(lambda: kern.stage(y, np.zeros(1), 0, 0, Sxx, Syx, eta_l, ints, bufs),
+                                dense_f0, dense_rhs, y, t_eval, tab, options, observe)
+    if early is not None:
+        return early
+    use_e3 = tab.e3 is not None
+    e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
+    th = np.array([float(t_eval[0]), h])
+    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
+    y_new, d5, d3, wtmp = np.empty(n), np.empty(n), np.empty(n), np.empty(s + 1)
+    code = 0
+    k = 1
+    while k < t_eval.size:
+        code = kern.lowrank_advance(y, y_new, d5, d3, wtmp, th, float(t_eval[k]), stats,
+                                    int(options.max_steps), tab.A, tab.b, tab.e, e3, use_e3,
+                                    -1.0 / (tab.error_order + 1), float(options.rtol),
+                                    float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
+                                    _explicit.MIN_STEP_ULPS, Sxx, Syx, eta_l, ints, bufs)
+        if code != 0:
+            break
+        observe(k, y)
+        k += 1
+    status = _explicit._STATUS_BY_CODE[code]
+    t, h = float(th[0]), float(th[1])
+    msg = (status.message if status.success
+           else _failure_message(status, t, h, options.max_steps, bool(stats[3])))
+    return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg)
+
+
+def _error_norm(st, tab, h, scale, d5, d3, n):
+    """The error norm of ``_explicit._error_norm`` from the factored stages."""
+    e5 = _sumsq_scaled(st.combination(tab.e, d5), scale)
+    if tab.e3 is None:
+        return abs(h) * np.sqrt(e5 / n)
+    e3 = _sumsq_scaled(st.combination(tab.e3, d3), scale)
+    if e5 == 0.0 and e3 == 0.0:
+        return 0.0
+    return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
+

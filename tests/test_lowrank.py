@@ -1,0 +1,129 @@
+"""The factored-stage stepper (``_lowrank``) against the generic dense stepper and scipy."""
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from linearnets.data import scalar_teacher, teacher_task
+from linearnets.sim import _explicit, _lowrank, _rhs
+from linearnets.sim._solvers import FlowStatus, SolverOptions
+from linearnets.sim._tableaux import TABLEAUX
+from linearnets.sim.flow import gradient_flow
+from linearnets.sim.network import init_network
+
+# (layer sizes, teacher singular values, whitened inputs, sigma, per-layer learning rates)
+PROBLEMS = {
+    # DOP853 (13 slots, C = 3): layer 1 (50 x 60) factored, layer 0 (60 x 12) and the top dense
+    "mixed-C3": ((12, 60, 50, 3), [3.0, 1.5, 0.5], False, 1.0, [1.0, 0.5, 2.0]),
+    "deep-scalar": ((20, 32, 32, 24, 1), [1.0], True, 1.0, None),
+    "depth2-C2": ((40, 48, 2), [2.0, 1.0], False, 1.0, None),
+}
+
+
+def _problem(name, seed=0):
+    sizes, sv, white, sigma, lr = PROBLEMS[name]
+    X, Y = teacher_task(4 * sizes[0], sizes[0], sv, seed=seed, whiten=white)
+    ws = init_network(sizes, sigma, seed=seed)
+    problem = _rhs.make_problem(tuple(w.shape for w in ws), X, Y, lr_scale=lr)
+    return ws, X, Y, problem
+
+
+def _run(solver, problem, y0, t_eval, tab, **opts):
+    obs = []
+    raw = solver(problem, y0, t_eval, tab, SolverOptions(**opts), lambda k, y: obs.append(y.copy()))
+    return raw, np.array(obs)
+
+
+def _dense(problem, y0, t_eval, tab, options, observe):
+    return _explicit.erk_solve(lambda y, out: _rhs.rhs(y, problem, out), y0, t_eval, tab,
+                               options, observe)
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_factored_stages_take_the_dense_steppers_steps(name, method):
+    ws, X, Y, problem = _problem(name)
+    tab = TABLEAUX[method]
+    assert _lowrank.worth_factoring(problem, tab.n_stages)
+    y0 = _rhs.pack(ws)
+    t = np.array([0.0, 0.5, 3.0, 10.0, 25.0])
+    a, ya = _run(_dense, problem, y0, t, tab, rtol=1e-8, atol=1e-12)
+    b, yb = _run(_lowrank.lowrank_solve, problem, y0, t, tab, rtol=1e-8, atol=1e-12)
+    assert a.status.success and b.status.success
+    assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
+    # Same steps: the states differ only by the rounding of the stage sums, summed in
+    # another order.  A stage sum of weights a_ij rounds to ~eps sum_j |a_ij| |y| at
+    # worst; over n steps of a flow that neither grows nor shrinks much here (sigma = 1,
+    # |y(25)| / |y(0)| within 3 %), the states may drift apart by n times that.
+    growth = max(1.0, np.abs(tab.A).sum(axis=1).max(), np.abs(tab.b).sum())
+    bound = a.nsteps * np.finfo(float).eps * growth
+    assert np.abs(ya - yb).max() <= bound * np.abs(ya).max()
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+def test_factored_matches_solve_ivp(method):
+    ws, X, Y, problem = _problem("mixed-C3", seed=2)
+    tab = TABLEAUX[method]
+    y0 = _rhs.pack(ws)
+    t = np.array([0.0, 2.0, 8.0, 20.0])
+    rtol, atol = 1e-8, 1e-10
+    raw, ys = _run(_lowrank.lowrank_solve, problem, y0, t, tab, rtol=rtol, atol=atol)
+    ref = solve_ivp(lambda _, y: problem.rhs(y), (0.0, t[-1]), y0, method="DOP853", t_eval=t,
+                    rtol=1e-13, atol=1e-15).y.T
+    # global error in units of the requested (norm-wise) tolerance, as in test_flow
+    units = np.abs(ys - ref).max(axis=1) / (atol + rtol * np.abs(ref).max(axis=1))
+    assert raw.status.success and units.max() < 10
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_numba_factored_stepper_matches_numpy(name, method):
+    pytest.importorskip("numba")
+    ws, X, Y, problem = _problem(name, seed=1)
+    tab = TABLEAUX[method]
+    y0 = _rhs.pack(ws)
+    t = np.concatenate(([0.0], np.logspace(-2, 1.5, 12)))
+    a, ya = _run(_lowrank.lowrank_solve, problem, y0, t, tab, rtol=1e-9, atol=1e-13)
+    b, yb = _run(_lowrank.lowrank_solve_numba, problem, y0, t, tab, rtol=1e-9, atol=1e-13)
+    assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
+    assert np.abs(ya - yb).max() <= 1e-12 * np.abs(ya).max()
+
+
+def test_gradient_flow_uses_factored_stages_on_wide_networks():
+    ws, X, Y, problem = _problem("depth2-C2")
+    t = np.array([0.0, 5.0, 20.0])
+    tr = gradient_flow(ws, X, Y, t, backend="numpy", method="DOP853")
+    raw, ys = _run(_lowrank.lowrank_solve, problem, _rhs.pack(ws), t, TABLEAUX["DOP853"],
+                   rtol=1e-8, atol=1e-12)
+    assert np.array_equal(_rhs.pack(tr.weights), ys[-1])
+    assert tr.nfev == raw.nfev
+
+
+def test_worth_factoring_needs_layers_wider_than_the_stage_rank():
+    X, y, _ = scalar_teacher(30, 6, 1.0, seed=0)
+    narrow = _rhs.make_problem(((8, 6), (8, 8), (1, 8)), X, y[:, None])
+    assert not _lowrank.worth_factoring(narrow, 12)   # 13 slots x 1 output >= 8
+    assert _lowrank.worth_factoring(narrow, 6)        # RK45: 7 < 8 for the middle layer
+    lay = _lowrank.Layout(narrow, 7)
+    assert list(lay.factored) == [0, 1, 0]            # the top layer is always dense
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_factored_failures_are_reported(backend):
+    if backend == "numba":
+        pytest.importorskip("numba")
+    X, Y = teacher_task(120, 30, [2.0, 1.0], seed=0)
+    ws = init_network((30, 40, 40, 2), 0.3, seed=0)
+    problem = _rhs.make_problem(tuple(w.shape for w in ws), X, Y)
+    assert _lowrank.worth_factoring(problem, TABLEAUX["DOP853"].n_stages)
+    t = np.linspace(0.0, 50.0, 11)
+    tr = gradient_flow(ws, X, Y, t, backend=backend, max_steps=7)
+    assert not tr.success and tr.status is FlowStatus.MAX_STEPS and "max_steps" in tr.message
+    assert tr.nsteps + tr.nrejected == 7
+    n = int(np.isfinite(tr.loss).sum())
+    assert 1 <= n < t.size and np.all(np.isnan(tr.end_to_end[n:]))
+    # one ulp of t = 1e17 is 16: far above any step this problem allows
+    tr = gradient_flow(ws, X, Y, [1e17, 1e17 + 1e4], backend=backend)
+    assert tr.status is FlowStatus.STEP_UNDERFLOW and "t=1e+17" in tr.message
+    # an overflowing right-hand side at the initial state
+    tr = gradient_flow([1e120 * w for w in ws], X, Y, [0.0, 1.0], backend=backend)
+    assert tr.status is FlowStatus.NONFINITE and "non-finite" in tr.message
