@@ -162,8 +162,11 @@ class _Stages:
         for l in range(lay.L):
             o = out[lay.offs[l]:lay.offs[l + 1]]
             if lay.factored[l]:
-                Us = self.ut[l][:k * lay.C] * wr[:, None]
-                o[:] = (Us.T @ self.vs[l][:k * lay.C]).ravel()
+                # only the slots with a nonzero weight (DOP853: 8 of 13), so the
+                # product has rank 8 C rather than 13 C
+                keep = wr != 0.0
+                Us = self.ut[l][:k * lay.C][keep] * wr[keep][:, None]
+                o[:] = (Us.T @ self.vs[l][:k * lay.C][keep]).ravel()
             else:
                 o[:] = _combine_rows(w, self.kd[l], k)
         return out
@@ -313,7 +316,7 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
             np.empty(n), np.empty(lay.toff[-1]), np.empty(lay.goff[-1]),
             np.empty(problem.Sxx.shape[0] * C), np.empty(problem.Sxx.shape[0] * C),
             np.empty(lay.S1 * C * C), np.empty(lay.S1 * C * C), np.empty(mx * C),
-            np.empty(lay.S1 * C * mx))
+            np.empty(lay.S1 * C * mx), np.empty(lay.S1 * C * mx))
     Sxx = np.ascontiguousarray(problem.Sxx)
     Syx = np.ascontiguousarray(problem.Syx)
     eta_l = np.ascontiguousarray(problem.eta_l, dtype=np.float64)

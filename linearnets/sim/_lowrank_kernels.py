@@ -10,7 +10,7 @@ as loops.  Arguments are grouped in tuples of flat arrays so every kernel has on
 signature (``cache=True``):
 
 * ``ints = (rows, cols, offs, factored, utoff, vsoff, kdoff, toff, goff)`` (int64);
-* ``bufs = (ut, vs, kd, wst, tbuf, gbuf, wt, sw, mbuf, nbuf, tmp, usbuf)`` (float64),
+* ``bufs = (ut, vs, kd, wst, tbuf, gbuf, wt, sw, mbuf, nbuf, tmp, usbuf, vgbuf)`` (float64),
   see ``_lowrank.Layout`` for what each holds.
 """
 from __future__ import annotations
@@ -162,19 +162,35 @@ def combination(w, k, out, C, ints, bufs):
     """``out = sum_{j<k} w_j K_j`` as a dense flat vector (n,)."""
     rows, cols, offs, factored, utoff, vsoff, kdoff = (ints[0], ints[1], ints[2], ints[3],
                                                         ints[4], ints[5], ints[6])
-    ut, vs, kd, usbuf = bufs[0], bufs[1], bufs[2], bufs[11]
+    ut, vs, kd, usbuf, vgbuf = bufs[0], bufs[1], bufs[2], bufs[11], bufs[12]
     L = rows.shape[0]
     for l in range(L):
         r, c = rows[l], cols[l]
         if factored[l] != 0:
             U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
             V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
-            Us = usbuf[:k * C * r].reshape((k * C, r))
+            # gather the slots with a nonzero weight, the U rows scaled
+            nz = 0
+            for j in range(k):
+                if w[j] != 0.0:
+                    nz += 1
+            Us = usbuf[:nz * C * r].reshape((nz * C, r))
+            Vg = vgbuf[:nz * C * c].reshape((nz * C, c))
+            q2 = 0
             for q in range(k * C):
                 wq = w[q // C]
-                for i in range(r):
-                    Us[q, i] = U[q, i] * wq
-            np.dot(Us.T, V, out[offs[l]:offs[l + 1]].reshape((r, c)))
+                if wq != 0.0:
+                    for i in range(r):
+                        Us[q2, i] = U[q, i] * wq
+                    for i in range(c):
+                        Vg[q2, i] = V[q, i]
+                    q2 += 1
+            o = out[offs[l]:offs[l + 1]]
+            if nz == 0:
+                for m in range(r * c):
+                    o[m] = 0.0
+            else:
+                np.dot(Us.T, Vg, o.reshape((r, c)))
         else:
             size = r * c
             base = kdoff[l]
