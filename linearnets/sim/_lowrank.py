@@ -4,17 +4,17 @@ Why
 ---
 For a linear network every stage derivative is low rank in each layer:
 
-    K_l = eta_l T_l G_l,    T_l = (W_L ... W_{l+1})^T  (N_l x C),   G_l = E W_1^T ... W_{l-1}^T  (C x N_{l-1}),
+    K_l = eta_l A_l^T G_l,    A_l = W_L ... W_{l+1}  (C x N_l),   G_l = E W_1^T ... W_{l-1}^T  (C x N_{l-1}),
 
 so an s-stage step moves layer l by a matrix of rank at most s*C.  The generic
 stepper (``_explicit.erk_solve``) forms every stage state densely,
 ``y + h sum_j a_ij K_j``: O(s^2 n) memory traffic per step, which on wide
 networks costs several times the gradient itself.  Here a stage is stored as
-its factors ``(eta_l T_l, G_l)`` (``C (N_l + N_{l-1})`` numbers instead of
+its factors ``(eta_l A_l, G_l)`` (``C (N_l + N_{l-1})`` numbers instead of
 ``N_l N_{l-1}``) and stage states are never formed.  The right-hand side only
-multiplies the stage weights by C-column blocks, and
+multiplies the stage weights by C-row blocks, and
 
-    W_l^st X = (W_l + sum_j w_j U_j V_j) X = W_l X + U diag(w) (V X)
+    A W_l^st = A (W_l + sum_j w_j U_j V_j) = A W_l + ((A U) diag(w)) V
 
 costs one product with the stored ``W_l`` plus O(s C^2 N) for the correction.
 The dense state is updated once per step with one rank-``s C`` product per
@@ -31,8 +31,8 @@ only the rounding of the stage states differs, so the two steppers take the
 same steps except where an error norm sits within rounding of 1.
 
 This module is the numpy reference; ``_lowrank_kernels.lowrank_advance`` is its
-compiled twin (same operations in the same order, bit for bit where numpy and
-numba call the same BLAS).
+compiled twin (the same operations in the same order, bit for bit where numpy
+and numba call the same BLAS).
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class Layout:
     Storage for ``S1 = s + 1`` stage slots (slot ``s`` is ``f(y_new)``, reused as
     slot 0 of the next step):
 
-    * factored layer l: ``ut`` block (S1*C, N_l) holding ``(eta_l T_l)^T`` per slot,
+    * factored layer l: ``ut`` block (S1*C, N_l) holding ``eta_l A_l`` per slot,
       ``vs`` block (S1*C, N_{l-1}) holding ``G_l`` per slot;
     * dense layer l: ``kd`` block (S1, N_l N_{l-1}) holding ``K_l`` per slot.
     """
@@ -72,7 +72,7 @@ class Layout:
         kd = [0 if f else n_slots * r * c for f, (r, c) in zip(fac, shapes)]
         cum = lambda a: np.concatenate(([0], np.cumsum(a))).astype(np.int64)  # noqa: E731
         self.utoff, self.vsoff, self.kdoff = cum(ut), cum(vs), cum(kd)
-        self.toff = cum(C * self.rows)      # T_l (N_l x C)
+        self.toff = cum(C * self.rows)      # A_l (C x N_l)
         self.goff = cum(C * self.cols)      # G_l (C x N_{l-1})
         self.max_dim = int(max(max(s) for s in shapes))
 
@@ -100,11 +100,20 @@ class _Stages:
         return np.repeat(w, self.lay.C)
 
     def stage(self, y, w, slot):
-        """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)``, ``k = len(w)``."""
+        """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)``, ``k = len(w)``.
+
+        All chains are carried as C-row blocks: ``A_l = W_L ... W_{l+1}`` (C x N_l)
+        built downwards, ``A_{l-1} = A_l W_l``, and ``G_l`` (C x N_{l-1}) built
+        upwards, ``G_{l+1} = G_l W_l^T``; a factored layer's stage weight enters as
+
+            A W^st = A W + ((A U) * w) V,      G W^st^T = G W^T + ((G V^T) * w) U^T
+
+        with ``U^T`` (k C x N_l) and ``V`` (k C x N_{l-1}) its stacked stage factors.
+        """
         lay, p = self.lay, self.p
         L, C = lay.L, lay.C
         k = w.size
-        Ws = _rhs.unpack(y, p.shapes)
+        Ws = _rhs.unpack(y, p.shapes, p.offsets)
         wr = self._weights(w)
         Wst = [None] * L
         for l in range(L):
@@ -112,14 +121,14 @@ class _Stages:
                 Wst[l] = Ws[l] + _combine_rows(w, self.kd[l], k).reshape(Ws[l].shape) \
                     if k else Ws[l]
 
-        def apply_t(l, X):          # W_l^st^T X
+        def apply_left(l, A):       # A W_l^st
             if not lay.factored[l]:
-                return Wst[l].T @ X
-            out = Ws[l].T @ X
+                return A @ Wst[l]
+            out = A @ Ws[l]
             if k:
-                M = self.ut[l][:k * C] @ X
-                M *= wr[:, None]
-                out += self.vs[l][:k * C].T @ M
+                M = A @ self.ut[l][:k * C].T
+                M *= wr[None, :]
+                out += M @ self.vs[l][:k * C]
             return out
 
         def apply_right(l, G):      # G W_l^st^T
@@ -132,27 +141,26 @@ class _Stages:
                 out += N @ self.ut[l][:k * C]
             return out
 
-        T = [None] * L
+        A = [None] * L
         if L > 1:
-            T[L - 2] = np.ascontiguousarray(Wst[L - 1].T)
+            A[L - 2] = Wst[L - 1]
             for l in range(L - 2, 0, -1):
-                T[l - 1] = apply_t(l, T[l])
-            WT = apply_t(0, T[0])
+                A[l - 1] = apply_left(l, A[l])
+            W = apply_left(0, A[0])
         else:
-            WT = Wst[0].T
-        E = p.Syx - (p.Sxx @ WT).T
-        G = E
+            W = Wst[0]
+        G = p.Syx - W @ p.Sxx
         for l in range(L):
             if l > 0:
                 G = apply_right(l - 1, G)
             eta = p.eta_l[l]
             if lay.factored[l]:
-                self.ut[l][slot * C:(slot + 1) * C] = T[l].T * eta
+                self.ut[l][slot * C:(slot + 1) * C] = A[l] * eta
                 self.vs[l][slot * C:(slot + 1) * C] = G
             elif l == L - 1:
                 self.kd[l][slot] = (G * eta).ravel()
             else:
-                self.kd[l][slot] = (T[l] @ G).ravel() * eta
+                self.kd[l][slot] = (A[l].T @ G).ravel() * eta
 
     def combination(self, w, out):
         """``out = sum_j w_j K_j`` over the first ``len(w)`` slots, as a dense flat vector (n,)."""

@@ -6,12 +6,14 @@
 
 The same operations in the same order as the numpy reference: products through
 ``np.dot`` (BLAS) on contiguous views of flat buffers, elementwise sums written
-as loops.  Arguments are grouped in tuples of flat arrays so every kernel has one
-signature (``cache=True``):
+as loops.  (Hand-written loops for the tiny products of narrow networks were
+measured no faster than BLAS calls from compiled code, ~0.1 us for a 32 x 32
+matrix-vector product, and 3x slower at 3 x 64 x 64.)  Arguments are grouped in
+tuples of flat arrays so every kernel has one signature (``cache=True``):
 
-* ``ints = (rows, cols, offs, factored, utoff, vsoff, kdoff, toff, goff)`` (int64);
-* ``bufs = (ut, vs, kd, wst, tbuf, gbuf, wt, sw, mbuf, nbuf, tmp, usbuf, vgbuf)`` (float64),
-  see ``_lowrank.Layout`` for what each holds.
+* ``ints = (rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff)`` (int64);
+* ``bufs = (ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf)``
+  (float64), see ``_lowrank.Layout`` for what each holds.
 """
 from __future__ import annotations
 
@@ -20,34 +22,30 @@ from numba import njit
 
 __all__ = ["stage", "combination", "lowrank_advance"]
 
-
 @njit(cache=True)
-def _apply_t(l, X, out, k, w, C, ints, bufs, y):
-    """``out = W_l^st^T X`` (X: N_l x C, out: N_{l-1} x C)."""
+def _apply_left(l, A, out, k, w, C, ints, bufs, y):
+    """``out = A W_l^st`` (A: C x N_l, out: C x N_{l-1})."""
     rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
     ut, vs, wst, mbuf, tmp = bufs[0], bufs[1], bufs[3], bufs[8], bufs[10]
     r, c = rows[l], cols[l]
     if factored[l] == 0:
-        Wd = wst[offs[l]:offs[l + 1]].reshape((r, c))
-        np.dot(Wd.T, X, out)
+        np.dot(A, wst[offs[l]:offs[l + 1]].reshape((r, c)), out)
         return
-    W = y[offs[l]:offs[l + 1]].reshape((r, c))
-    np.dot(W.T, X, out)
+    np.dot(A, y[offs[l]:offs[l + 1]].reshape((r, c)), out)
     if k == 0:
         return
     U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
     V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
-    M = mbuf[:k * C * C].reshape((k * C, C))
-    np.dot(U, X, M)
-    for q in range(k * C):
-        wq = w[q // C]
-        for a in range(C):
-            M[q, a] *= wq
-    T = tmp[:c * C].reshape((c, C))
-    np.dot(V.T, M, T)
-    for i in range(c):
-        for a in range(C):
-            out[i, a] += T[i, a]
+    M = mbuf[:C * k * C].reshape((C, k * C))
+    np.dot(A, U.T, M)
+    for a in range(C):
+        for q in range(k * C):
+            M[a, q] *= w[q // C]
+    T = tmp[:C * c].reshape((C, c))
+    np.dot(M, V, T)
+    for a in range(C):
+        for i in range(c):
+            out[a, i] += T[a, i]
 
 
 @njit(cache=True)
@@ -57,11 +55,9 @@ def _apply_right(l, G, out, k, w, C, ints, bufs, y):
     ut, vs, wst, nbuf, tmp = bufs[0], bufs[1], bufs[3], bufs[9], bufs[10]
     r, c = rows[l], cols[l]
     if factored[l] == 0:
-        Wd = wst[offs[l]:offs[l + 1]].reshape((r, c))
-        np.dot(G, Wd.T, out)
+        np.dot(G, wst[offs[l]:offs[l + 1]].reshape((r, c)).T, out)
         return
-    W = y[offs[l]:offs[l + 1]].reshape((r, c))
-    np.dot(G, W.T, out)
+    np.dot(G, y[offs[l]:offs[l + 1]].reshape((r, c)).T, out)
     if k == 0:
         return
     U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
@@ -81,9 +77,9 @@ def _apply_right(l, G, out, k, w, C, ints, bufs, y):
 @njit(cache=True)
 def stage(y, w, k, slot, Sxx, Syx, eta_l, ints, bufs):
     """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)`` (``w`` has >= k entries)."""
-    rows, cols, offs, factored, utoff, vsoff, kdoff, toff, goff = ints
-    ut, vs, kd, wst, tbuf, gbuf, wt, sw = (bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5],
-                                           bufs[6], bufs[7])
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw = (bufs[0], bufs[1], bufs[2], bufs[3], bufs[4],
+                                             bufs[5], bufs[6], bufs[7])
     L = rows.shape[0]
     C = Syx.shape[0]
     D = Sxx.shape[0]
@@ -101,29 +97,26 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, ints, bufs):
                     wst[offs[l] + m] = y[offs[l] + m] + acc
                 else:
                     wst[offs[l] + m] = y[offs[l] + m]
-    WT = wt.reshape((D, C))
-    # top products T_l (N_l x C): T_{L-2} = W_{L-1}^st^T, T_{l-1} = W_l^st^T T_l
+    W = wbuf.reshape((C, D))
+    # top products A_l (C x N_l): A_{L-2} = W_{L-1}^st, A_{l-1} = A_l W_l^st; W = A_0 W_0^st
     if L > 1:
-        Tt = tbuf[toff[L - 2]:toff[L - 1]].reshape((rows[L - 2], C))
-        Wtop = wst[offs[L - 1]:offs[L]].reshape((rows[L - 1], cols[L - 1]))
-        for i in range(rows[L - 2]):
-            for a in range(C):
-                Tt[i, a] = Wtop[a, i]
+        At = abuf[aoff[L - 2]:aoff[L - 1]]
+        for m in range(C * rows[L - 2]):
+            At[m] = wst[offs[L - 1] + m]
         for l in range(L - 2, 0, -1):
-            _apply_t(l, tbuf[toff[l]:toff[l + 1]].reshape((rows[l], C)),
-                     tbuf[toff[l - 1]:toff[l]].reshape((rows[l - 1], C)), k, w, C, ints, bufs, y)
-        _apply_t(0, tbuf[toff[0]:toff[1]].reshape((rows[0], C)), WT, k, w, C, ints, bufs, y)
+            _apply_left(l, abuf[aoff[l]:aoff[l + 1]].reshape((C, rows[l])),
+                        abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])), k, w, C, ints, bufs, y)
+        _apply_left(0, abuf[aoff[0]:aoff[1]].reshape((C, rows[0])), W, k, w, C, ints, bufs, y)
     else:
-        W0 = wst[offs[0]:offs[1]].reshape((C, D))
-        for d in range(D):
-            for a in range(C):
-                WT[d, a] = W0[a, d]
-    SW = sw.reshape((D, C))
-    np.dot(Sxx, WT, SW)
+        for m in range(C * D):
+            wbuf[m] = wst[offs[0] + m]
+    # E = Syx - W Sxx, stored as G_0
+    SW = sw.reshape((C, D))
+    np.dot(W, Sxx, SW)
     E = gbuf[goff[0]:goff[1]].reshape((C, D))
     for a in range(C):
         for d in range(D):
-            E[a, d] = Syx[a, d] - SW[d, a]
+            E[a, d] = Syx[a, d] - SW[a, d]
     # bottom products G_l = G_{l-1} W_{l-1}^st^T and the new stage factors
     for l in range(L):
         r, c = rows[l], cols[l]
@@ -133,12 +126,12 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, ints, bufs):
                          k, w, C, ints, bufs, y)
         eta = eta_l[l]
         if factored[l] != 0:
-            Tl = tbuf[toff[l]:toff[l + 1]].reshape((r, C))
+            Al = abuf[aoff[l]:aoff[l + 1]].reshape((C, r))
             U = ut[utoff[l]:utoff[l + 1]].reshape(((utoff[l + 1] - utoff[l]) // r, r))
             V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
             for a in range(C):
                 for i in range(r):
-                    U[slot * C + a, i] = Tl[i, a] * eta
+                    U[slot * C + a, i] = Al[a, i] * eta
                 for i in range(c):
                     V[slot * C + a, i] = G[a, i]
         elif l == L - 1:
@@ -149,9 +142,9 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, ints, bufs):
                     Kd[a, i] = G[a, i] * eta
         else:
             size = r * c
-            Tl = tbuf[toff[l]:toff[l + 1]].reshape((r, C))
+            Al = abuf[aoff[l]:aoff[l + 1]].reshape((C, r))
             Kd = kd[kdoff[l] + slot * size:kdoff[l] + (slot + 1) * size].reshape((r, c))
-            np.dot(Tl, G, Kd)
+            np.dot(Al.T, G, Kd)
             for a in range(r):
                 for i in range(c):
                     Kd[a, i] = Kd[a, i] * eta
@@ -210,6 +203,25 @@ def _scaled_sumsq(d, y, y_new, rtol, atol):
         q = d[m] / sc
         acc += q * q
     return acc
+
+
+@njit(cache=True)
+def _fsal(s, C, ints, bufs):
+    """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
+    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
+    ut, vs, kd = bufs[0], bufs[1], bufs[2]
+    for l in range(rows.shape[0]):
+        if factored[l] != 0:
+            nu = C * rows[l]
+            for m in range(nu):
+                ut[utoff[l] + m] = ut[utoff[l] + s * nu + m]
+            nv = C * cols[l]
+            for m in range(nv):
+                vs[vsoff[l] + m] = vs[vsoff[l] + s * nv + m]
+        else:
+            size = rows[l] * cols[l]
+            for m in range(size):
+                kd[kdoff[l] + m] = kd[kdoff[l] + s * size + m]
 
 
 @njit(cache=True)
@@ -301,21 +313,3 @@ def lowrank_advance(y, y_new, d5, d3, wtmp, th, t_target, stats, max_steps, A, b
             th[1] = h
             return 0
         t = t + h_try
-
-
-@njit(cache=True)
-def _fsal(s, C, ints, bufs):
-    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
-    ut, vs, kd = bufs[0], bufs[1], bufs[2]
-    for l in range(rows.shape[0]):
-        if factored[l] != 0:
-            nu = C * rows[l]
-            for m in range(nu):
-                ut[utoff[l] + m] = ut[utoff[l] + s * nu + m]
-            nv = C * cols[l]
-            for m in range(nv):
-                vs[vsoff[l] + m] = vs[vsoff[l] + s * nv + m]
-        else:
-            size = rows[l] * cols[l]
-            for m in range(size):
-                kd[kdoff[l] + m] = kd[kdoff[l] + s * size + m]

@@ -73,9 +73,12 @@ def pack(weights):
         np.concatenate([np.asarray(w, dtype=np.float64).ravel() for w in weights]))
 
 
-def unpack(y, shapes):
-    """Views ``[W_1, ..., W_L]`` into the flat state ``y`` (n,) (no copy; writes go through)."""
-    offs = layer_offsets(shapes)
+def unpack(y, shapes, offsets=None):
+    """Views ``[W_1, ..., W_L]`` into the flat state ``y`` (n,) (no copy; writes go through).
+
+    ``offsets`` (from :func:`layer_offsets`) may be passed to skip recomputing them.
+    """
+    offs = layer_offsets(shapes) if offsets is None else offsets
     return [y[offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(len(shapes))]
 
 
@@ -136,13 +139,17 @@ def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
     touches the P samples.  A thin QR ``X = Q R`` also yields the loss at output
     times without cancellation: ``2P loss = |Y - Q Q^T Y|^2 + |Q^T Y - R W^T|^2``.
     """
-    P = X.shape[0]
+    P, D = X.shape
     Sxx = X.T @ X / P
     Sxx = np.ascontiguousarray(0.5 * (Sxx + Sxx.T))  # exactly symmetric, used as Sxx^T too
     Syx = np.ascontiguousarray(Y.T @ X / P)
-    Q, R = np.linalg.qr(X, mode="reduced")
-    Z = Q.T @ Y
-    res0 = float(np.sum((Y - Q @ Z) ** 2))
+    # One triangular factor of [X | Y] = Q [[R, Z], [0, R_yy]] holds all three pieces
+    # (R and Z as in X = Q_1 R, Z = Q_1^T Y; |R_yy|^2 the part of Y outside the span
+    # of X), without forming Q and without cancellation.
+    Rxy = np.linalg.qr(np.hstack((X, Y)), mode="r")
+    K = min(P, D)
+    R, Z = Rxy[:K, :D], Rxy[:K, D:]
+    res0 = float(np.sum(Rxy[K:, D:] ** 2))
     L = len(shapes)
     scale = np.ones(L) if lr_scale is None else np.asarray(lr_scale, dtype=np.float64)
     eta_l = np.ascontiguousarray(eta * scale, dtype=np.float64)
@@ -168,8 +175,8 @@ def rhs(y, problem, out=None):
     shapes = problem.shapes
     if out is None:
         out = np.empty_like(y)
-    Ws = unpack(y, shapes)
-    dWs = unpack(out, shapes)
+    Ws = unpack(y, shapes, problem.offsets)
+    dWs = unpack(out, shapes, problem.offsets)
     L = len(Ws)
     # transposed top products At[i] = (W_L ... W_{i+2})^T (0-based layer i), N_{i+1} x C;
     # At[L-1] = identity is never formed
@@ -194,9 +201,9 @@ def rhs(y, problem, out=None):
     return out
 
 
-def end_to_end_flat(y, shapes):
+def end_to_end_flat(y, shapes, offsets=None):
     """End-to-end map ``W_L ... W_1`` (C, D) of the flat state ``y``, multiplied from the top."""
-    Ws = unpack(y, shapes)
+    Ws = unpack(y, shapes, offsets)
     W = Ws[-1]
     for w in Ws[-2::-1]:
         W = W @ w

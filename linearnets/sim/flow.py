@@ -286,8 +286,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     gram0 = []
 
     def observe(k, y):
-        Wl = _rhs.unpack(y, shapes)
-        e2e[k] = _rhs.end_to_end_flat(y, shapes)
+        Wl = _rhs.unpack(y, shapes, problem.offsets)
+        e2e[k] = _rhs.end_to_end_flat(y, shapes, problem.offsets)
         if weights_t is not None:
             for i in range(L):
                 weights_t[i][k] = Wl[i]
