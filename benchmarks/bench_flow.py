@@ -16,9 +16,15 @@ method/backend of ``gradient_flow`` the table shows the baselines
   its time is (t_end / lr) steps times the per-step time measured over a few
   hundred steps on the raw samples (an extrapolation where a full run would take minutes).
 
-A gradient table gives microseconds per gradient against the FLOP bound: the
+``DOP853, dense stages`` is the generic stepper (every stage state formed as a
+dense vector) on the same problem, to show what the factored stages of
+``linearnets.sim._lowrank`` save.
+
+A gradient table gives microseconds per gradient against the FLOP bound (the
 FLOPs of one gradient in the cheapest product order divided by this machine's
-float64 GEMM rate (best of several square products, measured in this run).
+float64 GEMM rate, best of several square products measured in this run) and
+against the memory bound (3 n doubles -- every weight read twice, the gradient
+written once -- at the measured copy bandwidth).
 
 Problems (seeded): small (20-32-32-1, P=200, sigma=1e-3, whitened scalar teacher
 s=1), medium (128-256-256-256-10, P=2000, sigma=0.03, singular values 1..0.5),
@@ -50,8 +56,10 @@ from linearnets.sim._solvers import backends_for  # noqa: E402
 
 #: Relative accuracy of the end-to-end map at t_end that a run must reach.
 TARGET = 1e-4
-#: Tolerances tried, loosest first (atol = ATOL_RATIO * rtol).
-RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
+#: Tolerances tried, loosest first, half a decade apart (atol = ATOL_RATIO * rtol).
+RTOLS = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7, 3e-8, 1e-8)
+#: Tolerances of a --quick run.
+QUICK_RTOLS = RTOLS[:9]
 ATOL_RATIO = 1e-3
 #: Repetitions of runs shorter than a second (the best time counts).
 REPEATS = 3
@@ -116,6 +124,18 @@ def gemm_rate():
             t0 = time.perf_counter()
             a @ a
             best = max(best, 2 * n ** 3 / (time.perf_counter() - t0))
+    return best
+
+
+def copy_bandwidth():
+    """Bytes per second moved by a large array copy (read + write), best of a few."""
+    a = np.ones(8 << 20)  # 64 MB, far beyond the per-core caches
+    b = np.empty_like(a)
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        best = max(best, 2 * a.nbytes / (time.perf_counter() - t0))
     return best
 
 
@@ -278,15 +298,21 @@ def bench(name, quick, rate):
             grads.append(("numba kernel", lambda: kern.rhs_flat(y0, out, *args)))
         except Exception as exc:  # the kernel's signature belongs to another module
             print(f"  (numba kernel not timed: {exc})")
+    # A gradient reads every weight at least twice (the chains from the top and from
+    # the bottom need each W_l at different times) and writes n numbers: a memory
+    # bound where the weights do not stay in cache, whatever the FLOP rate.
+    bw = copy_bandwidth()
+    mem_bound = 3 * 8 * problem.size / bw
     print(f"  gradient: {flops / 1e6:.3g} MFLOP, FLOP bound {bound * 1e6:.3g} us "
-          f"at {rate / 1e9:.0f} GFLOP/s")
+          f"at {rate / 1e9:.0f} GFLOP/s; memory bound {mem_bound * 1e6:.3g} us "
+          f"(3 x {8 * problem.size / 1e6:.3g} MB at {bw / 1e9:.1f} GB/s copy bandwidth)")
     for label, f in grads:
         dt = time_call(f, 0.2 if quick else 0.5)
-        print(f"    {label:30s} {dt * 1e6:10.1f} us   {bound / dt:6.1%} of the FLOP bound",
-              flush=True)
+        print(f"    {label:30s} {dt * 1e6:10.1f} us   {bound / dt:6.1%} of the FLOP bound, "
+              f"{mem_bound / dt:6.1%} of the memory bound", flush=True)
 
     rows_out = []
-    rtols = RTOLS[:5] if quick else RTOLS
+    rtols = QUICK_RTOLS if quick else RTOLS
     print(f"  {'solver':28s} {'backend':8s} {'rtol':>7s} {'time (s)':>10s} {'vs RK45':>8s} "
           f"{'nfev':>8s} {'us/eval':>9s} {'bound':>6s} {'error':>9s}", flush=True)
 
@@ -328,6 +354,27 @@ def bench(name, quick, rate):
                 return tr.end_to_end[-1], tr.nfev
             res, ok = scan(run, Wref, rtols)
             report(f"gradient_flow {m}", b, res, ok)
+
+    # the generic stepper (dense stage states) beside the factored one, same tableau
+    from linearnets.sim import _lowrank
+    from linearnets.sim._explicit import _erk_numba, erk_solve
+    from linearnets.sim._solvers import SolverOptions
+    from linearnets.sim._tableaux import TABLEAUX
+    tab = TABLEAUX["DOP853"]
+    if _lowrank.worth_factoring(problem, tab.n_stages):
+        b = "numba" if have_numba else "numpy"
+
+        def run(rtol):
+            opts = SolverOptions(rtol=rtol, atol=rtol * ATOL_RATIO)
+            keep = {}
+            args = (y0, np.array([0.0, t_end]), tab, opts,
+                    lambda k, y: keep.__setitem__("W", _rhs.end_to_end_flat(y, shapes)))
+            raw = (_erk_numba(problem, *args) if have_numba else
+                   erk_solve(lambda v, o: _rhs.rhs(v, problem, o), *args))
+            W = keep["W"] if raw.status.success else np.full_like(Wref, np.nan)
+            return W, raw.nfev
+        res, ok = scan(run, Wref, rtols)
+        report("DOP853, dense stages", b, res, ok)
 
     gd = gd_baseline(ws, X, Y, t_end, Wref, problem, quick)
     if gd is None:
