@@ -57,9 +57,9 @@ from linearnets.sim._solvers import backends_for  # noqa: E402
 #: Relative accuracy of the end-to-end map at t_end that a run must reach.
 TARGET = 1e-4
 #: Tolerances tried, loosest first, half a decade apart (atol = ATOL_RATIO * rtol).
-RTOLS = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7, 3e-8, 1e-8)
+RTOLS = (1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7, 3e-8, 1e-8)
 #: Tolerances of a --quick run.
-QUICK_RTOLS = RTOLS[:9]
+QUICK_RTOLS = RTOLS[:11]
 ATOL_RATIO = 1e-3
 #: Repetitions of runs shorter than a second (the best time counts).
 REPEATS = 3
@@ -125,6 +125,23 @@ def gemm_rate():
             a @ a
             best = max(best, 2 * n ** 3 / (time.perf_counter() - t0))
     return best
+
+
+def cache_bytes():
+    """Size of one core's L2 cache (from Linux sysfs), or 1 MiB where the system does not say."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for idx in sorted(os.listdir(base)):
+            with open(os.path.join(base, idx, "level")) as f:
+                if f.read().strip() != "2":
+                    continue
+            with open(os.path.join(base, idx, "size")) as f:
+                text = f.read().strip().upper()
+            mult = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            return int(text.rstrip("KM")) * mult
+    except (OSError, ValueError):
+        pass
+    return 1 << 20
 
 
 def copy_bandwidth():
@@ -303,13 +320,17 @@ def bench(name, quick, rate):
     # bound where the weights do not stay in cache, whatever the FLOP rate.
     bw = copy_bandwidth()
     mem_bound = 3 * 8 * problem.size / bw
+    in_cache = 8 * problem.size <= cache_bytes()
     print(f"  gradient: {flops / 1e6:.3g} MFLOP, FLOP bound {bound * 1e6:.3g} us "
-          f"at {rate / 1e9:.0f} GFLOP/s; memory bound {mem_bound * 1e6:.3g} us "
-          f"(3 x {8 * problem.size / 1e6:.3g} MB at {bw / 1e9:.1f} GB/s copy bandwidth)")
+          f"at {rate / 1e9:.0f} GFLOP/s; " +
+          ("weights fit in cache, no memory bound" if in_cache else
+           f"memory bound {mem_bound * 1e6:.3g} us (3 x {8 * problem.size / 1e6:.3g} MB "
+           f"at {bw / 1e9:.1f} GB/s copy bandwidth)"))
     for label, f in grads:
         dt = time_call(f, 0.2 if quick else 0.5)
-        print(f"    {label:30s} {dt * 1e6:10.1f} us   {bound / dt:6.1%} of the FLOP bound, "
-              f"{mem_bound / dt:6.1%} of the memory bound", flush=True)
+        mem = "" if in_cache else f", {mem_bound / dt:6.1%} of the memory bound"
+        print(f"    {label:30s} {dt * 1e6:10.1f} us   {bound / dt:6.1%} of the FLOP bound{mem}",
+              flush=True)
 
     rows_out = []
     rtols = QUICK_RTOLS if quick else RTOLS

@@ -2,7 +2,10 @@
 
 The numpy stepper (:func:`erk_solve`) is the reference; the numba backend runs
 the same algorithm compiled (``_kernels.erk_advance``), one call per output
-interval, so there is no Python per step.  Both share the initial-step
+interval, so there is no Python per step.  On networks wide enough that a
+layer's stage updates are cheaper kept as rank-C factors, both backends hand
+the same tableau to the factored-stage stepper of ``_lowrank`` (same control,
+same steps up to rounding; see :func:`linearnets.sim._lowrank.worth_factoring`).  Both share the initial-step
 selection and the control constants below, and accumulate the stage sums and
 the error norm in the same order without BLAS, so that (given a right-hand
 side that agrees bit for bit, as the BLAS products do when numpy and scipy
