@@ -360,7 +360,7 @@ def bench(name, quick, rate):
     backends = ["numpy"] + (["numba"] if have_numba else []) + (["cupy"] if B.gpu_available() else [])
     methods = ["RK45", "DOP853", "auto", "ROS34PW2"]
     if quick:
-        methods = ["DOP853", "auto"]
+        methods = ["RK45", "DOP853", "auto"]
     for m in methods:
         for b in backends:
             if b not in backends_for(m):
