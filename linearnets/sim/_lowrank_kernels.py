@@ -76,7 +76,7 @@ def _apply_right(l, G, out, k, w, C, ints, bufs, y):
 
 
 @njit(cache=True)
-def stage(y, w, k, slot, Sxx, Syx, eta_l, ints, bufs):
+def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
     """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)`` (``w`` has >= k entries)."""
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
     ut, vs, kd, wst, abuf, gbuf, wbuf, sw = (bufs[0], bufs[1], bufs[2], bufs[3], bufs[4],
@@ -111,13 +111,18 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, ints, bufs):
     else:
         for m in range(C * D):
             wbuf[m] = wst[offs[0] + m]
-    # E = Syx - W Sxx, stored as G_0
-    SW = sw.reshape((C, D))
-    np.dot(W, Sxx, SW)
+    # E = Syx - W Sxx (Sxx = I on whitened data), stored as G_0
     E = gbuf[goff[0]:goff[1]].reshape((C, D))
-    for a in range(C):
-        for d in range(D):
-            E[a, d] = Syx[a, d] - SW[a, d]
+    if white:
+        for a in range(C):
+            for d in range(D):
+                E[a, d] = Syx[a, d] - W[a, d]
+    else:
+        SW = sw.reshape((C, D))
+        np.dot(W, Sxx, SW)
+        for a in range(C):
+            for d in range(D):
+                E[a, d] = Syx[a, d] - SW[a, d]
     # bottom products G_l = G_{l-1} W_{l-1}^st^T and the new stage factors
     for l in range(L):
         r, c = rows[l], cols[l]
@@ -246,7 +251,7 @@ def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
 
 
 @njit(cache=True)
-def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, rtol, atol):
+def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
     """``y_new = y + pb`` on one block from offset ``m0``; its sums of scaled error squares.
 
     Summed left to right, as the numpy reference does (a reassociated, vectorised
@@ -262,7 +267,7 @@ def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, rtol, atol):
             y_new[m0 + m] = yn
             sc = atol + rtol * max(abs(yv), abs(yn))
             q5 = pe[m] / sc
-            q3 = p3[m] / sc
+            q3 = (p3[m] + c3 * pb[m]) / sc
             s5 += q5 * q5
             s3 += q3 * q3
     else:
@@ -277,11 +282,12 @@ def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, rtol, atol):
 
 
 @njit(cache=True)
-def step_end(y, y_new, wb, we, we3, use_e3, rtol, atol, block_entries, C, ints, bufs, pbuf):
+def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, block_entries, C, ints, bufs, pbuf):
     """``y_new = y + sum_j wb_j K_j`` and the scaled error sums ``(e5, e3)``.
 
     The compiled ``_lowrank._Stages.step_end``: one pass over the state, factored
-    layers in row blocks whose products stay in cache.
+    layers in row blocks whose products stay in cache; the second error estimate
+    is ``sum_j we3_j K_j + c3 sum_j wb_j K_j``.
     """
     rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
     kd = bufs[2]
@@ -308,7 +314,7 @@ def step_end(y, y_new, wb, we, we3, use_e3, rtol, atol, block_entries, C, ints, 
                 if use_e3:
                     _block_product(l, 2, q3, i0, i1, P3, C, ints, bufs)
                 s5, s3 = _finish_block(y, y_new, base + i0 * c, pbuf[:size], pbuf[nb:nb + size],
-                                       pbuf[2 * nb:2 * nb + size], use_e3, rtol, atol)
+                                       pbuf[2 * nb:2 * nb + size], use_e3, c3, rtol, atol)
                 e5 += s5
                 e3 += s3
         else:
@@ -336,7 +342,7 @@ def step_end(y, y_new, wb, we, we3, use_e3, rtol, atol, block_entries, C, ints, 
                     for j in range(we3.shape[0]):
                         if we3[j] != 0.0:
                             p3 += we3[j] * kd[kb + j * size + m]
-                    qv = p3 / sc
+                    qv = (p3 + c3 * pb) / sc
                     s3 += qv * qv
             e5 += s5
             e3 += s3
@@ -365,7 +371,7 @@ def _fsal(s, C, ints, bufs):
 @njit(cache=True)
 def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, max_steps, A, b, e,
                     e3, use_e3, exponent, rtol, atol, safety, min_factor, max_factor, ulps,
-                    Sxx, Syx, eta_l, ints, bufs):
+                    Sxx, Syx, eta_l, white, ints, bufs):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target``; slot 0 holds ``f(y)``.
 
     The loop of ``_kernels.erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
@@ -378,6 +384,11 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
     t = th[0]
     h = th[1]
     nonfinite = False
+    # the state and the trial state swap roles at every accepted step; the caller's
+    # ``y`` receives the state once, when this call returns
+    cur = y
+    nxt = y_new
+    in_y = True
     while True:
         min_step = ulps * (np.nextafter(t, np.inf) - t)
         if h < min_step:
@@ -387,11 +398,13 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
             if stats[1] + stats[2] >= max_steps:
                 th[0] = t
                 th[1] = h
+                _settle(y, cur, in_y)
                 return -3
             if h < min_step:
                 th[0] = t
                 th[1] = h
                 stats[3] = 1 if nonfinite else 0
+                _settle(y, cur, in_y)
                 return -1
             h_try = h
             clipped = t + h >= t_target
@@ -400,12 +413,12 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
             for i in range(1, s + 1):
                 for j in range(i):
                     wtmp[j] = h_try * (b[j] if i == s else A[i, j])
-                stage(y, wtmp, i, i, Sxx, Syx, eta_l, ints, bufs)
+                stage(cur, wtmp, i, i, Sxx, Syx, eta_l, white, ints, bufs)
             stats[0] += s
             for j in range(s):
                 wtmp[j] = h_try * b[j]
-            e5, e3n = step_end(y, y_new, wtmp[:s], e, e3, use_e3, rtol, atol, block_entries,
-                               C, ints, bufs, pbuf)
+            e5, e3n = step_end(cur, nxt, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol,
+                               block_entries, C, ints, bufs, pbuf)
             # error norm (RMS, or Hairer's DOP853 combination of err5 and err3)
             if use_e3:
                 if e5 == 0.0 and e3n == 0.0:
@@ -438,11 +451,20 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
             h = h_try * max(min_factor, safety * err ** exponent)
             rejected = True
         stats[1] += 1
-        for m in range(n):
-            y[m] = y_new[m]
+        cur, nxt = nxt, cur
+        in_y = not in_y
         _fsal(s, C, ints, bufs)
         if clipped:
             th[0] = t_target
             th[1] = h
+            _settle(y, cur, in_y)
             return 0
         t = t + h_try
+
+
+@njit(cache=True)
+def _settle(y, cur, in_y):
+    """Copy the current state into the caller's array unless it is already there."""
+    if not in_y:
+        for m in range(y.shape[0]):
+            y[m] = cur[m]

@@ -82,6 +82,10 @@ def unpack(y, shapes, offsets=None):
     return [y[offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(len(shapes))]
 
 
+#: ``Sxx`` closer than this to the identity (max entry) counts as whitened.
+WHITE_TOL = 16 * np.finfo(np.float64).eps
+
+
 @dataclass(frozen=True, eq=False)
 class FlowProblem:
     """Everything a solver needs to integrate gradient flow of a linear network.
@@ -99,6 +103,8 @@ class FlowProblem:
     loss_R, loss_Z, loss_res0 : ndarray (K, D), ndarray (K, C), float
         Thin-QR summary of the data for an accurate loss (see
         :func:`loss_from_end_to_end`); ``P`` the number of samples.
+    white : bool
+        Whether ``Sxx`` is the identity to within ``WHITE_TOL`` (derived).
     """
 
     shapes: tuple
@@ -110,9 +116,15 @@ class FlowProblem:
     loss_res0: float
     P: int
     offsets: np.ndarray = field(init=False)
+    white: bool = field(init=False)
 
     def __post_init__(self):
         object.__setattr__(self, "offsets", layer_offsets(self.shapes))
+        D = self.Sxx.shape[0]
+        # whitened data: solvers may skip the C x D x D product with the identity (Sxx = I
+        # up to the rounding of X^T X / P itself, below which the product resolves nothing)
+        object.__setattr__(self, "white",
+                           bool(np.max(np.abs(self.Sxx - np.eye(D))) <= WHITE_TOL))
 
     @property
     def depth(self) -> int:

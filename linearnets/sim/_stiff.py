@@ -56,8 +56,6 @@ __all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF
 KRYLOV_TOL = 1e-1
 #: Iteration cap of one Krylov solve; hitting it counts as a rejected step.
 MAX_KRYLOV = 60
-#: ``Sxx`` closer than this to the identity (max entry) counts as whitened.
-WHITE_TOL = 16 * np.finfo(np.float64).eps
 #: Largest step growth factor of the Rosenbrock stepper.
 ROSW_MAX_FACTOR = 5.0
 #: Accepted steps in a row with ``h rho`` beyond the stability boundary before switching.
@@ -94,10 +92,7 @@ class Flow:
         self.offsets = [int(o) for o in problem.offsets]
         self.n = self.offsets[-1]
         self.eta = [float(e) for e in problem.eta_l]
-        D = problem.Sxx.shape[0]
-        # whitened data: skip the C x D x D product with the identity (Sxx = I up to
-        # the rounding of X^T X / P itself, below which the product cannot resolve anything)
-        self.white = bool(np.max(np.abs(problem.Sxx - np.eye(D))) <= WHITE_TOL)
+        self.white = problem.white   # skip the product with Sxx = I
         self.Sxx = xp.asarray(problem.Sxx)
         self.Syx = xp.asarray(problem.Syx)
         self.base = None
