@@ -23,8 +23,9 @@ dense vector) on the same problem, to show what the factored stages of
 A gradient table gives microseconds per gradient against the FLOP bound (the
 FLOPs of one gradient in the cheapest product order divided by this machine's
 float64 GEMM rate, best of several square products measured in this run) and
-against the memory bound (3 n doubles -- every weight read twice, the gradient
-written once -- at the measured copy bandwidth).
+against a memory-traffic estimate (3 n doubles -- every weight read twice, the
+gradient written once -- at the measured copy bandwidth; an estimate, not a strict
+bound: plain reads stream faster than copies, and part of the weights may stay cached).
 
 Problems (seeded): small (20-32-32-1, P=200, sigma=1e-3, whitened scalar teacher
 s=1), medium (128-256-256-256-10, P=2000, sigma=0.03, singular values 1..0.5),
@@ -315,20 +316,20 @@ def bench(name, quick, rate):
             grads.append(("numba kernel", lambda: kern.rhs_flat(y0, out, *args)))
         except Exception as exc:  # the kernel's signature belongs to another module
             print(f"  (numba kernel not timed: {exc})")
-    # A gradient reads every weight at least twice (the chains from the top and from
-    # the bottom need each W_l at different times) and writes n numbers: a memory
-    # bound where the weights do not stay in cache, whatever the FLOP rate.
+    # A gradient reads every weight twice (the chains from the top and from the bottom
+    # need each W_l at different times) and writes n numbers: where the weights do not
+    # stay in cache this traffic, not the FLOP rate, sets the time (an estimate).
     bw = copy_bandwidth()
     mem_bound = 3 * 8 * problem.size / bw
     in_cache = 8 * problem.size <= cache_bytes()
     print(f"  gradient: {flops / 1e6:.3g} MFLOP, FLOP bound {bound * 1e6:.3g} us "
           f"at {rate / 1e9:.0f} GFLOP/s; " +
-          ("weights fit in cache, no memory bound" if in_cache else
-           f"memory bound {mem_bound * 1e6:.3g} us (3 x {8 * problem.size / 1e6:.3g} MB "
+          ("weights fit in cache, no memory estimate" if in_cache else
+           f"memory estimate {mem_bound * 1e6:.3g} us (3 x {8 * problem.size / 1e6:.3g} MB "
            f"at {bw / 1e9:.1f} GB/s copy bandwidth)"))
     for label, f in grads:
         dt = time_call(f, 0.2 if quick else 0.5)
-        mem = "" if in_cache else f", {mem_bound / dt:6.1%} of the memory bound"
+        mem = "" if in_cache else f", {mem_bound / dt:6.1%} of the memory estimate"
         print(f"    {label:30s} {dt * 1e6:10.1f} us   {bound / dt:6.1%} of the FLOP bound{mem}",
               flush=True)
 
