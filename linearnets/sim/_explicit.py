@@ -36,7 +36,7 @@ from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import TABLEAUX
 
 __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "MIN_STEP_ULPS", "select_initial_step",
-           "erk_solve", "erk_fixed", "solve_numpy", "solve_numba"]
+           "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba"]
 
 #: Safety factor on the optimal step-size change.
 SAFETY = 0.9
@@ -111,14 +111,15 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np):
     return min(100 * h0, h1, interval)
 
 
-def _start(fun, y, f0, t_eval, tab, options, observe):
-    """Evaluate ``f0 = fun(y)``, observe ``t_eval[0]`` and choose the first step.
+def _start(evaluate_f0, fun, y, t_eval, tab, options, observe):
+    """Evaluate ``f0 = evaluate_f0()``, observe ``t_eval[0]`` and choose the first step.
 
+    ``fun(v, out)`` is a dense right-hand side for the initial-step selection.
     Returns ``(early, h, nfev)``: ``early`` is the finished RawResult when the run
     ends here (non-finite right-hand side, or a single output time), else None.
     """
     t = float(t_eval[0])
-    fun(y, f0)
+    f0 = evaluate_f0()
     nfev = 1
     observe(0, y)
     if not np.all(np.isfinite(f0)):
@@ -153,16 +154,24 @@ def _sequential_sumsq(v):
     return float(np.cumsum(v * v)[-1]) if v.size else 0.0
 
 
-def _error_norm(tab, K, h, scale, tmp, acc):
-    """Error norm of a step (see the module docstring); bit-identical to the numba kernel."""
-    n = scale.size
-    e5 = _sequential_sumsq(_combine(tab.e, K, acc, tmp) / scale)
-    if tab.e3 is None:
-        return abs(h) * np.sqrt(e5 / n)
-    e3 = _sequential_sumsq(_combine(tab.e3, K, acc, tmp) / scale)
+def error_norm(e5, e3, use_e3, h, n):
+    """Error norm of a step from its sums of scaled squared error estimates.
+
+    The RMS norm ``|h| sqrt(e5 / n)``, or with a second (third-order) estimate
+    Hairer's DOP853 norm ``|h| e5 / sqrt((e5 + 0.01 e3) n)``.
+    """
+    if not use_e3:
+        return abs(h) * math.sqrt(e5 / n)
     if e5 == 0.0 and e3 == 0.0:
         return 0.0
-    return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
+    return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)
+
+
+def _error_norm(tab, K, h, scale, tmp, acc):
+    """Error norm of a step (see the module docstring); bit-identical to the numba kernel."""
+    e5 = _sequential_sumsq(_combine(tab.e, K, acc, tmp) / scale)
+    e3 = _sequential_sumsq(_combine(tab.e3, K, acc, tmp) / scale) if tab.e3 is not None else 0.0
+    return error_norm(e5, e3, tab.e3 is not None, h, scale.size)
 
 
 def _min_step(t):
@@ -199,71 +208,93 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
     rtol, atol = options.rtol, options.atol
     s = tab.n_stages
     n = y0.size
-    T = t_eval.size
     y = np.array(y0, dtype=np.float64, copy=True)
     K = np.empty((s + 1, n))
-    nfev = nsteps = nrej = 0
-    t = float(t_eval[0])
-    exponent = -1.0 / (tab.error_order + 1)
+    tmp = np.empty(n)
+    acc = np.empty(n)
+
+    def trial(y, y_new, h_try):
+        for i in range(1, s + 1):
+            _combine(tab.b if i == s else tab.A[i, :i], K, y_new, tmp)
+            y_new *= h_try
+            y_new += y
+            fun(y_new, K[i])
+        scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
+        return _error_norm(tab, K, h_try, scale, tmp, acc)
+
+    def accepted():
+        K[0] = K[s]
 
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
-        early, h, nfev = _start(fun, y, K[0], t_eval, tab, options, observe)
+        early, h, nfev = _start(lambda: fun(y, K[0]), fun, y, t_eval, tab, options, observe)
         if early is not None:
             return early
-        k = 1
-        status = FlowStatus.SUCCESS
-        nonfinite = False
-        y_new = np.empty(n)
-        tmp = np.empty(n)
-        acc = np.empty(n)
-        while k < T:
-            t_target = float(t_eval[k])
-            min_step = _min_step(t)
-            h = max(h, min_step)
-            rejected = False
-            while True:
-                if nsteps + nrej >= options.max_steps:
-                    status = FlowStatus.MAX_STEPS
-                    break
-                if h < min_step:
-                    status = FlowStatus.STEP_UNDERFLOW
-                    break
-                h_try = h
-                clipped = t + h >= t_target
-                if clipped:
-                    h_try = t_target - t
-                for i in range(1, s + 1):
-                    _combine(tab.b if i == s else tab.A[i, :i], K, y_new, tmp)
-                    y_new *= h_try
-                    y_new += y
-                    fun(y_new, K[i])
-                nfev += s
-                scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-                err = _error_norm(tab, K, h_try, scale, tmp, acc)
-                if not np.isfinite(err):
-                    nonfinite = True
-                    nrej += 1
-                    h = h_try * MIN_FACTOR
-                    rejected = True
-                    continue
-                if err < 1.0:
-                    h = step_after_accept(h, h_try, err, exponent, MAX_FACTOR, rejected, clipped)
-                    nonfinite = False
-                    break
-                nrej += 1
-                h = step_after_reject(h_try, err, exponent)
-                rejected = True
-            if status is not FlowStatus.SUCCESS:
+        return adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe)
+
+
+def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe):
+    """The adaptive loop shared by the numpy steppers, from ``t_eval[0]`` with first step ``h``.
+
+    ``trial(y, y_new, h_try) -> err`` computes one attempted step of ``tab.n_stages``
+    evaluations into ``y_new`` and returns its error norm; ``accepted()`` is called
+    after an accepted step (first-same-as-last bookkeeping).  Step control, output
+    times and failures as described in the module docstring.
+
+    Returns
+    -------
+    RawResult
+    """
+    s = tab.n_stages
+    T = t_eval.size
+    t = float(t_eval[0])
+    exponent = -1.0 / (tab.error_order + 1)
+    nsteps = nrej = 0
+    k = 1
+    status = FlowStatus.SUCCESS
+    nonfinite = False
+    y_new = np.empty_like(y)
+    while k < T:
+        t_target = float(t_eval[k])
+        min_step = _min_step(t)
+        h = max(h, min_step)
+        rejected = False
+        while True:
+            if nsteps + nrej >= options.max_steps:
+                status = FlowStatus.MAX_STEPS
                 break
-            nsteps += 1
-            y, y_new = y_new, y
-            K[0] = K[s]
+            if h < min_step:
+                status = FlowStatus.STEP_UNDERFLOW
+                break
+            h_try = h
+            clipped = t + h >= t_target
             if clipped:
-                t = t_target
-                observe(k, y)
-                k += 1
-            else:
-                t = t + h_try
+                h_try = t_target - t
+            err = trial(y, y_new, h_try)
+            nfev += s
+            if not np.isfinite(err):
+                nonfinite = True
+                nrej += 1
+                h = h_try * MIN_FACTOR
+                rejected = True
+                continue
+            if err < 1.0:
+                h = step_after_accept(h, h_try, err, exponent, MAX_FACTOR, rejected, clipped)
+                nonfinite = False
+                break
+            nrej += 1
+            h = step_after_reject(h_try, err, exponent)
+            rejected = True
+        if status is not FlowStatus.SUCCESS:
+            break
+        nsteps += 1
+        y, y_new = y_new, y
+        accepted()
+        if clipped:
+            t = t_target
+            observe(k, y)
+            k += 1
+        else:
+            t = t + h_try
     msg = (status.message if status.success
            else _failure_message(status, t, h, options.max_steps, nonfinite))
     return RawResult(k, t, y, nfev, nsteps, nrej, status, msg)
@@ -334,7 +365,7 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     K = np.empty((s + 1, n))
     t = float(t_eval[0])
     with np.errstate(all="ignore"):
-        early, h, nfev = _start(fun, y, K[0], t_eval, tab, options, observe)
+        early, h, nfev = _start(lambda: fun(y, K[0]), fun, y, t_eval, tab, options, observe)
     if early is not None:
         return early
     use_e3 = tab.e3 is not None

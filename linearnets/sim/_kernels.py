@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["rhs_flat", "erk_advance"]
+__all__ = ["rhs_flat", "error_norm", "step_after_accept", "erk_advance"]
 
 
 @njit(cache=True)
@@ -68,6 +68,28 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
             np.dot(Ai, Gi, dW)
             for m in range(offs[i], offs[i + 1]):
                 out[m] *= eta
+
+
+@njit(cache=True)
+def error_norm(e5, e3, use_e3, h, n):
+    """``_explicit._error_norm`` from the scaled error sums: RMS, or Hairer's DOP853 norm."""
+    if not use_e3:
+        return abs(h) * np.sqrt(e5 / n)
+    if e5 == 0.0 and e3 == 0.0:
+        return 0.0
+    return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
+
+
+@njit(cache=True)
+def step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped):
+    """``_explicit.step_after_accept`` for the compiled loops (same operations)."""
+    factor = max_factor if err == 0.0 else min(max_factor, safety * err ** exponent)
+    if rejected:
+        factor = min(1.0, factor)
+    h_next = h_try * factor
+    if clipped and not rejected:
+        h_next = max(h_next, h)
+    return h_next
 
 
 @njit(cache=True)
@@ -138,13 +160,7 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                 if use_e3:
                     acc3 /= sc
                     e3n += acc3 * acc3
-            if use_e3:
-                if e5 == 0.0 and e3n == 0.0:
-                    err = 0.0
-                else:
-                    err = abs(h_try) * e5 / np.sqrt((e5 + 0.01 * e3n) * n)
-            else:
-                err = abs(h_try) * np.sqrt(e5 / n)
+            err = error_norm(e5, e3n, use_e3, h_try, n)
             if not np.isfinite(err):
                 nonfinite = True
                 stats[2] += 1
@@ -152,17 +168,8 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                 rejected = True
                 continue
             if err < 1.0:
-                # _explicit.step_after_accept, inlined for the compiled loop
-                if err == 0.0:
-                    factor = max_factor
-                else:
-                    factor = min(max_factor, safety * err ** exponent)
-                if rejected:
-                    factor = min(1.0, factor)
-                h_next = h_try * factor
-                if clipped and not rejected:
-                    h_next = max(h_next, h)
-                h = h_next
+                h = step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected,
+                                      clipped)
                 nonfinite = False
                 break
             stats[2] += 1

@@ -36,14 +36,11 @@ and numba call the same BLAS).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from . import _explicit, _rhs
-from ._explicit import (MAX_FACTOR, MIN_FACTOR, _failure_message, _min_step,
-                        select_initial_step, step_after_accept, step_after_reject)
-from ._solvers import FlowStatus, RawResult
+from ._explicit import MAX_FACTOR, MIN_FACTOR, _failure_message
+from ._solvers import RawResult
 
 __all__ = ["Layout", "worth_factoring", "third_order_rest", "lowrank_solve",
            "lowrank_solve_numba"]
@@ -282,26 +279,6 @@ def _finish_block(y, y_new, pb, pe, p3, c3, rtol, atol, e5, e3):
     return e5, e3
 
 
-def _start(stage0, dense_f0, dense_rhs, y, t_eval, tab, options, observe):
-    """First stage, first output and first step; ``(early, h, nfev)`` as ``_explicit._start``."""
-    t = float(t_eval[0])
-    stage0()
-    nfev = 1
-    observe(0, y)
-    f0 = dense_f0()
-    if not np.all(np.isfinite(f0)):
-        return (RawResult(1, t, y, nfev, 0, 0, FlowStatus.NONFINITE,
-                          _failure_message(FlowStatus.NONFINITE, t, 0.0, options.max_steps)),
-                0.0, nfev)
-    if t_eval.size == 1:
-        return RawResult(1, t, y, nfev, 0, 0, FlowStatus.SUCCESS, FlowStatus.SUCCESS.message), 0.0, nfev
-    if options.first_step is not None:
-        return None, float(options.first_step), nfev
-    h = select_initial_step(lambda v: dense_rhs(v, np.empty_like(v)), t, y, f0,
-                            float(t_eval[-1]), tab.error_order, options.rtol, options.atol)
-    return None, h, nfev + 1
-
-
 def lowrank_solve(problem, y0, t_eval, tab, options, observe):
     """Integrate linear-network gradient flow with tableau ``tab``, stages factored (numpy).
 
@@ -315,74 +292,27 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
     rtol, atol = options.rtol, options.atol
     s = tab.n_stages
     n = y0.size
-    T = t_eval.size
     st = _Stages(problem, Layout(problem, s + 1))
     e3_rest = third_order_rest(tab)
     y = np.array(y0, dtype=np.float64, copy=True)
-    t = float(t_eval[0])
-    exponent = -1.0 / (tab.error_order + 1)
+
+    def trial(y, y_new, h_try):
+        for i in range(1, s + 1):
+            st.stage(y, h_try * (tab.b if i == s else tab.A[i, :i]), i)
+        e5, e3 = st.step_end(y, y_new, h_try * tab.b, tab.e, e3_rest, 1.0 / h_try, rtol, atol)
+        return _explicit.error_norm(e5, e3, tab.e3 is not None, h_try, n)
+
+    def first():
+        st.stage(y, np.zeros(0), 0)
+        return st.combination(np.ones(1), np.empty(n))
+
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
-        early, h, nfev = _start(lambda: st.stage(y, np.zeros(0), 0),
-                                lambda: st.combination(np.ones(1), np.empty(n)),
-                                lambda v, out: _rhs.rhs(v, problem, out),
-                                y, t_eval, tab, options, observe)
+        early, h, nfev = _explicit._start(first, lambda v, out: _rhs.rhs(v, problem, out), y,
+                                          t_eval, tab, options, observe)
         if early is not None:
             return early
-        nsteps = nrej = 0
-        k = 1
-        status = FlowStatus.SUCCESS
-        nonfinite = False
-        y_new = np.empty(n)
-        while k < T:
-            t_target = float(t_eval[k])
-            min_step = _min_step(t)
-            h = max(h, min_step)
-            rejected = False
-            while True:
-                if nsteps + nrej >= options.max_steps:
-                    status = FlowStatus.MAX_STEPS
-                    break
-                if h < min_step:
-                    status = FlowStatus.STEP_UNDERFLOW
-                    break
-                h_try = h
-                clipped = t + h >= t_target
-                if clipped:
-                    h_try = t_target - t
-                for i in range(1, s + 1):
-                    w = tab.b if i == s else tab.A[i, :i]
-                    st.stage(y, h_try * w, i)
-                nfev += s
-                e5, e3 = st.step_end(y, y_new, h_try * tab.b, tab.e, e3_rest, 1.0 / h_try, rtol,
-                                     atol)
-                err = error_norm(e5, e3, tab.e3 is not None, h_try, n)
-                if not np.isfinite(err):
-                    nonfinite = True
-                    nrej += 1
-                    h = h_try * MIN_FACTOR
-                    rejected = True
-                    continue
-                if err < 1.0:
-                    h = step_after_accept(h, h_try, err, exponent, MAX_FACTOR, rejected, clipped)
-                    nonfinite = False
-                    break
-                nrej += 1
-                h = step_after_reject(h_try, err, exponent)
-                rejected = True
-            if status is not FlowStatus.SUCCESS:
-                break
-            nsteps += 1
-            y, y_new = y_new, y
-            st.fsal(s)
-            if clipped:
-                t = t_target
-                observe(k, y)
-                k += 1
-            else:
-                t = t + h_try
-    msg = (status.message if status.success
-           else _failure_message(status, t, h, options.max_steps, nonfinite))
-    return RawResult(k, t, y, nfev, nsteps, nrej, status, msg)
+        return _explicit.adaptive_run(trial, lambda: st.fsal(s), y, h, nfev, t_eval, tab,
+                                      options, observe)
 
 
 def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
@@ -409,7 +339,8 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
     y = np.array(y0, dtype=np.float64, copy=True)
     f0 = np.empty(n)
 
-    def dense_f0():
+    def first():
+        kern.stage(y, np.zeros(1), 0, 0, Sxx, Syx, eta_l, problem.white, ints, bufs)
         kern.combination(np.ones(1), 1, f0, C, ints, bufs)
         return f0
 
@@ -418,9 +349,7 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
         return out
 
     with np.errstate(all="ignore"):
-        early, h, nfev = _start(lambda: kern.stage(y, np.zeros(1), 0, 0, Sxx, Syx, eta_l,
-                                                   problem.white, ints, bufs),
-                                dense_f0, dense_rhs, y, t_eval, tab, options, observe)
+        early, h, nfev = _explicit._start(first, dense_rhs, y, t_eval, tab, options, observe)
     if early is not None:
         return early
     use_e3 = tab.e3 is not None
@@ -457,12 +386,3 @@ def third_order_rest(tab):
     if tab.e3 is None:
         return None
     return np.ascontiguousarray(tab.e3 - np.append(tab.b, 0.0))
-
-
-def error_norm(e5, e3, use_e3, h, n):
-    """The error norm of ``_explicit._error_norm`` from the scaled error sums of ``step_end``."""
-    if not use_e3:
-        return abs(h) * math.sqrt(e5 / n)
-    if e5 == 0.0 and e3 == 0.0:
-        return 0.0
-    return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._kernels import error_norm, step_after_accept
+
 __all__ = ["stage", "combination", "step_end", "lowrank_advance"]
 
 @njit(cache=True)
@@ -236,9 +238,9 @@ def _gather(l, w, k, which, C, ints, bufs):
 @njit(cache=True)
 def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
     """``out = (U^T w)[i0:i1] V`` from work area ``which`` (out: (i1 - i0) x N_{l-1})."""
-    rows, cols = ints[0], ints[1]
+    cols = ints[1]
     usbuf, vgbuf = bufs[11], bufs[12]
-    r, c = rows[l], cols[l]
+    c = cols[l]
     if q == 0:
         for i in range(i1 - i0):
             for j in range(c):
@@ -419,14 +421,7 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
                 wtmp[j] = h_try * b[j]
             e5, e3n = step_end(cur, nxt, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol,
                                block_entries, C, ints, bufs, pbuf)
-            # error norm (RMS, or Hairer's DOP853 combination of err5 and err3)
-            if use_e3:
-                if e5 == 0.0 and e3n == 0.0:
-                    err = 0.0
-                else:
-                    err = abs(h_try) * e5 / np.sqrt((e5 + 0.01 * e3n) * n)
-            else:
-                err = abs(h_try) * np.sqrt(e5 / n)
+            err = error_norm(e5, e3n, use_e3, h_try, n)
             if not np.isfinite(err):
                 nonfinite = True
                 stats[2] += 1
@@ -434,17 +429,8 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
                 rejected = True
                 continue
             if err < 1.0:
-                # _explicit.step_after_accept, inlined for the compiled loop
-                if err == 0.0:
-                    factor = max_factor
-                else:
-                    factor = min(max_factor, safety * err ** exponent)
-                if rejected:
-                    factor = min(1.0, factor)
-                h_next = h_try * factor
-                if clipped and not rejected:
-                    h_next = max(h_next, h)
-                h = h_next
+                h = step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected,
+                                      clipped)
                 nonfinite = False
                 break
             stats[2] += 1
