@@ -222,10 +222,13 @@ def test_convergence_order(name, order, ns):
 
 
 def test_tolerance_proportionality():
-    # tightening rtol 100x shrinks the global error roughly 100x (not 10x, not 1e4x)
+    # tightening rtol 100x shrinks the global error roughly 100x (not 10x, not 1e4x),
+    # while steps are set by accuracy: up to t = 8 (loss 1e-8).  Long after convergence
+    # the steps of both runs are set by the stability cap and the flow contracts the
+    # error, so the ratio there says nothing about the error control.
     X, Y = teacher_task(30, 5, [2.0, 1.0], seed=0)
     ws = init_network((5, 6, 2), 0.1, seed=1)
-    t = np.array([0.0, 20.0])
+    t = np.array([0.0, 8.0])
     ref = gradient_flow(ws, X, Y, t, rtol=1e-13, atol=1e-16, backend="numpy").end_to_end[-1]
     errs = [np.abs(gradient_flow(ws, X, Y, t, rtol=r, atol=1e-16, backend="numpy",
                                  method="RK45").end_to_end[-1] - ref).max()
@@ -248,15 +251,16 @@ def test_numba_matches_numpy(method):
 
 
 def test_numba_matches_numpy_in_stiff_phase():
-    # after convergence the step sits at the stability limit and the controller
-    # rejects often: any flipped decision would show up at the tolerance level
+    # after convergence the step sits at the stability cap, set by the stiffness
+    # estimate of every step: a difference in any estimate or accept/reject decision
+    # would show up at the tolerance level
     X, y, _ = scalar_teacher(60, 8, 1.0, seed=0)
     ws = init_network((8, 10, 10, 1), 0.05, seed=0)
     t = np.concatenate(([0.0], np.logspace(-1, 2.5, 30)))
     for method in ["RK45", "DOP853"]:
         a = gradient_flow(ws, X, y, t, backend="numpy", method=method)
         b = gradient_flow(ws, X, y, t, backend="numba", method=method)
-        assert a.nrejected > 10
+        assert a.nsteps > 150
         assert (a.nsteps, a.nrejected) == (b.nsteps, b.nrejected)
         assert np.abs(a.end_to_end - b.end_to_end).max() <= 1e-10 * np.abs(a.end_to_end).max()
 

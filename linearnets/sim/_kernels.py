@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["rhs_flat", "error_norm", "step_after_accept", "erk_advance"]
+__all__ = ["rhs_flat", "error_norm", "step_after_accept", "stiffness_estimate", "stability_cap",
+           "erk_advance"]
 
 
 @njit(cache=True)
@@ -93,15 +94,35 @@ def step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, cli
 
 
 @njit(cache=True)
+def stiffness_estimate(num, dd, ref, wsum, h, min_rel):
+    """``_explicit.stiffness_estimate`` for the compiled loops (same operations)."""
+    rel2 = min_rel * min_rel
+    if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
+        return 0.0
+    rho = np.sqrt(num / dd) / abs(h)
+    return rho if np.isfinite(rho) else 0.0
+
+
+@njit(cache=True)
+def stability_cap(h_next, rho, stiff):
+    """``_explicit.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum]``."""
+    if not rho > 0.0:
+        return h_next
+    return min(h_next, stiff[1] * stiff[0] / rho)
+
+
+@njit(cache=True)
 def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3, exponent,
-                rtol, atol, safety, min_factor, max_factor, ulps,
+                rtol, atol, safety, min_factor, max_factor, ulps, wd, stiff,
                 Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
 
     ``K`` (s+1, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
-    ``th = [t, h]`` (time, proposed step) and ``stats = [nfev, accepted, rejected,
-    nonfinite]`` are updated in place (``nonfinite`` = 1 when an underflow followed
-    non-finite trial steps).  Returns 0 on success, -1 step-size underflow,
+    ``th = [t, h, rho]`` (time, proposed step, remembered stiffness estimate) and
+    ``stats = [nfev, accepted, rejected, nonfinite]`` are updated in place
+    (``nonfinite`` = 1 when an underflow followed non-finite trial steps); ``wd``
+    are the tableau's stiffness weights and ``stiff`` the stability-cap constants
+    (see :func:`stability_cap`).  Returns 0 on success, -1 step-size underflow,
     -3 step budget exhausted (codes of ``FlowStatus``); on failure ``y`` and ``th``
     hold the last accepted state.
     """
@@ -176,6 +197,24 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
             h = h_try * max(min_factor, safety * err ** exponent)
             rejected = True
         stats[1] += 1
+        # stiffness estimate from the accepted step's stages (_explicit.erk_solve)
+        ref = 0.0
+        num = 0.0
+        dd = 0.0
+        for m in range(n):
+            ref += K[0, m] * K[0, m]
+        for m in range(n):
+            dv = K[s, m] - K[s - 1, m]
+            num += dv * dv
+        for m in range(n):
+            acc = 0.0
+            for j in range(s):
+                if wd[j] != 0.0:
+                    acc += wd[j] * K[j, m]
+            dd += acc * acc
+        rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, stiff[3]), stiff[2] * th[2])
+        th[2] = rho
+        h = stability_cap(h, rho, stiff)
         for m in range(n):
             y[m] = y_new[m]
             K[0, m] = K[s, m]

@@ -225,6 +225,36 @@ class _Stages:
                 e5, e3 = _finish_block(yl, ynl, pb, pe, p3, c3, rtol, atol, e5, e3)
         return e5, e3
 
+    def stiffness_sums(self, s, wd):
+        """``(num, dd, ref)`` of ``_explicit.stiffness_estimate`` for the accepted step.
+
+        ``num = |K_s - K_{s-1}|^2``, ``dd = |sum_{j<s} wd_j K_j|^2``, ``ref = |K_0|^2``,
+        each summed layer by layer.  A factored layer's ``|sum_j U_j^T V_j|^2`` is
+        ``sum_pq w_p w_q (U U^T)_pq (V V^T)_pq`` over the stacked factor rows: Gram
+        matrices of at most sC rows, never the dense N_l x N_{l-1} difference.
+        """
+        lay = self.lay
+        C = lay.C
+        wr = self._weights(wd)
+        sg = self._weights(np.array([-1.0, 1.0]))
+        num = dd = ref = 0.0
+        for l in range(lay.L):
+            if lay.factored[l]:
+                U, V = self.ut[l], self.vs[l]
+                GU, GV = _gram(U[:s * C]), _gram(V[:s * C])
+                ref += _seqsum((GU[:C, :C] * GV[:C, :C]).ravel())
+                dd += _seqsum((np.outer(wr, wr) * GU * GV).ravel())
+                GU, GV = _gram(U[(s - 1) * C:(s + 1) * C]), _gram(V[(s - 1) * C:(s + 1) * C])
+                num += _seqsum((np.outer(sg, sg) * GU * GV).ravel())
+            else:
+                k = self.kd[l]
+                ref += _seqsum(k[0] * k[0])
+                d = k[s] - k[s - 1]
+                num += _seqsum(d * d)
+                d = _combine_rows(wd, k, s)
+                dd += _seqsum(d * d)
+        return num, dd, ref
+
     def fsal(self, s):
         """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
         C = self.lay.C
@@ -253,6 +283,12 @@ BLOCK_ENTRIES = 131072
 def block_rows(cols):
     """Rows of a layer with ``cols`` columns processed per block by the step end."""
     return max(1, BLOCK_ENTRIES // cols)
+
+
+def _gram(X):
+    """``X X^T`` as a plain product with a copied transpose (numpy would use a symmetric
+    rank-k update for ``X @ X.T``; the compiled twin calls the same general product)."""
+    return np.dot(X, np.ascontiguousarray(X.T))
 
 
 def _prod(g, i0, i1):
@@ -306,13 +342,19 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
         st.stage(y, np.zeros(0), 0)
         return st.combination(np.ones(1), np.empty(n))
 
+    wd = tab.stiffness_weights
+    wsum = float(np.abs(wd).sum())
+
+    def stiffness(h_try):
+        return _explicit.stiffness_estimate(*st.stiffness_sums(s, wd), wsum, h_try)
+
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
         early, h, nfev = _explicit._start(first, lambda v, out: _rhs.rhs(v, problem, out), y,
                                           t_eval, tab, options, observe)
         if early is not None:
             return early
         return _explicit.adaptive_run(trial, lambda: st.fsal(s), y, h, nfev, t_eval, tab,
-                                      options, observe)
+                                      options, observe, stiffness)
 
 
 def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
@@ -330,7 +372,8 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
             np.empty(n), np.empty(lay.toff[-1]), np.empty(lay.goff[-1]),
             np.empty(problem.Sxx.shape[0] * C), np.empty(problem.Sxx.shape[0] * C),
             np.empty(lay.S1 * C * C), np.empty(lay.S1 * C * C), np.empty(mx * C),
-            np.empty(3 * lay.S1 * C * mx), np.empty(3 * lay.S1 * C * mx))
+            np.empty(3 * lay.S1 * C * mx), np.empty(3 * lay.S1 * C * mx),
+            np.empty(2 * (lay.S1 * C) ** 2))
     pbuf = np.empty(3 * max(BLOCK_ENTRIES, mx))
     Sxx = np.ascontiguousarray(problem.Sxx)
     Syx = np.ascontiguousarray(problem.Syx)
@@ -354,7 +397,8 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
         return early
     use_e3 = tab.e3 is not None
     e3 = third_order_rest(tab) if use_e3 else np.zeros_like(tab.e)
-    th = np.array([float(t_eval[0]), h])
+    th = np.array([float(t_eval[0]), h, 0.0])
+    wd, stiff = _explicit.stiffness_args(tab)
     stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
     y_new, wtmp = np.empty(n), np.empty(s + 1)
     code = 0
@@ -364,8 +408,8 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
                                     stats, int(options.max_steps), tab.A, tab.b, tab.e, e3, use_e3,
                                     -1.0 / (tab.error_order + 1), float(options.rtol),
                                     float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
-                                    _explicit.MIN_STEP_ULPS, Sxx, Syx, eta_l, problem.white, ints,
-                                    bufs)
+                                    _explicit.MIN_STEP_ULPS, wd, stiff, Sxx, Syx, eta_l,
+                                    problem.white, ints, bufs)
         if code != 0:
             break
         observe(k, y)

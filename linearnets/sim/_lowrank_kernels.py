@@ -13,17 +13,18 @@ matrix-vector product, and 3x slower at 3 x 64 x 64.)  Arguments are grouped in
 tuples of flat arrays so every kernel has one signature (``cache=True``):
 
 * ``ints = (rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff)`` (int64);
-* ``bufs = (ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf)``
-  (float64), see ``_lowrank.Layout`` for what each holds.
+* ``bufs = (ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram)``
+  (float64), see ``_lowrank.Layout`` for what each holds (``gram``: two Gram matrices
+  of the stiffness estimate).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from ._kernels import error_norm, step_after_accept
+from ._kernels import error_norm, stability_cap, step_after_accept, stiffness_estimate
 
-__all__ = ["stage", "combination", "step_end", "lowrank_advance"]
+__all__ = ["stage", "combination", "step_end", "stiffness_sums", "lowrank_advance"]
 
 @njit(cache=True)
 def _apply_left(l, A, out, k, w, C, ints, bufs, y):
@@ -352,6 +353,85 @@ def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, block_entries, C, in
 
 
 @njit(cache=True)
+def _gram_pair(X, Y, bufs):
+    """``(X X^T, Y Y^T)`` into the ``gram`` buffer, each as a product with a copied
+    transpose (``_lowrank._gram``)."""
+    usbuf, gram = bufs[11], bufs[13]
+    q, r = X.shape
+    c = Y.shape[1]
+    GX = gram[:q * q].reshape((q, q))
+    GY = gram[q * q:2 * q * q].reshape((q, q))
+    Xt = usbuf[:r * q].reshape((r, q))
+    for p in range(q):
+        for i in range(r):
+            Xt[i, p] = X[p, i]
+    np.dot(X, Xt, GX)
+    Yt = usbuf[:c * q].reshape((c, q))
+    for p in range(q):
+        for i in range(c):
+            Yt[i, p] = Y[p, i]
+    np.dot(Y, Yt, GY)
+    return GX, GY
+
+
+@njit(cache=True)
+def stiffness_sums(s, wd, C, ints, bufs):
+    """``_lowrank._Stages.stiffness_sums``: ``(num, dd, ref)`` of the accepted step."""
+    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
+    ut, vs, kd = bufs[0], bufs[1], bufs[2]
+    num = 0.0
+    dd = 0.0
+    ref = 0.0
+    for l in range(rows.shape[0]):
+        r, c = rows[l], cols[l]
+        if factored[l] != 0:
+            U = ut[utoff[l]:utoff[l + 1]].reshape(((utoff[l + 1] - utoff[l]) // r, r))
+            V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
+            q = s * C
+            GU, GV = _gram_pair(U[:q], V[:q], bufs)
+            acc = 0.0
+            for a in range(C):
+                for b in range(C):
+                    acc += GU[a, b] * GV[a, b]
+            ref += acc
+            acc = 0.0
+            for p in range(q):
+                wp = wd[p // C]
+                for p2 in range(q):
+                    acc += wp * wd[p2 // C] * GU[p, p2] * GV[p, p2]
+            dd += acc
+            GU, GV = _gram_pair(U[(s - 1) * C:(s + 1) * C], V[(s - 1) * C:(s + 1) * C], bufs)
+            acc = 0.0
+            for p in range(2 * C):
+                sp = -1.0 if p < C else 1.0
+                for p2 in range(2 * C):
+                    sp2 = -1.0 if p2 < C else 1.0
+                    acc += sp * sp2 * GU[p, p2] * GV[p, p2]
+            num += acc
+        else:
+            size = r * c
+            base = kdoff[l]
+            acc = 0.0
+            for m in range(size):
+                acc += kd[base + m] * kd[base + m]
+            ref += acc
+            acc = 0.0
+            for m in range(size):
+                dv = kd[base + s * size + m] - kd[base + (s - 1) * size + m]
+                acc += dv * dv
+            num += acc
+            acc = 0.0
+            for m in range(size):
+                v = 0.0
+                for j in range(s):
+                    if wd[j] != 0.0:
+                        v += wd[j] * kd[base + j * size + m]
+                acc += v * v
+            dd += acc
+    return num, dd, ref
+
+
+@njit(cache=True)
 def _fsal(s, C, ints, bufs):
     """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
     rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
@@ -373,11 +453,11 @@ def _fsal(s, C, ints, bufs):
 @njit(cache=True)
 def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, max_steps, A, b, e,
                     e3, use_e3, exponent, rtol, atol, safety, min_factor, max_factor, ulps,
-                    Sxx, Syx, eta_l, white, ints, bufs):
+                    wd, stiff, Sxx, Syx, eta_l, white, ints, bufs):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target``; slot 0 holds ``f(y)``.
 
     The loop of ``_kernels.erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
-    ``th = [t, h]``, ``stats = [nfev, accepted, rejected, nonfinite]`` updated in
+    ``th = [t, h, rho]``, ``stats = [nfev, accepted, rejected, nonfinite]`` updated in
     place; returns 0 on success, -1 step-size underflow, -3 step budget exhausted.
     """
     s = b.shape[0]
@@ -437,6 +517,10 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
             h = h_try * max(min_factor, safety * err ** exponent)
             rejected = True
         stats[1] += 1
+        num, dd, ref = stiffness_sums(s, wd, C, ints, bufs)
+        rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, stiff[3]), stiff[2] * th[2])
+        th[2] = rho
+        h = stability_cap(h, rho, stiff)
         cur, nxt = nxt, cur
         in_y = not in_y
         _fsal(s, C, ints, bufs)

@@ -44,7 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
-from ._explicit import MIN_STEP_ULPS, select_initial_step, step_after_accept, step_after_reject
+from ._explicit import (MIN_STEP_ULPS, STIFFNESS_MEMORY, select_initial_step, stability_cap,
+                        step_after_accept, step_after_reject, stiffness_estimate)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
@@ -464,7 +465,8 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
     """Advance ``y`` with the embedded explicit pair ``tab`` (same control as ``_explicit``).
 
     With ``detect_stiffness`` the run stops early, returning ``stiff=True``, once
-    ``h rho`` has exceeded the stability boundary for ``STIFF_STEPS`` accepted steps.
+    ``h rho`` has exceeded the stability boundary for ``STIFF_STEPS`` accepted steps;
+    without, the step is capped at the estimated stability limit as in ``_explicit``.
 
     Returns
     -------
@@ -483,6 +485,8 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
     flow.rhs(y, K[0])
     ys = xp.empty_like(y)
     status = FlowStatus.SUCCESS
+    wsum = float(np.abs(tab.stiffness_weights).sum())
+    rho_mem = 0.0
     n_stiff = n_nonstiff = 0
     rejected = False
     while k < T:
@@ -516,6 +520,15 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
             if den > 0.0:
                 num = float(xp.vdot(K[s] - K[s - 1], K[s] - K[s - 1]))
                 stiff_now = h_try * math.sqrt(num / den) > boundary
+        else:
+            # the stability cap of _explicit (K[s-1] = f(ys), ys the last stage, at t + h)
+            dv = K[s] - K[s - 1]
+            dy = y_new - ys
+            rho = stiffness_estimate(float(xp.vdot(dv, dv)),
+                                     float(xp.vdot(dy, dy)) / (h_try * h_try),
+                                     float(xp.vdot(K[0], K[0])), wsum, h_try)
+            rho_mem = max(rho, STIFFNESS_MEMORY * rho_mem)
+            h_next = stability_cap(h_next, rho_mem, tab.stability_boundary)
         if stiff_now:
             n_nonstiff = 0
             n_stiff += 1

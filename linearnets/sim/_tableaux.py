@@ -49,6 +49,12 @@ class Tableau:
         Error weights (last entry multiplies ``f(y_new)``).
     e3 : ndarray, shape (s + 1,) or None
         Companion third-order error weights (DOP853 error norm), or None.
+    stability_boundary : float
+        Length of the stability interval on the negative real axis: ``|R(z)| <= 1``
+        for ``-stability_boundary <= z <= 0``, ``R(z) = 1 + z b^T (I - z A)^-1 1``
+        the stability function (computed from the coefficients; checked in the tests).
+        Gradient flow has a real spectrum (its Jacobian is minus a Hessian), so
+        this is the boundary that caps ``h`` once some modes have converged.
     """
 
     name: str
@@ -59,10 +65,24 @@ class Tableau:
     c: np.ndarray
     e: np.ndarray
     e3: "np.ndarray | None" = None
+    stability_boundary: float = 0.0
 
     @property
     def n_stages(self) -> int:
         return self.b.shape[0]
+
+    @property
+    def stiffness_weights(self):
+        """``b - A[s-1]`` (s,): ``y_new - Y_{s-1} = h sum_j w_j K_j``.
+
+        The last stage and the new state both sit at ``t + h`` (``c[s-1] = 1``), so
+        ``|f(y_new) - f(Y_{s-1})| / |y_new - Y_{s-1}|`` estimates the stiffness
+        (Hairer's test, ``dopri5.f``/``dop853.f``); these weights give the denominator
+        from the stored stages.
+        """
+        if self.c[-1] != 1.0:
+            raise ValueError(f"{self.name}: the last stage is not at t + h")
+        return self.b - self.A[-1]
 
 
 _RK45_A = np.array([
@@ -188,9 +208,11 @@ def _frozen(a):
     return a
 
 
-RK45 = Tableau("RK45", 5, 4, _frozen(_RK45_A), _frozen(_RK45_B), _frozen(_RK45_C), _frozen(_RK45_E))
+# stability boundaries: the first root of |R(-x)| = 1, x > 0, rounded down (3.30657, 6.39365)
+RK45 = Tableau("RK45", 5, 4, _frozen(_RK45_A), _frozen(_RK45_B), _frozen(_RK45_C), _frozen(_RK45_E),
+               stability_boundary=3.3065)
 DOP853 = Tableau("DOP853", 8, 7, _frozen(_DOP853_A), _frozen(_DOP853_B), _frozen(_DOP853_C),
-                 _frozen(_DOP853_E5), _frozen(_DOP853_E3))
+                 _frozen(_DOP853_E5), _frozen(_DOP853_E3), stability_boundary=6.3936)
 
 #: Name -> tableau, for the method registry.
 TABLEAUX = {t.name: t for t in (RK45, DOP853)}

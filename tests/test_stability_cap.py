@@ -1,0 +1,108 @@
+"""The stability cap of the explicit steppers: stability boundaries, the stiffness
+estimate, and what the cap saves where steps are limited by stability."""
+import numpy as np
+import pytest
+
+from linearnets.data import scalar_teacher
+from linearnets.sim import _explicit
+from linearnets.sim._tableaux import TABLEAUX
+from linearnets.sim.flow import gradient_flow
+from linearnets.sim.network import init_network
+
+
+def _stability_function(tab, z):
+    s = tab.n_stages
+    return 1.0 + z * tab.b @ np.linalg.solve(np.eye(s) - z * tab.A, np.ones(s))
+
+
+@pytest.mark.parametrize("name", list(TABLEAUX))
+def test_stability_boundary_is_the_real_axis_interval(name):
+    tab = TABLEAUX[name]
+    beta = tab.stability_boundary
+    inside = [abs(_stability_function(tab, -x)) for x in np.linspace(0.0, beta, 2001)]
+    assert max(inside) <= 1.0 + 1e-12
+    # stored rounded down by less than 1e-3: just beyond it the method is unstable
+    assert abs(_stability_function(tab, -(beta + 1e-3))) > 1.0
+
+
+def _one_step(tab, J, y, h):
+    """Stages of one step of ``y' = J y``: (K (s+1, n), last stage state, y_new)."""
+    s = tab.n_stages
+    K = np.empty((s + 1, y.size))
+    K[0] = J @ y
+    for i in range(1, s):
+        Yi = y + h * tab.A[i, :i] @ K[:i]
+        K[i] = J @ Yi
+    y_new = y + h * tab.b @ K[:s]
+    K[s] = J @ y_new
+    return K, Yi, y_new
+
+
+@pytest.mark.parametrize("name", list(TABLEAUX))
+def test_stiffness_estimate_on_a_linear_problem(name):
+    tab = TABLEAUX[name]
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.standard_normal((5, 5)))[0]
+    lam = np.array([40.0, 5.0, 1.0, 0.3, 0.1])
+    J = -(Q * lam) @ Q.T                      # symmetric, real spectrum as for gradient flow
+    h = 0.5 * tab.stability_boundary / lam[0]
+    K, Ylast, y_new = _one_step(tab, J, rng.standard_normal(5), h)
+    wd = tab.stiffness_weights
+    # the weights give the distance between the new state and the last stage
+    np.testing.assert_allclose(y_new - Ylast, h * wd @ K[:-1], rtol=0, atol=1e-13)
+    num = np.sum((K[-1] - K[-2]) ** 2)
+    dd = np.sum((wd @ K[:-1]) ** 2)
+    rho = _explicit.stiffness_estimate(num, dd, np.sum(K[0] ** 2), np.abs(wd).sum(), h)
+    # a Rayleigh-type quotient of the symmetric J: inside its spectrum, near the top
+    # (the stiff component dominates the difference of two states at t + h)
+    assert lam[-1] <= rho <= lam[0] * (1 + 1e-12)
+    assert rho > 0.5 * lam[0]
+    # one dimension: exact (half-way to the boundary, where the estimate matters)
+    h = 0.5 * tab.stability_boundary / 7.0
+    K, _, _ = _one_step(tab, np.array([[-7.0]]), np.ones(1), h)
+    rho1 = _explicit.stiffness_estimate(np.sum((K[-1] - K[-2]) ** 2), np.sum((wd @ K[:-1]) ** 2),
+                                        np.sum(K[0] ** 2), np.abs(wd).sum(), h)
+    assert rho1 == pytest.approx(7.0, rel=1e-10)
+
+
+def test_stiffness_estimate_ignores_differences_at_rounding_level():
+    ref = 1.0
+    rel2 = _explicit.STIFFNESS_MIN_REL ** 2
+    assert _explicit.stiffness_estimate(1e-3, 0.0, ref, 20.0, 0.1) == 0.0
+    assert _explicit.stiffness_estimate(0.5 * rel2, 1e-3, ref, 20.0, 0.1) == 0.0
+    assert _explicit.stiffness_estimate(1e-3, 0.5 * rel2 * 400.0, ref, 20.0, 0.1) == 0.0
+    assert _explicit.stiffness_estimate(4e-2, 1e-2, ref, 20.0, 0.1) == pytest.approx(20.0)
+    # no estimate: no cap; an estimate caps at STABILITY_SAFETY * boundary / rho
+    assert _explicit.stability_cap(3.0, 0.0, 3.3) == 3.0
+    assert _explicit.stability_cap(3.0, 2.0, 3.3) == pytest.approx(_explicit.STABILITY_SAFETY
+                                                                   * 3.3 / 2.0)
+    assert _explicit.stability_cap(0.1, 2.0, 3.3) == 0.1
+
+
+def _stiff_phase_run(method, cap, monkeypatch):
+    # a three-layer network long after convergence: steps limited by stability
+    X, y, _ = scalar_teacher(60, 8, 1.0, seed=0)
+    ws = init_network((8, 10, 10, 1), 0.05, seed=0)
+    t = np.concatenate(([0.0], np.logspace(-1, 2.5, 30)))
+    with monkeypatch.context() as m:
+        if not cap:
+            m.setattr(_explicit, "stability_cap", lambda h, rho, boundary: h)
+        return gradient_flow(ws, X, y, t, backend="numpy", method=method, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("method", list(TABLEAUX))
+def test_cap_saves_rejections_where_stability_limits_the_step(method, monkeypatch):
+    X, y, _ = scalar_teacher(60, 8, 1.0, seed=0)
+    ws = init_network((8, 10, 10, 1), 0.05, seed=0)
+    t = np.concatenate(([0.0], np.logspace(-1, 2.5, 30)))
+    ref = gradient_flow(ws, X, y, t, backend="numpy", rtol=1e-12, atol=1e-15)
+    capped = _stiff_phase_run(method, True, monkeypatch)
+    plain = _stiff_phase_run(method, False, monkeypatch)
+    assert capped.success and plain.success
+    # the plain controller keeps probing past the boundary; the cap stops most of it
+    assert capped.nrejected <= plain.nrejected / 2
+    assert capped.nfev <= plain.nfev
+    # and costs no accuracy: both within a few tolerances of the reference
+    scale = np.abs(ref.end_to_end).max()
+    for run in (capped, plain):
+        assert np.abs(run.end_to_end - ref.end_to_end).max() <= 10 * 1e-6 * scale
