@@ -18,7 +18,9 @@ method/backend of ``gradient_flow`` the table shows the baselines
 
 ``DOP853, dense stages`` is the generic stepper (every stage state formed as a
 dense vector) on the same problem, to show what the factored stages of
-``linearnets.sim._lowrank`` save.
+``linearnets.sim._lowrank`` save; ``RK45, no stability cap`` is RK45 with the
+plain step-size controller (``STABILITY_SAFETY`` set to infinity), to show what the
+stability cap saves where steps are limited by stability.  ``rej`` counts rejected steps.
 
 A gradient table gives microseconds per gradient against the FLOP bound (the
 FLOPs of one gradient in the cheapest product order divided by this machine's
@@ -52,7 +54,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import linearnets as ln  # noqa: E402
 from linearnets import backend as B  # noqa: E402
 from linearnets.data import scalar_teacher, teacher_task  # noqa: E402
-from linearnets.sim import _rhs, _stiff  # noqa: E402
+from linearnets.sim import _explicit, _rhs, _stiff  # noqa: E402
 from linearnets.sim._solvers import backends_for  # noqa: E402
 
 #: Relative accuracy of the end-to-end map at t_end that a run must reach.
@@ -191,20 +193,21 @@ def rel_err(W, ref):
 
 
 def scan(run, ref, rtols):
-    """Loosest tolerance reaching TARGET: (rtol, seconds, nfev, err), or the last try."""
+    """Loosest tolerance reaching TARGET: (rtol, seconds, nfev, err, rejected steps or
+    None), or the last try.  ``run(rtol)`` returns ``(W, nfev)`` or ``(W, nfev, nrej)``."""
     last = None
     for rtol in rtols:
         # best of a few repetitions for short runs: the machine may be shared
         dt = np.inf
         for _ in range(REPEATS):
             t0 = time.perf_counter()
-            W, nfev = run(rtol)
+            W, nfev, *rej = run(rtol)
             dt = min(dt, time.perf_counter() - t0)
             if dt > 1.0:
                 break
         err = rel_err(W, ref)
         err = err if np.isfinite(err) else np.inf
-        last = (rtol, dt, nfev, err)
+        last = (rtol, dt, nfev, err, rej[0] if rej else None)
         if err <= TARGET:
             return last, True
     return last, False
@@ -336,14 +339,15 @@ def bench(name, quick, rate):
     rows_out = []
     rtols = QUICK_RTOLS if quick else RTOLS
     print(f"  {'solver':28s} {'backend':8s} {'rtol':>7s} {'time (s)':>10s} {'vs RK45':>8s} "
-          f"{'nfev':>8s} {'us/eval':>9s} {'bound':>6s} {'error':>9s}", flush=True)
+          f"{'nfev':>8s} {'rej':>5s} {'us/eval':>9s} {'bound':>6s} {'error':>9s}", flush=True)
 
     def report(label, b, res, ok):
         rows_out.append((label, b, res, ok))
-        rtol, dt, nfev, err = res
+        rtol, dt, nfev, err, nrej = res
         rk45 = rows_out[0][2][1]
         flag = "" if ok else "  (target missed)"
-        print(f"  {label:28s} {b:8s} {rtol:7.0e} {dt:10.4f} {rk45 / dt:7.2f}x {nfev:8d} "
+        rej = "-" if nrej is None else str(nrej)
+        print(f"  {label:28s} {b:8s} {rtol:7.0e} {dt:10.4f} {rk45 / dt:7.2f}x {nfev:8d} {rej:>5s} "
               f"{dt / nfev * 1e6:9.1f} {bound * nfev / dt:6.1%} {err:9.2e}{flag}", flush=True)
 
     # baselines: scipy on the plain gradient
@@ -373,9 +377,23 @@ def bench(name, quick, rate):
                 tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * ATOL_RATIO,
                                       backend=b, method=m)
                 # a failed run leaves NaN at t_end and so misses the target
-                return tr.end_to_end[-1], tr.nfev
+                return tr.end_to_end[-1], tr.nfev, tr.nrejected
             res, ok = scan(run, Wref, rtols)
             report(f"gradient_flow {m}", b, res, ok)
+
+    # the same RK45 without the stability cap (the plain step-size controller)
+    b = "numba" if have_numba else "numpy"
+    cap = _explicit.STABILITY_SAFETY
+    _explicit.STABILITY_SAFETY = np.inf
+    try:
+        def run(rtol):
+            tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * ATOL_RATIO,
+                                  backend=b, method="RK45")
+            return tr.end_to_end[-1], tr.nfev, tr.nrejected
+        res, ok = scan(run, Wref, rtols)
+        report("RK45, no stability cap", b, res, ok)
+    finally:
+        _explicit.STABILITY_SAFETY = cap
 
     # the generic stepper (dense stage states) beside the factored one, same tableau
     from linearnets.sim import _lowrank
@@ -394,7 +412,7 @@ def bench(name, quick, rate):
             raw = (_erk_numba(problem, *args) if have_numba else
                    erk_solve(lambda v, o: _rhs.rhs(v, problem, o), *args))
             W = keep["W"] if raw.status.success else np.full_like(Wref, np.nan)
-            return W, raw.nfev
+            return W, raw.nfev, raw.nrejected
         res, ok = scan(run, Wref, rtols)
         report("DOP853, dense stages", b, res, ok)
 
