@@ -77,6 +77,7 @@ def test_stiffness_estimate_ignores_differences_at_rounding_level():
     assert _explicit.stability_cap(3.0, 2.0, 3.3) == pytest.approx(_explicit.STABILITY_SAFETY
                                                                    * 3.3 / 2.0)
     assert _explicit.stability_cap(0.1, 2.0, 3.3) == 0.1
+    assert _explicit.stability_cap(3.0, 2.0, 0.0) == 3.0     # a tableau without a boundary
 
 
 def _stiff_phase_run(method, cap, monkeypatch):

@@ -106,13 +106,13 @@ def stiffness_estimate(num, dd, ref, wsum, h):
 
 def stability_cap(h_next, rho, boundary):
     """``h_next`` limited to ``STABILITY_SAFETY * boundary / rho``; unchanged when
-    ``rho`` is 0 (no estimate).
+    ``rho`` is 0 (no estimate) or the tableau states no ``boundary`` (0).
 
     For a symmetric Jacobian the estimate is a Rayleigh-type lower bound on the
     spectral radius, so the cap is never below ``STABILITY_SAFETY`` times the true
     stability limit of the step.
     """
-    if not rho > 0.0:
+    if not (rho > 0.0 and boundary > 0.0):
         return h_next
     return min(h_next, STABILITY_SAFETY * boundary / rho)
 

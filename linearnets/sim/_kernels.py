@@ -106,7 +106,7 @@ def stiffness_estimate(num, dd, ref, wsum, h, min_rel):
 @njit(cache=True)
 def stability_cap(h_next, rho, stiff):
     """``_explicit.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum]``."""
-    if not rho > 0.0:
+    if not (rho > 0.0 and stiff[0] > 0.0):
         return h_next
     return min(h_next, stiff[1] * stiff[0] / rho)
 
