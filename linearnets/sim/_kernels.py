@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["rhs_flat", "error_norm", "step_after_accept", "stiffness_estimate", "stability_cap",
-           "erk_advance"]
+           "capped_step", "erk_advance"]
 
 
 @njit(cache=True)
@@ -112,6 +112,15 @@ def stability_cap(h_next, rho, stiff):
 
 
 @njit(cache=True)
+def capped_step(h, h_try, num, dd, ref, th, stiff):
+    """The next step after the stability cap: updates the remembered estimate ``th[2]``
+    from the accepted step's sums (``_explicit.adaptive_run``) and caps ``h``."""
+    rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, stiff[3]), stiff[2] * th[2])
+    th[2] = rho
+    return stability_cap(h, rho, stiff)
+
+
+@njit(cache=True)
 def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3, exponent,
                 rtol, atol, safety, min_factor, max_factor, ulps, wd, stiff,
                 Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW):
@@ -203,18 +212,14 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
         dd = 0.0
         for m in range(n):
             ref += K[0, m] * K[0, m]
-        for m in range(n):
             dv = K[s, m] - K[s - 1, m]
             num += dv * dv
-        for m in range(n):
             acc = 0.0
             for j in range(s):
                 if wd[j] != 0.0:
                     acc += wd[j] * K[j, m]
             dd += acc * acc
-        rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, stiff[3]), stiff[2] * th[2])
-        th[2] = rho
-        h = stability_cap(h, rho, stiff)
+        h = capped_step(h, h_try, num, dd, ref, th, stiff)
         for m in range(n):
             y[m] = y_new[m]
             K[0, m] = K[s, m]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels import error_norm, stability_cap, step_after_accept, stiffness_estimate
+from ._kernels import capped_step, error_norm, step_after_accept
 
 __all__ = ["stage", "combination", "step_end", "stiffness_sums", "lowrank_advance"]
 
@@ -411,23 +411,21 @@ def stiffness_sums(s, wd, C, ints, bufs):
         else:
             size = r * c
             base = kdoff[l]
-            acc = 0.0
+            a_ref = 0.0
+            a_num = 0.0
+            a_dd = 0.0
             for m in range(size):
-                acc += kd[base + m] * kd[base + m]
-            ref += acc
-            acc = 0.0
-            for m in range(size):
+                a_ref += kd[base + m] * kd[base + m]
                 dv = kd[base + s * size + m] - kd[base + (s - 1) * size + m]
-                acc += dv * dv
-            num += acc
-            acc = 0.0
-            for m in range(size):
+                a_num += dv * dv
                 v = 0.0
                 for j in range(s):
                     if wd[j] != 0.0:
                         v += wd[j] * kd[base + j * size + m]
-                acc += v * v
-            dd += acc
+                a_dd += v * v
+            ref += a_ref
+            num += a_num
+            dd += a_dd
     return num, dd, ref
 
 
@@ -518,9 +516,7 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
             rejected = True
         stats[1] += 1
         num, dd, ref = stiffness_sums(s, wd, C, ints, bufs)
-        rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, stiff[3]), stiff[2] * th[2])
-        th[2] = rho
-        h = stability_cap(h, rho, stiff)
+        h = capped_step(h, h_try, num, dd, ref, th, stiff)
         cur, nxt = nxt, cur
         in_y = not in_y
         _fsal(s, C, ints, bufs)
