@@ -363,9 +363,9 @@ def bench(name, quick, rate):
 
     # gradient_flow: every method on every available backend
     backends = ["numpy"] + (["numba"] if have_numba else []) + (["cupy"] if B.gpu_available() else [])
-    methods = ["RK45", "DOP853", "auto", "ROS34PW2"]
+    methods = ["RK45", "DOP853", "SSPRK104", "auto", "ROS34PW2"]
     if quick:
-        methods = ["RK45", "DOP853", "auto"]
+        methods = ["RK45", "DOP853", "SSPRK104", "auto"]
     for m in methods:
         for b in backends:
             if b not in backends_for(m):

@@ -60,7 +60,7 @@ def _case(name, seed=0):
     return init_network(sizes, sigma, seed=seed), X, Y
 
 
-@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "SSPRK104"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_solve_ivp(name, method):
     ws, X, Y = _case(name)
@@ -134,7 +134,7 @@ def test_depth_one_exact_solution():
     M[:5, 5:] = eta * Syx.T
     t = np.array([0.0, 0.3, 1.0, 4.0, 30.0])
     rtol, atol = 1e-9, 1e-13
-    for method in ["RK45", "DOP853"]:
+    for method in ["RK45", "DOP853", "SSPRK104"]:
         tr = gradient_flow([W0], X, Y, t, eta=eta, rtol=rtol, atol=atol, method=method,
                            backend="numpy")
         for k, tk in enumerate(t):
@@ -213,12 +213,39 @@ def fixed_step_error(tab, n):
     return np.linalg.norm(yT - np.sqrt(saxe(2.0, 1.5, c0) / c0) * y0)
 
 
-@pytest.mark.parametrize("name,order,ns", [("RK45", 5, (32, 64, 128)), ("DOP853", 8, (8, 12, 16))])
+@pytest.mark.parametrize("name,order,ns", [("RK45", 5, (32, 64, 128)), ("DOP853", 8, (8, 12, 16)),
+                                           ("SSPRK104", 4, (16, 32, 64))])
 def test_convergence_order(name, order, ns):
     errs = [fixed_step_error(TABLEAUX[name], n) for n in ns]
     slopes = -np.diff(np.log(errs)) / np.diff(np.log(ns))
     assert np.all(slopes > order - 0.7), slopes
     assert np.all(slopes < order + 1.5), slopes
+
+
+def _order_defects(A, b, p):
+    """Residuals of the Runge-Kutta order conditions of orders 1..min(p, 4) (the 8 trees)."""
+    c = A.sum(axis=1)
+    conds = [(1, b.sum() - 1.0), (2, b @ c - 1 / 2), (3, b @ c**2 - 1 / 3), (3, b @ A @ c - 1 / 6),
+             (4, b @ c**3 - 1 / 4), (4, (b * c) @ A @ c - 1 / 8), (4, b @ A @ c**2 - 1 / 12),
+             (4, b @ A @ A @ c - 1 / 24)]
+    return np.array([r for q, r in conds if q <= p])
+
+
+@pytest.mark.parametrize("name", list(TABLEAUX))
+def test_tableau_order_conditions(name):
+    """The step and the embedded solution ``bhat = (b, 0) - e`` (its last weight on
+    f(y_new), the first stage of the next step) satisfy the conditions of their orders."""
+    tab = TABLEAUX[name]
+    s = tab.n_stages
+    np.testing.assert_allclose(tab.A.sum(axis=1), tab.c, rtol=0, atol=1e-14)
+    assert np.abs(_order_defects(tab.A, tab.b, tab.order)).max() < 1e-13
+    Aext = np.zeros((s + 1, s + 1))
+    Aext[:s, :s], Aext[s, :s] = tab.A, tab.b
+    bhat = np.append(tab.b, 0.0) - tab.e
+    assert np.abs(_order_defects(Aext, bhat, tab.error_order)).max() < 1e-13
+    if tab.error_order < 4:
+        # and not of the next order: the estimate scales as h**(error_order + 1)
+        assert np.abs(_order_defects(Aext, bhat, tab.error_order + 1)).max() > 1e-3
 
 
 def test_tolerance_proportionality():
@@ -236,7 +263,7 @@ def test_tolerance_proportionality():
     assert 10 < errs[0] / errs[1] < 1000
 
 
-@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "SSPRK104"])
 def test_numba_matches_numpy(method):
     X, Y = teacher_task(200, 20, [3.0, 2.0, 1.0], seed=1, whiten=False)
     ws = init_network((20, 32, 16, 3), 0.1, seed=0)
@@ -257,10 +284,10 @@ def test_numba_matches_numpy_in_stiff_phase():
     X, y, _ = scalar_teacher(60, 8, 1.0, seed=0)
     ws = init_network((8, 10, 10, 1), 0.05, seed=0)
     t = np.concatenate(([0.0], np.logspace(-1, 2.5, 30)))
-    for method in ["RK45", "DOP853"]:
+    for method, min_steps in [("RK45", 150), ("DOP853", 150), ("SSPRK104", 40)]:
         a = gradient_flow(ws, X, y, t, backend="numpy", method=method)
         b = gradient_flow(ws, X, y, t, backend="numba", method=method)
-        assert a.nsteps > 150
+        assert a.nsteps > min_steps
         assert (a.nsteps, a.nrejected) == (b.nsteps, b.nrejected)
         assert np.abs(a.end_to_end - b.end_to_end).max() <= 1e-10 * np.abs(a.end_to_end).max()
 

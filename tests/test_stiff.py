@@ -185,7 +185,7 @@ def test_no_switch_when_not_stiff():
 
 def test_stiffness_test_fires_at_a_converged_state():
     """At an equilibrium the error is tiny, the explicit step grows until h*|lambda_max|
-    reaches the stability boundary, and Hairer's estimate h*rho must notice it."""
+    reaches the stability boundary, and the cap on Hairer's estimate h*rho must bind."""
     from linearnets.sim._solvers import SolverOptions
 
     ws, X, Y, prob = _problem((3, 4, 2), 0.3, [2.0, 1.0], seed=5)
@@ -195,12 +195,37 @@ def test_stiffness_test_fires_at_a_converged_state():
     flow = _stiff.Flow(prob)
     stats = _stiff._Stats()
     opts = SolverOptions(rtol=1e-6, atol=1e-9, max_steps=10_000)
-    t_end = 50 * _stiff.STIFF_BOUNDARY["DOP853"] / lam_max
+    t_end = 50 * DOP853.stability_boundary / lam_max
     out = _stiff.erk_run(flow, y, 0.0, 0.1 / lam_max, np.array([0.0, t_end]), 1, DOP853, opts,
                          lambda k, v: None, stats, detect_stiffness=True)
     assert out[-1] and stats.stiff_at is not None
     # steps are capped near the stability boundary, not by accuracy
     assert stats.nsteps < 50 + _stiff.STIFF_STEPS + 40
+
+
+def test_switch_backoff_delays_the_next_switch():
+    """``stiff_steps`` capped steps in a row declare stiffness: asking for four times
+    as many (the backoff after one switch back) stops correspondingly later."""
+    from linearnets.sim._solvers import SolverOptions
+
+    ws, X, Y, prob = _problem((3, 4, 2), 0.3, [2.0, 1.0], seed=5)
+    done = gradient_flow(ws, X, Y, [0.0, 60.0], rtol=1e-10, atol=1e-13, backend="numpy")
+    y = _rhs.pack(done.weights)
+    lam_max = np.abs(np.linalg.eigvalsh(_jacobian(y, prob))).max()
+    opts = SolverOptions(rtol=1e-6, atol=1e-9, max_steps=10_000)
+    t_end = 200 * DOP853.stability_boundary / lam_max
+    steps = {}
+    for n in (_stiff.STIFF_STEPS, _stiff.SWITCH_BACKOFF * _stiff.STIFF_STEPS):
+        stats = _stiff._Stats()
+        out = _stiff.erk_run(_stiff.Flow(prob), y, 0.0, 0.1 / lam_max, np.array([0.0, t_end]), 1,
+                             DOP853, opts, lambda k, v: None, stats, detect_stiffness=True,
+                             stiff_steps=n)
+        assert out[-1] and out[1] < t_end
+        steps[n] = stats.nsteps
+    first, later = steps.values()
+    # the first steps are not capped (the step grows from 0.1 / lam_max); after that
+    # every step is, so the extra capped steps asked for are exactly the extra steps
+    assert later - first == (_stiff.SWITCH_BACKOFF - 1) * _stiff.STIFF_STEPS
 
 
 def test_cupy_module_path_with_numpy_standin():

@@ -25,7 +25,7 @@ from ._solvers import register_solver
 __all__ = ["METHODS", "make_solver"]
 
 #: Methods this backend implements.
-METHODS = ("RK45", "DOP853", "ROS34PW2", "auto")
+METHODS = ("RK45", "DOP853", "SSPRK104", "ROS34PW2", "auto")
 
 
 def make_solver(method, get_module=_backend.get_cupy):

@@ -29,12 +29,15 @@ What
   order 3 for *any* Jacobian approximation (a W-method), so inexact Krylov
   solves do not spoil its order.  Stored as data; :func:`rosw_run` is the generic stepper.
 * :func:`erk_run` -- an explicit embedded Runge-Kutta stepper on ``xp`` with the
-  stiffness test of Hairer & Wanner (``dop853.f``/``dopri5.f``, *Solving ODEs II*
-  IV.2): ``h rho`` with ``rho = |f(y_new) - f(Y_s)| / |y_new - Y_s|`` estimated from
-  the last two evaluations at ``t + h``; beyond the stability boundary for
-  ``STIFF_STEPS`` accepted steps the problem is declared stiff.
+  stability cap of ``_explicit``: the stiffness ``rho = |f(y_new) - f(Y_s)| / |y_new - Y_s|``
+  of Hairer & Wanner (``dop853.f``/``dopri5.f``, *Solving ODEs II* IV.2), from the
+  last two evaluations at ``t + h``, caps the step at ``STABILITY_SAFETY * boundary / rho``.
+  When the cap binds for ``STIFF_STEPS`` accepted steps in a row (stability, not
+  accuracy, sets the step) the problem is declared stiff.
 * Methods registered on the numpy backend: ``"ROS34PW2"`` and ``"auto"``
-  (DOP853 until the stiffness test fires, then ROS34PW2).
+  (DOP853 until the stiffness test fires, then ROS34PW2, and back to DOP853 when
+  that is cheaper per unit time).  Each switch back multiplies the stiff steps
+  in a row that the next switch needs by ``SWITCH_BACKOFF``.
 """
 from __future__ import annotations
 
@@ -44,13 +47,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
-from ._explicit import (MIN_STEP_ULPS, STIFFNESS_MEMORY, select_initial_step, stability_cap,
+from ._explicit import (MIN_STEP_ULPS, STABILITY_SAFETY, STIFFNESS_MEMORY, select_initial_step, stability_cap,
                         step_after_accept, step_after_reject, stiffness_estimate)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
 __all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF_STEPS",
-           "STIFF_BOUNDARY", "rosw_run", "erk_run", "solve", "cg_solve"]
+           "SWITCH_BACKOFF", "rosw_run", "erk_run", "solve", "cg_solve"]
 
 #: A Krylov solve stops when the residual, in the error norm of the step (units of
 #: ``atol + rtol |y|``), is below this: its effect on the step stays well under tol.
@@ -59,13 +62,15 @@ KRYLOV_TOL = 1e-1
 MAX_KRYLOV = 60
 #: Largest step growth factor of the Rosenbrock stepper.
 ROSW_MAX_FACTOR = 5.0
-#: Accepted steps in a row with ``h rho`` beyond the stability boundary before switching.
+#: Accepted steps in a row whose step the stability cap shortened before switching.
 STIFF_STEPS = 15
 #: Non-stiff steps that reset the stiffness counter (Hairer's ``nonsti``).
 NONSTIFF_RESET = 6
-#: ``|h lambda|`` on the negative real axis at the edge of the stability region
-#: (Hairer's constants in dop853.f / dopri5.f).
-STIFF_BOUNDARY = {"DOP853": 6.1, "RK45": 3.25}
+#: Each switch back to the explicit pair (the Rosenbrock method proved dearer)
+#: multiplies the stiff steps required before the next switch by this, so that a
+#: problem the explicit pair handles best wastes a geometrically shrinking share
+#: of its work on trial Rosenbrock phases.
+SWITCH_BACKOFF = 4
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,7 +400,8 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
     rejected_last = False
     n_cheaper = 0
     if switch_back is not None:
-        boundary = STIFF_BOUNDARY.get(switch_back.name, 3.25)
+        # the explicit pair's capped step is STABILITY_SAFETY * boundary / rho
+        boundary = STABILITY_SAFETY * switch_back.stability_boundary
     cost0 = flow.nfev + 2 * flow.njev
     while k < T:
         if stats.nsteps + stats.nrej >= options.max_steps:
@@ -461,12 +467,14 @@ def _erk_error(xp, tab, K, h, scale):
     return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * scale.size)
 
 
-def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiffness=False):
+def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiffness=False,
+            stiff_steps=STIFF_STEPS):
     """Advance ``y`` with the embedded explicit pair ``tab`` (same control as ``_explicit``).
 
-    With ``detect_stiffness`` the run stops early, returning ``stiff=True``, once
-    ``h rho`` has exceeded the stability boundary for ``STIFF_STEPS`` accepted steps;
-    without, the step is capped at the estimated stability limit as in ``_explicit``.
+    The step is capped at the estimated stability limit as in ``_explicit``.  With
+    ``detect_stiffness`` the run stops early, returning ``stiff=True``, once the cap
+    has bound (the accuracy controller asked for a longer step than stability
+    allows) for ``stiff_steps`` accepted steps in a row.
 
     Returns
     -------
@@ -480,7 +488,6 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
     exponent = -1.0 / (tab.error_order + 1)
     rows = [xp.asarray(tab.A[i, :i]) for i in range(s)]
     bvec = xp.asarray(tab.b)
-    boundary = STIFF_BOUNDARY.get(tab.name, 3.25)
     K = xp.empty((s + 1, n))
     flow.rhs(y, K[0])
     ys = xp.empty_like(y)
@@ -513,22 +520,17 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
             continue
         h_next = step_after_accept(h, h_try, err, exponent, ERK_MAX_FACTOR, rejected, clipped)
         stats.nsteps += 1
-        stiff_now = False
-        if detect_stiffness:
-            # Hairer's test: K[s] = f(y_new) and K[s-1] = f(ys) both sit at t + h
-            den = float(xp.vdot(y_new - ys, y_new - ys))
-            if den > 0.0:
-                num = float(xp.vdot(K[s] - K[s - 1], K[s] - K[s - 1]))
-                stiff_now = h_try * math.sqrt(num / den) > boundary
-        else:
-            # the stability cap of _explicit (K[s-1] = f(ys), ys the last stage, at t + h)
-            dv = K[s] - K[s - 1]
-            dy = y_new - ys
-            rho = stiffness_estimate(float(xp.vdot(dv, dv)),
-                                     float(xp.vdot(dy, dy)) / (h_try * h_try),
-                                     float(xp.vdot(K[0], K[0])), wsum, h_try)
-            rho_mem = max(rho, STIFFNESS_MEMORY * rho_mem)
-            h_next = stability_cap(h_next, rho_mem, tab.stability_boundary)
+        # the stability cap of _explicit (K[s-1] = f(ys), ys the last stage, at t + h):
+        # Hairer's estimate rho = |f(y_new) - f(ys)| / |y_new - ys|
+        dv = K[s] - K[s - 1]
+        dy = y_new - ys
+        rho = stiffness_estimate(float(xp.vdot(dv, dv)), float(xp.vdot(dy, dy)) / (h_try * h_try),
+                                 float(xp.vdot(K[0], K[0])), wsum, h_try)
+        rho_mem = max(rho, STIFFNESS_MEMORY * rho_mem)
+        h_capped = stability_cap(h_next, rho_mem, tab.stability_boundary)
+        # stiff: accuracy alone would have allowed a longer step than stability does
+        stiff_now = detect_stiffness and h_capped < h_next
+        h_next = h_capped
         if stiff_now:
             n_nonstiff = 0
             n_stiff += 1
@@ -546,7 +548,7 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
             k += 1
         else:
             t = t + h_try
-        if n_stiff >= STIFF_STEPS:
+        if n_stiff >= stiff_steps:
             if stats.stiff_at is None:
                 stats.stiff_at = t
             return status, t, y, h, k, True
@@ -557,7 +559,7 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
 # solvers (the _solvers interface), generic in the array module
 # --------------------------------------------------------------------------------------------
 def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_host=None):
-    """Integrate on array module ``xp`` with ``method`` in {"ROS34PW2", "auto", "RK45", "DOP853"}.
+    """Integrate on array module ``xp`` with ``method``: "ROS34PW2", "auto" or a name in ``TABLEAUX``.
 
     ``to_host`` converts a device vector to numpy (identity for numpy); ``observe``
     always receives numpy arrays.  Returns a :class:`RawResult` with ``y_last`` on the host.
@@ -595,14 +597,17 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
         else:
             stiff = True
             status = FlowStatus.SUCCESS
+            backs = 0      # switches back to the explicit pair so far
             while stiff and status.success and k < T:
                 status, t, y, h, k, stiff = erk_run(flow, y, t, h, t_eval, k, explicit, options,
-                                                    obs, stats, detect_stiffness=auto)
+                                                    obs, stats, detect_stiffness=auto,
+                                                    stiff_steps=STIFF_STEPS * SWITCH_BACKOFF ** backs)
                 if stiff and status.success and k < T:
                     stats.switches += 1
                     status, t, y, h, k, stiff = rosw_run(flow, y, t, h, t_eval, k, options, obs,
                                                          stats, switch_back=explicit)
                     stats.switches += stiff
+                    backs += stiff
     msg = status.message if status.success else _failure(status, t, h, options.max_steps)
     if stats.stiff_at is not None and auto:
         msg += (f" (stiff from t={stats.stiff_at:.6g}: switched DOP853 -> ROS34PW2; "

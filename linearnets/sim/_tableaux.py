@@ -18,6 +18,16 @@ Hairer-Norsett-Wanner and of ``scipy.integrate``):
 Coefficients: Dormand & Prince, J. Comput. Appl. Math. 6 (1980) 19-26 (RK45);
 Hairer, Norsett & Wanner, *Solving ODEs I*, Sec. II.10, the DOP853 code.
 The digits are those of ``scipy.integrate`` so that both take identical steps.
+
+``SSPRK104`` is Ketcheson's ten-stage, fourth-order strong-stability-preserving
+method (SIAM J. Sci. Comput. 30 (2008) 2113-2136), written out as a
+Butcher tableau from its low-storage form: ten right-hand sides per step buy
+a real-axis stability interval of 13.92, 1.39 per evaluation against 0.55 (RK45)
+and 0.53 (DOP853).  That is what counts once converged modes, not accuracy,
+set the step.  Its error estimate compares it with the third-order weights
+``bhat = (0, 2/9, 0, 0, 5/18, 1/3, 0, 0, 0, 1/6)`` on the same stages (they
+satisfy the four order-3 conditions, checked in the tests), so the local error
+estimate scales as ``h**4``.
 """
 from __future__ import annotations
 
@@ -25,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Tableau", "RK45", "DOP853", "TABLEAUX"]
+__all__ = ["Tableau", "RK45", "DOP853", "SSPRK104", "TABLEAUX"]
 
 
 @dataclass(frozen=True)
@@ -201,6 +211,20 @@ _DOP853_E3 = np.array([
     0.0,
 ])
 
+# SSPRK(10,4) from its low-storage form: five Euler substeps of h/6, the combination
+# q2 = (q2 + 9 q1)/25, q1 = 15 q2 - 5 q1, four more substeps, then
+# y_new = q2 + 3/5 q1 + h/10 f(q1); every weight of the step is 1/10.
+_SSP104_A = np.zeros((10, 10))
+for _i in range(1, 5):
+    _SSP104_A[_i, :_i] = 1.0 / 6.0
+for _i in range(5, 10):
+    _SSP104_A[_i, :5] = 1.0 / 15.0
+    _SSP104_A[_i, 5:_i] = 1.0 / 6.0
+_SSP104_B = np.full(10, 0.1)
+_SSP104_C = np.array([0.0, 1 / 6, 1 / 3, 0.5, 2 / 3, 1 / 3, 0.5, 2 / 3, 5 / 6, 1.0])
+_SSP104_BHAT = np.array([0.0, 2 / 9, 0.0, 0.0, 5 / 18, 1 / 3, 0.0, 0.0, 0.0, 1 / 6, 0.0])
+_SSP104_E = np.append(_SSP104_B, 0.0) - _SSP104_BHAT
+
 
 def _frozen(a):
     a = np.ascontiguousarray(a, dtype=np.float64)
@@ -208,11 +232,14 @@ def _frozen(a):
     return a
 
 
-# stability boundaries: the first root of |R(-x)| = 1, x > 0, rounded down (3.30657, 6.39365)
+# stability boundaries: the first root of |R(-x)| = 1, x > 0, rounded down (3.30657, 6.39365,
+# 13.91704)
 RK45 = Tableau("RK45", 5, 4, _frozen(_RK45_A), _frozen(_RK45_B), _frozen(_RK45_C), _frozen(_RK45_E),
                stability_boundary=3.3065)
 DOP853 = Tableau("DOP853", 8, 7, _frozen(_DOP853_A), _frozen(_DOP853_B), _frozen(_DOP853_C),
                  _frozen(_DOP853_E5), _frozen(_DOP853_E3), stability_boundary=6.3936)
+SSPRK104 = Tableau("SSPRK104", 4, 3, _frozen(_SSP104_A), _frozen(_SSP104_B), _frozen(_SSP104_C),
+                   _frozen(_SSP104_E), stability_boundary=13.917)
 
 #: Name -> tableau, for the method registry.
-TABLEAUX = {t.name: t for t in (RK45, DOP853)}
+TABLEAUX = {t.name: t for t in (RK45, DOP853, SSPRK104)}

@@ -8,8 +8,10 @@ the exact gradient flow of the loss ``(1/2P) sum_mu |y_mu - W x_mu|^2`` with
 ``W = W_L ... W_1``, for any depth and widths.  The data enter only through
 ``Sxx = X^T X / P`` and ``Syx = Y^T X / P``, computed once.  The integration
 methods live in a registry (``_solvers``): adaptive embedded Runge-Kutta pairs
-``"RK45"`` (Dormand-Prince 5(4)) and ``"DOP853"`` (Hairer's 8(5,3)) on the
-``"numpy"`` and ``"numba"`` backends, plus whatever other modules register.
+``"RK45"`` (Dormand-Prince 5(4)), ``"DOP853"`` (Hairer's 8(5,3)) and
+``"SSPRK104"`` (Ketcheson's ten-stage SSP method, order 4, with an order-3
+estimate) on the ``"numpy"`` and ``"numba"`` backends, plus whatever other
+modules register.
 """
 from __future__ import annotations
 
@@ -199,7 +201,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     backend : {"auto", "numpy", "numba", "cupy"}
         Where the integration runs; results are numpy float64 arrays in any case.
     method : str
-        A registered method: ``"DOP853"`` (default), ``"RK45"``, ...
+        A registered method: ``"DOP853"`` (default), ``"RK45"``, ``"SSPRK104"``
+        (ten stages, order 4, a real stability interval 2.5x longer per evaluation:
+        for runs whose step is held back by converged modes), ``"ROS34PW2"``,
+        ``"auto"`` (numpy and cupy backends) ...
     record : collection of str
         Any of ``"weights"``, ``"modes"``, ``"conservation"``, ``"ntk"``.
     probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
