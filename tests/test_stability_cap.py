@@ -3,7 +3,7 @@ estimate, and what the cap saves where steps are limited by stability."""
 import numpy as np
 import pytest
 
-from linearnets.data import scalar_teacher
+from linearnets.data import scalar_teacher, teacher_task
 from linearnets.sim import _explicit
 from linearnets.sim._tableaux import TABLEAUX
 from linearnets.sim.flow import gradient_flow
@@ -106,4 +106,23 @@ def test_cap_saves_rejections_where_stability_limits_the_step(method, monkeypatc
     # and costs no accuracy: both within a few tolerances of the reference
     scale = np.abs(ref.end_to_end).max()
     for run in (capped, plain):
+        assert np.abs(run.end_to_end - ref.end_to_end).max() <= 10 * 1e-6 * scale
+
+
+def test_longer_stability_interval_pays_where_stability_limits_the_step():
+    """SSPRK104 spends 10 evaluations on an interval of 13.9, RK45 6 on 3.3: where the
+    cap sets the step it needs 6 * 13.9 / (10 * 3.3) = 2.5 times fewer.  Here a strong
+    mode (s = 2) converges early while a weak one (s = 0.1) is still on its plateau:
+    most of the run is capped, the start is not."""
+    X, Y = teacher_task(60, 6, [2.0, 0.1], seed=0, whiten=False)
+    ws = init_network((6, 10, 10, 2), 0.05, seed=0)
+    t = np.array([0.0, 400.0])
+    ref = gradient_flow(ws, X, Y, t, backend="numpy", rtol=1e-12, atol=1e-15)
+    assert ref.loss[-1] < 1e-8 * ref.loss[0]          # the weak mode has been learned too
+    runs = {m: gradient_flow(ws, X, Y, t, backend="numpy", method=m, rtol=1e-6, atol=1e-9)
+            for m in ("RK45", "SSPRK104")}
+    assert runs["SSPRK104"].nfev < runs["RK45"].nfev / 1.5
+    scale = np.abs(ref.end_to_end).max()
+    for run in runs.values():
+        assert run.success
         assert np.abs(run.end_to_end - ref.end_to_end).max() <= 10 * 1e-6 * scale
