@@ -38,7 +38,7 @@ def _dense(problem, y0, t_eval, tab, options, observe):
                                options, observe)
 
 
-@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "SSPRK104"])
 @pytest.mark.parametrize("name", list(PROBLEMS))
 def test_factored_stages_take_the_dense_steppers_steps(name, method):
     ws, X, Y, problem = _problem(name)
@@ -59,16 +59,20 @@ def test_factored_stages_take_the_dense_steppers_steps(name, method):
             assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
         else:
             assert abs(a.nsteps - b.nsteps) <= max(2, 0.01 * a.nsteps)
-        # The states differ only by the rounding of the stage sums, summed in another
-        # order.  A stage sum of weights a_ij rounds to ~eps sum_j |a_ij| |y| at worst;
-        # over n steps of a flow that neither grows nor shrinks much here (sigma = 1,
-        # |y(25)| / |y(0)| within 3 %), the states may drift apart by n times that
-        # (after convergence a slightly different step changes the state by less).
-        bound = a.nsteps * np.finfo(float).eps * growth
+        if (a.nsteps, a.nrejected) == (b.nsteps, b.nrejected):
+            # The states differ only by the rounding of the stage sums, summed in another
+            # order.  A stage sum of weights a_ij rounds to ~eps sum_j |a_ij| |y| at worst;
+            # over n steps of a flow that neither grows nor shrinks much here (sigma = 1,
+            # |y(25)| / |y(0)| within 3 %), the states may drift apart by n times that.
+            bound = a.nsteps * np.finfo(float).eps * growth
+        else:
+            # other steps, other truncation errors: each run is within its error
+            # control of the flow, so they differ by at most about rtol
+            bound = 1e-8
         assert np.abs(ya - yb).max() <= bound * np.abs(ya).max()
 
 
-@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "SSPRK104"])
 def test_factored_matches_solve_ivp(method):
     ws, X, Y, problem = _problem("mixed-C3", seed=2)
     tab = TABLEAUX[method]
@@ -83,7 +87,7 @@ def test_factored_matches_solve_ivp(method):
     assert raw.status.success and units.max() < 10
 
 
-@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "SSPRK104"])
 @pytest.mark.parametrize("name", list(PROBLEMS))
 def test_numba_factored_stepper_matches_numpy(name, method):
     pytest.importorskip("numba")

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
-from ._explicit import (MIN_STEP_ULPS, STABILITY_SAFETY, STIFFNESS_MEMORY, select_initial_step, stability_cap,
-                        step_after_accept, step_after_reject, stiffness_estimate)
+from ._explicit import (MIN_STEP_ULPS, STABILITY_SAFETY, STIFFNESS_MEMORY, select_initial_step,
+                        stability_cap, step_after_accept, step_after_reject, stiffness_estimate)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
@@ -559,7 +559,7 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
 # solvers (the _solvers interface), generic in the array module
 # --------------------------------------------------------------------------------------------
 def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_host=None):
-    """Integrate on array module ``xp`` with ``method``: "ROS34PW2", "auto" or a name in ``TABLEAUX``.
+    """Integrate on array module ``xp`` with ``method``: "ROS34PW2", "auto" or a ``TABLEAUX`` name.
 
     ``to_host`` converts a device vector to numpy (identity for numpy); ``observe``
     always receives numpy arrays.  Returns a :class:`RawResult` with ``y_last`` on the host.
