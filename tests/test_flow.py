@@ -116,7 +116,7 @@ def test_rhs_any_widths_numpy_and_numba(sizes, P, seed):
     out = np.empty_like(y)
     _kernels.rhs_flat(y, out, prob.Sxx, prob.Syx, prob.eta_l, rows, cols, prob.offsets,
                       np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff, np.empty((D, C)),
-                      np.empty((D, C)))
+                      np.empty((D, C)), np.empty(2 * C * max(max(sh) for sh in prob.shapes)))
     assert np.abs(out - ref).max() <= 1e-12 * scale
 
 
@@ -455,3 +455,27 @@ def test_cupy_unavailable_is_clear():
     with pytest.raises(ValueError, match="(?i)cupy|gpu"):
         gradient_flow(init_network((4, 3, 1), 0.1), X, Y, [0.0, 1.0], backend="cupy")
 
+
+
+def test_rhs_both_product_orientations():
+    # G W^T is formed as (W G^T)^T for layers up to TRANSPOSED_PRODUCT_MAX_BYTES and
+    # directly above: a network with one layer on each side checks both branches, in
+    # numpy and in the compiled kernel, against the naive products
+    from linearnets.sim import _kernels
+    from linearnets.sim._explicit import numba_rhs_args
+    big = int(np.sqrt(_rhs.TRANSPOSED_PRODUCT_MAX_BYTES / 8)) + 8
+    rng = np.random.default_rng(4)
+    sizes = (5, big, big, 3, 2)
+    ws = [rng.standard_normal((o, i)) / np.sqrt(i) for i, o in zip(sizes[:-1], sizes[1:])]
+    assert 8 * ws[1].size > _rhs.TRANSPOSED_PRODUCT_MAX_BYTES >= 8 * ws[2].size
+    X = rng.standard_normal((20, sizes[0]))
+    Y = rng.standard_normal((20, sizes[-1]))
+    prob = _rhs.make_problem([w.shape for w in ws], X, Y)
+    y = _rhs.pack(ws)
+    ref = naive_rhs(prob.shapes, prob.Sxx, prob.Syx, 1.0)(0.0, y)
+    scale = np.abs(ref).max()
+    a = _rhs.rhs(y, prob)
+    b = np.empty_like(y)
+    _kernels.rhs_flat(y, b, *numba_rhs_args(prob))
+    assert np.abs(a - ref).max() <= 1e-12 * scale
+    assert np.abs(b - ref).max() <= 1e-12 * scale

@@ -411,7 +411,7 @@ def numba_rhs_args(problem):
     return (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
             np.ascontiguousarray(problem.eta_l, dtype=np.float64), rows, cols, offs,
             np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff,
-            np.empty((D, C)), np.empty((D, C)))
+            np.empty((D, C)), np.empty((D, C)), np.empty(2 * C * max(max(sh) for sh in shapes)))
 
 
 def stiffness_args(tab):

@@ -14,18 +14,41 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["rhs_flat", "error_norm", "step_after_accept", "stiffness_estimate", "stability_cap",
+from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
+
+__all__ = ["times_transpose", "rhs_flat", "error_norm", "step_after_accept", "stiffness_estimate", "stability_cap",
            "capped_step", "erk_advance"]
 
 
 @njit(cache=True)
-def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW):
+def times_transpose(G, W, out, tbuf):
+    """``out = G W^T`` (C x r) for ``G`` (C x c), ``W`` (r x c): ``_rhs.times_transpose``,
+    the same branch and the same BLAS calls (``tbuf``: scratch of ``(r + c) C`` doubles)."""
+    C, c = G.shape
+    r = W.shape[0]
+    if 8 * r * c <= TRANSPOSED_PRODUCT_MAX_BYTES:
+        GT = tbuf[:c * C].reshape((c, C))
+        for a in range(C):
+            for i in range(c):
+                GT[i, a] = G[a, i]
+        OT = tbuf[c * C:(c + r) * C].reshape((r, C))
+        np.dot(W, GT, OT)
+        for a in range(C):
+            for i in range(r):
+                out[a, i] = OT[i, a]
+    else:
+        np.dot(G, W.T, out)
+
+
+@njit(cache=True)
+def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
     """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,).
 
     ``rows[i], cols[i]`` are the shape of layer i (0-based), ``offs`` its offsets
     in ``y``; ``abuf`` holds the transposed top products ``A_i^T`` (rows[i] x C)
     at offsets ``aoff``, ``gbuf`` the bottom products ``G_i`` (C x cols[i]) at
-    ``goff`` (``G_0 = E``); ``WT`` and ``SW`` are (D, C) scratch.
+    ``goff`` (``G_0 = E``); ``WT`` and ``SW`` are (D, C) scratch, ``tbuf`` scratch
+    of ``2 C max(rows, cols)`` doubles for :func:`times_transpose`.
     """
     L = rows.shape[0]
     C = Syx.shape[0]
@@ -57,7 +80,7 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
         if i > 0:
             Gp = gbuf[goff[i - 1]:goff[i - 1] + C * cols[i - 1]].reshape((C, cols[i - 1]))
             Wm = y[offs[i - 1]:offs[i]].reshape((rows[i - 1], cols[i - 1]))
-            np.dot(Gp, Wm.T, Gi)
+            times_transpose(Gp, Wm, Gi, tbuf)
         dW = out[offs[i]:offs[i + 1]].reshape((rows[i], cols[i]))
         eta = eta_l[i]
         if i == L - 1:
@@ -123,7 +146,7 @@ def capped_step(h, h_try, num, dd, ref, th, stiff):
 @njit(cache=True)
 def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3, exponent,
                 rtol, atol, safety, min_factor, max_factor, ulps, wd, stiff,
-                Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW):
+                Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
 
     ``K`` (s+1, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
@@ -171,7 +194,7 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                 for m in range(n):
                     y_new[m] = y_new[m] * h_try + y[m]
                 rhs_flat(y_new, K[i], Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
-                         WT, SW)
+                         WT, SW, tbuf)
             stats[0] += s
             # error norm (RMS, or Hairer's DOP853 combination of err5 and err3)
             e5 = 0.0

@@ -133,8 +133,8 @@ class _Stages:
 
         def apply_right(l, G):      # G W_l^st^T
             if not lay.factored[l]:
-                return G @ Wst[l].T
-            out = G @ Ws[l].T
+                return _rhs.times_transpose(G, Wst[l])
+            out = _rhs.times_transpose(G, Ws[l])
             if k:
                 N = G @ self.vs[l][:k * C].T
                 N *= wr[None, :]
@@ -373,7 +373,7 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
             np.empty(problem.Sxx.shape[0] * C), np.empty(problem.Sxx.shape[0] * C),
             np.empty(lay.S1 * C * C), np.empty(lay.S1 * C * C), np.empty(mx * C),
             np.empty(3 * lay.S1 * C * mx), np.empty(3 * lay.S1 * C * mx),
-            np.empty(2 * (lay.S1 * C) ** 2))
+            np.empty(2 * (lay.S1 * C) ** 2), np.empty(2 * C * mx))
     pbuf = np.empty(3 * max(BLOCK_ENTRIES, mx))
     Sxx = np.ascontiguousarray(problem.Sxx)
     Syx = np.ascontiguousarray(problem.Syx)

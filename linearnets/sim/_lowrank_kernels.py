@@ -13,16 +13,16 @@ matrix-vector product, and 3x slower at 3 x 64 x 64.)  Arguments are grouped in
 tuples of flat arrays so every kernel has one signature (``cache=True``):
 
 * ``ints = (rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff)`` (int64);
-* ``bufs = (ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram)``
-  (float64), see ``_lowrank.Layout`` for what each holds (``gram``: two Gram matrices
-  of the stiffness estimate).
+* ``bufs = (ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram,
+  tbuf)`` (float64), see ``_lowrank.Layout`` for what each holds (``gram``: two Gram
+  matrices of the stiffness estimate; ``tbuf``: scratch of ``_kernels.times_transpose``).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from ._kernels import capped_step, error_norm, step_after_accept
+from ._kernels import capped_step, error_norm, step_after_accept, times_transpose
 
 __all__ = ["stage", "combination", "step_end", "stiffness_sums", "lowrank_advance"]
 
@@ -56,12 +56,12 @@ def _apply_left(l, A, out, k, w, C, ints, bufs, y):
 def _apply_right(l, G, out, k, w, C, ints, bufs, y):
     """``out = G W_l^st^T`` (G: C x N_{l-1}, out: C x N_l)."""
     rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
-    ut, vs, wst, nbuf, tmp = bufs[0], bufs[1], bufs[3], bufs[9], bufs[10]
+    ut, vs, wst, nbuf, tmp, tbuf = bufs[0], bufs[1], bufs[3], bufs[9], bufs[10], bufs[14]
     r, c = rows[l], cols[l]
     if factored[l] == 0:
-        np.dot(G, wst[offs[l]:offs[l + 1]].reshape((r, c)).T, out)
+        times_transpose(G, wst[offs[l]:offs[l + 1]].reshape((r, c)), out, tbuf)
         return
-    np.dot(G, y[offs[l]:offs[l + 1]].reshape((r, c)).T, out)
+    times_transpose(G, y[offs[l]:offs[l + 1]].reshape((r, c)), out, tbuf)
     if k == 0:
         return
     U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
