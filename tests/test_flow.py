@@ -479,3 +479,45 @@ def test_rhs_both_product_orientations():
     _kernels.rhs_flat(y, b, *numba_rhs_args(prob))
     assert np.abs(a - ref).max() <= 1e-12 * scale
     assert np.abs(b - ref).max() <= 1e-12 * scale
+
+
+@pytest.mark.parametrize("a_order,b_order", [("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")])
+def test_blas_dot_is_numbas_product_bit_for_bit(a_order, b_order):
+    # numpy's own BLAS build rounds some shapes differently from the dgemm numba calls
+    # (a 100 x 256 Gram, for one); the reference steppers multiply through blas_dot
+    from numba import njit
+
+    @njit(cache=False)
+    def nb_dot(a, b, out):
+        np.dot(a, b, out)
+
+    rng = np.random.default_rng(5)
+    for m, k, n in [(100, 256, 100), (110, 256, 110), (10, 256, 256), (7, 5, 3), (1, 32, 20),
+                    (10, 10, 1), (1, 10, 1), (10, 1, 8)]:
+        a = rng.standard_normal((m, k) if a_order == "C" else (k, m))
+        b = rng.standard_normal((k, n) if b_order == "C" else (n, k))
+        a = a if a_order == "C" else a.T
+        b = b if b_order == "C" else b.T
+        out = np.empty((m, n))
+        nb_dot(a, b, out)
+        got = _rhs.blas_dot(a, b)
+        assert got.flags.c_contiguous and got.shape == (m, n)
+        assert np.array_equal(got, out)
+        assert np.abs(got - a @ b).max() <= 1e-13 * np.abs(a @ b).max()
+
+
+def test_numba_matches_numpy_bit_for_bit_wide_outputs():
+    # ten outputs and 120-wide layers: factored stages with Gram matrices of 100 rows,
+    # a shape where numpy's and numba's BLAS builds round differently; through the
+    # stability-capped tail a last-bit difference would change the steps
+    X, Y = teacher_task(200, 16, list(np.linspace(2.0, 0.5, 10)), seed=0, whiten=False)
+    ws = init_network((16, 120, 120, 10), 0.1, seed=0)
+    t = np.array([0.0, 5.0, 20.0, 60.0])
+    a = gradient_flow(ws, X, Y, t, backend="numpy", method="SSPRK104", rtol=1e-6, atol=1e-9,
+                      record=("weights",))
+    b = gradient_flow(ws, X, Y, t, backend="numba", method="SSPRK104", rtol=1e-6, atol=1e-9,
+                      record=("weights",))
+    assert a.nsteps > 150
+    assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
+    for wa, wb in zip(a.weights_t, b.weights_t):
+        assert np.array_equal(wa, wb)

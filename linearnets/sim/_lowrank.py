@@ -31,8 +31,8 @@ only the rounding of the stage states differs, so the two steppers take the
 same steps except where an error norm sits within rounding of 1.
 
 This module is the numpy reference; ``_lowrank_kernels.lowrank_advance`` is its
-compiled twin (the same operations in the same order, bit for bit where numpy
-and numba call the same BLAS).
+compiled twin (the same operations in the same order, the products through
+``_rhs.blas_dot``: bit for bit).
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ import numpy as np
 
 from . import _explicit, _rhs
 from ._explicit import MAX_FACTOR, MIN_FACTOR, _failure_message
+from ._rhs import blas_dot as dot
 from ._solvers import RawResult
 
 __all__ = ["Layout", "worth_factoring", "third_order_rest", "lowrank_solve",
@@ -123,12 +124,12 @@ class _Stages:
 
         def apply_left(l, A):       # A W_l^st
             if not lay.factored[l]:
-                return A @ Wst[l]
-            out = A @ Ws[l]
+                return dot(A, Wst[l])
+            out = dot(A, Ws[l])
             if k:
-                M = A @ self.ut[l][:k * C].T
+                M = dot(A, self.ut[l][:k * C].T)
                 M *= wr[None, :]
-                out += M @ self.vs[l][:k * C]
+                out += dot(M, self.vs[l][:k * C])
             return out
 
         def apply_right(l, G):      # G W_l^st^T
@@ -136,9 +137,9 @@ class _Stages:
                 return _rhs.times_transpose(G, Wst[l])
             out = _rhs.times_transpose(G, Ws[l])
             if k:
-                N = G @ self.vs[l][:k * C].T
+                N = dot(G, self.vs[l][:k * C].T)
                 N *= wr[None, :]
-                out += N @ self.ut[l][:k * C]
+                out += dot(N, self.ut[l][:k * C])
             return out
 
         A = [None] * L
@@ -149,7 +150,7 @@ class _Stages:
             W = apply_left(0, A[0])
         else:
             W = Wst[0]
-        G = p.Syx - (W if p.white else W @ p.Sxx)
+        G = p.Syx - (W if p.white else dot(W, p.Sxx))
         for l in range(L):
             if l > 0:
                 G = apply_right(l - 1, G)
@@ -160,7 +161,7 @@ class _Stages:
             elif l == L - 1:
                 self.kd[l][slot] = (G * eta).ravel()
             else:
-                self.kd[l][slot] = (A[l].T @ G).ravel() * eta
+                self.kd[l][slot] = dot(A[l].T, G).ravel() * eta
 
     def combination(self, w, out):
         """``out = sum_j w_j K_j`` over the first ``len(w)`` slots, as a dense flat vector (n,)."""
@@ -174,7 +175,7 @@ class _Stages:
                 # product has rank 8 C rather than 13 C
                 keep = wr != 0.0
                 Us = self.ut[l][:k * lay.C][keep] * wr[keep][:, None]
-                o[:] = (Us.T @ self.vs[l][:k * lay.C][keep]).ravel()
+                o[:] = dot(Us.T, self.vs[l][:k * lay.C][keep]).ravel()
             else:
                 o[:] = _combine_rows(w, self.kd[l], k)
         return out
@@ -288,14 +289,14 @@ def block_rows(cols):
 def _gram(X):
     """``X X^T`` as a plain product with a copied transpose (numpy would use a symmetric
     rank-k update for ``X @ X.T``; the compiled twin calls the same general product)."""
-    return np.dot(X, np.ascontiguousarray(X.T))
+    return dot(X, np.ascontiguousarray(X.T))
 
 
 def _prod(g, i0, i1):
     Ust, V = g
     if V.shape[0] == 0:
         return np.zeros((i1 - i0, V.shape[1]))
-    return Ust[i0:i1] @ V
+    return dot(Ust[i0:i1], V)
 
 
 def _seqsum(v):

@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.linalg.blas import dgemm
 
 __all__ = [
     "layer_offsets",
@@ -47,6 +48,7 @@ __all__ = [
     "make_problem",
     "rhs",
     "TRANSPOSED_PRODUCT_MAX_BYTES",
+    "blas_dot",
     "times_transpose",
     "end_to_end_flat",
     "loss_from_end_to_end",
@@ -89,6 +91,41 @@ def unpack(y, shapes, offsets=None):
 WHITE_TOL = 16 * np.finfo(np.float64).eps
 
 
+def blas_dot(a, b):
+    """``a @ b`` (2-D) through the BLAS call numba's ``np.dot`` makes, for identical bits.
+
+    numba calls scipy's ``dgemm`` with the operands swapped (a C-ordered product is
+    the column-major ``b^T a^T``) and a transpose flag for an F-ordered operand
+    (matrix-vector shapes go to gemv/dot, as in numpy);
+    numpy's ``@`` calls its own OpenBLAS build, whose kernels round some shapes
+    differently (a 100 x 256 Gram differs in the last bit).  The reference steppers
+    multiply through this function so that the numpy and numba backends take the
+    same steps on any problem, not only where the two builds happen to agree.
+
+    Parameters
+    ----------
+    a : ndarray, shape (m, k), C- or F-contiguous
+    b : ndarray, shape (k, n), C- or F-contiguous
+
+    Returns
+    -------
+    ndarray, shape (m, n), C-contiguous
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0 or k == 0:
+        return np.zeros((m, n))
+    if m == 1 or n == 1:
+        # numba (like numpy) hands a matrix-vector product to gemv or dot, whose
+        # kernels agree across the two builds
+        return np.ascontiguousarray(a @ b)
+    # column-major operands: b^T first, then a^T, each passed as stored (flag 0 for a
+    # C-ordered array seen transposed, flag 1 for an F-ordered one)
+    first, ta = (b.T, 0) if b.flags.c_contiguous else (b, 1)
+    second, tb = (a.T, 0) if a.flags.c_contiguous else (a, 1)
+    return dgemm(1.0, first, second, trans_a=ta, trans_b=tb).T
+
+
 #: Largest layer (in bytes) whose ``G W^T`` is computed as ``(W G^T)^T``.  With C rows
 #: in G, OpenBLAS runs ``W G^T`` 1.7-2x faster than ``G W^T`` while W sits in a core's
 #: L2 cache (10 x 256 x 256: 26 vs 43 us) and up to 10 % slower once W streams from
@@ -105,8 +142,8 @@ def times_transpose(G, W):
     kernels take the same branch with the same operands, so both give identical bits.
     """
     if 8 * W.size <= TRANSPOSED_PRODUCT_MAX_BYTES:
-        return np.ascontiguousarray(np.dot(W, np.ascontiguousarray(G.T)).T)
-    return G @ W.T
+        return np.ascontiguousarray(blas_dot(W, np.ascontiguousarray(G.T)).T)
+    return blas_dot(G, W.T)
 
 
 @dataclass(frozen=True, eq=False)
@@ -215,15 +252,16 @@ def rhs(y, problem, out=None):
     L = len(Ws)
     # transposed top products At[i] = (W_L ... W_{i+2})^T (0-based layer i), N_{i+1} x C;
     # At[L-1] = identity is never formed
+    # (products through blas_dot, transposed copies where the kernel copies: the same bits)
     At = [None] * L
     if L > 1:
-        At[L - 2] = Ws[L - 1].T
+        At[L - 2] = np.ascontiguousarray(Ws[L - 1].T)
         for i in range(L - 3, -1, -1):
-            At[i] = Ws[i + 1].T @ At[i + 1]
-        WT = Ws[0].T @ At[0]
+            At[i] = blas_dot(Ws[i + 1].T, At[i + 1])
+        WT = blas_dot(Ws[0].T, At[0])
     else:
-        WT = Ws[0].T
-    E = problem.Syx - (problem.Sxx @ WT).T
+        WT = np.ascontiguousarray(Ws[0].T)
+    E = problem.Syx - blas_dot(problem.Sxx, WT).T
     G = E
     for i in range(L):
         if i > 0:
@@ -231,7 +269,7 @@ def rhs(y, problem, out=None):
         if i == L - 1:
             np.multiply(G, problem.eta_l[i], out=dWs[i])
         else:
-            np.dot(At[i], G, out=dWs[i])
+            dWs[i][...] = blas_dot(At[i], G)
             dWs[i] *= problem.eta_l[i]
     return out
 
