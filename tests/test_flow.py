@@ -503,6 +503,8 @@ def test_blas_dot_is_numbas_product_bit_for_bit(a_order, b_order):
         got = _rhs.blas_dot(a, b)
         assert got.flags.c_contiguous and got.shape == (m, n)
         assert np.array_equal(got, out)
+        into = np.full((m, n), np.nan)
+        assert _rhs.blas_dot(a, b, out=into) is into and np.array_equal(into, out)
         assert np.abs(got - a @ b).max() <= 1e-13 * np.abs(a @ b).max()
 
 

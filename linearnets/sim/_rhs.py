@@ -91,7 +91,7 @@ def unpack(y, shapes, offsets=None):
 WHITE_TOL = 16 * np.finfo(np.float64).eps
 
 
-def blas_dot(a, b):
+def blas_dot(a, b, out=None):
     """``a @ b`` (2-D) through the BLAS call numba's ``np.dot`` makes, for identical bits.
 
     numba calls scipy's ``dgemm`` with the operands swapped (a C-ordered product is
@@ -106,6 +106,8 @@ def blas_dot(a, b):
     ----------
     a : ndarray, shape (m, k), C- or F-contiguous
     b : ndarray, shape (k, n), C- or F-contiguous
+    out : ndarray, shape (m, n), C-contiguous, optional
+        Written in place (no temporary) and returned if given.
 
     Returns
     -------
@@ -113,17 +115,22 @@ def blas_dot(a, b):
     """
     m, k = a.shape
     n = b.shape[1]
+    if out is None:
+        out = np.empty((m, n))
     if m == 0 or n == 0 or k == 0:
-        return np.zeros((m, n))
+        out[...] = 0.0
+        return out
     if m == 1 or n == 1:
         # numba (like numpy) hands a matrix-vector product to gemv or dot, whose
         # kernels agree across the two builds
-        return np.ascontiguousarray(a @ b)
+        return np.dot(a, b, out=out)
     # column-major operands: b^T first, then a^T, each passed as stored (flag 0 for a
-    # C-ordered array seen transposed, flag 1 for an F-ordered one)
+    # C-ordered array seen transposed, flag 1 for an F-ordered one); the result is
+    # the column-major out^T, written in place
     first, ta = (b.T, 0) if b.flags.c_contiguous else (b, 1)
     second, tb = (a.T, 0) if a.flags.c_contiguous else (a, 1)
-    return dgemm(1.0, first, second, trans_a=ta, trans_b=tb).T
+    dgemm(1.0, first, second, beta=0.0, c=out.T, trans_a=ta, trans_b=tb, overwrite_c=1)
+    return out
 
 
 #: Largest layer (in bytes) whose ``G W^T`` is computed as ``(W G^T)^T``.  With C rows
@@ -269,7 +276,7 @@ def rhs(y, problem, out=None):
         if i == L - 1:
             np.multiply(G, problem.eta_l[i], out=dWs[i])
         else:
-            dWs[i][...] = blas_dot(At[i], G)
+            blas_dot(At[i], G, out=dWs[i])
             dWs[i] *= problem.eta_l[i]
     return out
 
