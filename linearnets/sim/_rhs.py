@@ -133,11 +133,11 @@ def blas_dot(a, b, out=None):
     return out
 
 
-#: Largest layer (in bytes) whose ``G W^T`` is computed as ``(W G^T)^T``.  With C rows
-#: in G, OpenBLAS runs ``W G^T`` 1.7-2x faster than ``G W^T`` while W sits in a core's
-#: L2 cache (10 x 256 x 256: 26 vs 43 us) and up to 10 % slower once W streams from
-#: memory (10 x 1024 x 1024: 645 vs 588 us); 2 MiB is the L2 size of the machines
-#: measured (``benchmarks/bench_flow.py`` prints the gradient time per backend).
+#: Largest layer (in bytes) whose ``G W^T`` is computed as ``(W G^T)^T``.  With C = 10
+#: rows in G, OpenBLAS runs ``W G^T`` 1.7x faster than ``G W^T`` while W sits in a
+#: core's L2 cache (256 x 256: 26.7 vs 46.5 us), 1.06-1.3x up to 2 MiB, and 1-4 %
+#: slower beyond (1024 x 1024: 651 vs 628 us); 2 MiB is the L2 size of the machines
+#: measured.  ``benchmarks/bench_products.py`` prints both for every benchmark layer.
 TRANSPOSED_PRODUCT_MAX_BYTES = 1 << 21
 
 
