@@ -505,6 +505,8 @@ def test_blas_dot_is_numbas_product_bit_for_bit(a_order, b_order):
         assert np.array_equal(got, out)
         into = np.full((m, n), np.nan)
         assert _rhs.blas_dot(a, b, out=into) is into and np.array_equal(into, out)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _rhs.blas_dot(a, b, out=np.empty((n, m)).T)
         assert np.abs(got - a @ b).max() <= 1e-13 * np.abs(a @ b).max()
 
 

@@ -117,6 +117,9 @@ def blas_dot(a, b, out=None):
     n = b.shape[1]
     if out is None:
         out = np.empty((m, n))
+    elif out.shape != (m, n) or not out.flags.c_contiguous:
+        # dgemm writes in place only into the column-major view of a C-ordered array
+        raise ValueError(f"out must be a C-contiguous ({m}, {n}) array")
     if m == 0 or n == 0 or k == 0:
         out[...] = 0.0
         return out
