@@ -16,8 +16,8 @@ from numba import njit
 
 from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 
-__all__ = ["times_transpose", "rhs_flat", "error_norm", "step_after_accept", "stiffness_estimate", "stability_cap",
-           "capped_step", "erk_advance"]
+__all__ = ["times_transpose", "rhs_flat", "error_norm", "step_after_accept", "stiffness_estimate",
+           "stability_cap", "capped_step", "erk_advance"]
 
 
 @njit(cache=True)
