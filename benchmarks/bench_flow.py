@@ -3,8 +3,9 @@
 For each benchmark problem the score of a solver is the wall time to reach the
 end-to-end map ``W(t_end)`` within ``TARGET`` relative error (max-abs error over
 max-abs entry) of a tight-tolerance reference: tolerances are scanned from loose
-to tight and the loosest that reaches the target counts.  Beside every
-method/backend of ``gradient_flow`` the table shows the baselines
+to tight and the loosest that reaches the target, with the next tighter one
+reaching it too, counts.  Beside every method/backend of ``gradient_flow`` the
+table shows the baselines
 
 * ``scipy RK45`` / ``scipy DOP853``: ``scipy.integrate.solve_ivp`` on the flat
   parameters with a plain numpy gradient (narrow-side product order, allocating);
@@ -193,10 +194,15 @@ def rel_err(W, ref):
 
 
 def scan(run, ref, rtols):
-    """Loosest tolerance reaching TARGET: (rtol, seconds, nfev, err, rejected steps or
-    None), or the last try.  ``run(rtol)`` returns ``(W, nfev)`` or ``(W, nfev, nrej)``."""
-    last = None
-    for rtol in rtols:
+    """Loosest tolerance reaching TARGET whose next tighter tolerance reaches it too:
+    (rtol, seconds, nfev, err, rejected steps or None), or the last try.
+
+    Near the target the error at t_end is not monotone in rtol (local errors of both
+    signs cancel by chance: RK45 on the small problem reaches 3.3e-5 at rtol 3e-3 but
+    5.9e-4 at 1e-3), so one lucky tolerance does not count.  ``run(rtol)`` returns
+    ``(W, nfev)`` or ``(W, nfev, nrej)``.
+    """
+    def measure(rtol):
         # best of a few repetitions for short runs: the machine may be shared
         dt = np.inf
         for _ in range(REPEATS):
@@ -207,10 +213,15 @@ def scan(run, ref, rtols):
                 break
         err = rel_err(W, ref)
         err = err if np.isfinite(err) else np.inf
-        last = (rtol, dt, nfev, err, rej[0] if rej else None)
-        if err <= TARGET:
-            return last, True
-    return last, False
+        return (rtol, dt, nfev, err, rej[0] if rej else None)
+
+    results = [measure(rtols[0])]
+    for i in range(len(rtols)):
+        if i + 1 < len(rtols):
+            results.append(measure(rtols[i + 1]))
+        if results[i][3] <= TARGET and (i + 1 == len(rtols) or results[i + 1][3] <= TARGET):
+            return results[i], True
+    return results[-1], False
 
 
 def gd_baseline(ws, X, Y, t_end, Wref, problem, quick):

