@@ -409,8 +409,8 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
                                     stats, int(options.max_steps), tab.A, tab.b, tab.e, e3, use_e3,
                                     -1.0 / (tab.error_order + 1), float(options.rtol),
                                     float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
-                                    _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, wd, stiff, Sxx, Syx, eta_l,
-                                    problem.white, ints, bufs)
+                                    _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, wd,
+                                    stiff, Sxx, Syx, eta_l, problem.white, ints, bufs)
         if code != 0:
             break
         observe(k, y)

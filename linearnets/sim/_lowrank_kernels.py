@@ -450,13 +450,13 @@ def _fsal(s, C, ints, bufs):
 
 @njit(cache=True)
 def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, max_steps, A, b, e,
-                    e3, use_e3, exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps,
-                    wd, stiff, Sxx, Syx, eta_l, white, ints, bufs):
+                    e3, use_e3, exponent, rtol, atol, safety, min_factor, max_factor, min_err,
+                    ulps, wd, stiff, Sxx, Syx, eta_l, white, ints, bufs):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target``; slot 0 holds ``f(y)``.
 
     The loop of ``_kernels.erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
-    ``th = [t, h, rho, h_prev, err_prev]``, ``stats = [nfev, accepted, rejected, nonfinite]`` updated in
-    place; returns 0 on success, -1 step-size underflow, -3 step budget exhausted.
+    ``th = [t, h, rho, h_prev, err_prev]`` and ``stats = [nfev, accepted, rejected,
+    nonfinite]`` updated in place; returns 0 on success, -1 step-size underflow, -3 step budget exhausted.
     """
     s = b.shape[0]
     n = y.shape[0]
