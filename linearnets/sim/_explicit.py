@@ -60,7 +60,8 @@ from ._tableaux import TABLEAUX
 
 __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS",
            "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL", "stiffness_estimate",
-           "stability_cap", "predictive_step", "select_initial_step",
+           "stability_cap", "predictive_step", "NO_PREVIOUS_STEP", "accept_step",
+           "select_initial_step",
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba"]
 
 #: Safety factor on the optimal step-size change.
@@ -118,6 +119,26 @@ def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev):
         return h_next
     h_pred = SAFETY * h_try * (h_try / h_prev) * (err_prev / err / err) ** (-exponent)
     return min(h_next, max(h_pred, MIN_FACTOR * h_try))
+
+
+#: The memory of :func:`accept_step` before the first accepted step.
+NO_PREVIOUS_STEP = (0.0, 0.0)
+
+
+def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
+    """Next step after an accepted ``h_try``: :func:`step_after_accept`, then
+    :func:`predictive_step` from ``memory = (h_prev, err_prev)``.
+
+    Returns ``(h_next, memory)``, the memory now holding this step and its error
+    floored at ``PREDICTIVE_MIN_ERR``; a step shortened onto an output time
+    (``clipped``) predicts nothing and leaves the memory as it was.  Shared by every
+    adaptive stepper (``_kernels.accept_step`` is the compiled twin).
+    """
+    h_next = step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped)
+    if clipped:
+        return h_next, memory
+    return (predictive_step(h_next, h_try, err, exponent, *memory),
+            (h_try, max(err, PREDICTIVE_MIN_ERR)))
 
 
 def stiffness_estimate(num, dd, ref, wsum, h):
@@ -347,7 +368,7 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
     status = FlowStatus.SUCCESS
     nonfinite = False
     rho_mem = 0.0
-    h_prev = err_prev = 0.0  # the last accepted unclipped step, for predictive_step
+    memory = NO_PREVIOUS_STEP  # the last accepted unclipped step (accept_step)
     y_new = np.empty_like(y)
     while k < T:
         t_target = float(t_eval[k])
@@ -374,10 +395,8 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
                 rejected = True
                 continue
             if err < 1.0:
-                h = step_after_accept(h, h_try, err, exponent, MAX_FACTOR, rejected, clipped)
-                if not clipped:  # a step shortened onto an output time predicts nothing
-                    h = predictive_step(h, h_try, err, exponent, h_prev, err_prev)
-                    h_prev, err_prev = h_try, max(err, PREDICTIVE_MIN_ERR)
+                h, memory = accept_step(h, h_try, err, exponent, MAX_FACTOR, rejected, clipped,
+                                        memory)
                 nonfinite = False
                 break
             nrej += 1

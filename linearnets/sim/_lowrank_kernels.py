@@ -456,7 +456,8 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
 
     The loop of ``_kernels.erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
     ``th = [t, h, rho, h_prev, err_prev]`` and ``stats = [nfev, accepted, rejected,
-    nonfinite]`` updated in place; returns 0 on success, -1 step-size underflow, -3 step budget exhausted.
+    nonfinite]`` updated in place; returns 0 on success, -1 step-size underflow, -3 step
+    budget exhausted.
     """
     s = b.shape[0]
     n = y.shape[0]

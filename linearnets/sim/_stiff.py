@@ -47,9 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
-from ._explicit import (MIN_STEP_ULPS, PREDICTIVE_MIN_ERR, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                        predictive_step, select_initial_step, stability_cap, step_after_accept,
-                        step_after_reject, stiffness_estimate)
+from ._explicit import (MIN_STEP_ULPS, NO_PREVIOUS_STEP, STABILITY_SAFETY, STIFFNESS_MEMORY,
+                        accept_step, select_initial_step, stability_cap, step_after_reject,
+                        stiffness_estimate)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
@@ -399,7 +399,7 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
     f0 = flow.rhs(y, xp.empty_like(y), keep=True)
     status = FlowStatus.SUCCESS
     rejected_last = False
-    h_prev = err_prev = 0.0  # the last accepted unclipped step (_explicit.predictive_step)
+    memory = NO_PREVIOUS_STEP  # the last accepted unclipped step (_explicit.accept_step)
     n_cheaper = 0
     if switch_back is not None:
         # the explicit pair's capped step is STABILITY_SAFETY * boundary / rho
@@ -434,10 +434,8 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
             n_cheaper = n_cheaper + 1 if cheaper else 0
             cost0 = cost
         stats.rho = 0.0
-        h = step_after_accept(h, h_try, err, exponent, ROSW_MAX_FACTOR, rejected_last, clipped)
-        if not clipped:
-            h = predictive_step(h, h_try, err, exponent, h_prev, err_prev)
-            h_prev, err_prev = h_try, max(err, PREDICTIVE_MIN_ERR)
+        h, memory = accept_step(h, h_try, err, exponent, ROSW_MAX_FACTOR, rejected_last,
+                                clipped, memory)
         rejected_last = False
         stats.nsteps += 1
         y = y_new
@@ -499,7 +497,7 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
     status = FlowStatus.SUCCESS
     wsum = float(np.abs(tab.stiffness_weights).sum())
     rho_mem = 0.0
-    h_prev = err_prev = 0.0  # the last accepted unclipped step (_explicit.predictive_step)
+    memory = NO_PREVIOUS_STEP  # the last accepted unclipped step (_explicit.accept_step)
     n_stiff = n_nonstiff = 0
     rejected = False
     while k < T:
@@ -524,10 +522,8 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
             h = step_after_reject(h_try, err, exponent)
             rejected = True
             continue
-        h_next = step_after_accept(h, h_try, err, exponent, ERK_MAX_FACTOR, rejected, clipped)
-        if not clipped:
-            h_next = predictive_step(h_next, h_try, err, exponent, h_prev, err_prev)
-            h_prev, err_prev = h_try, max(err, PREDICTIVE_MIN_ERR)
+        h_next, memory = accept_step(h, h_try, err, exponent, ERK_MAX_FACTOR, rejected, clipped,
+                                     memory)
         stats.nsteps += 1
         # the stability cap of _explicit (K[s-1] = f(ys), ys the last stage, at t + h):
         # Hairer's estimate rho = |f(y_new) - f(ys)| / |y_new - ys|
