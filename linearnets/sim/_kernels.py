@@ -1,7 +1,8 @@
 """Numba kernels of the simulator (compiled with ``cache=True``; nothing else lives here).
 
-* :func:`rhs_flat` -- the gradient-flow right-hand side on the flat state, the
-  same narrow-side product order as the numpy reference ``_rhs.rhs``;
+* :func:`chains` / :func:`rhs_flat` -- the partial products of the gradient and the
+  gradient-flow right-hand side on the flat state, the same narrow-side product
+  order as the numpy references ``_rhs.chains`` / ``_rhs.rhs``;
 * :func:`erk_advance` -- the generic embedded Runge-Kutta stepper of
   ``_explicit.erk_solve``, advancing to one output time without returning to Python.
 
@@ -16,8 +17,9 @@ from numba import njit
 
 from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 
-__all__ = ["times_transpose", "rhs_flat", "error_norm", "step_after_accept", "predictive_step",
-           "accept_step", "stiffness_estimate", "stability_cap", "capped_step", "erk_advance"]
+__all__ = ["times_transpose", "chains", "rhs_flat", "error_norm", "step_after_accept",
+           "predictive_step", "accept_step", "stiffness_estimate", "stability_cap", "capped_step",
+           "erk_advance"]
 
 
 @njit(cache=True)
@@ -41,14 +43,15 @@ def times_transpose(G, W, out, tbuf):
 
 
 @njit(cache=True)
-def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
-    """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,).
+def chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
+    """The partial products of the gradient at ``y`` (n,), as ``_rhs.chains``.
 
     ``rows[i], cols[i]`` are the shape of layer i (0-based), ``offs`` its offsets
-    in ``y``; ``abuf`` holds the transposed top products ``A_i^T`` (rows[i] x C)
-    at offsets ``aoff``, ``gbuf`` the bottom products ``G_i`` (C x cols[i]) at
-    ``goff`` (``G_0 = E``); ``WT`` and ``SW`` are (D, C) scratch, ``tbuf`` scratch
-    of ``2 C max(rows, cols)`` doubles for :func:`times_transpose`.
+    in ``y``; writes the transposed top products ``A_i^T`` (rows[i] x C) into
+    ``abuf`` at offsets ``aoff`` (``i < L - 1``) and the bottom products ``G_i``
+    (C x cols[i]) into ``gbuf`` at ``goff`` (``G_0 = E``); ``WT`` and ``SW`` are
+    (D, C) scratch, ``tbuf`` scratch of ``2 C max(rows, cols)`` doubles for
+    :func:`times_transpose`.
     """
     L = rows.shape[0]
     C = Syx.shape[0]
@@ -74,13 +77,23 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
     for a in range(C):
         for d in range(D):
             E[a, d] = Syx[a, d] - SW[d, a]
-    # bottom products G_i = E W_0^T ... W_{i-1}^T and dW_i = eta_i A_i^T G_i
+    # bottom products G_i = E W_0^T ... W_{i-1}^T
+    for i in range(1, L):
+        Gi = gbuf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
+        Gp = gbuf[goff[i - 1]:goff[i - 1] + C * cols[i - 1]].reshape((C, cols[i - 1]))
+        Wm = y[offs[i - 1]:offs[i]].reshape((rows[i - 1], cols[i - 1]))
+        times_transpose(Gp, Wm, Gi, tbuf)
+
+
+@njit(cache=True)
+def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
+    """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,): :func:`chains`, then
+    ``dW_i = eta_i A_i^T G_i`` (``_rhs.rhs``)."""
+    L = rows.shape[0]
+    C = Syx.shape[0]
+    chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf)
     for i in range(L):
         Gi = gbuf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
-        if i > 0:
-            Gp = gbuf[goff[i - 1]:goff[i - 1] + C * cols[i - 1]].reshape((C, cols[i - 1]))
-            Wm = y[offs[i - 1]:offs[i]].reshape((rows[i - 1], cols[i - 1]))
-            times_transpose(Gp, Wm, Gi, tbuf)
         dW = out[offs[i]:offs[i + 1]].reshape((rows[i], cols[i]))
         eta = eta_l[i]
         if i == L - 1:

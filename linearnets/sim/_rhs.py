@@ -41,6 +41,7 @@ import numpy as np
 from scipy.linalg.blas import dgemm
 
 __all__ = [
+    "chains",
     "layer_offsets",
     "pack",
     "unpack",
@@ -239,6 +240,32 @@ def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
                        np.ascontiguousarray(R), np.ascontiguousarray(Z), res0, P)
 
 
+def chains(y, problem):
+    """The partial products of the gradient at ``y`` (n,): ``(At, G)``, two lists of L arrays.
+
+    ``At[i] = (W_L ... W_{i+2})^T`` (N_{i+1} x C, 0-based layer i; ``At[L-1]``, the
+    identity, is None) and ``G[i] = E W_1^T ... W_i^T`` (C x N_i, ``G[0] = E``), so that
+    layer i moves by ``eta_i At[i] G[i]`` (``eta_i G[L-1]`` at the top).  The same
+    products in the same order as the compiled ``_kernels.chains``.
+    """
+    shapes = problem.shapes
+    Ws = unpack(y, shapes, problem.offsets)
+    L = len(Ws)
+    # (products through blas_dot, transposed copies where the kernel copies: the same bits)
+    At = [None] * L
+    if L > 1:
+        At[L - 2] = np.ascontiguousarray(Ws[L - 1].T)
+        for i in range(L - 3, -1, -1):
+            At[i] = blas_dot(Ws[i + 1].T, At[i + 1])
+        WT = blas_dot(Ws[0].T, At[0])
+    else:
+        WT = np.ascontiguousarray(Ws[0].T)
+    G = [problem.Syx - blas_dot(problem.Sxx, WT).T]
+    for i in range(1, L):
+        G.append(times_transpose(G[-1], Ws[i - 1]))
+    return At, G
+
+
 def rhs(y, problem, out=None):
     """Gradient-flow velocity ``dy/dt`` at state ``y`` (n,), narrow-side ordering.
 
@@ -254,32 +281,16 @@ def rhs(y, problem, out=None):
     -------
     dy : ndarray, shape (n,)
     """
-    shapes = problem.shapes
     if out is None:
         out = np.empty_like(y)
-    Ws = unpack(y, shapes, problem.offsets)
-    dWs = unpack(out, shapes, problem.offsets)
-    L = len(Ws)
-    # transposed top products At[i] = (W_L ... W_{i+2})^T (0-based layer i), N_{i+1} x C;
-    # At[L-1] = identity is never formed
-    # (products through blas_dot, transposed copies where the kernel copies: the same bits)
-    At = [None] * L
-    if L > 1:
-        At[L - 2] = np.ascontiguousarray(Ws[L - 1].T)
-        for i in range(L - 3, -1, -1):
-            At[i] = blas_dot(Ws[i + 1].T, At[i + 1])
-        WT = blas_dot(Ws[0].T, At[0])
-    else:
-        WT = np.ascontiguousarray(Ws[0].T)
-    E = problem.Syx - blas_dot(problem.Sxx, WT).T
-    G = E
+    dWs = unpack(out, problem.shapes, problem.offsets)
+    At, G = chains(y, problem)
+    L = len(dWs)
     for i in range(L):
-        if i > 0:
-            G = times_transpose(G, Ws[i - 1])
         if i == L - 1:
-            np.multiply(G, problem.eta_l[i], out=dWs[i])
+            np.multiply(G[i], problem.eta_l[i], out=dWs[i])
         else:
-            blas_dot(At[i], G, out=dWs[i])
+            blas_dot(At[i], G[i], out=dWs[i])
             dWs[i] *= problem.eta_l[i]
     return out
 

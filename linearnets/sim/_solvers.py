@@ -120,7 +120,9 @@ class RawResult:
 Solver = Callable[..., RawResult]
 
 _REGISTRY: dict = {}
-_PLUGINS = ("linearnets.sim._explicit", "linearnets.sim._stiff", "linearnets.sim._cupy")
+# (order matters: _lowstorage replaces _explicit's generic SSPRK104 on numpy and numba)
+_PLUGINS = ("linearnets.sim._explicit", "linearnets.sim._lowstorage", "linearnets.sim._stiff",
+            "linearnets.sim._cupy")
 _plugins_loaded = False
 
 

@@ -21,7 +21,9 @@ The digits are those of ``scipy.integrate`` so that both take identical steps.
 
 ``SSPRK104`` is Ketcheson's ten-stage, fourth-order strong-stability-preserving
 method (SIAM J. Sci. Comput. 30 (2008) 2113-2136), written out as a
-Butcher tableau from its low-storage form: ten right-hand sides per step buy
+Butcher tableau from its low-storage form (which ``_lowstorage`` runs on the
+numpy and numba backends; the generic steppers run this tableau elsewhere, and
+the tests check that both take the same steps): ten right-hand sides per step buy
 a real-axis stability interval of 13.92, 1.39 per evaluation against 0.55 (RK45)
 and 0.53 (DOP853).  That is what counts once converged modes, not accuracy,
 set the step.  Its error estimate compares it with the third-order weights

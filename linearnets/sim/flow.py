@@ -10,8 +10,8 @@ the exact gradient flow of the loss ``(1/2P) sum_mu |y_mu - W x_mu|^2`` with
 methods live in a registry (``_solvers``): adaptive embedded Runge-Kutta pairs
 ``"RK45"`` (Dormand-Prince 5(4)), ``"DOP853"`` (Hairer's 8(5,3)) and
 ``"SSPRK104"`` (Ketcheson's ten-stage SSP method, order 4, with an order-3
-estimate) on the ``"numpy"`` and ``"numba"`` backends, plus whatever other
-modules register.
+estimate; run in its two-register low-storage form, ``_lowstorage``) on the
+``"numpy"`` and ``"numba"`` backends, plus whatever other modules register.
 """
 from __future__ import annotations
 

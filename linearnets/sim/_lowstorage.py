@@ -1,0 +1,342 @@
+"""SSPRK104 in Ketcheson's low-storage form, every stage derivative kept as layer factors.
+
+Why
+---
+SSPRK104 is the method for the stretch where converged modes, not accuracy, cap
+the step (ten stages, real stability interval 13.9).  Run as a Butcher tableau
+(``_explicit``/``_lowrank``) its stage states cost O(s^2) work per step: every
+stage state is ``y + h sum_{j<i} a_ij K_j`` over up to nine earlier stages, formed
+densely or, in factored form, as corrections of rank up to 9C inside every
+product of the chains.  On the 128-256-256-256-10 network of
+``benchmarks/bench_flow.py`` that doubled the cost of a gradient.  But the method
+has a two-register form (Ketcheson, SIAM J. Sci. Comput. 30 (2008) 2113, Sec. 4.3):
+
+    q1 = q2 = y
+    q1 <- q1 + (h/6) f(q1)                   five times   (K_0 .. K_4)
+    q2 <- q2/25 + 9 q1/25,  q1 <- 15 q2 - 5 q1
+    q1 <- q1 + (h/6) f(q1)                   four times   (K_5 .. K_8)
+    y_new = q2 + 3/5 q1 + (h/10) f(q1)                    (K_9)
+
+(expanded, it is the tableau ``_tableaux.SSPRK104``, checked in the tests), so
+each stage is one right-hand side and one update ``q1 += (h/6) K``.  For a linear
+network a stage derivative is ``K_i = eta_i A_i^T G_i`` per layer (rank C, the
+partial products of ``_rhs.chains``): the update is one rank-C product added into
+``q1`` block by block while the block stays in cache, and the dense K is never
+stored.  A stage then costs its chains plus one rank-C product per layer.
+
+Error estimate: the third-order weights ``bhat = (0, 2/9, 0, 0, 5/18, 1/3, 0, 0, 0,
+1/6)`` on the same stages (``_tableaux``), and since every weight of the step is
+1/10, ``h sum_j (b_j - bhat_j) K_j = y_new - y - h S`` with
+
+    S = 2/9 K_1 + 5/18 K_4 + 1/3 K_5 + 1/6 K_9,
+
+one product of rank 4C per layer, formed block by block inside the error norm
+(the subtraction costs ``eps |y| / (atol + rtol |y|)`` of the tolerance, below 1e-3
+for any rtol above 1e-13).  Stiffness estimate as in ``_explicit``: ``rho =
+|f(y_new) - K_9| / |y_new - q1|``, the numerator multiplied out block by block
+(see :func:`stiffness_sums` for why not from Gram matrices of the factors).  Step control, stability
+cap, output times and failures are those of ``_explicit.adaptive_run``.
+
+This module is the numpy reference; ``_lowstorage_kernels.ssp_advance`` is its
+compiled twin (the same products through ``_rhs.blas_dot``, the same sums in the
+same order: bit for bit).  Registered for ``"SSPRK104"`` on the numpy and numba
+backends after ``_explicit`` (see ``_solvers._PLUGINS``), replacing the generic
+steppers there; the CuPy backend keeps the generic ``_stiff.erk_run``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg.blas import dgemm
+
+from . import _explicit, _rhs
+from ._explicit import MAX_FACTOR, MIN_FACTOR, _failure_message
+from ._lowrank import BLOCK_ENTRIES, block_rows
+from ._rhs import blas_dot as dot
+from ._solvers import RawResult, register_solver
+from ._tableaux import SSPRK104
+
+__all__ = ["ERROR_SLOTS", "ERROR_WEIGHTS", "N_SLOTS", "Slots", "gemm_acc", "add_stage",
+           "error_sums", "stiffness_sums", "ssp_trial", "ssp_solve", "ssp_solve_numba"]
+
+#: Stages of the third-order companion (nonzero entries of ``bhat``) and their weights.
+ERROR_SLOTS = np.array([1, 4, 5, 9], dtype=np.int64)
+ERROR_WEIGHTS = np.array([2.0 / 9.0, 5.0 / 18.0, 1.0 / 3.0, 1.0 / 6.0])
+#: Stage slots: K_0 .. K_9 of the step, slot 10 for f(y_new) (the next step's K_0).
+N_SLOTS = 11
+
+
+class Slots:
+    """Flat storage of the stage factors, one row per slot, and the layout offsets.
+
+    ``at[k]`` holds ``A_i^T`` (N_i x C) of every layer below the top at offsets
+    ``aoff``; ``g[k]`` holds ``G_i`` (C x N_{i-1}) of every layer at ``goff``.
+    """
+
+    def __init__(self, problem, n_slots=N_SLOTS):
+        C = problem.Syx.shape[0]
+        self.C = C
+        self.rows = np.array([r for r, _ in problem.shapes], dtype=np.int64)
+        self.cols = np.array([c for _, c in problem.shapes], dtype=np.int64)
+        self.offs = np.ascontiguousarray(problem.offsets, dtype=np.int64)
+        self.aoff = np.concatenate(([0], np.cumsum(C * self.rows))).astype(np.int64)
+        self.goff = np.concatenate(([0], np.cumsum(C * self.cols))).astype(np.int64)
+        self.at = np.zeros((n_slots, self.aoff[-1]))
+        self.g = np.zeros((n_slots, self.goff[-1]))
+
+    def A(self, k, i):
+        """``A_i^T`` of slot k, a view (N_i x C)."""
+        return self.at[k, self.aoff[i]:self.aoff[i + 1]].reshape(int(self.rows[i]), self.C)
+
+    def G(self, k, i):
+        """``G_i`` of slot k, a view (C x N_{i-1})."""
+        return self.g[k, self.goff[i]:self.goff[i + 1]].reshape(self.C, int(self.cols[i]))
+
+    def stage(self, q, k, problem):
+        """Store in slot k the factors of ``f(q)`` (``_rhs.chains``)."""
+        At, G = _rhs.chains(q, problem)
+        L = len(G)
+        for i in range(L):
+            if i < L - 1:
+                self.A(k, i)[:] = At[i]
+            self.G(k, i)[:] = G[i]
+
+
+def gemm_acc(Q, w, At, G):
+    """``Q += w At G`` in place (C-ordered ``Q`` r x c, ``At`` r x k, ``G`` k x c): one
+    accumulating ``dgemm``, the column-major ``Q^T += w G^T At^T``, the same call as the
+    compiled ``_lowstorage_kernels.gemm_acc``."""
+    dgemm(w, G.T, At.T, beta=1.0, c=Q.T, overwrite_c=1)
+
+
+def add_stage(q, c, st, k, problem):
+    """``q += c K_k``: layer i gets ``(c eta_i) A_i^T G_i``, one accumulating rank-C
+    product that reads and writes the layer once (the top layer elementwise)."""
+    L = len(problem.shapes)
+    for i in range(L):
+        w = c * problem.eta_l[i]
+        qi = q[st.offs[i]:st.offs[i + 1]]
+        if i == L - 1:
+            qi += w * st.G(k, i).ravel()
+            continue
+        gemm_acc(qi.reshape(int(st.rows[i]), int(st.cols[i])), w, st.A(k, i), st.G(k, i))
+
+
+def _seqsum(v):
+    # left to right, as the compiled loop accumulates (np.sum is pairwise)
+    return float(np.cumsum(v)[-1]) if v.size else 0.0
+
+
+def _lanesum(v):
+    """Four interleaved left-to-right partial sums (element m into sum m % 4), then
+    ``(s0 + s1) + (s2 + s3)``: the order of the compiled loop, which vectorises."""
+    s = [_seqsum(v[j::4]) for j in range(4)]
+    return (s[0] + s[1]) + (s[2] + s[3])
+
+
+def _block_sums(y, y_new, q1, P, h, rtol, atol):
+    sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
+    d = ((y_new - y) - h * P) / sc
+    v = y_new - q1
+    return _lanesum(d * d), _lanesum(v * v)
+
+
+def error_sums(y, y_new, q1, h, st, problem, rtol, atol):
+    """``(e5, dd)``: ``e5 = sum ((y_new - y - h S) / sc)^2``, ``dd = |y_new - q1|^2``.
+
+    ``S = sum_j ERROR_WEIGHTS_j K_{ERROR_SLOTS_j}`` (so ``y_new - y - h S`` is the
+    step minus its third-order companion) and ``sc = atol + rtol max(|y|, |y_new|)``;
+    below the top a layer's ``S`` is one product of rank 4C, formed in blocks of rows.
+    """
+    L = len(problem.shapes)
+    e5 = dd = 0.0
+    for i in range(L):
+        a, b = st.offs[i], st.offs[i + 1]
+        yi, yni, qi = y[a:b], y_new[a:b], q1[a:b]
+        ws = [float(w * problem.eta_l[i]) for w in ERROR_WEIGHTS]
+        if i == L - 1:
+            P = np.zeros(b - a)
+            for k, w in zip(ERROR_SLOTS, ws):
+                P += w * st.G(k, i).ravel()
+            s5, sd = _block_sums(yi, yni, qi, P, h, rtol, atol)
+            e5, dd = e5 + s5, dd + sd
+            continue
+        r, cl = int(st.rows[i]), int(st.cols[i])
+        U = np.hstack([st.A(k, i) * w for k, w in zip(ERROR_SLOTS, ws)])   # N_i x 4C
+        V = np.vstack([st.G(k, i) for k in ERROR_SLOTS])                   # 4C x N_{i-1}
+        rb = block_rows(cl)
+        for i0 in range(0, r, rb):
+            i1 = min(r, i0 + rb)
+            sl = slice(i0 * cl, i1 * cl)
+            s5, sd = _block_sums(yi[sl], yni[sl], qi[sl], dot(U[i0:i1], V).ravel(), h, rtol,
+                                 atol)
+            e5, dd = e5 + s5, dd + sd
+    return e5, dd
+
+
+def _diff_sums(x1, x2, eta):
+    k1 = eta * x1
+    d = k1 - eta * x2
+    return _lanesum(d * d), _lanesum(k1 * k1)
+
+
+def stiffness_sums(st, last, prev, problem):
+    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)``, multiplied out block by block.
+
+    Not from C x C Gram matrices (``<A^T G, B^T H> = sum (A B^T) * (G H^T)``): where a
+    residual the network cannot fit keeps ``G`` of order one while ``A^T G`` vanishes
+    (a bottleneck narrower than the task's rank), the Gram form loses everything to
+    cancellation (rounding of order ``eps |A|^2 |G|^2``) and the estimate turns to noise.
+    """
+    L = len(problem.shapes)
+    num = ref = 0.0
+    for i in range(L):
+        eta = problem.eta_l[i]
+        if i == L - 1:
+            a, b = _diff_sums(st.G(last, i).ravel(), st.G(prev, i).ravel(), eta)
+            num, ref = num + a, ref + b
+            continue
+        cl = int(st.cols[i])
+        A1, G1, A2, G2 = st.A(last, i), st.G(last, i), st.A(prev, i), st.G(prev, i)
+        rb = block_rows(cl)
+        for i0 in range(0, int(st.rows[i]), rb):
+            i1 = i0 + rb
+            a, b = _diff_sums(dot(A1[i0:i1], G1).ravel(), dot(A2[i0:i1], G2).ravel(), eta)
+            num, ref = num + a, ref + b
+    return num, ref
+
+
+def ssp_trial(y, y_new, q1, q2, h, st, problem):
+    """One SSPRK(10,4) step from ``y`` (slot 0 = factors of f(y)) into ``y_new``.
+
+    Leaves K_0..K_9 in slots 0..9, ``f(y_new)`` in slot 10 and the last stage state in
+    ``q1``.  The elementwise steps are written as the compiled loop computes them.
+    """
+    c6 = h / 6.0
+    q1[:] = y
+    add_stage(q1, c6, st, 0, problem)
+    for k in range(1, 5):
+        st.stage(q1, k, problem)
+        add_stage(q1, c6, st, k, problem)
+    np.add(y * 0.04, q1 * 0.36, out=q2)
+    np.subtract(q2 * 15.0, q1 * 5.0, out=q1)
+    for k in range(5, 9):
+        st.stage(q1, k, problem)
+        add_stage(q1, c6, st, k, problem)
+    st.stage(q1, 9, problem)
+    np.add(q2, q1 * 0.6, out=y_new)
+    add_stage(y_new, h / 10.0, st, 9, problem)
+    st.stage(y_new, 10, problem)
+
+
+def ssp_solve(problem, y0, t_eval, options, observe, tab=SSPRK104):
+    """Integrate linear-network gradient flow with low-storage SSPRK104 (numpy).
+
+    Same contract and step control as ``_explicit.erk_solve`` (see ``_solvers`` for
+    the solver signature).
+
+    Returns
+    -------
+    RawResult
+    """
+    rtol, atol = options.rtol, options.atol
+    n = y0.size
+    st = Slots(problem)
+    y = np.array(y0, dtype=np.float64, copy=True)
+    q1, q2 = np.empty(n), np.empty(n)
+    last = {}
+
+    def trial(y, y_new, h_try):
+        ssp_trial(y, y_new, q1, q2, h_try, st, problem)
+        e5, last["dd"] = error_sums(y, y_new, q1, h_try, st, problem, rtol, atol)
+        return float(np.sqrt(e5 / n))
+
+    def first():
+        st.stage(y, 0, problem)
+        return _rhs.rhs(y, problem)
+
+    wsum = float(np.abs(tab.stiffness_weights).sum())
+
+    def stiffness(h_try):
+        # |K_0|^2 of this step is |f(y_new)|^2 of the last (the same factors)
+        num, ref = stiffness_sums(st, 10, 9, problem)
+        rho = _explicit.stiffness_estimate(num, last["dd"] / (h_try * h_try), last["ref"], wsum,
+                                           h_try)
+        last["ref"] = ref
+        return rho
+
+    def accepted():
+        st.at[0] = st.at[10]
+        st.g[0] = st.g[10]
+
+    with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
+        early, h, nfev = _explicit._start(first, lambda v, out: _rhs.rhs(v, problem, out), y,
+                                          t_eval, tab, options, observe)
+        if early is not None:
+            return early
+        last["ref"] = stiffness_sums(st, 0, 0, problem)[1]
+        return _explicit.adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options,
+                                      observe, stiffness)
+
+
+def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
+    """The compiled twin of :func:`ssp_solve`: Python only at output times."""
+    from . import _kernels, _lowstorage_kernels as kern  # compiled (or loaded) on first use
+
+    n = y0.size
+    st = Slots(problem)
+    C = st.C
+    mx = int(max(st.rows.max(), st.cols.max()))
+    rhs_args = _explicit.numba_rhs_args(problem)
+    Sxx, Syx, eta_l = rhs_args[0], rhs_args[1], rhs_args[2]
+    WT, SW, tbuf = rhs_args[10], rhs_args[11], rhs_args[12]
+    lay = (st.rows, st.cols, st.offs, st.aoff, st.goff)
+    q = ERROR_SLOTS.size
+    pbuf = np.empty(2 * max(BLOCK_ENTRIES, mx))
+    ubuf, vbuf = np.empty(mx * q * C), np.empty(q * C * mx)
+    ibuf, dbuf = np.zeros(8, dtype=np.int32), np.zeros(2)
+    y = np.array(y0, dtype=np.float64, copy=True)
+    f0 = np.empty(n)
+
+    def first():
+        # f(y) through rhs_flat with slot 0 as its product buffers: the factors stay there
+        _kernels.rhs_flat(y, f0, Sxx, Syx, eta_l, st.rows, st.cols, st.offs, st.at[0], st.aoff,
+                          st.g[0], st.goff, WT, SW, tbuf)
+        return f0
+
+    def dense_rhs(v, out):
+        _kernels.rhs_flat(v, out, *rhs_args)
+        return out
+
+    with np.errstate(all="ignore"):
+        early, h, nfev = _explicit._start(first, dense_rhs, y, t_eval, tab, options, observe)
+    if early is not None:
+        return early
+    _, stiff = _explicit.stiffness_args(tab)
+    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0])  # t, h, rho, h_prev, err_prev
+    ref0 = np.array([kern.stiffness_sums(st.at, st.g, 0, 0, eta_l, st.rows, st.cols, st.aoff,
+                                         st.goff, pbuf, BLOCK_ENTRIES)[1]])  # |f(y)|^2
+    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
+    y_new, q1, q2 = np.empty(n), np.empty(n), np.empty(n)
+    code = 0
+    k = 1
+    while k < t_eval.size:
+        code = kern.ssp_advance(y, y_new, q1, q2, st.at, st.g, th, ref0, float(t_eval[k]), stats,
+                                int(options.max_steps), ERROR_SLOTS, ERROR_WEIGHTS,
+                                -1.0 / (tab.error_order + 1), float(options.rtol),
+                                float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
+                                _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, stiff,
+                                pbuf, ubuf, vbuf, kern.DGEMM, ibuf, dbuf, BLOCK_ENTRIES, Sxx, Syx,
+                                eta_l, *lay, WT, SW, tbuf)
+        if code != 0:
+            break
+        observe(k, y)
+        k += 1
+    status = _explicit._STATUS_BY_CODE[code]
+    t, h = float(th[0]), float(th[1])
+    msg = (status.message if status.success
+           else _failure_message(status, t, h, options.max_steps, bool(stats[3])))
+    return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg)
+
+
+register_solver("SSPRK104", "numpy", ssp_solve)
+register_solver("SSPRK104", "numba", ssp_solve_numba)

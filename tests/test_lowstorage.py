@@ -1,0 +1,175 @@
+"""Low-storage SSPRK104 (``_lowstorage``) against its tableau, scipy and its compiled twin."""
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from linearnets.data import teacher_task
+from linearnets.sim import _explicit, _lowstorage, _rhs
+from linearnets.sim._solvers import FlowStatus, SolverOptions, get_solver
+from linearnets.sim._tableaux import SSPRK104
+from linearnets.sim.flow import gradient_flow
+from linearnets.sim.network import init_network
+
+# (layer sizes, teacher singular values, whitened inputs, sigma, per-layer learning rates)
+PROBLEMS = {
+    "depth1-C2": ((8, 2), [2.0, 1.0], False, 1.0, None),
+    "scalar-deep": ((12, 16, 16, 12, 1), [1.0], True, 1.0, None),
+    "mixed-C3": ((12, 60, 50, 3), [3.0, 1.5, 0.5], False, 1.0, [1.0, 0.5, 2.0]),
+    "narrow-top-C4": ((10, 3, 20, 4), [2.0, 1.5, 1.0, 0.5], False, 1.0, None),
+}
+
+
+def _problem(name, seed=0):
+    sizes, sv, white, sigma, lr = PROBLEMS[name]
+    X, Y = teacher_task(4 * sizes[0], sizes[0], sv, seed=seed, whiten=white)
+    ws = init_network(sizes, sigma, seed=seed)
+    return ws, _rhs.make_problem(tuple(w.shape for w in ws), X, Y, lr_scale=lr)
+
+
+def _run(solver, problem, y0, t_eval, **opts):
+    obs = []
+    raw = solver(problem, y0, t_eval, SolverOptions(**opts), lambda k, y: obs.append(y.copy()))
+    return raw, np.array(obs)
+
+
+def _tableau(problem, y0, t_eval, options, observe):
+    # the generic dense stepper on the Butcher tableau of the same method
+    return _explicit.erk_solve(lambda y, out: _rhs.rhs(y, problem, out), y0, t_eval, SSPRK104,
+                               options, observe)
+
+
+def test_low_storage_form_is_the_tableau():
+    """Ketcheson's two-register recursion, run on a linear ODE y' = M y with exact
+    arithmetic in the coefficients, is the tableau's step: the same polynomial in hM."""
+    rng = np.random.default_rng(0)
+    M = rng.standard_normal((5, 5)) / 3
+    y, h = rng.standard_normal(5), 0.4
+    f = lambda v: M @ v  # noqa: E731
+    q1, q2 = y.copy(), y.copy()
+    K = []
+    for _ in range(5):
+        K.append(f(q1))
+        q1 = q1 + h / 6 * K[-1]
+    q2 = q2 / 25 + 9 * q1 / 25
+    q1 = 15 * q2 - 5 * q1
+    for _ in range(4):
+        K.append(f(q1))
+        q1 = q1 + h / 6 * K[-1]
+    K.append(f(q1))
+    y_ls = q2 + 3 / 5 * q1 + h / 10 * K[-1]
+    Kt = np.zeros((10, 5))
+    for i in range(10):
+        Kt[i] = f(y + h * SSPRK104.A[i, :i] @ Kt[:i])
+    np.testing.assert_allclose(np.array(K), Kt, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(y_ls, y + h * SSPRK104.b @ Kt, rtol=1e-13, atol=1e-14)
+    # the error estimate y_new - y - h S is h (b - bhat) . K with bhat on slots 1, 4, 5, 9
+    S = sum(w * Kt[k] for k, w in zip(_lowstorage.ERROR_SLOTS, _lowstorage.ERROR_WEIGHTS))
+    np.testing.assert_allclose(y_ls - y - h * S, h * SSPRK104.e[:10] @ Kt, atol=1e-14)
+
+
+def test_gemm_acc_adds_the_product_in_place():
+    pytest.importorskip("numba")
+    from linearnets.sim import _lowstorage_kernels as kern
+    rng = np.random.default_rng(1)
+    for r, k, c in ((7, 3, 5), (1, 4, 9), (30, 1, 1), (64, 10, 48)):
+        Q0, At = rng.standard_normal((r, c)), rng.standard_normal((r, k))
+        G = rng.standard_normal((k, c))
+        a, b = Q0.copy(), Q0.copy()
+        _lowstorage.gemm_acc(a, -0.7, At, G)
+        kern.gemm_acc(kern.DGEMM, b, -0.7, At, G, np.zeros(8, dtype=np.int32), np.zeros(2))
+        exact = Q0 - 0.7 * At @ G
+        assert np.abs(a - exact).max() <= 8 * k * np.finfo(float).eps * (1 + np.abs(exact).max())
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_takes_the_tableau_steps(name):
+    """Up to t = 3 (learning; accuracy sets the steps) the low-storage stepper takes
+    exactly the steps of the generic stepper on the tableau, and the states differ only
+    by the rounding of the stage sums, bounded by eps times the sum of |coefficients|
+    per step (1 + 15 + 5 + ... < 30) over the steps taken."""
+    ws, problem = _problem(name)
+    y0 = _rhs.pack(ws)
+    t = np.array([0.0, 0.5, 3.0])
+    a, ya = _run(_tableau, problem, y0, t, rtol=1e-8, atol=1e-12)
+    b, yb = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=1e-8, atol=1e-12)
+    assert a.status.success and b.status.success
+    assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
+    bound = a.nsteps * 30 * np.finfo(float).eps
+    assert np.abs(ya - yb).max() <= bound * np.abs(ya).max()
+
+
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_matches_solve_ivp(name):
+    ws, problem = _problem(name, seed=2)
+    y0 = _rhs.pack(ws)
+    t = np.array([0.0, 2.0, 8.0, 30.0])
+    rtol, atol = 1e-8, 1e-10
+    raw, ys = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=rtol, atol=atol)
+    ref = solve_ivp(lambda _, y: problem.rhs(y), (0.0, t[-1]), y0, method="DOP853", t_eval=t,
+                    rtol=1e-13, atol=1e-15).y.T
+    # global error in units of the requested (norm-wise) tolerance, as in test_flow
+    units = np.abs(ys - ref).max(axis=1) / (atol + rtol * np.abs(ref).max(axis=1))
+    assert raw.status.success and units.max() < 10
+
+
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_numba_twin_is_bit_for_bit(name):
+    pytest.importorskip("numba")
+    ws, problem = _problem(name, seed=1)
+    y0 = _rhs.pack(ws)
+    # to t = 30: learning, then converged modes that cap the step (stiffness estimate)
+    t = np.concatenate(([0.0], np.logspace(-2, 1.5, 12)))
+    a, ya = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=1e-9, atol=1e-13)
+    b, yb = _run(_lowstorage.ssp_solve_numba, problem, y0, t, rtol=1e-9, atol=1e-13)
+    assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
+    assert np.array_equal(ya, yb)
+
+
+def test_registered_for_ssprk104_and_used_by_gradient_flow():
+    ws, problem = _problem("narrow-top-C4")
+    assert get_solver("SSPRK104", "numpy") is _lowstorage.ssp_solve
+    t = np.array([0.0, 4.0])
+    sizes, sv, white, _, _ = PROBLEMS["narrow-top-C4"]
+    X, Y = teacher_task(4 * sizes[0], sizes[0], sv, seed=0, whiten=white)
+    tr = gradient_flow(ws, X, Y, t, backend="numpy", method="SSPRK104", rtol=1e-7, atol=1e-10)
+    raw, ys = _run(_lowstorage.ssp_solve, problem, _rhs.pack(ws), t, rtol=1e-7, atol=1e-10)
+    assert np.array_equal(_rhs.pack(tr.weights), ys[-1])
+    assert tr.nfev == raw.nfev
+
+
+@pytest.mark.parametrize("name", ["depth1-C2", "narrow-top-C4"])
+def test_caps_the_step_once_modes_have_converged(name, monkeypatch):
+    """Long past convergence the step is held inside the stability interval: without
+    the cap the controller lets it grow past 13.9 / rho and has it rejected, over and
+    over (measured: 29 of 126 steps on depth1-C2, 403 of 893 on narrow-top-C4).  On
+    narrow-top-C4 the 3-wide bottleneck leaves a residual the network cannot fit, so
+    the stage factors are large while the gradient vanishes: the estimate must not
+    drown in their rounding (a Gram-matrix form of |K_10 - K_9| did, and the steps
+    collapsed)."""
+    ws, problem = _problem(name)
+    y0 = _rhs.pack(ws)
+    t = np.array([0.0, 400.0])
+    capped, _ = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=1e-6, atol=1e-9)
+    monkeypatch.setattr(_explicit, "STABILITY_SAFETY", np.inf)
+    free, _ = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=1e-6, atol=1e-9)
+    assert capped.status.success and free.status.success
+    assert free.nrejected >= 0.2 * free.nsteps
+    assert capped.nrejected <= max(3, 0.02 * capped.nsteps)
+    assert capped.nsteps <= free.nsteps
+    # and never longer than the stability interval allows: rho = top eigenvalue of
+    # Sxx times eta for depth 1
+    if name == "depth1-C2":
+        rho = np.linalg.eigvalsh(problem.Sxx).max()
+        assert capped.nsteps >= 400.0 * rho / SSPRK104.stability_boundary
+
+
+@pytest.mark.parametrize("solver", ["ssp_solve", "ssp_solve_numba"])
+def test_failure_is_reported(solver):
+    if solver.endswith("numba"):
+        pytest.importorskip("numba")
+    ws, problem = _problem("scalar-deep")
+    raw, ys = _run(getattr(_lowstorage, solver), problem, _rhs.pack(ws),
+                   np.array([0.0, 1.0, 50.0]), rtol=1e-8, atol=1e-12, max_steps=5)
+    assert raw.status is FlowStatus.MAX_STEPS and not raw.status.success
+    assert raw.nsteps + raw.nrejected == 5 and len(ys) == raw.n_done
