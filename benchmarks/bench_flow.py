@@ -21,7 +21,10 @@ table shows the baselines
 dense vector) on the same problem, to show what the factored stages of
 ``linearnets.sim._lowrank`` save; ``RK45, no stability cap`` is RK45 with the
 plain step-size controller (``STABILITY_SAFETY`` set to infinity), to show what the
-stability cap saves where steps are limited by stability.  ``rej`` counts rejected steps.
+stability cap saves where steps are limited by stability; ``SSPRK104, tableau stages``
+runs SSPRK104 as a Butcher tableau through the generic steppers, to show what its
+low-storage form (``linearnets.sim._lowstorage``, what ``gradient_flow`` runs) saves.
+``rej`` counts rejected steps.
 
 A gradient table gives microseconds per gradient against the FLOP bound (the
 FLOPs of one gradient in the cheapest product order divided by this machine's
@@ -426,6 +429,22 @@ def bench(name, quick, rate):
             return W, raw.nfev, raw.nrejected
         res, ok = scan(run, Wref, rtols)
         report("DOP853, dense stages", b, res, ok)
+
+    # SSPRK104 as a Butcher tableau (the generic or factored-stage stepper, whichever
+    # _explicit picks) beside its low-storage form, which gradient_flow runs
+    tab = TABLEAUX["SSPRK104"]
+    b = "numba" if have_numba else "numpy"
+    solver = (_explicit.solve_numba if have_numba else _explicit.solve_numpy)(tab)
+
+    def run(rtol):
+        keep = {}
+        raw = solver(problem, y0, np.array([0.0, t_end]),
+                     SolverOptions(rtol=rtol, atol=rtol * ATOL_RATIO),
+                     lambda k, y: keep.__setitem__("W", _rhs.end_to_end_flat(y, shapes)))
+        W = keep["W"] if raw.status.success else np.full_like(Wref, np.nan)
+        return W, raw.nfev, raw.nrejected
+    res, ok = scan(run, Wref, rtols)
+    report("SSPRK104, tableau stages", b, res, ok)
 
     gd = gd_baseline(ws, X, Y, t_end, Wref, problem, quick)
     if gd is None:

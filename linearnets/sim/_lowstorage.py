@@ -55,7 +55,7 @@ from ._rhs import blas_dot as dot
 from ._solvers import RawResult, register_solver
 from ._tableaux import SSPRK104
 
-__all__ = ["ERROR_SLOTS", "ERROR_WEIGHTS", "N_SLOTS", "Slots", "gemm_acc", "add_stage",
+__all__ = ["ERROR_SLOTS", "ERROR_WEIGHTS", "N_SLOTS", "GRAM_MIN_REL", "Slots", "gemm_acc", "add_stage",
            "error_sums", "stiffness_sums", "ssp_trial", "ssp_solve", "ssp_solve_numba"]
 
 #: Stages of the third-order companion (nonzero entries of ``bhat``) and their weights.
@@ -63,6 +63,10 @@ ERROR_SLOTS = np.array([1, 4, 5, 9], dtype=np.int64)
 ERROR_WEIGHTS = np.array([2.0 / 9.0, 5.0 / 18.0, 1.0 / 3.0, 1.0 / 6.0])
 #: Stage slots: K_0 .. K_9 of the step, slot 10 for f(y_new) (the next step's K_0).
 N_SLOTS = 11
+#: The stiffness sums of a layer come from Gram matrices of its factors only where each
+#: is at least this fraction of the size of its terms (``eta^2 |A|^2 |G|^2``): their
+#: rounding, about ``(N_l + N_{l-1}) eps`` of that size, then stays below 1e-7 of them.
+GRAM_MIN_REL = 1e-6
 
 
 class Slots:
@@ -179,13 +183,35 @@ def _diff_sums(x1, x2, eta):
     return _lanesum(d * d), _lanesum(k1 * k1)
 
 
-def stiffness_sums(st, last, prev, problem):
-    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)``, multiplied out block by block.
+def _inner(Ap, Aq, Gp, Gq):
+    """``<Ap^T Gp, Aq^T Gq>_F = sum_ab (Ap^T Aq)_ab (Gp Gq^T)_ab``, from C x C products."""
+    return _seqsum((dot(Ap.T, Aq) * dot(Gp, Gq.T)).ravel())
 
-    Not from C x C Gram matrices (``<A^T G, B^T H> = sum (A B^T) * (G H^T)``): where a
-    residual the network cannot fit keeps ``G`` of order one while ``A^T G`` vanishes
-    (a bottleneck narrower than the task's rank), the Gram form loses everything to
-    cancellation (rounding of order ``eps |A|^2 |G|^2``) and the estimate turns to noise.
+
+def _gram_sums(A1, G1, A2, G2, eta):
+    """``(num, ref)`` of one layer from C x C Gram matrices, or None where cancellation
+    may have spoilt them (either below ``GRAM_MIN_REL`` of the size of its terms)."""
+    nA1, nG1 = _seqsum(A1.ravel() ** 2), _seqsum(G1.ravel() ** 2)
+    nA2, nG2 = _seqsum(A2.ravel() ** 2), _seqsum(G2.ravel() ** 2)
+    e2 = eta * eta
+    ref = e2 * _inner(A1, A1, G1, G1)
+    num = e2 * (_inner(A1, A1, G1, G1) - 2.0 * _inner(A1, A2, G1, G2) + _inner(A2, A2, G2, G2))
+    s1 = e2 * (nA1 * nG1)
+    scale = e2 * (np.sqrt(nA1 * nG1) + np.sqrt(nA2 * nG2)) ** 2
+    if num >= GRAM_MIN_REL * scale and ref >= GRAM_MIN_REL * s1:
+        return num, ref
+    return None
+
+
+def stiffness_sums(st, last, prev, problem):
+    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` without forming the stages.
+
+    A layer below the top uses C x C Gram matrices of the factors (``<A^T G, B^T H> =
+    sum (A B^T) * (G H^T)``) where they are reliable, and multiplies the stages out
+    block by block where not: when a residual the network cannot fit keeps ``G`` of
+    order one while ``A^T G`` vanishes (a bottleneck narrower than the task's rank), the
+    Gram form loses everything to cancellation (rounding of order ``eps |A|^2 |G|^2``)
+    and the estimate would turn to noise.
     """
     L = len(problem.shapes)
     num = ref = 0.0
@@ -197,6 +223,10 @@ def stiffness_sums(st, last, prev, problem):
             continue
         cl = int(st.cols[i])
         A1, G1, A2, G2 = st.A(last, i), st.G(last, i), st.A(prev, i), st.G(prev, i)
+        gram = _gram_sums(A1, G1, A2, G2, eta)
+        if gram is not None:
+            num, ref = num + gram[0], ref + gram[1]
+            continue
         rb = block_rows(cl)
         for i0 in range(0, int(st.rows[i]), rb):
             i1 = i0 + rb
@@ -292,7 +322,7 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
     lay = (st.rows, st.cols, st.offs, st.aoff, st.goff)
     q = ERROR_SLOTS.size
     pbuf = np.empty(2 * max(BLOCK_ENTRIES, mx))
-    ubuf, vbuf = np.empty(mx * q * C), np.empty(q * C * mx)
+    ubuf, vbuf, gram = np.empty(mx * q * C), np.empty(q * C * mx), np.empty(2 * C * C)
     ibuf, dbuf = np.zeros(8, dtype=np.int32), np.zeros(2)
     y = np.array(y0, dtype=np.float64, copy=True)
     f0 = np.empty(n)
@@ -314,7 +344,8 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
     _, stiff = _explicit.stiffness_args(tab)
     th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0])  # t, h, rho, h_prev, err_prev
     ref0 = np.array([kern.stiffness_sums(st.at, st.g, 0, 0, eta_l, st.rows, st.cols, st.aoff,
-                                         st.goff, pbuf, BLOCK_ENTRIES)[1]])  # |f(y)|^2
+                                         st.goff, pbuf, BLOCK_ENTRIES, gram,
+                                         GRAM_MIN_REL)[1]])  # |f(y)|^2
     stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
     y_new, q1, q2 = np.empty(n), np.empty(n), np.empty(n)
     code = 0
@@ -325,7 +356,8 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
                                 -1.0 / (tab.error_order + 1), float(options.rtol),
                                 float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
                                 _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, stiff,
-                                pbuf, ubuf, vbuf, kern.DGEMM, ibuf, dbuf, BLOCK_ENTRIES, Sxx, Syx,
+                                pbuf, ubuf, vbuf, gram, GRAM_MIN_REL, kern.DGEMM, ibuf, dbuf,
+                                BLOCK_ENTRIES, Sxx, Syx,
                                 eta_l, *lay, WT, SW, tbuf)
         if code != 0:
             break

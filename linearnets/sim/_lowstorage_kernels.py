@@ -2,7 +2,8 @@
 
 * :func:`add_stage` -- ``q += c K`` for a stage derivative held as layer factors;
 * :func:`error_sums` -- the scaled error sum and ``|y_new - q1|^2`` in one pass;
-* :func:`stiffness_sums` -- ``|K_10 - K_9|^2`` and ``|K_10|^2``, multiplied out in blocks;
+* :func:`stiffness_sums` -- ``|K_10 - K_9|^2`` and ``|K_10|^2`` from Gram matrices of
+  the factors, or multiplied out in blocks where cancellation spoils those;
 * :func:`ssp_advance` -- the adaptive stepping loop to one output time.
 
 The same operations in the same order as the numpy reference (products through
@@ -207,10 +208,51 @@ def _diff_lanes(x1, x2, cnt, eta):
 
 
 @njit(cache=True)
-def stiffness_sums(at, g, last, prev, eta_l, rows, cols, aoff, goff, pbuf, block_entries):
-    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` (``_lowstorage.stiffness_sums``),
-    each stage multiplied out block by block (``pbuf``: two halves, each holding a block
-    of rows of at most ``block_entries`` entries, or one row if that is longer)."""
+def _inner(Ap, Aq, Gp, Gq, gram):
+    """``<Ap^T Gp, Aq^T Gq>_F = sum_ab (Ap^T Aq)_ab (Gp Gq^T)_ab`` (C x C products)."""
+    C = Ap.shape[1]
+    M1 = gram[:C * C].reshape((C, C))
+    M2 = gram[C * C:2 * C * C].reshape((C, C))
+    np.dot(Ap.T, Aq, M1)
+    np.dot(Gp, Gq.T, M2)
+    acc = 0.0
+    for a in range(C):
+        for b in range(C):
+            acc += M1[a, b] * M2[a, b]
+    return acc
+
+
+@njit(cache=True)
+def _sumsq(X):
+    acc = 0.0
+    for v in X.ravel():
+        acc += v * v
+    return acc
+
+
+@njit(cache=True)
+def _gram_sums(A1, G1, A2, G2, eta, gram, min_rel):
+    """``_lowstorage._gram_sums``: ``(ok, num, ref)`` of one layer from Gram matrices."""
+    nA1 = _sumsq(A1)
+    nG1 = _sumsq(G1)
+    nA2 = _sumsq(A2)
+    nG2 = _sumsq(G2)
+    e2 = eta * eta
+    ref = e2 * _inner(A1, A1, G1, G1, gram)
+    num = e2 * (_inner(A1, A1, G1, G1, gram) - 2.0 * _inner(A1, A2, G1, G2, gram)
+                + _inner(A2, A2, G2, G2, gram))
+    s1 = e2 * (nA1 * nG1)
+    scale = e2 * (np.sqrt(nA1 * nG1) + np.sqrt(nA2 * nG2)) ** 2
+    return num >= min_rel * scale and ref >= min_rel * s1, num, ref
+
+
+@njit(cache=True)
+def stiffness_sums(at, g, last, prev, eta_l, rows, cols, aoff, goff, pbuf, block_entries, gram,
+                   min_rel):
+    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` (``_lowstorage.stiffness_sums``):
+    per layer from Gram matrices where reliable, else multiplied out block by block
+    (``pbuf``: two halves, each holding a block of rows of at most ``block_entries``
+    entries, or one row if that is longer)."""
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
     num = 0.0
@@ -231,6 +273,11 @@ def stiffness_sums(at, g, last, prev, eta_l, rows, cols, aoff, goff, pbuf, block
         G1 = g[last][sg].reshape((C, cl))
         A2 = at[prev][sa].reshape((r, C))
         G2 = g[prev][sg].reshape((C, cl))
+        ok, a_num, a_ref = _gram_sums(A1, G1, A2, G2, eta, gram, min_rel)
+        if ok:
+            num += a_num
+            ref += a_ref
+            continue
         rb = max(1, block_entries // cl)
         for i0 in range(0, r, rb):
             i1 = min(r, i0 + rb)
@@ -253,8 +300,8 @@ def _stage(q, k, at, g, Sxx, Syx, rows, cols, offs, aoff, goff, WT, SW, tbuf):
 @njit(cache=True)
 def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, stats, max_steps, eslots, ew,
                 exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, stiff, pbuf,
-                ubuf, vbuf, dgemm, ibuf, dbuf, block_entries, Sxx, Syx, eta_l, rows, cols, offs,
-                aoff, goff, WT, SW, tbuf):
+                ubuf, vbuf, gram, min_rel, dgemm, ibuf, dbuf, block_entries, Sxx, Syx, eta_l,
+                rows, cols, offs, aoff, goff, WT, SW, tbuf):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target``; slot 0 holds the factors
     of ``f(y)`` on entry and exit.
 
@@ -335,7 +382,7 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, stats, max_steps, e
             rejected = True
         stats[1] += 1
         num, ref_new = stiffness_sums(at, g, 10, 9, eta_l, rows, cols, aoff, goff, pbuf,
-                                      block_entries)
+                                      block_entries, gram, min_rel)
         h = capped_step(h, h_try, num, dd / (h_try * h_try), ref0[0], th, stiff)
         ref0[0] = ref_new
         cur, nxt = nxt, cur
