@@ -173,3 +173,39 @@ def test_failure_is_reported(solver):
                    np.array([0.0, 1.0, 50.0]), rtol=1e-8, atol=1e-12, max_steps=5)
     assert raw.status is FlowStatus.MAX_STEPS and not raw.status.success
     assert raw.nsteps + raw.nrejected == 5 and len(ys) == raw.n_done
+
+
+@pytest.mark.parametrize("name, t_end, gram_ok", [("mixed-C3", 2.0, True),
+                                                  ("narrow-top-C4", 400.0, False)])
+def test_gram_stiffness_sums_only_where_reliable(name, t_end, gram_ok, monkeypatch):
+    """While the full-rank task is being learned the Gram form of |K_10 - K_9|^2 is
+    accepted and agrees with the multiplied-out sums; long after the 3-wide bottleneck
+    has fitted what it can, the remaining residual makes the Gram form cancel and it is
+    refused."""
+    ws, problem = _problem(name)
+    st_seen = {}
+    Slots = _lowstorage.Slots
+
+    class Keep(Slots):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            st_seen["st"] = self
+    monkeypatch.setattr(_lowstorage, "Slots", Keep)
+    raw, _ = _run(_lowstorage.ssp_solve, problem, _rhs.pack(ws), np.array([0.0, t_end]),
+                  rtol=1e-6, atol=1e-9)
+    st = st_seen["st"]
+    # the slots hold the last step's K_9 and K_10 (f(y_new) was moved to slot 0 too);
+    # layer 0 has G_0 = E, the residual itself
+    i = 0
+    args = (st.A(10, i), st.G(10, i), st.A(9, i), st.G(9, i), problem.eta_l[i])
+    gram = _lowstorage._gram_sums(*args)
+    assert (gram is not None) == gram_ok
+    monkeypatch.setattr(_lowstorage, "GRAM_MIN_REL", np.inf)    # always multiply out
+    dense = _lowstorage.stiffness_sums(st, 10, 9, problem)
+    monkeypatch.undo()
+    mixed = _lowstorage.stiffness_sums(st, 10, 9, problem)
+    # accepted Gram sums are at least GRAM_MIN_REL of their terms, and rounded by about
+    # (N_l + N_{l-1} + C) eps of those; the multiplied-out sums are eps-relative
+    width = max(r + c for r, c in problem.shapes) + problem.Syx.shape[0]
+    bound = 4 * width * np.finfo(float).eps / _lowstorage.GRAM_MIN_REL
+    np.testing.assert_allclose(mixed, dense, rtol=bound)

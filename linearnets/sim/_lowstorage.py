@@ -65,8 +65,9 @@ ERROR_WEIGHTS = np.array([2.0 / 9.0, 5.0 / 18.0, 1.0 / 3.0, 1.0 / 6.0])
 N_SLOTS = 11
 #: The stiffness sums of a layer come from Gram matrices of its factors only where each
 #: is at least this fraction of the size of its terms (``eta^2 |A|^2 |G|^2``): their
-#: rounding, about ``(N_l + N_{l-1}) eps`` of that size, then stays below 1e-7 of them.
-GRAM_MIN_REL = 1e-6
+#: rounding, about ``(N_l + N_{l-1} + C) eps`` of that size, then stays below 5e-4 of
+#: them for layers up to 2000 wide -- plenty for a step-size cap with safety factor 0.9.
+GRAM_MIN_REL = 1e-9
 
 
 class Slots:
