@@ -62,7 +62,8 @@ __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP
            "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL", "stiffness_estimate",
            "stability_cap", "predictive_step", "NO_PREVIOUS_STEP", "accept_step",
            "select_initial_step",
-           "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba"]
+           "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
+           "compiled_result"]
 
 #: Safety factor on the optimal step-size change.
 SAFETY = 0.9
@@ -515,6 +516,12 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
             break
         observe(k, y)
         k += 1
+    return compiled_result(code, k, y, th, stats, options)
+
+
+def compiled_result(code, k, y, th, stats, options):
+    """The RawResult of a compiled loop from its return code, ``th = [t, h, ...]`` and
+    ``stats = [nfev, accepted, rejected, nonfinite]``; ``k`` output times reached."""
     status = _STATUS_BY_CODE[code]
     t, h = float(th[0]), float(th[1])
     msg = (status.message if status.success

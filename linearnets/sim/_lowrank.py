@@ -39,9 +39,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _explicit, _rhs
-from ._explicit import MAX_FACTOR, MIN_FACTOR, _failure_message
+from ._explicit import MAX_FACTOR, MIN_FACTOR
 from ._rhs import blas_dot as dot
-from ._solvers import RawResult
 
 __all__ = ["Layout", "worth_factoring", "third_order_rest", "lowrank_solve",
            "lowrank_solve_numba"]
@@ -415,11 +414,7 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
             break
         observe(k, y)
         k += 1
-    status = _explicit._STATUS_BY_CODE[code]
-    t, h = float(th[0]), float(th[1])
-    msg = (status.message if status.success
-           else _failure_message(status, t, h, options.max_steps, bool(stats[3])))
-    return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg)
+    return _explicit.compiled_result(code, k, y, th, stats, options)
 
 
 def third_order_rest(tab):

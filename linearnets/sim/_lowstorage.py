@@ -49,10 +49,10 @@ import numpy as np
 from scipy.linalg.blas import dgemm
 
 from . import _explicit, _rhs
-from ._explicit import MAX_FACTOR, MIN_FACTOR, _failure_message
+from ._explicit import MAX_FACTOR, MIN_FACTOR
 from ._lowrank import BLOCK_ENTRIES, block_rows
 from ._rhs import blas_dot as dot
-from ._solvers import RawResult, register_solver
+from ._solvers import register_solver
 from ._tableaux import SSPRK104
 
 __all__ = ["ERROR_SLOTS", "ERROR_WEIGHTS", "N_SLOTS", "GRAM_MIN_REL", "Slots", "gemm_acc", "add_stage",
@@ -364,11 +364,7 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
             break
         observe(k, y)
         k += 1
-    status = _explicit._STATUS_BY_CODE[code]
-    t, h = float(th[0]), float(th[1])
-    msg = (status.message if status.success
-           else _failure_message(status, t, h, options.max_steps, bool(stats[3])))
-    return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg)
+    return _explicit.compiled_result(code, k, y, th, stats, options)
 
 
 register_solver("SSPRK104", "numpy", ssp_solve)
