@@ -63,7 +63,7 @@ __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP
            "stability_cap", "predictive_step", "NO_PREVIOUS_STEP", "accept_step",
            "select_initial_step",
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
-           "compiled_result"]
+           "compiled_result", "chain_layout"]
 
 #: Safety factor on the optimal step-size change.
 SAFETY = 0.9
@@ -454,15 +454,24 @@ def solve_numpy(tab):
     return solver
 
 
+def chain_layout(problem):
+    """``(rows, cols, offs, aoff, goff)`` (int64): layer shapes, their offsets in the flat
+    state, and the offsets of the partial products ``A_i^T`` (rows[i] x C) and ``G_i``
+    (C x cols[i]) in flat buffers, as ``_kernels.chains`` lays them out."""
+    C = problem.Syx.shape[0]
+    rows = np.array([r for r, _ in problem.shapes], dtype=np.int64)
+    cols = np.array([c for _, c in problem.shapes], dtype=np.int64)
+    offs = np.ascontiguousarray(problem.offsets, dtype=np.int64)
+    aoff = np.concatenate(([0], np.cumsum(C * rows))).astype(np.int64)
+    goff = np.concatenate(([0], np.cumsum(C * cols))).astype(np.int64)
+    return rows, cols, offs, aoff, goff
+
+
 def numba_rhs_args(problem):
     """The trailing arguments of ``_kernels.rhs_flat`` (data, layout and scratch) for ``problem``."""
     shapes = problem.shapes
     C, D = problem.Syx.shape
-    rows = np.array([r for r, _ in shapes], dtype=np.int64)
-    cols = np.array([c for _, c in shapes], dtype=np.int64)
-    offs = np.ascontiguousarray(problem.offsets, dtype=np.int64)
-    aoff = np.concatenate(([0], np.cumsum(C * rows))).astype(np.int64)
-    goff = np.concatenate(([0], np.cumsum(C * cols))).astype(np.int64)
+    rows, cols, offs, aoff, goff = chain_layout(problem)
     return (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
             np.ascontiguousarray(problem.eta_l, dtype=np.float64), rows, cols, offs,
             np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff,

@@ -50,7 +50,7 @@ from scipy.linalg.blas import dgemm
 
 from . import _explicit, _rhs
 from ._explicit import MAX_FACTOR, MIN_FACTOR
-from ._lowrank import BLOCK_ENTRIES, block_rows
+from ._lowrank import BLOCK_ENTRIES, _seqsum, block_rows
 from ._rhs import blas_dot as dot
 from ._solvers import register_solver
 from ._tableaux import SSPRK104
@@ -78,13 +78,8 @@ class Slots:
     """
 
     def __init__(self, problem, n_slots=N_SLOTS):
-        C = problem.Syx.shape[0]
-        self.C = C
-        self.rows = np.array([r for r, _ in problem.shapes], dtype=np.int64)
-        self.cols = np.array([c for _, c in problem.shapes], dtype=np.int64)
-        self.offs = np.ascontiguousarray(problem.offsets, dtype=np.int64)
-        self.aoff = np.concatenate(([0], np.cumsum(C * self.rows))).astype(np.int64)
-        self.goff = np.concatenate(([0], np.cumsum(C * self.cols))).astype(np.int64)
+        self.C = problem.Syx.shape[0]
+        self.rows, self.cols, self.offs, self.aoff, self.goff = _explicit.chain_layout(problem)
         self.at = np.zeros((n_slots, self.aoff[-1]))
         self.g = np.zeros((n_slots, self.goff[-1]))
 
@@ -124,11 +119,6 @@ def add_stage(q, c, st, k, problem):
             qi += w * st.G(k, i).ravel()
             continue
         gemm_acc(qi.reshape(int(st.rows[i]), int(st.cols[i])), w, st.A(k, i), st.G(k, i))
-
-
-def _seqsum(v):
-    # left to right, as the compiled loop accumulates (np.sum is pairwise)
-    return float(np.cumsum(v)[-1]) if v.size else 0.0
 
 
 def _lanesum(v):
@@ -195,8 +185,9 @@ def _gram_sums(A1, G1, A2, G2, eta):
     nA1, nG1 = _seqsum(A1.ravel() ** 2), _seqsum(G1.ravel() ** 2)
     nA2, nG2 = _seqsum(A2.ravel() ** 2), _seqsum(G2.ravel() ** 2)
     e2 = eta * eta
-    ref = e2 * _inner(A1, A1, G1, G1)
-    num = e2 * (_inner(A1, A1, G1, G1) - 2.0 * _inner(A1, A2, G1, G2) + _inner(A2, A2, G2, G2))
+    k11 = _inner(A1, A1, G1, G1)
+    ref = e2 * k11
+    num = e2 * (k11 - 2.0 * _inner(A1, A2, G1, G2) + _inner(A2, A2, G2, G2))
     s1 = e2 * (nA1 * nG1)
     scale = e2 * (np.sqrt(nA1 * nG1) + np.sqrt(nA2 * nG2)) ** 2
     if num >= GRAM_MIN_REL * scale and ref >= GRAM_MIN_REL * s1:

@@ -238,9 +238,9 @@ def _gram_sums(A1, G1, A2, G2, eta, gram, min_rel):
     nA2 = _sumsq(A2)
     nG2 = _sumsq(G2)
     e2 = eta * eta
-    ref = e2 * _inner(A1, A1, G1, G1, gram)
-    num = e2 * (_inner(A1, A1, G1, G1, gram) - 2.0 * _inner(A1, A2, G1, G2, gram)
-                + _inner(A2, A2, G2, G2, gram))
+    k11 = _inner(A1, A1, G1, G1, gram)
+    ref = e2 * k11
+    num = e2 * (k11 - 2.0 * _inner(A1, A2, G1, G2, gram) + _inner(A2, A2, G2, G2, gram))
     s1 = e2 * (nA1 * nG1)
     scale = e2 * (np.sqrt(nA1 * nG1) + np.sqrt(nA2 * nG2)) ** 2
     return num >= min_rel * scale and ref >= min_rel * s1, num, ref
