@@ -52,26 +52,44 @@ def test_stiffness_estimate_on_a_linear_problem(name):
     np.testing.assert_allclose(y_new - Ylast, h * wd @ K[:-1], rtol=0, atol=1e-13)
     num = np.sum((K[-1] - K[-2]) ** 2)
     dd = np.sum((wd @ K[:-1]) ** 2)
-    rho = _explicit.stiffness_estimate(num, dd, np.sum(K[0] ** 2), np.abs(wd).sum(), h)
+    rho = _explicit.stiffness_estimate(num, dd, np.sum(K[0] ** 2), np.abs(wd).sum(), h,
+                                       np.sum(y_new ** 2))
     # a Rayleigh-type quotient of the symmetric J: inside its spectrum, near the top
     # (the stiff component dominates the difference of two states at t + h)
     assert lam[-1] <= rho <= lam[0] * (1 + 1e-12)
     assert rho > 0.5 * lam[0]
     # one dimension: exact (half-way to the boundary, where the estimate matters)
     h = 0.5 * tab.stability_boundary / 7.0
-    K, _, _ = _one_step(tab, np.array([[-7.0]]), np.ones(1), h)
+    K, _, y_new = _one_step(tab, np.array([[-7.0]]), np.ones(1), h)
     rho1 = _explicit.stiffness_estimate(np.sum((K[-1] - K[-2]) ** 2), np.sum((wd @ K[:-1]) ** 2),
-                                        np.sum(K[0] ** 2), np.abs(wd).sum(), h)
+                                        np.sum(K[0] ** 2), np.abs(wd).sum(), h, y_new[0] ** 2)
     assert rho1 == pytest.approx(7.0, rel=1e-10)
 
 
 def test_stiffness_estimate_ignores_differences_at_rounding_level():
     ref = 1.0
     rel2 = _explicit.STIFFNESS_MIN_REL ** 2
-    assert _explicit.stiffness_estimate(1e-3, 0.0, ref, 20.0, 0.1) == 0.0
-    assert _explicit.stiffness_estimate(0.5 * rel2, 1e-3, ref, 20.0, 0.1) == 0.0
-    assert _explicit.stiffness_estimate(1e-3, 0.5 * rel2 * 400.0, ref, 20.0, 0.1) == 0.0
-    assert _explicit.stiffness_estimate(4e-2, 1e-2, ref, 20.0, 0.1) == pytest.approx(20.0)
+    assert _explicit.stiffness_estimate(1e-3, 0.0, ref, 20.0, 0.1, 1.0) == 0.0
+    assert _explicit.stiffness_estimate(0.5 * rel2, 1e-3, ref, 20.0, 0.1, 1.0) == 0.0
+    assert _explicit.stiffness_estimate(1e-3, 0.5 * rel2 * 400.0, ref, 20.0, 0.1, 1.0) == 0.0
+    assert _explicit.stiffness_estimate(4e-2, 1e-2, ref, 20.0, 0.1, 1.0) == pytest.approx(20.0)
+
+
+def test_stiffness_estimate_floors_the_state_difference_at_its_resolution():
+    """Two states closer than eps |y| are one point in floating point: a derivative
+    difference over them is rounding, and the estimate divides by eps |y| at least."""
+    eps = np.finfo(np.float64).eps
+    yy, h = 25.0, 0.1                       # |y_new| = 5
+    res = _explicit.STIFFNESS_STATE_ULPS * eps * 5.0
+    # |y_new - Y| = h sqrt(dd) = 1e-19 (far below res ~ 1e-15), |dK| = 5e-16 -- the
+    # case of a gradient at rounding level, which without the floor read rho = 5000
+    dd, num, ref = (1e-19 / h) ** 2, (5e-16) ** 2, (5e-16) ** 2
+    rho = _explicit.stiffness_estimate(num, dd, ref, 1.0, h, yy)
+    assert rho == pytest.approx(5e-16 / res, rel=1e-12)
+    # differences well above the resolution are untouched
+    dd = (1e-6 / h) ** 2
+    assert _explicit.stiffness_estimate(num * 1e20, dd, ref, 1.0, h, yy) == pytest.approx(
+        5e-6 / 1e-6, rel=1e-12)
     # no estimate: no cap; an estimate caps at STABILITY_SAFETY * boundary / rho
     assert _explicit.stability_cap(3.0, 0.0, 3.3) == 3.0
     assert _explicit.stability_cap(3.0, 2.0, 3.3) == pytest.approx(_explicit.STABILITY_SAFETY
@@ -126,3 +144,47 @@ def test_longer_stability_interval_pays_where_stability_limits_the_step():
     for run in runs.values():
         assert run.success
         assert np.abs(run.end_to_end - ref.end_to_end).max() <= 10 * 1e-6 * scale
+
+
+@pytest.mark.parametrize("method", ["RK45", "SSPRK104"])
+@pytest.mark.parametrize("stepper", ["dense-numpy", "dense-numba", "factored-numpy",
+                                     "factored-numba"])
+def test_cap_holds_once_the_gradient_is_at_rounding_level(method, stepper, monkeypatch):
+    """A 3-wide bottleneck under a rank-4 task leaves a residual it cannot fit: after
+    t ~ 40 the gradient is rounding (|f| ~ 1e-15) and later the state stops moving
+    (y + h f == y).  Stage derivatives differing in their last bits over stage states
+    1e-19 apart then read as rho ~ 600 and held the steps at 1/600 (measured: the dense
+    RK45 stepper 8,129 steps against 2,848 uncapped, the SSPRK104 tableau 7,883 against
+    887, the factored one 2,642).  With the state difference floored at eps |y| the
+    capped run needs no more steps than the uncapped one, and rejects almost none."""
+    if stepper.endswith("numba"):
+        pytest.importorskip("numba")
+    from linearnets.sim import _lowrank, _rhs
+    from linearnets.sim._solvers import SolverOptions
+    X, Y = teacher_task(40, 10, [2.0, 1.5, 1.0, 0.5], seed=0, whiten=False)
+    ws = init_network((10, 3, 20, 4), 1.0, seed=0)
+    problem = _rhs.make_problem(tuple(w.shape for w in ws), X, Y)
+    tab = TABLEAUX[method]
+    assert not _lowrank.worth_factoring(problem, tab.n_stages)  # solve_* pick the dense one
+    if stepper == "dense-numpy":
+        def solver(p, y0, t, o, ob):
+            return _explicit.erk_solve(lambda v, out: _rhs.rhs(v, p, out), y0, t, tab, o, ob)
+    elif stepper == "dense-numba":
+        solver = _explicit.solve_numba(tab)
+    else:
+        factored = (_lowrank.lowrank_solve if stepper == "factored-numpy" else
+                    _lowrank.lowrank_solve_numba)
+
+        def solver(p, y0, t, o, ob):
+            return factored(p, y0, t, tab, o, ob)
+
+    def run():
+        return solver(problem, _rhs.pack(ws), np.array([0.0, 400.0]),
+                      SolverOptions(rtol=1e-6, atol=1e-9), lambda k, y: None)
+    capped = run()
+    monkeypatch.setattr(_explicit, "STABILITY_SAFETY", np.inf)
+    free = run()
+    assert capped.status.success and free.status.success
+    assert free.nrejected >= 0.2 * free.nsteps
+    assert capped.nrejected <= max(3, 0.02 * capped.nsteps)
+    assert capped.nsteps <= free.nsteps

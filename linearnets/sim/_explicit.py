@@ -41,7 +41,9 @@ test (``dopri5.f``, *Solving ODEs II* IV.2),
 at ``t + h`` too; the largest recent estimate (decaying by STIFFNESS_MEMORY per
 step) caps the next step at ``STABILITY_SAFETY * boundary / rho``, the boundary
 being the tableau's real-axis stability interval (the spectrum of gradient flow
-is real).  The cap is a continuous function of the estimate, so steppers whose
+is real).  The state difference is formed as ``h sum_j w_j K_j`` and floored at the
+resolution of the states, ``eps |y_new|`` (STIFFNESS_STATE_ULPS): where the gradient
+is at rounding level it would otherwise divide rounding by rounding.  The cap is a continuous function of the estimate, so steppers whose
 estimates differ by rounding take the same steps up to rounding.
 A non-finite error norm (a trial stage overflowed) counts as a rejection with
 factor MIN_FACTOR; if that drives the step to underflow the run ends with
@@ -59,7 +61,8 @@ from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import TABLEAUX
 
 __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS",
-           "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL", "stiffness_estimate",
+           "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL", "STIFFNESS_STATE_ULPS",
+           "stiffness_estimate",
            "stability_cap", "predictive_step", "NO_PREVIOUS_STEP", "accept_step",
            "select_initial_step",
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
@@ -86,6 +89,15 @@ STIFFNESS_MEMORY = 0.95
 #: than this fraction of the derivatives they are formed from; below, the rounding
 #: of a difference of nearly equal stages would dominate.
 STIFFNESS_MIN_REL = 1e-6
+#: Two states closer than this many rounding units of the state (``eps |y|``) are one
+#: point to working precision, and the difference of their derivatives is rounding: the
+#: state difference of the estimate is floored there.  (Hairer's form divides by the
+#: difference of the two rounded stage states, which has this floor by itself; the
+#: steppers here form it as ``h sum_j w_j K_j``, which does not, and once the gradient
+#: is at rounding level -- a residual a bottleneck cannot fit -- a stage derivative
+#: differing in its last bits over a difference of 1e-19 capped the step at 1/600.)
+STIFFNESS_STATE_ULPS = 1.0
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped):
@@ -142,18 +154,21 @@ def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
             (h_try, max(err, PREDICTIVE_MIN_ERR)))
 
 
-def stiffness_estimate(num, dd, ref, wsum, h):
+def stiffness_estimate(num, dd, ref, wsum, h, yy):
     """Hairer's stiffness estimate ``rho`` from squared norms of stage differences.
 
     ``num = |K_s - K_{s-1}|^2`` (``K_s = f(y_new)``), ``dd = |sum_j w_j K_j|^2`` with
     ``w = tab.stiffness_weights`` (so ``|y_new - Y_{s-1}| = h sqrt(dd)``), ``ref =
-    |K_0|^2`` and ``wsum = sum_j |w_j|``.  Returns ``sqrt(num / dd) / h``, or 0 when
-    either difference is below ``STIFFNESS_MIN_REL`` of its scale (no information).
+    |K_0|^2``, ``wsum = sum_j |w_j|`` and ``yy = |y_new|^2``.  Returns
+    ``sqrt(num / dd) / h``, or 0 when either difference is below ``STIFFNESS_MIN_REL``
+    of its scale (no information); the state difference counts as at least
+    ``STIFFNESS_STATE_ULPS eps |y_new|``, the resolution of the states themselves.
     """
     rel2 = STIFFNESS_MIN_REL * STIFFNESS_MIN_REL
     if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
         return 0.0
-    rho = math.sqrt(num / dd) / abs(h)
+    res = STIFFNESS_STATE_ULPS * _EPS / h
+    rho = math.sqrt(num / max(dd, res * res * yy)) / abs(h)
     return rho if math.isfinite(rho) else 0.0
 
 
@@ -333,11 +348,11 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
     wd = tab.stiffness_weights
     wsum = float(np.abs(wd).sum())
 
-    def stiffness(h_try):
+    def stiffness(h_try, y_new):
         ref = _sequential_sumsq(K[0])
         num = _sequential_sumsq(np.subtract(K[s], K[s - 1], out=acc))
         dd = _sequential_sumsq(_combine(wd, K, acc, tmp))
-        return stiffness_estimate(num, dd, ref, wsum, h_try)
+        return stiffness_estimate(num, dd, ref, wsum, h_try, _sequential_sumsq(y_new))
 
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
         early, h, nfev = _start(lambda: fun(y, K[0]), fun, y, t_eval, tab, options, observe)
@@ -351,8 +366,8 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
     """The adaptive loop shared by the numpy steppers, from ``t_eval[0]`` with first step ``h``.
 
     ``trial(y, y_new, h_try) -> err`` computes one attempted step of ``tab.n_stages``
-    evaluations into ``y_new`` and returns its error norm; ``stiffness(h_try) -> rho``
-    (optional) estimates the stiffness from the stages of the step just accepted, and
+    evaluations into ``y_new`` and returns its error norm; ``stiffness(h_try, y_new) ->
+    rho`` (optional) estimates the stiffness from the stages of the step just accepted, and
     ``accepted()`` is then called (first-same-as-last bookkeeping).  Step control,
     stability cap, output times and failures as described in the module docstring.
 
@@ -407,7 +422,7 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
             break
         nsteps += 1
         if stiffness is not None:
-            rho_mem = max(stiffness(h_try), STIFFNESS_MEMORY * rho_mem)
+            rho_mem = max(stiffness(h_try, y_new), STIFFNESS_MEMORY * rho_mem)
             h = stability_cap(h, rho_mem, tab.stability_boundary)
         y, y_new = y_new, y
         accepted()
@@ -480,10 +495,11 @@ def numba_rhs_args(problem):
 
 def stiffness_args(tab):
     """``(wd, stiff)`` for the compiled loops: the tableau's stiffness weights and
-    ``[boundary, STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|]``."""
+    ``[boundary, STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|,
+    STIFFNESS_STATE_ULPS eps]``."""
     wd = np.ascontiguousarray(tab.stiffness_weights, dtype=np.float64)
     stiff = np.array([tab.stability_boundary, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                      STIFFNESS_MIN_REL, float(np.abs(wd).sum())])
+                      STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS])
     return wd, stiff
 
 

@@ -153,28 +153,32 @@ def accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejecte
 
 
 @njit(cache=True)
-def stiffness_estimate(num, dd, ref, wsum, h, min_rel):
+def stiffness_estimate(num, dd, ref, wsum, h, yy, min_rel, ulps_eps):
     """``_explicit.stiffness_estimate`` for the compiled loops (same operations)."""
     rel2 = min_rel * min_rel
     if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
         return 0.0
-    rho = np.sqrt(num / dd) / abs(h)
+    res = ulps_eps / h
+    rho = np.sqrt(num / max(dd, res * res * yy)) / abs(h)
     return rho if np.isfinite(rho) else 0.0
 
 
 @njit(cache=True)
 def stability_cap(h_next, rho, stiff):
-    """``_explicit.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum]``."""
+    """``_explicit.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum,
+    state_ulps * eps]`` (``_explicit.stiffness_args``)."""
     if not (rho > 0.0 and stiff[0] > 0.0):
         return h_next
     return min(h_next, stiff[1] * stiff[0] / rho)
 
 
 @njit(cache=True)
-def capped_step(h, h_try, num, dd, ref, th, stiff):
+def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
     """The next step after the stability cap: updates the remembered estimate ``th[2]``
-    from the accepted step's sums (``_explicit.adaptive_run``) and caps ``h``."""
-    rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, stiff[3]), stiff[2] * th[2])
+    from the accepted step's sums (``_explicit.adaptive_run``; ``yy = |y_new|^2``) and
+    caps ``h``."""
+    rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, yy, stiff[3], stiff[5]),
+              stiff[2] * th[2])
     th[2] = rho
     return stability_cap(h, rho, stiff)
 
@@ -271,7 +275,9 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
         ref = 0.0
         num = 0.0
         dd = 0.0
+        yy = 0.0
         for m in range(n):
+            yy += y_new[m] * y_new[m]
             ref += K[0, m] * K[0, m]
             dv = K[s, m] - K[s - 1, m]
             num += dv * dv
@@ -280,7 +286,7 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                 if wd[j] != 0.0:
                     acc += wd[j] * K[j, m]
             dd += acc * acc
-        h = capped_step(h, h_try, num, dd, ref, th, stiff)
+        h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
         for m in range(n):
             y[m] = y_new[m]
             K[0, m] = K[s, m]

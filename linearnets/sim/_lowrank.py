@@ -345,8 +345,9 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
     wd = tab.stiffness_weights
     wsum = float(np.abs(wd).sum())
 
-    def stiffness(h_try):
-        return _explicit.stiffness_estimate(*st.stiffness_sums(s, wd), wsum, h_try)
+    def stiffness(h_try, y_new):
+        return _explicit.stiffness_estimate(*st.stiffness_sums(s, wd), wsum, h_try,
+                                            _explicit._sequential_sumsq(y_new))
 
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
         early, h, nfev = _explicit._start(first, lambda v, out: _rhs.rhs(v, problem, out), y,

@@ -517,7 +517,10 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
             rejected = True
         stats[1] += 1
         num, dd, ref = stiffness_sums(s, wd, C, ints, bufs)
-        h = capped_step(h, h_try, num, dd, ref, th, stiff)
+        yy = 0.0
+        for m in range(n):
+            yy += nxt[m] * nxt[m]
+        h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
         cur, nxt = nxt, cur
         in_y = not in_y
         _fsal(s, C, ints, bufs)

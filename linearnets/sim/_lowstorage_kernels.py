@@ -383,7 +383,10 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, stats, max_steps, e
         stats[1] += 1
         num, ref_new = stiffness_sums(at, g, 10, 9, eta_l, rows, cols, aoff, goff, pbuf,
                                       block_entries, gram, min_rel)
-        h = capped_step(h, h_try, num, dd / (h_try * h_try), ref0[0], th, stiff)
+        yy = 0.0
+        for m in range(n):
+            yy += nxt[m] * nxt[m]
+        h = capped_step(h, h_try, num, dd / (h_try * h_try), ref0[0], yy, th, stiff)
         ref0[0] = ref_new
         cur, nxt = nxt, cur
         in_y = not in_y

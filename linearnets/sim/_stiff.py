@@ -530,7 +530,8 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
         dv = K[s] - K[s - 1]
         dy = y_new - ys
         rho = stiffness_estimate(float(xp.vdot(dv, dv)), float(xp.vdot(dy, dy)) / (h_try * h_try),
-                                 float(xp.vdot(K[0], K[0])), wsum, h_try)
+                                 float(xp.vdot(K[0], K[0])), wsum, h_try,
+                                 float(xp.vdot(y_new, y_new)))
         rho_mem = max(rho, STIFFNESS_MEMORY * rho_mem)
         h_capped = stability_cap(h_next, rho_mem, tab.stability_boundary)
         # stiff: accuracy alone would have allowed a longer step than stability does
