@@ -377,6 +377,7 @@ def _gram_pair(X, Y, bufs):
 @njit(cache=True)
 def stiffness_sums(s, wd, C, ints, bufs):
     """``_lowrank._Stages.stiffness_sums``: ``(num, dd, ref)`` of the accepted step."""
+    eps = np.finfo(np.float64).eps
     rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
     ut, vs, kd = bufs[0], bufs[1], bufs[2]
     num = 0.0
@@ -399,7 +400,17 @@ def stiffness_sums(s, wd, C, ints, bufs):
                 wp = wd[p // C]
                 for p2 in range(q):
                     acc += wp * wd[p2 // C] * GU[p, p2] * GV[p, p2]
-            dd += acc
+            # floored at its rounding (_lowrank._gram_rounding)
+            sd = 0.0
+            for j in range(s):
+                du = 0.0
+                for p in range(j * C, (j + 1) * C):
+                    du += GU[p, p]
+                dv = 0.0
+                for p in range(j * C, (j + 1) * C):
+                    dv += GV[p, p]
+                sd += abs(wd[j]) * np.sqrt(du * dv)
+            dd += max(acc, (r + c + s * C) * eps * (sd * sd))
             GU, GV = _gram_pair(U[(s - 1) * C:(s + 1) * C], V[(s - 1) * C:(s + 1) * C], bufs)
             acc = 0.0
             for p in range(2 * C):
