@@ -431,7 +431,8 @@ def bench(name, quick, rate):
         report("DOP853, dense stages", b, res, ok)
 
     # SSPRK104 as a Butcher tableau (the generic or factored-stage stepper, whichever
-    # _explicit picks) beside its low-storage form, which gradient_flow runs
+    # _explicit picks) beside what gradient_flow runs: its low-storage form, or these
+    # same factored stages on states over _lowstorage.LOWSTORAGE_MAX_BYTES
     tab = TABLEAUX["SSPRK104"]
     b = "numba" if have_numba else "numpy"
     solver = (_explicit.solve_numba if have_numba else _explicit.solve_numpy)(tab)

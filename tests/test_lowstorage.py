@@ -128,7 +128,7 @@ def test_numba_twin_is_bit_for_bit(name):
 
 def test_registered_for_ssprk104_and_used_by_gradient_flow():
     ws, problem = _problem("narrow-top-C4")
-    assert get_solver("SSPRK104", "numpy") is _lowstorage.ssp_solve
+    assert not _lowstorage.factored_is_faster(problem)
     t = np.array([0.0, 4.0])
     sizes, sv, white, _, _ = PROBLEMS["narrow-top-C4"]
     X, Y = teacher_task(4 * sizes[0], sizes[0], sv, seed=0, whiten=white)
@@ -136,6 +136,39 @@ def test_registered_for_ssprk104_and_used_by_gradient_flow():
     raw, ys = _run(_lowstorage.ssp_solve, problem, _rhs.pack(ws), t, rtol=1e-7, atol=1e-10)
     assert np.array_equal(_rhs.pack(tr.weights), ys[-1])
     assert tr.nfev == raw.nfev
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_large_states_run_as_factored_stages(backend, monkeypatch):
+    """Above LOWSTORAGE_MAX_BYTES, where the layers are worth factoring, SSPRK104 runs
+    as factored Butcher stages (``_lowrank``), bit for bit; below, in low-storage form;
+    and never factored where the layers are not worth it."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    from linearnets.sim import _lowrank
+    ws, problem = _problem("mixed-C3")
+    assert _lowrank.worth_factoring(problem, SSPRK104.n_stages)
+    assert 8 * problem.size <= _lowstorage.LOWSTORAGE_MAX_BYTES
+    y0, t = _rhs.pack(ws), np.array([0.0, 1.0, 3.0])
+    solver = get_solver("SSPRK104", backend)
+    low = _lowstorage.ssp_solve if backend == "numpy" else _lowstorage.ssp_solve_numba
+    fac = _lowrank.lowrank_solve if backend == "numpy" else _lowrank.lowrank_solve_numba
+
+    def run(f, *tab):
+        obs = []
+        raw = f(problem, y0, t, *tab, SolverOptions(rtol=1e-7, atol=1e-10),
+                lambda k, y: obs.append(y.copy()))
+        return raw.nfev, np.array(obs)
+    small, as_low = run(solver), run(low)
+    assert small[0] == as_low[0] and np.array_equal(small[1], as_low[1])
+    monkeypatch.setattr(_lowstorage, "LOWSTORAGE_MAX_BYTES", 8 * problem.size - 1)
+    assert _lowstorage.factored_is_faster(problem)
+    large, as_fac = run(solver), run(fac, SSPRK104)
+    assert large[0] == as_fac[0] and np.array_equal(large[1], as_fac[1])
+    ws, narrow = _problem("narrow-top-C4")
+    assert not _lowrank.worth_factoring(narrow, SSPRK104.n_stages)
+    monkeypatch.setattr(_lowstorage, "LOWSTORAGE_MAX_BYTES", 0)
+    assert not _lowstorage.factored_is_faster(narrow)
 
 
 @pytest.mark.parametrize("name", ["depth1-C2", "narrow-top-C4"])
