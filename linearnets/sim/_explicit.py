@@ -43,8 +43,9 @@ step) caps the next step at ``STABILITY_SAFETY * boundary / rho``, the boundary
 being the tableau's real-axis stability interval (the spectrum of gradient flow
 is real).  The state difference is formed as ``h sum_j w_j K_j`` and floored at the
 resolution of the states, ``eps |y_new|`` (STIFFNESS_STATE_ULPS): where the gradient
-is at rounding level it would otherwise divide rounding by rounding.  The cap is a continuous function of the estimate, so steppers whose
-estimates differ by rounding take the same steps up to rounding.
+is at rounding level it would otherwise divide rounding by rounding.  The cap is a
+continuous function of the estimate, so steppers whose estimates differ by rounding
+take the same steps up to rounding.
 A non-finite error norm (a trial stage overflowed) counts as a rejection with
 factor MIN_FACTOR; if that drives the step to underflow the run ends with
 ``FlowStatus.STEP_UNDERFLOW`` and says so.  ``FlowStatus.NONFINITE`` means the
