@@ -18,8 +18,8 @@ from numba import njit
 from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 
 __all__ = ["times_transpose", "chains", "rhs_flat", "error_norm", "step_after_accept",
-           "predictive_step", "accept_step", "stiffness_estimate", "stability_cap", "capped_step",
-           "erk_advance"]
+           "predictive_step", "accept_step", "sumsq", "stiffness_estimate", "stability_cap",
+           "capped_step", "erk_advance"]
 
 
 @njit(cache=True)
@@ -150,6 +150,15 @@ def accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejecte
         th[3] = h_try
         th[4] = max(err, min_err)
     return h
+
+
+@njit(cache=True)
+def sumsq(X):
+    """``sum X^2`` left to right (``_explicit._sequential_sumsq``)."""
+    acc = 0.0
+    for v in X.ravel():
+        acc += v * v
+    return acc
 
 
 @njit(cache=True)

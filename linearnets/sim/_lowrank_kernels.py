@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels import accept_step, capped_step, error_norm, times_transpose
+from ._kernels import accept_step, capped_step, error_norm, sumsq, times_transpose
 
 __all__ = ["stage", "combination", "step_end", "stiffness_sums", "lowrank_advance"]
 
@@ -528,10 +528,7 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
             rejected = True
         stats[1] += 1
         num, dd, ref = stiffness_sums(s, wd, C, ints, bufs)
-        yy = 0.0
-        for m in range(n):
-            yy += nxt[m] * nxt[m]
-        h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
+        h = capped_step(h, h_try, num, dd, ref, sumsq(nxt), th, stiff)
         cur, nxt = nxt, cur
         in_y = not in_y
         _fsal(s, C, ints, bufs)

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 from numba.extending import get_cython_function_address
 
-from ._kernels import accept_step, capped_step, chains
+from ._kernels import accept_step, capped_step, chains, sumsq
 from ._lowrank_kernels import _settle
 
 __all__ = ["gemm_acc", "add_stage", "error_sums", "stiffness_sums", "ssp_advance"]
@@ -223,20 +223,12 @@ def _inner(Ap, Aq, Gp, Gq, gram):
 
 
 @njit(cache=True)
-def _sumsq(X):
-    acc = 0.0
-    for v in X.ravel():
-        acc += v * v
-    return acc
-
-
-@njit(cache=True)
 def _gram_sums(A1, G1, A2, G2, eta, gram, min_rel):
     """``_lowstorage._gram_sums``: ``(ok, num, ref)`` of one layer from Gram matrices."""
-    nA1 = _sumsq(A1)
-    nG1 = _sumsq(G1)
-    nA2 = _sumsq(A2)
-    nG2 = _sumsq(G2)
+    nA1 = sumsq(A1)
+    nG1 = sumsq(G1)
+    nA2 = sumsq(A2)
+    nG2 = sumsq(G2)
     e2 = eta * eta
     k11 = _inner(A1, A1, G1, G1, gram)
     ref = e2 * k11
@@ -383,10 +375,7 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, stats, max_steps, e
         stats[1] += 1
         num, ref_new = stiffness_sums(at, g, 10, 9, eta_l, rows, cols, aoff, goff, pbuf,
                                       block_entries, gram, min_rel)
-        yy = 0.0
-        for m in range(n):
-            yy += nxt[m] * nxt[m]
-        h = capped_step(h, h_try, num, dd / (h_try * h_try), ref0[0], yy, th, stiff)
+        h = capped_step(h, h_try, num, dd / (h_try * h_try), ref0[0], sumsq(nxt), th, stiff)
         ref0[0] = ref_new
         cur, nxt = nxt, cur
         in_y = not in_y
