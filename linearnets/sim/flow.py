@@ -290,8 +290,11 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         ntk = ntk_norm = ntk_align = None
     gram0 = []
 
+    # the layer views are only needed by the recordings that read single layers
+    need_layers = weights_t is not None or cons is not None or ntk is not None
+
     def observe(k, y):
-        Wl = _rhs.unpack(y, shapes, problem.offsets)
+        Wl = _rhs.unpack(y, shapes, problem.offsets) if need_layers else None
         e2e[k] = _rhs.end_to_end_flat(y, shapes, problem.offsets)
         if weights_t is not None:
             for i in range(L):

@@ -1,0 +1,145 @@
+"""How the stability cap's two constants act on the medium problem of ``bench_flow.py``.
+
+The explicit steppers cap a step at ``STABILITY_SAFETY * boundary / rho``, with
+``rho`` Hairer's stiffness estimate remembered with decay ``STIFFNESS_MEMORY`` per
+accepted step (``linearnets.sim._explicit``).  This script runs SSPRK104 and RK45
+(numba backend, at the tolerances where ``bench_flow.py`` finds them reaching its
+accuracy target) over a grid of the two constants, and prints gradient evaluations,
+rejected steps, the error of W(t_end) and the time, each as a ratio against the
+shipped constants measured in the same run.
+
+``--diagnose`` then replays the shipped SSPRK104 run on the numpy stepper (the same
+steps to the last bit) and, at every rejected step, measures the Jacobian's largest
+eigenvalue by power iteration (exact Jacobian-vector products of
+``_stiff.Flow.jvp``): ``h lambda_max`` below the stability boundary (13.9) means the
+rejection was set by accuracy -- a mode leaving its plateau -- not by stability.
+
+Usage::
+
+    python benchmarks/study_stability_cap.py [--diagnose]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_flow as bf  # noqa: E402
+import linearnets as ln  # noqa: E402
+from linearnets.sim import _explicit, _lowstorage, _rhs, _stiff  # noqa: E402
+from linearnets.sim._tableaux import SSPRK104  # noqa: E402
+
+#: (method, rtol): the tolerances at which bench_flow.py's medium rows reach 1e-4.
+RUNS = (("SSPRK104", 3e-3), ("RK45", 1e-2))
+SAFETIES = (0.9, 0.95, 1.0)
+MEMORIES = (0.95, 0.98, 0.99, 1.0)
+#: Power iterations per rejected step (warm-started from the last eigenvector).
+POWER_ITERATIONS = 30
+
+
+def run(ws, X, Y, t_end, method, rtol, safety, memory):
+    """(nfev, rejected, seconds, W(t_end)) with the cap's constants set as given."""
+    saved = _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY
+    _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY = safety, memory
+    try:
+        t0 = time.perf_counter()
+        tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * bf.ATOL_RATIO,
+                              backend="numba", method=method)
+        dt = time.perf_counter() - t0
+    finally:
+        _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY = saved
+    return tr.nfev, tr.nrejected, dt, tr.end_to_end[-1]
+
+
+def grid(ws, X, Y, t_end, Wref):
+    shipped = (_explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY)
+    for method, rtol in RUNS:
+        run(ws, X, Y, t_end, method, rtol, *shipped)  # compile / load the cache
+        base = run(ws, X, Y, t_end, method, rtol, *shipped)
+        print(f"\n{method} numba, rtol {rtol:g}: shipped constants (safety {shipped[0]}, memory "
+              f"{shipped[1]}) take {base[0]} evaluations, {base[1]} rejected, "
+              f"{base[2]:.2f} s, error {bf.rel_err(base[3], Wref):.2e}")
+        print(f"  {'safety':>6s} {'memory':>6s} {'nfev':>6s} {'rej':>4s} {'error':>9s} "
+              f"{'nfev/shipped':>12s} {'time/shipped':>12s}")
+        for safety, memory in itertools.product(SAFETIES, MEMORIES):
+            nfev, rej, dt, W = run(ws, X, Y, t_end, method, rtol, safety, memory)
+            flag = "" if bf.rel_err(W, Wref) <= bf.TARGET else "  (target missed)"
+            print(f"  {safety:6.2f} {memory:6.3f} {nfev:6d} {rej:4d} {bf.rel_err(W, Wref):9.2e} "
+                  f"{nfev / base[0]:12.3f} {dt / base[2]:12.3f}{flag}", flush=True)
+
+
+def diagnose(ws, X, Y, t_end):
+    """h lambda_max at each rejected step of the shipped SSPRK104 run (numpy stepper)."""
+    problem = _rhs.make_problem(tuple(w.shape for w in ws), X, Y)
+    flow = _stiff.Flow(problem)
+    n = problem.size
+    attempts = []
+    trial, sums = _lowstorage.ssp_trial, _lowstorage.error_sums
+
+    def logged_trial(y, y_new, q1, q2, h, st, prob):
+        attempts.append([h, y.copy(), None])
+        return trial(y, y_new, q1, q2, h, st, prob)
+
+    def logged_sums(y, y_new, q1, h, st, prob, rtol, atol):
+        e5, dd = sums(y, y_new, q1, h, st, prob, rtol, atol)
+        attempts[-1][2] = float(np.sqrt(e5 / n))
+        return e5, dd
+
+    _lowstorage.ssp_trial, _lowstorage.error_sums = logged_trial, logged_sums
+    rtol = dict(RUNS)["SSPRK104"]
+    try:
+        tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * bf.ATOL_RATIO,
+                              backend="numpy", method="SSPRK104")
+    finally:
+        _lowstorage.ssp_trial, _lowstorage.error_sums = trial, sums
+    v = np.random.default_rng(0).standard_normal(n)
+    f, out = np.empty(n), np.empty(n)
+
+    def lam_max(y):
+        nonlocal v
+        flow.rhs(y, f, keep=True)
+        lam = 0.0
+        for _ in range(POWER_ITERATIONS):
+            flow.jvp(v / np.linalg.norm(v), out)
+            lam, v = np.linalg.norm(out), out.copy()
+        return lam
+
+    B = SSPRK104.stability_boundary
+    print(f"\nSSPRK104 numpy, rtol {rtol:g}: {tr.nfev} evaluations, {tr.nsteps} steps, "
+          f"{tr.nrejected} rejected; rejected steps (stability boundary {B}):")
+    print(f"  {'t':>9s} {'h':>8s} {'error':>8s} {'h lambda_max':>12s}  set by")
+    t = 0.0
+    inside = 0
+    for h, y, err in attempts:
+        if err is not None and err < 1.0:
+            t += h
+            continue
+        z = h * lam_max(y)
+        inside += z <= B
+        print(f"  {t:9.2f} {h:8.4f} {err:8.3g} {z:12.2f}  "
+              f"{'accuracy' if z <= B else 'stability'}")
+    print(f"  {inside} of {tr.nrejected} rejections inside the stability interval")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--diagnose", action="store_true",
+                    help="also measure h lambda_max at each rejected SSPRK104 step")
+    args = ap.parse_args(argv)
+    ws, X, Y, tmax = bf.make("medium")
+    t0 = time.perf_counter()
+    t_end, Wref, _ = bf.reference(ws, X, Y, tmax, "numba")
+    print(f"medium problem, t_end = {t_end:.6g} (reference {time.perf_counter() - t0:.0f} s)")
+    grid(ws, X, Y, t_end, Wref)
+    if args.diagnose:
+        diagnose(ws, X, Y, t_end)
+
+
+if __name__ == "__main__":
+    main()
