@@ -49,26 +49,67 @@ def _gpu():
     return cp
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("method", _cupy.METHODS)
-@pytest.mark.parametrize("sizes,svals,sigma,whiten", [
-    ((6, 8, 8, 2), [1.0, 0.5], 0.1, True),
-    ((20, 64, 64, 3), [1.0, 0.7, 0.4], 0.05, False),
-])
-def test_agrees_with_numpy(method, sizes, svals, sigma, whiten):
-    _gpu()
+#: Problems of the agreement tests: (layer sizes, teacher singular values, sigma, whiten).
+PROBLEMS = [((6, 8, 8, 2), [1.0, 0.5], 0.1, True),
+            ((20, 64, 64, 3), [1.0, 0.7, 0.4], 0.05, False)]
+T_EVAL = np.array([0.0, 1.0, 20.0, 80.0])
+#: rtol of the agreement tests.  The runs reach t = 80, long after these networks have
+#: converged, where the gradient is rounding noise and so is what the stiffness estimate
+#: reads: different rounding can change a step decision.  It does even on one BLAS:
+#: SSPRK104 on the first problem at rtol 1e-8 takes one rejection more as numpy's
+#: low-storage stepper than as the generic stepper these backends share, and the two
+#: then differ by 4e-10.  At rtol 1e-10 every explicit run and "auto" is within 2.5e-11
+#: of the exact flow on these problems (against DOP853 at rtol 1e-13), so two runs agree
+#: to 1e-10 whatever they decide.  ROS34PW2 needs 3e5 evaluations there and runs at 1e-8,
+#: where its error is below 4e-9: the same decisions give agreement to rounding, others
+#: agreement to 2 rtol.
+RTOL = {"ROS34PW2": 1e-8}
+RTOL_EXPLICIT = 1e-10
+
+
+def _agreement(method, sizes, svals, sigma, whiten):
     X, Y = teacher_task(200, sizes[0], svals, seed=3, whiten=whiten)
     ws = init_network(sizes, sigma, seed=4)
-    t_eval = np.array([0.0, 1.0, 20.0, 80.0])
-    kw = dict(rtol=1e-8, atol=1e-11, method=method)
-    gpu = gradient_flow(ws, X, Y, t_eval, backend="cupy", **kw)
-    cpu = gradient_flow(ws, X, Y, t_eval, backend="numpy", **kw)
+    rtol = RTOL.get(method, RTOL_EXPLICIT)
+    kw = dict(rtol=rtol, atol=rtol * 1e-3, method=method)
+    gpu = gradient_flow(ws, X, Y, T_EVAL, backend="cupy", **kw)
+    cpu = gradient_flow(ws, X, Y, T_EVAL, backend="numpy", **kw)
     assert gpu.success and cpu.success and gpu.backend == "cupy"
     assert type(gpu.end_to_end) is np.ndarray and gpu.end_to_end.dtype == np.float64
-    # same algorithm, same steps: only the rounding of the products differs
+    same = (gpu.nsteps, gpu.nrejected) == (cpu.nsteps, cpu.nrejected) and gpu.nfev == cpu.nfev
+    bound = 1e-10 if method not in RTOL or same else 2 * rtol
     scale = np.abs(cpu.end_to_end).max()
-    assert np.abs(gpu.end_to_end - cpu.end_to_end).max() <= 1e-10 * scale
+    assert np.abs(gpu.end_to_end - cpu.end_to_end).max() <= bound * scale
     for wg, wc in zip(gpu.weights, cpu.weights):
         assert type(wg) is np.ndarray
-        assert np.abs(wg - wc).max() <= 1e-10 * np.abs(wc).max()
-    np.testing.assert_allclose(gpu.loss, cpu.loss, rtol=1e-9, atol=1e-14)
+        assert np.abs(wg - wc).max() <= bound * np.abs(wc).max()
+    # the loss is quadratic in the residual, which near convergence is itself of the
+    # size of the difference: compare it on the scale of the initial loss
+    assert np.abs(gpu.loss - cpu.loss).max() <= 2 * bound * cpu.loss[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", _cupy.METHODS)
+@pytest.mark.parametrize("sizes,svals,sigma,whiten", PROBLEMS)
+def test_agrees_with_numpy(method, sizes, svals, sigma, whiten):
+    _gpu()
+    _agreement(method, sizes, svals, sigma, whiten)
+
+
+@pytest.mark.parametrize("method", [m if m != "ROS34PW2" else
+                                    pytest.param(m, marks=pytest.mark.slow)
+                                    for m in _cupy.METHODS])
+@pytest.mark.parametrize("sizes,svals,sigma,whiten", PROBLEMS)
+def test_agreement_test_with_numpy_standin(monkeypatch, method, sizes, svals, sigma, whiten):
+    """The GPU agreement test's whole path, with numpy standing in for CuPy: the
+    generic steppers of the cupy backend against numpy's own (low-storage, factored)."""
+    import types
+
+    from linearnets.sim import _solvers
+
+    shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("_")})
+    shim.asnumpy = lambda a: np.array(a, dtype=np.float64, copy=True)
+    monkeypatch.setattr(B, "get_cupy", lambda: shim)
+    _solvers.backends_for(method)  # registry loaded
+    monkeypatch.setitem(_solvers._REGISTRY[method], "cupy", _cupy.make_solver(method, lambda: shim))
+    _agreement(method, sizes, svals, sigma, whiten)
