@@ -196,3 +196,27 @@ def test_cap_holds_once_the_gradient_is_at_rounding_level(method, stepper, monke
     assert free.nrejected >= 0.15 * free.nsteps           # stability limits the steps
     assert capped.nrejected <= max(3, 0.02 * capped.nsteps)
     assert capped.nsteps + capped.nrejected <= free.nsteps + free.nrejected
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "SSPRK104"])
+def test_exhausted_budget_on_capped_steps_points_to_auto(backend, method):
+    """A run far past convergence spends its budget on steps held at the stability
+    limit; the failure message says so and names the method that is not held there."""
+    X, Y = teacher_task(100, 6, [1.0, 0.5], seed=0, whiten=False)
+    ws = init_network((6, 12, 12, 2), 0.3, seed=1)
+    kw = dict(rtol=1e-8, atol=1e-12, backend=backend, method=method, max_steps=3000)
+    tr = gradient_flow(ws, X, Y, [0.0, 1e5], **kw)
+    assert not tr.success and tr.status.name == "MAX_STEPS"
+    assert "stability limit" in tr.message and "method='auto'" in tr.message
+    # the converged modes relax at rate eta L s^(2 - 2/L) ~ 3 for s ~ 1, L = 3: the message
+    # reports the estimate, and the held step is STABILITY_SAFETY * boundary of it
+    rho = float(tr.message.split("stiffness ")[1].split(")")[0])
+    assert 1.0 < rho < 10.0
+    # a budget exhausted while accuracy sets the step gets no such hint
+    early = gradient_flow(ws, X, Y, [0.0, 1e5], **dict(kw, max_steps=5))
+    assert not early.success and "stability limit" not in early.message
+    # and the advice holds: auto reaches the end within the same budget
+    auto = gradient_flow(ws, X, Y, [0.0, 1e5], rtol=1e-8, atol=1e-12, method="auto",
+                         max_steps=3000)
+    assert auto.success

@@ -303,9 +303,17 @@ def _min_step(t):
     return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
 
 
-def _failure_message(status, t, h, max_steps, nonfinite=False):
+def _failure_message(status, t, h, max_steps, nonfinite=False, rho=0.0, boundary=0.0):
+    """The message of a failed run; ``rho`` (the remembered stiffness estimate) and the
+    tableau's ``boundary`` tell whether an exhausted budget went on stability-capped steps."""
     if status is FlowStatus.MAX_STEPS:
-        return f"{status.message} ({max_steps} attempted steps) at t={t:.6g}"
+        msg = f"{status.message} ({max_steps} attempted steps) at t={t:.6g}"
+        # the cap sets h * rho = STABILITY_SAFETY * boundary exactly (up to rounding)
+        if rho > 0.0 and boundary > 0.0 and h * rho >= 0.999 * STABILITY_SAFETY * boundary:
+            msg += (f"; the step (h={h:.3g}) was held at the stability limit of converged "
+                    f"modes (stiffness {rho:.3g}): method='auto' switches to the L-stable "
+                    f"ROS34PW2 there")
+        return msg
     if status is FlowStatus.NONFINITE:
         return f"{status.message} at t={t:.6g}"
     why = "; the rejected trial steps overflowed (non-finite stages)" if nonfinite else ""
@@ -438,7 +446,8 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
         else:
             t = t + h_try
     msg = (status.message if status.success
-           else _failure_message(status, t, h, options.max_steps, nonfinite))
+           else _failure_message(status, t, h, options.max_steps, nonfinite, rho_mem,
+                                 tab.stability_boundary if stiffness is not None else 0.0))
     return RawResult(k, t, y, nfev, nsteps, nrej, status, msg)
 
 
@@ -546,16 +555,18 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
             break
         observe(k, y)
         k += 1
-    return compiled_result(code, k, y, th, stats, options)
+    return compiled_result(code, k, y, th, stats, options, tab.stability_boundary)
 
 
-def compiled_result(code, k, y, th, stats, options):
-    """The RawResult of a compiled loop from its return code, ``th = [t, h, ...]`` and
-    ``stats = [nfev, accepted, rejected, nonfinite]``; ``k`` output times reached."""
+def compiled_result(code, k, y, th, stats, options, boundary=0.0):
+    """The RawResult of a compiled loop from its return code, ``th = [t, h, rho, ...]`` and
+    ``stats = [nfev, accepted, rejected, nonfinite]``; ``k`` output times reached,
+    ``boundary`` the tableau's stability boundary (for the message)."""
     status = _STATUS_BY_CODE[code]
     t, h = float(th[0]), float(th[1])
     msg = (status.message if status.success
-           else _failure_message(status, t, h, options.max_steps, bool(stats[3])))
+           else _failure_message(status, t, h, options.max_steps, bool(stats[3]), float(th[2]),
+                                 boundary))
     return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg)
 
 

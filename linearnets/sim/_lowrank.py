@@ -445,7 +445,7 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
             break
         observe(k, y)
         k += 1
-    return _explicit.compiled_result(code, k, y, th, stats, options)
+    return _explicit.compiled_result(code, k, y, th, stats, options, tab.stability_boundary)
 
 
 def third_order_rest(tab):

@@ -367,7 +367,7 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
             break
         observe(k, y)
         k += 1
-    return _explicit.compiled_result(code, k, y, th, stats, options)
+    return _explicit.compiled_result(code, k, y, th, stats, options, tab.stability_boundary)
 
 
 def factored_is_faster(problem):
