@@ -67,7 +67,7 @@ __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP
            "stability_cap", "predictive_step", "NO_PREVIOUS_STEP", "accept_step",
            "select_initial_step",
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
-           "compiled_result", "chain_layout"]
+           "compiled_result", "compiled_start", "chain_layout"]
 
 #: Safety factor on the optimal step-size change.
 SAFETY = 0.9
@@ -517,31 +517,48 @@ def stiffness_args(tab):
     return wd, stiff
 
 
+def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
+    """:func:`_start` for a compiled loop: ``first()`` evaluates ``f(y)`` into the loop's
+    own storage, the initial-step selection uses ``_kernels.rhs_flat(..., *rhs_args)``.
+
+    Returns ``(early, th, stats)``: the loop's state ``th = [t, h, rho, h_prev,
+    err_prev]`` and counters ``stats = [nfev, accepted, rejected, nonfinite]``, unless
+    the run ends here (``early``, as in :func:`_start`).
+    """
+    from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
+
+    def dense_rhs(v, out):
+        kern.rhs_flat(v, out, *rhs_args)
+        return out
+
+    with np.errstate(all="ignore"):
+        early, h, nfev = _start(first, dense_rhs, y, t_eval, tab, options, observe)
+    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0])
+    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)
+    return early, th, stats
+
+
 def _erk_numba(problem, y0, t_eval, tab, options, observe):
     """The numba twin of :func:`erk_solve`: Python only at output times."""
     from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
 
     rhs_args = numba_rhs_args(problem)
-
-    def fun(v, out):
-        kern.rhs_flat(v, out, *rhs_args)
-        return out
-
     rtol, atol = float(options.rtol), float(options.atol)
     s = tab.n_stages
     n = y0.size
     T = t_eval.size
     y = np.array(y0, dtype=np.float64, copy=True)
     K = np.empty((s + 1, n))
-    t = float(t_eval[0])
-    with np.errstate(all="ignore"):
-        early, h, nfev = _start(lambda: fun(y, K[0]), fun, y, t_eval, tab, options, observe)
+
+    def first():
+        kern.rhs_flat(y, K[0], *rhs_args)
+        return K[0]
+
+    early, th, stats = compiled_start(first, rhs_args, y, t_eval, tab, options, observe)
     if early is not None:
         return early
     use_e3 = tab.e3 is not None
     e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
-    th = np.array([t, h, 0.0, 0.0, 0.0])  # t, h, rho, h_prev, err_prev
-    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
     y_new = np.empty(n)
     wd, stiff = stiffness_args(tab)
     code = 0

@@ -19,7 +19,8 @@ from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 
 __all__ = ["times_transpose", "chains", "rhs_flat", "error_norm", "step_after_accept",
            "predictive_step", "accept_step", "sumsq", "stiffness_estimate", "stability_cap",
-           "capped_step", "erk_advance"]
+           "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL", "step_guard", "trial_step",
+           "judge_step", "erk_advance"]
 
 
 @njit(cache=True)
@@ -192,6 +193,46 @@ def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
     return stability_cap(h, rho, stiff)
 
 
+#: Verdicts of :func:`judge_step`.
+ACCEPTED, REJECTED, NONFINITE_TRIAL = 0, 1, 2
+
+
+@njit(cache=True)
+def step_guard(h, min_step, stats, max_steps, nonfinite):
+    """The checks before an attempted step of the compiled loops: -3 when the step budget
+    ``max_steps`` is spent, -1 when ``h < min_step`` (``stats[3]`` then records whether
+    non-finite trial steps drove it there), else 0."""
+    if stats[1] + stats[2] >= max_steps:
+        return -3
+    if h < min_step:
+        stats[3] = 1 if nonfinite else 0
+        return -1
+    return 0
+
+
+@njit(cache=True)
+def trial_step(t, h, t_target):
+    """``(h_try, clipped)``: ``h``, shortened to land on ``t_target`` when it would pass it."""
+    clipped = t + h >= t_target
+    return (t_target - t if clipped else h), clipped
+
+
+@njit(cache=True)
+def judge_step(err, h, h_try, exponent, max_factor, safety, min_factor, rejected, clipped, th,
+               min_err, stats):
+    """``(verdict, h_next)`` after a trial step of error ``err``, as in
+    ``_explicit.adaptive_run``: ACCEPTED with :func:`accept_step`, else the rejection is
+    counted in ``stats[2]`` and the step shrunk (by ``min_factor`` after a non-finite trial)."""
+    if not np.isfinite(err):
+        stats[2] += 1
+        return NONFINITE_TRIAL, h_try * min_factor
+    if err < 1.0:
+        return ACCEPTED, accept_step(h, h_try, err, exponent, max_factor, safety, min_factor,
+                                     rejected, clipped, th, min_err)
+    stats[2] += 1
+    return REJECTED, h_try * max(min_factor, safety * err ** exponent)
+
+
 @njit(cache=True)
 def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3, exponent,
                 rtol, atol, safety, min_factor, max_factor, min_err, ulps, wd, stiff,
@@ -220,19 +261,12 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
             h = min_step
         rejected = False
         while True:
-            if stats[1] + stats[2] >= max_steps:
+            code = step_guard(h, min_step, stats, max_steps, nonfinite)
+            if code != 0:
                 th[0] = t
                 th[1] = h
-                return -3
-            if h < min_step:
-                th[0] = t
-                th[1] = h
-                stats[3] = 1 if nonfinite else 0
-                return -1
-            h_try = h
-            clipped = t + h >= t_target
-            if clipped:
-                h_try = t_target - t
+                return code
+            h_try, clipped = trial_step(t, h, t_target)
             for i in range(1, s + 1):
                 w = b if i == s else A[i]
                 for m in range(n):
@@ -265,19 +299,12 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                     acc3 /= sc
                     e3n += acc3 * acc3
             err = error_norm(e5, e3n, use_e3, h_try, n)
-            if not np.isfinite(err):
-                nonfinite = True
-                stats[2] += 1
-                h = h_try * min_factor
-                rejected = True
-                continue
-            if err < 1.0:
-                h = accept_step(h, h_try, err, exponent, max_factor, safety, min_factor,
-                                rejected, clipped, th, min_err)
+            verdict, h = judge_step(err, h, h_try, exponent, max_factor, safety, min_factor,
+                                    rejected, clipped, th, min_err, stats)
+            if verdict == ACCEPTED:
                 nonfinite = False
                 break
-            stats[2] += 1
-            h = h_try * max(min_factor, safety * err ** exponent)
+            nonfinite = nonfinite or verdict == NONFINITE_TRIAL
             rejected = True
         stats[1] += 1
         # stiffness estimate from the accepted step's stages (_explicit.erk_solve)

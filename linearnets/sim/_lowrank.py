@@ -390,7 +390,7 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
 
 def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
     """The compiled twin of :func:`lowrank_solve`: Python only at output times."""
-    from . import _kernels, _lowrank_kernels as kern  # compiled (or loaded) on first use only
+    from . import _lowrank_kernels as kern  # compiled (or loaded) on first use only
 
     s = tab.n_stages
     n = y0.size
@@ -418,19 +418,13 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
         kern.combination(np.ones(1), 1, f0, C, ints, bufs)
         return f0
 
-    def dense_rhs(v, out):
-        _kernels.rhs_flat(v, out, *rhs_args)
-        return out
-
-    with np.errstate(all="ignore"):
-        early, h, nfev = _explicit._start(first, dense_rhs, y, t_eval, tab, options, observe)
+    early, th, stats = _explicit.compiled_start(first, rhs_args, y, t_eval, tab, options,
+                                                observe)
     if early is not None:
         return early
     use_e3 = tab.e3 is not None
     e3 = third_order_rest(tab) if use_e3 else np.zeros_like(tab.e)
-    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0])  # t, h, rho, h_prev, err_prev
     wd, stiff = _explicit.stiffness_args(tab)
-    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
     y_new, wtmp = np.empty(n), np.empty(s + 1)
     code = 0
     k = 1

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels import accept_step, capped_step, error_norm, sumsq, times_transpose
+from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, error_norm, judge_step, step_guard,
+                       sumsq, times_transpose, trial_step)
 
 __all__ = ["stage", "combination", "step_end", "stiffness_sums", "lowrank_advance"]
 
@@ -487,21 +488,13 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
             h = min_step
         rejected = False
         while True:
-            if stats[1] + stats[2] >= max_steps:
+            code = step_guard(h, min_step, stats, max_steps, nonfinite)
+            if code != 0:
                 th[0] = t
                 th[1] = h
                 _settle(y, cur, in_y)
-                return -3
-            if h < min_step:
-                th[0] = t
-                th[1] = h
-                stats[3] = 1 if nonfinite else 0
-                _settle(y, cur, in_y)
-                return -1
-            h_try = h
-            clipped = t + h >= t_target
-            if clipped:
-                h_try = t_target - t
+                return code
+            h_try, clipped = trial_step(t, h, t_target)
             for i in range(1, s + 1):
                 for j in range(i):
                     wtmp[j] = h_try * (b[j] if i == s else A[i, j])
@@ -512,19 +505,12 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
             e5, e3n = step_end(cur, nxt, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol,
                                block_entries, C, ints, bufs, pbuf)
             err = error_norm(e5, e3n, use_e3, h_try, n)
-            if not np.isfinite(err):
-                nonfinite = True
-                stats[2] += 1
-                h = h_try * min_factor
-                rejected = True
-                continue
-            if err < 1.0:
-                h = accept_step(h, h_try, err, exponent, max_factor, safety, min_factor,
-                                rejected, clipped, th, min_err)
+            verdict, h = judge_step(err, h, h_try, exponent, max_factor, safety, min_factor,
+                                    rejected, clipped, th, min_err, stats)
+            if verdict == ACCEPTED:
                 nonfinite = False
                 break
-            stats[2] += 1
-            h = h_try * max(min_factor, safety * err ** exponent)
+            nonfinite = nonfinite or verdict == NONFINITE_TRIAL
             rejected = True
         stats[1] += 1
         num, dd, ref = stiffness_sums(s, wd, C, ints, bufs)

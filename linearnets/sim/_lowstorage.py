@@ -337,20 +337,14 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
                           st.g[0], st.goff, WT, SW, tbuf)
         return f0
 
-    def dense_rhs(v, out):
-        _kernels.rhs_flat(v, out, *rhs_args)
-        return out
-
-    with np.errstate(all="ignore"):
-        early, h, nfev = _explicit._start(first, dense_rhs, y, t_eval, tab, options, observe)
+    early, th, stats = _explicit.compiled_start(first, rhs_args, y, t_eval, tab, options,
+                                                observe)
     if early is not None:
         return early
     _, stiff = _explicit.stiffness_args(tab)
-    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0])  # t, h, rho, h_prev, err_prev
     ref0 = np.array([kern.stiffness_sums(st.at, st.g, 0, 0, eta_l, st.rows, st.cols, st.aoff,
                                          st.goff, pbuf, BLOCK_ENTRIES, gram,
                                          GRAM_MIN_REL)[1]])  # |f(y)|^2
-    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)  # nfev, accepted, rejected, nonfinite
     y_new, q1, q2 = np.empty(n), np.empty(n), np.empty(n)
     code = 0
     k = 1

@@ -20,7 +20,8 @@ import numpy as np
 from numba import njit
 from numba.extending import get_cython_function_address
 
-from ._kernels import accept_step, capped_step, chains, sumsq
+from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, chains, judge_step, step_guard,
+                       sumsq, trial_step)
 from ._lowrank_kernels import _settle
 
 __all__ = ["gemm_acc", "add_stage", "error_sums", "stiffness_sums", "ssp_advance"]
@@ -316,21 +317,13 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, stats, max_steps, e
             h = min_step
         rejected = False
         while True:
-            if stats[1] + stats[2] >= max_steps:
+            code = step_guard(h, min_step, stats, max_steps, nonfinite)
+            if code != 0:
                 th[0] = t
                 th[1] = h
                 _settle(y, cur, in_y)
-                return -3
-            if h < min_step:
-                th[0] = t
-                th[1] = h
-                stats[3] = 1 if nonfinite else 0
-                _settle(y, cur, in_y)
-                return -1
-            h_try = h
-            clipped = t + h >= t_target
-            if clipped:
-                h_try = t_target - t
+                return code
+            h_try, clipped = trial_step(t, h, t_target)
             # --- one SSPRK(10,4) step in Ketcheson's low-storage form
             c6 = h_try / 6.0
             for m in range(n):
@@ -358,19 +351,12 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, stats, max_steps, e
             e5, dd = error_sums(cur, nxt, q1, h_try, at, g, eslots, ew, eta_l, rows, cols, offs,
                                 aoff, goff, rtol, atol, pbuf, ubuf, vbuf, block_entries)
             err = np.sqrt(e5 / n)
-            if not np.isfinite(err):
-                nonfinite = True
-                stats[2] += 1
-                h = h_try * min_factor
-                rejected = True
-                continue
-            if err < 1.0:
-                h = accept_step(h, h_try, err, exponent, max_factor, safety, min_factor,
-                                rejected, clipped, th, min_err)
+            verdict, h = judge_step(err, h, h_try, exponent, max_factor, safety, min_factor,
+                                    rejected, clipped, th, min_err, stats)
+            if verdict == ACCEPTED:
                 nonfinite = False
                 break
-            stats[2] += 1
-            h = h_try * max(min_factor, safety * err ** exponent)
+            nonfinite = nonfinite or verdict == NONFINITE_TRIAL
             rejected = True
         stats[1] += 1
         num, ref_new = stiffness_sums(at, g, 10, 9, eta_l, rows, cols, aoff, goff, pbuf,
