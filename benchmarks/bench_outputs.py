@@ -1,11 +1,14 @@
-"""What a dense grid of output times costs ``gradient_flow``.
+"""What a dense grid of output times costs ``gradient_flow``, stepped and interpolated.
 
-The steppers land exactly on every output time (no interpolation), so each output
-ends a step: ``T`` output times cost at least ``T - 1`` steps, however long the
-steps could otherwise be.  This script integrates the small and medium problems of
-``bench_flow.py`` to their ``t_end`` with ``T`` log-spaced output times (from 1e-2,
-plus 0) and prints gradient evaluations, steps and time, each as a ratio against the
-two-point run ``[0, t_end]`` measured in the same run.
+By default the steppers land exactly on every output time (no interpolation), so
+each output ends a step: ``T`` output times cost at least ``T - 1`` steps, however
+long the steps could otherwise be.  With ``dense=True`` (RK45) the outputs inside a
+step come from its continuous extension and only the last one ends a step.  This
+script integrates the small and medium problems of ``bench_flow.py`` to their
+``t_end`` with ``T`` log-spaced output times (from 1e-2, plus 0) and prints gradient
+evaluations, steps, time and the largest error of the outputs against a tight
+reference (relative to the largest entry of the end-to-end map), each cost as a
+ratio against the two-point run ``[0, t_end]`` measured in the same run.
 
 Usage::
 
@@ -25,8 +28,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_flow as bf  # noqa: E402
 import linearnets as ln  # noqa: E402
 
-#: (method, rtol) per problem: the fastest rows of bench_flow.py on the numba backend.
-RUNS = {"small": (("RK45", 3e-5),), "medium": (("SSPRK104", 3e-3), ("RK45", 1e-2))}
+#: (method, rtol, dense) per problem: the fastest rows of bench_flow.py on the numba
+#: backend, and RK45 interpolating.
+RUNS = {"small": (("RK45", 3e-5, False), ("RK45", 3e-5, True)),
+        "medium": (("SSPRK104", 3e-3, False), ("RK45", 1e-2, False), ("RK45", 1e-2, True))}
 #: Numbers of output times tried (2 is the baseline [0, t_end]).
 COUNTS = {"small": (2, 10, 100, 1000), "medium": (2, 10, 100, 1000)}
 
@@ -45,13 +50,18 @@ def main(argv=None):
         ws, X, Y, tmax = bf.make(name)
         t_end, _, _ = bf.reference(ws, X, Y, tmax, "numba")
         print(f"\n=== {name}: t_end = {t_end:.6g}")
-        print(f"  {'method':9s} {'rtol':>6s} {'T':>5s} {'nfev':>7s} {'steps':>6s} {'time (s)':>9s} "
-              f"{'nfev/base':>9s} {'time/base':>9s}")
-        for method, rtol in RUNS[name]:
+        print(f"  {'method':9s} {'dense':5s} {'rtol':>6s} {'T':>5s} {'nfev':>7s} {'steps':>6s} "
+              f"{'time (s)':>9s} {'nfev/base':>9s} {'time/base':>9s} {'max error':>9s}")
+        refs = {}
+        for method, rtol, dense in RUNS[name]:
             base = None
             for T in COUNTS[name]:
                 te = grid(t_end, T)
-                kw = dict(rtol=rtol, atol=rtol * bf.ATOL_RATIO, backend="numba", method=method)
+                if T not in refs:
+                    refs[T] = ln.gradient_flow(ws, X, Y, te, rtol=1e-9, atol=1e-13,
+                                               backend="numba").end_to_end
+                kw = dict(rtol=rtol, atol=rtol * bf.ATOL_RATIO, backend="numba", method=method,
+                          dense=dense)
                 ln.gradient_flow(ws, X, Y, te[:2], **kw)  # compiled / cache loaded
                 dt = np.inf
                 for _ in range(bf.REPEATS):
@@ -62,8 +72,10 @@ def main(argv=None):
                         break
                 if base is None:
                     base = (tr.nfev, dt)
-                print(f"  {method:9s} {rtol:6.0e} {T:5d} {tr.nfev:7d} {tr.nsteps:6d} {dt:9.4f} "
-                      f"{tr.nfev / base[0]:9.2f} {dt / base[1]:9.2f}", flush=True)
+                err = np.abs(tr.end_to_end - refs[T]).max() / np.abs(refs[T]).max()
+                print(f"  {method:9s} {str(dense):5s} {rtol:6.0e} {T:5d} {tr.nfev:7d} {tr.nsteps:6d} "
+                      f"{dt:9.4f} {tr.nfev / base[0]:9.2f} {dt / base[1]:9.2f} {err:9.2e}",
+                      flush=True)
 
 
 if __name__ == "__main__":

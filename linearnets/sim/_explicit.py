@@ -31,6 +31,10 @@ every step of the escape, and needs 188 evaluations instead of 284 with the
 predictive step, at the same global error.  Output
 times are hit exactly: a step that would pass ``t_eval[k]`` is shortened to end
 there, and the step proposed before shortening is kept for the next interval.
+With ``options.dense`` (tableaux with a continuous extension, ``Tableau.dense_P``:
+RK45) only the last output time ends a step: the outputs inside an accepted step are
+evaluated from its stages before they are recycled (:func:`observe_step`; the
+compiled loops return :data:`PENDING` and leave that to the caller).
 Stability cap: once some modes of a network have converged, the step is limited
 by stability rather than accuracy, and the plain controller keeps growing the
 step past the stability boundary and getting it rejected (17 % and 27 % of the
@@ -67,7 +71,8 @@ __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP
            "stability_cap", "predictive_step", "NO_PREVIOUS_STEP", "accept_step",
            "select_initial_step",
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
-           "compiled_result", "compiled_start", "chain_layout"]
+           "compiled_result", "compiled_start", "chain_layout", "PENDING", "observe_step",
+           "dense_target"]
 
 #: Safety factor on the optimal step-size change.
 SAFETY = 0.9
@@ -320,6 +325,37 @@ def _failure_message(status, t, h, max_steps, nonfinite=False, rho=0.0, boundary
     return f"{status.message} at t={t:.6g} (h={h:.3g}{why})"
 
 
+#: Return code of the compiled loops for an accepted step that reaches the next output
+#: time in dense mode: its stages are kept for the caller to interpolate, and the caller
+#: then completes the step (:func:`observe_step`).
+PENDING = 1
+
+
+def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe):
+    """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new``;
+    returns the next output index.
+
+    Outputs before ``t_new`` come from the continuous extension, ``interpolate(theta)``
+    being the state at ``t + theta h_step``; an output at ``t_new`` itself is the
+    step's own ``y_new``.
+    """
+    T = t_eval.size
+    while k < T and t_eval[k] <= t_new:
+        tk = float(t_eval[k])
+        observe(k, y_new if tk == t_new else interpolate((tk - t) / h_step))
+        k += 1
+    return k
+
+
+def dense_target(t_eval, k, options, tab):
+    """``(t_target, t_out)`` for the compiled loops: without dense output every output
+    time ends a step (``t_out`` infinite); with it only the last does, and the loop
+    returns :data:`PENDING` after the step that reaches ``t_out = t_eval[k]``."""
+    if options.dense and tab.dense_P is not None:
+        return float(t_eval[-1]), float(t_eval[k])
+    return float(t_eval[k]), math.inf
+
+
 def erk_solve(fun, y0, t_eval, tab, options, observe):
     """Integrate ``dy/dt = fun(y)`` with the embedded pair ``tab``, hitting every ``t_eval``.
 
@@ -345,6 +381,7 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
     K = np.empty((s + 1, n))
     tmp = np.empty(n)
     acc = np.empty(n)
+    buf = np.empty(n)
 
     def trial(y, y_new, h_try):
         for i in range(1, s + 1):
@@ -367,15 +404,23 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
         dd = _sequential_sumsq(_combine(wd, K, acc, tmp))
         return stiffness_estimate(num, dd, ref, wsum, h_try, _sequential_sumsq(y_new))
 
+    def interpolate(theta, y, h):
+        # y + h sum_j B_j(theta) K_j, in the order of the trial stages (bit-equal to numba)
+        _combine(tab.dense_weights(theta), K, buf, tmp)
+        np.multiply(buf, h, out=buf)
+        np.add(buf, y, out=buf)
+        return buf
+
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
         early, h, nfev = _start(lambda: fun(y, K[0]), fun, y, t_eval, tab, options, observe)
         if early is not None:
             return early
         return adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe,
-                            stiffness)
+                            stiffness, interpolate)
 
 
-def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, stiffness=None):
+def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, stiffness=None,
+                 interpolate=None):
     """The adaptive loop shared by the numpy steppers, from ``t_eval[0]`` with first step ``h``.
 
     ``trial(y, y_new, h_try) -> err`` computes one attempted step of ``tab.n_stages``
@@ -383,6 +428,9 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
     rho`` (optional) estimates the stiffness from the stages of the step just accepted, and
     ``accepted()`` is then called (first-same-as-last bookkeeping).  Step control,
     stability cap, output times and failures as described in the module docstring.
+    ``interpolate(theta, y, h)`` evaluates the continuous extension of the step just
+    accepted (from ``y`` with step ``h``); it is used when ``options.dense`` is set and
+    the tableau has one (:func:`observe_step`).
 
     Returns
     -------
@@ -399,8 +447,10 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
     rho_mem = 0.0
     memory = NO_PREVIOUS_STEP  # the last accepted unclipped step (accept_step)
     y_new = np.empty_like(y)
+    dense = options.dense and tab.dense_P is not None and interpolate is not None
     while k < T:
-        t_target = float(t_eval[k])
+        # with dense output only the last output time ends a step
+        t_target = float(t_eval[-1] if dense else t_eval[k])
         min_step = _min_step(t)
         h = max(h, min_step)
         rejected = False
@@ -437,6 +487,15 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
         if stiffness is not None:
             rho_mem = max(stiffness(h_try, y_new), STIFFNESS_MEMORY * rho_mem)
             h = stability_cap(h, rho_mem, tab.stability_boundary)
+        if dense:
+            # the outputs inside the step, while y and the stages are still the step's
+            t_new = t_target if clipped else t + h_try
+            k = observe_step(k, t_eval, t, h_try, t_new, y_new,
+                             lambda theta: interpolate(theta, y, h_try), observe)
+            y, y_new = y_new, y
+            accepted()
+            t = t_new
+            continue
         y, y_new = y_new, y
         accepted()
         if clipped:
@@ -522,8 +581,9 @@ def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
     own storage, the initial-step selection uses ``_kernels.rhs_flat(..., *rhs_args)``.
 
     Returns ``(early, th, stats)``: the loop's state ``th = [t, h, rho, h_prev,
-    err_prev]`` and counters ``stats = [nfev, accepted, rejected, nonfinite]``, unless
-    the run ends here (``early``, as in :func:`_start`).
+    err_prev, h_step, t_new]`` (the last two: the step a :data:`PENDING` return holds)
+    and counters ``stats = [nfev, accepted, rejected, nonfinite]``, unless the run ends
+    here (``early``, as in :func:`_start`).
     """
     from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
 
@@ -533,7 +593,7 @@ def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
 
     with np.errstate(all="ignore"):
         early, h, nfev = _start(first, dense_rhs, y, t_eval, tab, options, observe)
-    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0])
+    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0, 0.0, 0.0])
     stats = np.array([nfev, 0, 0, 0], dtype=np.int64)
     return early, th, stats
 
@@ -560,14 +620,30 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     use_e3 = tab.e3 is not None
     e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
     y_new = np.empty(n)
+    out = np.empty(n)
     wd, stiff = stiffness_args(tab)
+
+    def interpolate(theta):
+        kern.stage_state(y, K, tab.dense_weights(theta), th[5], out)
+        return out
+
     code = 0
     k = 1
     while k < T:
-        code = kern.erk_advance(y, K, y_new, th, float(t_eval[k]), stats, int(options.max_steps),
+        t_target, t_out = dense_target(t_eval, k, options, tab)
+        code = kern.erk_advance(y, K, y_new, th, t_target, t_out, stats, int(options.max_steps),
                                 tab.A, tab.b, tab.e, e3, use_e3, -1.0 / (tab.error_order + 1),
                                 rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
                                 MIN_STEP_ULPS, wd, stiff, *rhs_args)
+        if code == PENDING:
+            k = observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new,
+                             interpolate, observe)
+            # complete the step as the loop would have: first same as last
+            y[:] = y_new
+            K[0] = K[s]
+            th[0] = th[6]
+            code = 0
+            continue
         if code != 0:
             break
         observe(k, y)

@@ -20,7 +20,7 @@ from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 __all__ = ["times_transpose", "chains", "rhs_flat", "error_norm", "step_after_accept",
            "predictive_step", "accept_step", "sumsq", "stiffness_estimate", "stability_cap",
            "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL", "step_guard", "trial_step",
-           "judge_step", "erk_advance"]
+           "judge_step", "erk_advance", "stage_state", "PENDING"]
 
 
 @njit(cache=True)
@@ -196,6 +196,9 @@ def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
 #: Verdicts of :func:`judge_step`.
 ACCEPTED, REJECTED, NONFINITE_TRIAL = 0, 1, 2
 
+#: Return code of a loop holding an accepted step across an output time (``_explicit.PENDING``).
+PENDING = 1
+
 
 @njit(cache=True)
 def step_guard(h, min_step, stats, max_steps, nonfinite):
@@ -234,21 +237,41 @@ def judge_step(err, h, h_try, exponent, max_factor, safety, min_factor, rejected
 
 
 @njit(cache=True)
-def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3, exponent,
+def stage_state(y, K, w, h, out):
+    """``out = (sum_j w_j K_j) h + y`` over the nonzero ``w_j`` (``len(w)`` rows of ``K``),
+    in the order of :func:`erk_advance`'s stages: the states of the continuous extension
+    (``_explicit.erk_solve`` forms them the same way)."""
+    n = y.shape[0]
+    for m in range(n):
+        out[m] = 0.0
+    for j in range(w.shape[0]):
+        a = w[j]
+        if a != 0.0:
+            for m in range(n):
+                out[m] += a * K[j, m]
+    for m in range(n):
+        out[m] = out[m] * h + y[m]
+
+
+@njit(cache=True)
+def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3, use_e3, exponent,
                 rtol, atol, safety, min_factor, max_factor, min_err, ulps, wd, stiff,
                 Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
 
-    ``K`` (s+1, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
-    ``th = [t, h, rho, h_prev, err_prev]`` (time, proposed step, remembered stiffness
-    estimate, the last accepted unclipped step and its floored error; see
-    :func:`accept_step`) and
+    ``K`` (at least s+1 rows, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
+    ``th = [t, h, rho, h_prev, err_prev, h_step, t_new]`` (time, proposed step,
+    remembered stiffness estimate, the last accepted unclipped step and its floored
+    error, see :func:`accept_step`; the pending step) and
     ``stats = [nfev, accepted, rejected, nonfinite]`` are updated in place
     (``nonfinite`` = 1 when an underflow followed non-finite trial steps); ``wd``
     are the tableau's stiffness weights and ``stiff`` the stability-cap constants
     (see :func:`stability_cap`).  Returns 0 on success, -1 step-size underflow,
     -3 step budget exhausted (codes of ``FlowStatus``); on failure ``y`` and ``th``
-    hold the last accepted state.
+    hold the last accepted state.  An accepted step that ends at or after ``t_out``
+    (dense output; infinite otherwise) returns :data:`PENDING` before its bookkeeping:
+    ``y`` and ``K`` are still the step's, ``y_new`` its end state at
+    ``th[6] = t_new``, ``th[5]`` its length; the caller completes it.
     """
     s = b.shape[0]
     n = y.shape[0]
@@ -323,6 +346,13 @@ def erk_advance(y, K, y_new, th, t_target, stats, max_steps, A, b, e, e3, use_e3
                     acc += wd[j] * K[j, m]
             dd += acc * acc
         h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
+        t_new = t_target if clipped else t + h_try
+        if t_new >= t_out:
+            th[0] = t
+            th[1] = h
+            th[5] = h_try
+            th[6] = t_new
+            return PENDING
         for m in range(n):
             y[m] = y_new[m]
             K[0, m] = K[s, m]

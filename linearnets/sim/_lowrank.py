@@ -379,13 +379,21 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
         return _explicit.stiffness_estimate(*st.stiffness_sums(s, wd), wsum, h_try,
                                             _explicit._sequential_sumsq(y_new))
 
+    buf = np.empty(n)
+
+    def interpolate(theta, y, h):
+        # y + sum_j (h B_j(theta)) K_j, as the step forms y_new (bit-equal to numba)
+        st.combination(h * tab.dense_weights(theta), buf)
+        np.add(buf, y, out=buf)
+        return buf
+
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
         early, h, nfev = _explicit._start(first, lambda v, out: _rhs.rhs(v, problem, out), y,
                                           t_eval, tab, options, observe)
         if early is not None:
             return early
         return _explicit.adaptive_run(trial, lambda: st.fsal(s), y, h, nfev, t_eval, tab,
-                                      options, observe, stiffness)
+                                      options, observe, stiffness, interpolate)
 
 
 def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
@@ -425,16 +433,31 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
     use_e3 = tab.e3 is not None
     e3 = third_order_rest(tab) if use_e3 else np.zeros_like(tab.e)
     wd, stiff = _explicit.stiffness_args(tab)
-    y_new, wtmp = np.empty(n), np.empty(s + 1)
+    y_new, wtmp, out = np.empty(n), np.empty(s + 1), np.empty(n)
+
+    def interpolate(theta):
+        kern.combination(th[5] * tab.dense_weights(theta), s + 1, out, C, ints, bufs)
+        np.add(out, y, out=out)
+        return out
+
     code = 0
     k = 1
     while k < t_eval.size:
-        code = kern.lowrank_advance(y, y_new, pbuf, BLOCK_ENTRIES, wtmp, th, float(t_eval[k]),
+        t_target, t_out = _explicit.dense_target(t_eval, k, options, tab)
+        code = kern.lowrank_advance(y, y_new, pbuf, BLOCK_ENTRIES, wtmp, th, t_target, t_out,
                                     stats, int(options.max_steps), tab.A, tab.b, tab.e, e3, use_e3,
                                     -1.0 / (tab.error_order + 1), float(options.rtol),
                                     float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
                                     _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, wd,
                                     stiff, Sxx, Syx, eta_l, problem.white, ints, bufs)
+        if code == _explicit.PENDING:
+            k = _explicit.observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new,
+                                       interpolate, observe)
+            y[:] = y_new  # complete the step as the loop would have
+            kern.fsal(s, C, ints, bufs)
+            th[0] = th[6]
+            code = 0
+            continue
         if code != 0:
             break
         observe(k, y)

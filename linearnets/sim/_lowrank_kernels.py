@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, error_norm, judge_step, step_guard,
-                       sumsq, times_transpose, trial_step)
+from ._kernels import (ACCEPTED, NONFINITE_TRIAL, PENDING, capped_step, error_norm, judge_step,
+                       step_guard, sumsq, times_transpose, trial_step)
 
-__all__ = ["stage", "combination", "step_end", "stiffness_sums", "lowrank_advance"]
+__all__ = ["stage", "combination", "step_end", "stiffness_sums", "fsal", "lowrank_advance"]
 
 @njit(cache=True)
 def _apply_left(l, A, out, k, w, C, ints, bufs, y):
@@ -442,7 +442,7 @@ def stiffness_sums(s, wd, C, ints, bufs):
 
 
 @njit(cache=True)
-def _fsal(s, C, ints, bufs):
+def fsal(s, C, ints, bufs):
     """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
     rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
     ut, vs, kd = bufs[0], bufs[1], bufs[2]
@@ -461,15 +461,17 @@ def _fsal(s, C, ints, bufs):
 
 
 @njit(cache=True)
-def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, max_steps, A, b, e,
-                    e3, use_e3, exponent, rtol, atol, safety, min_factor, max_factor, min_err,
-                    ulps, wd, stiff, Sxx, Syx, eta_l, white, ints, bufs):
+def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, t_out, stats, max_steps, A,
+                    b, e, e3, use_e3, exponent, rtol, atol, safety, min_factor, max_factor,
+                    min_err, ulps, wd, stiff, Sxx, Syx, eta_l, white, ints, bufs):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target``; slot 0 holds ``f(y)``.
 
     The loop of ``_kernels.erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
-    ``th = [t, h, rho, h_prev, err_prev]`` and ``stats = [nfev, accepted, rejected,
-    nonfinite]`` updated in place; returns 0 on success, -1 step-size underflow, -3 step
-    budget exhausted.
+    ``th = [t, h, rho, h_prev, err_prev, h_step, t_new]`` and ``stats = [nfev, accepted,
+    rejected, nonfinite]`` updated in place; returns 0 on success, -1 step-size underflow,
+    -3 step budget exhausted, or ``PENDING`` after an accepted step reaching ``t_out``
+    (as ``erk_advance``: ``y`` and the slots are still the step's, ``y_new`` its end
+    state; the caller completes it with ``y[:] = y_new`` and :func:`fsal`).
     """
     s = b.shape[0]
     n = y.shape[0]
@@ -515,9 +517,21 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, stats, ma
         stats[1] += 1
         num, dd, ref = stiffness_sums(s, wd, C, ints, bufs)
         h = capped_step(h, h_try, num, dd, ref, sumsq(nxt), th, stiff)
+        t_new = t_target if clipped else t + h_try
+        if t_new >= t_out:
+            th[0] = t
+            th[1] = h
+            th[5] = h_try
+            th[6] = t_new
+            if not in_y:  # the step's start state is in y_new's buffer: exchange them
+                for m in range(n):
+                    v = y[m]
+                    y[m] = y_new[m]
+                    y_new[m] = v
+            return PENDING
         cur, nxt = nxt, cur
         in_y = not in_y
-        _fsal(s, C, ints, bufs)
+        fsal(s, C, ints, bufs)
         if clipped:
             th[0] = t_target
             th[1] = h

@@ -8,9 +8,10 @@ backend.  Every solver has the same signature::
 * ``problem`` -- :class:`~linearnets.sim._rhs.FlowProblem` (shapes, Sxx, Syx, eta_l);
 * ``y0`` -- flat initial state (n,), numpy float64, C-contiguous; never modified;
 * ``t_eval`` -- strictly increasing float64 times (T,), ``t_eval[0]`` the start time;
-* ``options`` -- :class:`SolverOptions` (rtol, atol, max_steps, first_step);
+* ``options`` -- :class:`SolverOptions` (rtol, atol, max_steps, first_step, dense);
 * ``observe(k, y)`` -- called once for every reached output time, in order
-  ``k = 0, 1, ...``, with the state at exactly ``t_eval[k]`` as a numpy float64
+  ``k = 0, 1, ...``, with the state at ``t_eval[k]`` (reached by a step, or with
+  ``options.dense`` the continuous extension of the step across it) as a numpy float64
   (n,) array.  The buffer may be reused afterwards: the observer copies what it keeps.
   Device backends convert to numpy before calling it.
 
@@ -76,12 +77,17 @@ class SolverOptions:
         Budget of attempted steps (accepted + rejected) for the whole run.
     first_step : float or None
         Initial step; None selects it automatically (Hairer-Norsett-Wanner II.4).
+    dense : bool
+        Step past the output times and evaluate them with the method's continuous
+        extension (``Tableau.dense_P``); only the last output time ends a step.
+        Methods without one step onto every output time regardless.
     """
 
     rtol: float = 1e-8
     atol: float = 1e-12
     max_steps: int = 1_000_000
     first_step: Optional[float] = None
+    dense: bool = False
 
 
 @dataclass(frozen=True)

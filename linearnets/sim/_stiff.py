@@ -48,8 +48,8 @@ import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
 from ._explicit import (MIN_STEP_ULPS, NO_PREVIOUS_STEP, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                        accept_step, select_initial_step, stability_cap, step_after_reject,
-                        stiffness_estimate)
+                        accept_step, observe_step, select_initial_step, stability_cap,
+                        step_after_reject, stiffness_estimate)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
@@ -500,6 +500,8 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
     memory = NO_PREVIOUS_STEP  # the last accepted unclipped step (_explicit.accept_step)
     n_stiff = n_nonstiff = 0
     rejected = False
+    # dense output (_explicit.adaptive_run): only the last output time ends a step
+    dense = options.dense and tab.dense_P is not None
     while k < T:
         if stats.nsteps + stats.nrej >= options.max_steps:
             status = FlowStatus.MAX_STEPS
@@ -507,7 +509,7 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
         if h < _min_step(t):
             status = FlowStatus.STEP_UNDERFLOW
             break
-        t_target = float(t_eval[k])
+        t_target = float(t_eval[-1] if dense else t_eval[k])
         clipped = t + h >= t_target
         h_try = t_target - t if clipped else h
         for i in range(1, s):
@@ -546,9 +548,17 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
                 n_stiff = 0
         h = h_next
         rejected = False
+        if dense:
+            # the outputs inside the step, before its stages are recycled
+            t_new = t_target if clipped else t + h_try
+            k = observe_step(k, t_eval, t, h_try, t_new, y_new,
+                             lambda theta: y + h_try * (xp.asarray(tab.dense_weights(theta))
+                                                        @ K[:s + 1]), observe)
         y = y_new
         K[0] = K[s]
-        if clipped:
+        if dense:
+            t = t_new
+        elif clipped:
             t = t_target
             observe(k, y)
             k += 1

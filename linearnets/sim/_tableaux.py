@@ -67,6 +67,13 @@ class Tableau:
         the stability function (computed from the coefficients; checked in the tests).
         Gradient flow has a real spectrum (its Jacobian is minus a Hessian), so
         this is the boundary that caps ``h`` once some modes have converged.
+    dense_P : ndarray, shape (s + 1, d), or None
+        The continuous extension ``y(t + theta h) = y + h sum_j B_j(theta) K_j`` over the
+        stages and ``K_s = f(y_new)``, ``B_j(theta) = sum_p dense_P[j, p] theta^(p+1)``
+        (:meth:`dense_weights`); None when the pair has none that is used (see
+        ``_RK45_P``).
+    dense_order : int
+        Its order: the interpolation error on a step is ``O(h^(dense_order + 1))``.
     """
 
     name: str
@@ -78,6 +85,8 @@ class Tableau:
     e: np.ndarray
     e3: "np.ndarray | None" = None
     stability_boundary: float = 0.0
+    dense_P: "np.ndarray | None" = None
+    dense_order: int = 0
 
     @property
     def n_stages(self) -> int:
@@ -95,6 +104,16 @@ class Tableau:
         if self.c[-1] != 1.0:
             raise ValueError(f"{self.name}: the last stage is not at t + h")
         return self.b - self.A[-1]
+
+    def dense_weights(self, theta):
+        """``B_j(theta)`` (s + 1,) of the continuous extension at ``0 <= theta <= 1``.
+
+        ``B(0) = 0`` and ``B(1) = (b, 0)`` up to rounding.
+        """
+        if self.dense_P is None:
+            raise ValueError(f"{self.name} has no continuous extension")
+        powers = float(theta) ** np.arange(1, self.dense_P.shape[1] + 1, dtype=np.float64)
+        return np.ascontiguousarray(self.dense_P @ powers)
 
 
 _RK45_A = np.array([
@@ -234,6 +253,26 @@ _SSP104_C = np.array([0.0, 1 / 6, 1 / 3, 0.5, 2 / 3, 1 / 3, 0.5, 2 / 3, 5 / 6, 1
 _SSP104_BHAT = np.array([0.0, 2 / 9, 0.0, 0.0, 5 / 18, 1 / 3, 0.0, 0.0, 0.0, 1 / 6, 0.0])
 _SSP104_E = np.append(_SSP104_B, 0.0) - _SSP104_BHAT
 
+# RK45's continuous extension (the quartic of Shampine, Math. Comp. 46 (1986) 135-150, as
+# scipy.integrate's RK45.P, whose digits these are): order 4, free (it uses the stages and
+# f(y_new) only), and bounded by 1 in modulus on the test equation wherever the stability
+# cap lets a step go (h lam up to 0.9 of the stability interval; 1.08 at its end), so
+# converged modes stay damped between steps (tests/test_dense.py).
+# DOP853's order-7 extension (dop853.f, three extra stages) is not used: on the escape of a
+# saddle, where a step spans the escape's own time scale, scipy's dense output of DOP853 (the
+# same coefficients) misses the flow by 160x rtol at rtol 1e-5 and by 2600x at 1e-8 inside
+# steps whose end points meet the tolerance, where RK45's stays within 1.2 rtol
+# (benchmarks/study_dense_output.py).
+_RK45_P = np.array([
+    [1.0, -2.8535800653862835, 3.0717434641059005, -1.1270175653862835],
+    [0.0, 0.0, 0.0, 0.0],
+    [0.0, 4.023133379230305, -6.249321565289, 2.675424484351598],
+    [0.0, -3.7324019615885042, 10.068970589843675, -5.685526961588504],
+    [0.0, 2.5548038301849423, -6.399112377351017, 3.5219323679207912],
+    [0.0, -1.3744241142186024, 3.272657752246729, -1.7672812570757455],
+    [0.0, 1.3824689317781436, -3.764937863556287, 2.382468931778144],
+])
+
 
 def _frozen(a):
     a = np.ascontiguousarray(a, dtype=np.float64)
@@ -244,7 +283,7 @@ def _frozen(a):
 # stability boundaries: the first root of |R(-x)| = 1, x > 0, rounded down (3.30657, 6.39365,
 # 13.91704)
 RK45 = Tableau("RK45", 5, 4, _frozen(_RK45_A), _frozen(_RK45_B), _frozen(_RK45_C), _frozen(_RK45_E),
-               stability_boundary=3.3065)
+               stability_boundary=3.3065, dense_P=_frozen(_RK45_P), dense_order=4)
 DOP853 = Tableau("DOP853", 8, 7, _frozen(_DOP853_A), _frozen(_DOP853_B), _frozen(_DOP853_C),
                  _frozen(_DOP853_E5), _frozen(_DOP853_E3), stability_boundary=6.3936)
 SSPRK104 = Tableau("SSPRK104", 4, 3, _frozen(_SSP104_A), _frozen(_SSP104_B), _frozen(_SSP104_C),

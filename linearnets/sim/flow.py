@@ -25,13 +25,18 @@ from .. import backend as _backend
 from .._validation import as_float_array, check_matrix, check_positive
 from . import _rhs
 from ._solvers import FlowStatus, SolverOptions, backends_for, get_solver
+from ._tableaux import TABLEAUX
 from .network import check_weights
 from .ntk import _ntk
 
-__all__ = ["gradient_flow", "Trajectory", "FlowStatus", "RECORDABLE", "DEFAULT_MAX_STEPS"]
+__all__ = ["gradient_flow", "Trajectory", "FlowStatus", "RECORDABLE", "DEFAULT_MAX_STEPS",
+           "DENSE_METHODS"]
 
 #: Quantities that ``record=`` can ask for.
 RECORDABLE = ("weights", "modes", "conservation", "ntk")
+
+#: Methods with a continuous extension for ``dense=True`` (``Tableau.dense_P``).
+DENSE_METHODS = tuple(name for name, tab in TABLEAUX.items() if tab.dense_P is not None)
 
 #: Default budget of attempted steps.
 DEFAULT_MAX_STEPS = 1_000_000
@@ -176,12 +181,13 @@ def _check_max_steps(max_steps):
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
                   method="DOP853", record=(), probe=None, max_steps=DEFAULT_MAX_STEPS,
-                  first_step=None):
+                  first_step=None, dense=False):
     """Integrate gradient flow of a deep linear network on the squared loss.
 
     Solves ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` from
     ``weights`` at time ``t_eval[0]`` with an adaptive, error-controlled method,
-    stepping exactly onto every output time.
+    stepping exactly onto every output time (or, with ``dense=True``, interpolating
+    between steps).
 
     Parameters
     ----------
@@ -214,6 +220,18 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         Budget of attempted steps.
     first_step : float, optional
         Initial step (default: chosen automatically).
+    dense : bool
+        False (default): every output time ends a step, so each output is a state of
+        the integrator itself.  True (``method="RK45"``, see ``DENSE_METHODS``): steps
+        go as far as the error control allows, the output times inside a step are
+        evaluated with the method's continuous extension
+        ``y(t + theta h) = y + h sum_j B_j(theta) K_j`` (Shampine 1986's quartic: order 4,
+        from the step's own stages, no extra evaluation), and only the last output time
+        ends a step.  Many output times then cost little more than two
+        (``benchmarks/bench_outputs.py``); the interpolation error is of the order of
+        the step's local error, i.e. of ``rtol``.  Other methods raise ``ValueError``
+        (DOP853's order-7 extension misses a saddle escape by thousands of ``rtol``:
+        ``benchmarks/study_dense_output.py``).
 
     Returns
     -------
@@ -254,6 +272,12 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     max_steps = _check_max_steps(max_steps)
     if first_step is not None:
         first_step = float(check_positive(first_step, "first_step"))
+    if not isinstance(dense, (bool, np.bool_)):
+        raise ValueError(f"dense must be True or False, got {dense!r}")
+    if dense and method not in DENSE_METHODS:
+        raise ValueError(f"dense=True needs a method with a continuous extension "
+                         f"{DENSE_METHODS}, got method={method!r} (which steps onto every "
+                         f"output time: pass dense=False)")
     _backend.check_backend(backend)
     rec = _check_record(record)
     if not isinstance(method, str):
@@ -266,7 +290,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     problem = _rhs.make_problem(shapes, X, Y, eta)
     concrete = _backend.resolve_backend(backend, problem.max_width, available)
     solver = get_solver(method, concrete)
-    options = SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step)
+    options = SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
+                            dense=bool(dense))
 
     T = t_eval.size
     L = len(shapes)
