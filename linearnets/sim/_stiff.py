@@ -471,10 +471,11 @@ def _erk_error(xp, tab, K, h, scale):
 
 
 def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiffness=False,
-            stiff_steps=STIFF_STEPS):
+            stiff_steps=STIFF_STEPS, f0=None):
     """Advance ``y`` with the embedded explicit pair ``tab`` (same control as ``_explicit``).
 
-    The step is capped at the estimated stability limit as in ``_explicit``.  With
+    ``f0`` is ``f(y)`` if the caller has it (else it is evaluated here).  The step is
+    capped at the estimated stability limit as in ``_explicit``.  With
     ``detect_stiffness`` the run stops early, returning ``stiff=True``, once the cap
     has bound (the accuracy controller asked for a longer step than stability
     allows) for ``stiff_steps`` accepted steps in a row.
@@ -492,7 +493,10 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
     rows = [xp.asarray(tab.A[i, :i]) for i in range(s)]
     bvec = xp.asarray(tab.b)
     K = xp.empty((s + 1, n))
-    flow.rhs(y, K[0])
+    if f0 is None:
+        flow.rhs(y, K[0])
+    else:
+        K[0] = f0
     ys = xp.empty_like(y)
     status = FlowStatus.SUCCESS
     wsum = float(np.abs(tab.stiffness_weights).sum())
@@ -614,10 +618,13 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
             stiff = True
             status = FlowStatus.SUCCESS
             backs = 0      # switches back to the explicit pair so far
+            first = f0     # f(y) at the start is known; after a stiff phase it is not
             while stiff and status.success and k < T:
                 status, t, y, h, k, stiff = erk_run(flow, y, t, h, t_eval, k, explicit, options,
                                                     obs, stats, detect_stiffness=auto,
-                                                    stiff_steps=STIFF_STEPS * SWITCH_BACKOFF ** backs)
+                                                    stiff_steps=STIFF_STEPS * SWITCH_BACKOFF ** backs,
+                                                    f0=first)
+                first = None
                 if stiff and status.success and k < T:
                     stats.switches += 1
                     status, t, y, h, k, stiff = rosw_run(flow, y, t, h, t_eval, k, options, obs,
