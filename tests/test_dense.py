@@ -189,12 +189,14 @@ def test_accuracy_through_a_saddle_escape(kind):
         assert np.abs(tr.end_to_end - ref.end_to_end).max() <= 5 * rtol * scale
 
 
-def test_failure_keeps_the_outputs_reached():
-    X, Y = teacher_task(60, 6, [1.0, 0.5], seed=2)
-    ws = init_network((6, 8, 8, 2), 0.1, seed=2)
-    t = np.linspace(0.0, 40.0, 81)
-    full = gradient_flow(ws, X, Y, t, method="RK45", backend="numpy", rtol=1e-7, dense=True)
-    tr = gradient_flow(ws, X, Y, t, method="RK45", backend="numpy", rtol=1e-7, dense=True,
+@pytest.mark.parametrize("backend,kind", [("numpy", "generic"), ("numpy", "factored"),
+                                          pytest.param("numba", "generic", marks=numba_only),
+                                          pytest.param("numba", "factored", marks=numba_only)])
+def test_failure_keeps_the_outputs_reached(backend, kind):
+    ws, X, Y, t_end = _network(kind)
+    t = np.linspace(0.0, t_end, 81)
+    full = gradient_flow(ws, X, Y, t, method="RK45", backend=backend, rtol=1e-7, dense=True)
+    tr = gradient_flow(ws, X, Y, t, method="RK45", backend=backend, rtol=1e-7, dense=True,
                        max_steps=full.nsteps // 2)
     assert not tr.success and "max_steps" in tr.message
     reached = np.isfinite(tr.loss)
