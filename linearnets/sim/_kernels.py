@@ -20,7 +20,7 @@ from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 __all__ = ["times_transpose", "chains", "rhs_flat", "error_norm", "step_after_accept",
            "predictive_step", "accept_step", "sumsq", "stiffness_estimate", "stability_cap",
            "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL", "step_guard", "trial_step",
-           "judge_step", "erk_advance", "stage_state", "PENDING"]
+           "judge_step", "erk_advance", "stage_state", "hold_step", "PENDING"]
 
 
 @njit(cache=True)
@@ -237,6 +237,16 @@ def judge_step(err, h, h_try, exponent, max_factor, safety, min_factor, rejected
 
 
 @njit(cache=True)
+def hold_step(th, t, h, h_try, t_new):
+    """Record in ``th`` an accepted step ``t -> t_new`` of length ``h_try`` that a loop
+    hands back with :data:`PENDING` (``h``: the step proposed next)."""
+    th[0] = t
+    th[1] = h
+    th[5] = h_try
+    th[6] = t_new
+
+
+@njit(cache=True)
 def stage_state(y, K, w, h, out):
     """``out = (sum_j w_j K_j) h + y`` over the nonzero ``w_j`` (``len(w)`` rows of ``K``),
     in the order of :func:`erk_advance`'s stages: the states of the continuous extension
@@ -291,16 +301,7 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
                 return code
             h_try, clipped = trial_step(t, h, t_target)
             for i in range(1, s + 1):
-                w = b if i == s else A[i]
-                for m in range(n):
-                    y_new[m] = 0.0
-                for j in range(i):
-                    a = w[j]
-                    if a != 0.0:
-                        for m in range(n):
-                            y_new[m] += a * K[j, m]
-                for m in range(n):
-                    y_new[m] = y_new[m] * h_try + y[m]
+                stage_state(y, K, (b if i == s else A[i])[:i], h_try, y_new)
                 rhs_flat(y_new, K[i], Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
                          WT, SW, tbuf)
             stats[0] += s
@@ -348,10 +349,7 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
         h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:
-            th[0] = t
-            th[1] = h
-            th[5] = h_try
-            th[6] = t_new
+            hold_step(th, t, h, h_try, t_new)
             return PENDING
         for m in range(n):
             y[m] = y_new[m]
