@@ -9,13 +9,14 @@ to t = 300 with 200 log-spaced outputs and prints, in units of rtol, the largest
 error of the outputs against a tight reference (DOP853, rtol 1e-12, stepping onto
 every output):
 
-* ``gradient_flow`` RK45, stepping onto the outputs and interpolating (dense=True);
+* ``gradient_flow`` RK45 and SSPRK104, stepping onto the outputs and interpolating
+  (dense=True: Shampine's quartic, and the cubic Hermite interpolant);
 * scipy's ``solve_ivp`` RK45 and DOP853 with ``dense_output=True`` (the same
   extensions: Dormand-Prince's order-4 one, and dop853.f's order-7 one with three
   extra stages), evaluated at the outputs.
 
 DOP853's extension misses by thousands of rtol inside the escape while the step end
-points meet the tolerance, which is why ``dense=True`` is offered for RK45 only.
+points meet the tolerance, which is why ``dense=True`` is not offered for DOP853.
 
 Usage::
 
@@ -52,12 +53,13 @@ def main():
     print(f"{'integrator':34s} {'rtol':>6s} {'steps':>6s} {'max error / rtol':>17s} {'at t':>7s}")
     for rtol in RTOLS:
         atol = rtol * 1e-3
-        for dense in (False, True):
-            tr = ln.gradient_flow(ws, X, Y, t, rtol=rtol, atol=atol, method="RK45",
-                                  backend="numpy", dense=dense)
-            e, at = error(tr.end_to_end)
-            label = f"gradient_flow RK45 dense={dense}"
-            print(f"{label:34s} {rtol:6.0e} {tr.nsteps:6d} {e / rtol:17.2f} {at:7.1f}")
+        for method in ("RK45", "SSPRK104"):
+            for dense in (False, True):
+                tr = ln.gradient_flow(ws, X, Y, t, rtol=rtol, atol=atol, method=method,
+                                      backend="numpy", dense=dense)
+                e, at = error(tr.end_to_end)
+                label = f"gradient_flow {method} dense={dense}"
+                print(f"{label:34s} {rtol:6.0e} {tr.nsteps:6d} {e / rtol:17.2f} {at:7.1f}")
         for method in ("RK45", "DOP853"):
             sol = solve_ivp(f, (0.0, t[-1]), _rhs.pack(ws), method=method, rtol=rtol, atol=atol,
                             dense_output=True)

@@ -1,4 +1,5 @@
-"""Dense output (``gradient_flow(..., dense=True)``): RK45's continuous extension."""
+"""Dense output (``gradient_flow(..., dense=True)``): the continuous extensions of RK45
+(Shampine's quartic) and SSPRK104 (the cubic Hermite interpolant)."""
 import types
 
 import numpy as np
@@ -8,9 +9,9 @@ from scipy.linalg import expm
 
 from linearnets import backend as B
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _cupy, _rhs
+from linearnets.sim import _cupy, _lowstorage, _rhs
 from linearnets.sim._explicit import STABILITY_SAFETY
-from linearnets.sim._tableaux import RK45, TABLEAUX
+from linearnets.sim._tableaux import RK45, SSPRK104, TABLEAUX
 from linearnets.sim.flow import DENSE_METHODS, gradient_flow
 from linearnets.sim.network import init_balanced, init_network
 
@@ -30,8 +31,11 @@ def _extended(tab):
     return A, A.sum(axis=1)
 
 
+DENSE = {"RK45": RK45, "SSPRK104": SSPRK104}
+
+
 def test_dense_methods():
-    assert DENSE_METHODS == ("RK45",)
+    assert DENSE_METHODS == ("RK45", "SSPRK104")
     for name, tab in TABLEAUX.items():
         assert (tab.dense_P is not None) == (name in DENSE_METHODS)
         if tab.dense_P is None:
@@ -39,45 +43,66 @@ def test_dense_methods():
                 tab.dense_weights(0.5)
 
 
-def test_continuous_extension_end_points():
+@pytest.mark.parametrize("name", DENSE)
+def test_continuous_extension_end_points(name):
     # theta = 0 is the step's start, theta = 1 its end y + h sum b_j K_j
-    assert np.array_equal(RK45.dense_weights(0.0), np.zeros(RK45.n_stages + 1))
-    assert np.abs(RK45.dense_weights(1.0) - np.append(RK45.b, 0.0)).max() <= 4 * np.finfo(float).eps
+    tab = DENSE[name]
+    assert np.array_equal(tab.dense_weights(0.0), np.zeros(tab.n_stages + 1))
+    assert np.abs(tab.dense_weights(1.0) - np.append(tab.b, 0.0)).max() <= 4 * np.finfo(float).eps
 
 
+def _tree_conditions(A, c, Bw, theta):
+    """(order, sum_j B_j Phi_j(tree), theta^rho / gamma) for the eight trees of order <= 4
+    (Hairer-Norsett-Wanner I, II.6, with b replaced by B(theta))."""
+    return [(1, Bw.sum(), theta), (2, Bw @ c, theta ** 2 / 2), (3, Bw @ c ** 2, theta ** 3 / 3),
+            (3, Bw @ A @ c, theta ** 3 / 6), (4, Bw @ c ** 3, theta ** 4 / 4),
+            (4, (Bw * c) @ A @ c, theta ** 4 / 8), (4, Bw @ A @ c ** 2, theta ** 4 / 12),
+            (4, Bw @ A @ A @ c, theta ** 4 / 24)]
+
+
+@pytest.mark.parametrize("name", DENSE)
 @pytest.mark.parametrize("theta", THETAS)
-def test_continuous_extension_order_conditions(theta):
-    # order 4 at every theta: sum_j B_j(theta) Phi_j(tree) = theta^rho / gamma for the
-    # eight trees of order <= 4 (Hairer-Norsett-Wanner I, II.6)
-    A, c = _extended(RK45)
-    Bw = RK45.dense_weights(theta)
-    conds = [(Bw.sum(), theta), (Bw @ c, theta ** 2 / 2), (Bw @ c ** 2, theta ** 3 / 3),
-             (Bw @ A @ c, theta ** 3 / 6), (Bw @ c ** 3, theta ** 4 / 4),
-             ((Bw * c) @ A @ c, theta ** 4 / 8), (Bw @ A @ c ** 2, theta ** 4 / 12),
-             (Bw @ A @ A @ c, theta ** 4 / 24)]
-    for got, want in conds:
-        assert abs(got - want) <= 1e-14
-    # and not order 5 (the tall tree's condition fails for 0 < theta < 1)
+def test_continuous_extension_order_conditions(name, theta):
+    # order dense_order at every theta (RK45 4, SSPRK104 3), and no more inside the step
+    tab = DENSE[name]
+    A, c = _extended(tab)
+    Bw = tab.dense_weights(theta)
+    conds = _tree_conditions(A, c, Bw, theta)
+    for q, got, want in conds:
+        if q <= tab.dense_order:
+            assert abs(got - want) <= 1e-14
     if 0.0 < theta < 1.0:
-        assert abs(Bw @ c ** 4 - theta ** 5 / 5) > 1e-6
+        if tab.dense_order < 4:   # SSPRK104: the order-4 bushy tree fails
+            assert abs(conds[4][1] - conds[4][2]) > 1e-6
+        else:                     # RK45: the order-5 bushy tree fails
+            assert abs(Bw @ c ** 4 - theta ** 5 / 5) > 1e-6
 
 
-def test_continuous_extension_bounded_where_steps_go():
-    # y' = lam y: the interpolant's factor R_theta(z) = 1 + z B(theta)^T (I - z A)^-1 1
-    # stays within [-1, 1] wherever the stability cap lets a step go (h lam up to
-    # STABILITY_SAFETY times the boundary), so converged modes stay damped between steps;
-    # beyond, it exceeds 1 (1.083 at the boundary itself)
-    A, _ = _extended(RK45)
+#: The largest |R_theta(z)| where steps go (h lam up to STABILITY_SAFETY of the
+#: stability interval) and at the interval's end, as measured on a fine grid.
+DAMPING = {"RK45": (1.0, 1.1), "SSPRK104": (2.12, 2.4)}
+
+
+@pytest.mark.parametrize("name", DENSE)
+def test_continuous_extension_on_the_test_equation(name):
+    # y' = lam y: the interpolant's factor R_theta(z) = 1 + z B(theta)^T (I - z A)^-1 1.
+    # RK45's stays within [-1, 1] wherever the stability cap lets a step go, so converged
+    # modes stay damped between steps (1.083 at the interval's end); the cubic Hermite
+    # interpolant of SSPRK104 amplifies them up to 2.11x at the cap (its h f terms
+    # reach |z| 4/27 there), which bounds what a converged mode's residual can add
+    tab = DENSE[name]
+    A, _ = _extended(tab)
     n = A.shape[0]
-    worst = {}
-    for z in np.linspace(-RK45.stability_boundary, 0.0, 121):
+    worst = {True: 0.0, False: 0.0}
+    for z in np.linspace(-tab.stability_boundary, 0.0, 121):
         stages = np.linalg.solve(np.eye(n) - z * A, np.ones(n))
-        r = max(abs(1.0 + z * RK45.dense_weights(theta) @ stages)
+        r = max(abs(1.0 + z * tab.dense_weights(theta) @ stages)
                 for theta in np.linspace(0.0, 1.0, 101))
-        worst[z >= -STABILITY_SAFETY * RK45.stability_boundary] = max(
-            r, worst.get(z >= -STABILITY_SAFETY * RK45.stability_boundary, 0.0))
-    assert worst[True] <= 1.0 + 1e-12
-    assert 1.0 < worst[False] < 1.1
+        inside = z >= -STABILITY_SAFETY * tab.stability_boundary
+        worst[inside] = max(worst[inside], r)
+    capped, edge = DAMPING[name]
+    assert worst[True] <= capped + 1e-12
+    assert 1.0 < worst[False] < edge
 
 
 def _saxe_problem():
@@ -87,34 +112,39 @@ def _saxe_problem():
     return ws, X, y, c0
 
 
-def _one_step_interpolation_error(h, theta):
-    """One RK45 step of size h from the balanced Saxe state at t = 1: the continuous
+def _one_step_interpolation_error(h, theta, tab=RK45):
+    """One step of ``tab`` of size h from the balanced Saxe state at t = 1: the continuous
     extension at theta against the exact rescaling sqrt(c(t)/c0) y0."""
     ws, X, y, c0 = _saxe_problem()
     prob = _rhs.make_problem([w.shape for w in ws], X, y[:, None])
     y0 = _rhs.pack(ws)
     t0 = 1.0
     ys = np.sqrt(saxe(t0, 1.5, c0) / c0) * y0
-    s = RK45.n_stages
+    s = tab.n_stages
     K = np.empty((s + 1, y0.size))
     _rhs.rhs(ys, prob, K[0])
     for i in range(1, s + 1):
-        w = RK45.b if i == s else RK45.A[i, :i]
+        w = tab.b if i == s else tab.A[i, :i]
         _rhs.rhs(ys + h * (w @ K[:i]), prob, K[i])
-    got = ys + h * (RK45.dense_weights(theta) @ K)
+    got = ys + h * (tab.dense_weights(theta) @ K)
     return np.linalg.norm(got - np.sqrt(saxe(t0 + theta * h, 1.5, c0) / c0) * y0)
 
 
+@pytest.mark.parametrize("name", DENSE)
 @pytest.mark.parametrize("theta", [0.3, 0.5, 0.8])
-def test_interpolation_error_is_fifth_power_of_the_step(theta):
-    # order 4: the error at a fixed theta inside one step scales as h^5
-    hs = np.array([0.1, 0.05, 0.025])
-    errs = np.array([_one_step_interpolation_error(h, theta) for h in hs])
+def test_interpolation_error_scales_with_the_order(name, theta):
+    # order q: the error at a fixed theta inside one step scales as h^(q+1).  SSPRK104's
+    # cubic reaches it at shorter steps (slopes 4.6 at h = 0.2, 4.1 at h = 0.006): its
+    # h^4 term is small on this flow against the next one
+    tab = DENSE[name]
+    hs = np.array([0.1, 0.05, 0.025] if tab.dense_order == 4 else [0.025, 0.0125, 0.00625])
+    errs = np.array([_one_step_interpolation_error(h, theta, tab) for h in hs])
     slopes = np.diff(np.log(errs)) / np.diff(np.log(hs))
-    assert np.all(np.abs(slopes - RK45.dense_order - 1) < 0.3), slopes
+    assert np.all(np.abs(slopes - tab.dense_order - 1) < 0.3), slopes
 
 
-def test_depth_one_exact_solution_at_many_outputs():
+@pytest.mark.parametrize("method", DENSE)
+def test_depth_one_exact_solution_at_many_outputs(method):
     # the linear flow of a single layer against expm, 60 outputs, in units of the tolerance
     rng = np.random.default_rng(1)
     X = rng.standard_normal((12, 5))
@@ -127,12 +157,12 @@ def test_depth_one_exact_solution_at_many_outputs():
     M[:5, 5:] = Syx.T
     t = np.concatenate(([0.0], np.geomspace(1e-3, 30.0, 59)))
     rtol, atol = 1e-9, 1e-13
-    tr = gradient_flow([W0], X, Y, t, rtol=rtol, atol=atol, method="RK45", backend="numpy",
+    tr = gradient_flow([W0], X, Y, t, rtol=rtol, atol=atol, method=method, backend="numpy",
                        dense=True)
-    stepped = gradient_flow([W0], X, Y, t, rtol=rtol, atol=atol, method="RK45",
+    stepped = gradient_flow([W0], X, Y, t, rtol=rtol, atol=atol, method=method,
                             backend="numpy")
     assert tr.success
-    # outputs no longer end steps (here the accuracy sets most steps: 185 against 221)
+    # outputs no longer end steps (here the accuracy sets most steps: RK45 185 against 221)
     assert tr.nsteps < stepped.nsteps
     for k, tk in enumerate(t):
         exact = (expm(tk * M) @ np.vstack([W0.T, np.eye(2)]))[:5].T
@@ -140,12 +170,13 @@ def test_depth_one_exact_solution_at_many_outputs():
         assert err < 5.0
 
 
-def test_two_outputs_are_the_stepped_run():
+@pytest.mark.parametrize("method", DENSE)
+def test_two_outputs_are_the_stepped_run(method):
     # with only the end point as output, dense and stepped runs take the same steps
     X, Y = teacher_task(60, 6, [1.0, 0.5], seed=2)
     ws = init_network((6, 8, 8, 2), 0.1, seed=2)
-    a = gradient_flow(ws, X, Y, [0.0, 40.0], method="RK45", backend="numpy", rtol=1e-7)
-    b = gradient_flow(ws, X, Y, [0.0, 40.0], method="RK45", backend="numpy", rtol=1e-7,
+    a = gradient_flow(ws, X, Y, [0.0, 40.0], method=method, backend="numpy", rtol=1e-7)
+    b = gradient_flow(ws, X, Y, [0.0, 40.0], method=method, backend="numpy", rtol=1e-7,
                       dense=True)
     assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
     assert np.array_equal(a.end_to_end, b.end_to_end)
@@ -159,12 +190,26 @@ def _network(kind):
     return init_network((20, 32, 32, 1), 1e-3, seed=1), X, y, 1300.0
 
 
+#: (method, network, path): every stepper that interpolates.  SSPRK104 runs in
+#: low-storage form on these states, and as factored tableau stages above
+#: LOWSTORAGE_MAX_BYTES ("tableau": the limit lowered to 0).
+PATHS = [("RK45", "generic"), ("RK45", "factored"), ("SSPRK104", "generic"),
+         ("SSPRK104", "factored"), ("SSPRK104", "tableau")]
+
+
+def _path(monkeypatch, kind):
+    if kind == "tableau":
+        monkeypatch.setattr(_lowstorage, "LOWSTORAGE_MAX_BYTES", 0)
+        kind = "factored"
+    return _network(kind)
+
+
 @numba_only
-@pytest.mark.parametrize("kind", ["generic", "factored"])
-def test_numba_matches_numpy_bit_for_bit(kind):
-    ws, X, Y, t_end = _network(kind)
+@pytest.mark.parametrize("method,kind", PATHS)
+def test_numba_matches_numpy_bit_for_bit(monkeypatch, method, kind):
+    ws, X, Y, t_end = _path(monkeypatch, kind)
     t = np.concatenate(([0.0], np.geomspace(1e-2, t_end, 150)))
-    kw = dict(method="RK45", rtol=1e-7, atol=1e-10, dense=True, record=("weights",))
+    kw = dict(method=method, rtol=1e-7, atol=1e-10, dense=True, record=("weights",))
     a = gradient_flow(ws, X, Y, t, backend="numpy", **kw)
     b = gradient_flow(ws, X, Y, t, backend="numba", **kw)
     assert a.success and b.success
@@ -174,30 +219,38 @@ def test_numba_matches_numpy_bit_for_bit(kind):
         assert np.array_equal(wa, wb)
 
 
-@pytest.mark.parametrize("kind", ["generic", "factored"])
-def test_accuracy_through_a_saddle_escape(kind):
-    # inside the steps of the escape the extension stays at the tolerance's scale
-    # (measured: at most 1.13 rtol; the stepped runs' own errors reach 2.3 rtol)
-    ws, X, Y, t_end = _network(kind)
+#: Largest output error allowed inside a saddle escape, in units of rtol times the
+#: largest entry of the end-to-end map.  The interpolants' local errors are of the order
+#: of the steps' error estimates (RK45: order 4 against an order-4 estimate; SSPRK104:
+#: order 3 against an order-3 estimate); measured on these flows, RK45 reaches 1.13 and
+#: SSPRK104 6.1 (the stepped runs 2.3 and 1.8).
+ESCAPE_ERROR = {"RK45": 5.0, "SSPRK104": 10.0}
+
+
+@pytest.mark.parametrize("method,kind", PATHS)
+def test_accuracy_through_a_saddle_escape(monkeypatch, method, kind):
+    ws, X, Y, t_end = _path(monkeypatch, kind)
     t = np.concatenate(([0.0], np.geomspace(1e-2, t_end, 150)))
     ref = gradient_flow(ws, X, Y, t, backend="numpy", rtol=1e-12, atol=1e-16)
     scale = np.abs(ref.end_to_end).max()
     for rtol in (1e-5, 1e-8):
-        tr = gradient_flow(ws, X, Y, t, backend="numpy", method="RK45", rtol=rtol,
+        tr = gradient_flow(ws, X, Y, t, backend="numpy", method=method, rtol=rtol,
                            atol=rtol * 1e-3, dense=True)
-        assert tr.success
-        assert np.abs(tr.end_to_end - ref.end_to_end).max() <= 5 * rtol * scale
+        stepped = gradient_flow(ws, X, Y, t, backend="numpy", method=method, rtol=rtol,
+                                atol=rtol * 1e-3)
+        assert tr.success and tr.nsteps < stepped.nsteps
+        assert np.abs(tr.end_to_end - ref.end_to_end).max() <= ESCAPE_ERROR[method] * rtol * scale
 
 
-@pytest.mark.parametrize("backend,kind", [("numpy", "generic"), ("numpy", "factored"),
-                                          pytest.param("numba", "generic", marks=numba_only),
-                                          pytest.param("numba", "factored", marks=numba_only)])
-def test_failure_keeps_the_outputs_reached(backend, kind):
-    ws, X, Y, t_end = _network(kind)
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("numba", marks=numba_only)])
+@pytest.mark.parametrize("method,kind", PATHS)
+def test_failure_keeps_the_outputs_reached(monkeypatch, backend, method, kind):
+    ws, X, Y, t_end = _path(monkeypatch, kind)
     t = np.linspace(0.0, t_end, 81)
-    full = gradient_flow(ws, X, Y, t, method="RK45", backend=backend, rtol=1e-7, dense=True)
-    tr = gradient_flow(ws, X, Y, t, method="RK45", backend=backend, rtol=1e-7, dense=True,
+    full = gradient_flow(ws, X, Y, t, method=method, backend=backend, rtol=1e-7, dense=True)
+    tr = gradient_flow(ws, X, Y, t, method=method, backend=backend, rtol=1e-7, dense=True,
                        max_steps=full.nsteps // 2)
+    assert full.success
     assert not tr.success and "max_steps" in tr.message
     reached = np.isfinite(tr.loss)
     n = int(reached.sum())
@@ -211,42 +264,43 @@ def test_bad_dense_arguments():
     ws = init_network((3, 4, 1), 0.1, seed=0)
     with pytest.raises(ValueError, match="dense must be True or False"):
         gradient_flow(ws, X, Y, [0.0, 1.0], method="RK45", dense="yes")
-    for method in ("DOP853", "SSPRK104", "ROS34PW2", "auto"):
+    for method in ("DOP853", "ROS34PW2", "auto"):
         with pytest.raises(ValueError, match="continuous extension"):
             gradient_flow(ws, X, Y, [0.0, 1.0], method=method, dense=True)
 
 
-def test_cupy_path_with_numpy_standin(monkeypatch):
+@pytest.mark.parametrize("method", DENSE)
+def test_cupy_path_with_numpy_standin(monkeypatch, method):
     # the cupy backend's generic stepper interpolates too (numpy standing in for CuPy):
-    # it rounds differently from numpy's stepper, so both are held to the exact flow
+    # it rounds differently from numpy's steppers, so both are held to the exact flow
     from linearnets.sim import _solvers
 
     shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("_")})
     shim.asnumpy = lambda a: np.array(a, dtype=np.float64, copy=True)
     monkeypatch.setattr(B, "get_cupy", lambda: shim)
-    _solvers.backends_for("RK45")
-    monkeypatch.setitem(_solvers._REGISTRY["RK45"], "cupy", _cupy.make_solver("RK45", lambda: shim))
+    _solvers.backends_for(method)
+    monkeypatch.setitem(_solvers._REGISTRY[method], "cupy", _cupy.make_solver(method, lambda: shim))
     ws, X, Y, t_end = _network("generic")
     t = np.concatenate(([0.0], np.geomspace(1e-2, t_end, 150)))
     ref = gradient_flow(ws, X, Y, t, backend="numpy", rtol=1e-12, atol=1e-16)
     rtol = 1e-8
-    gpu = gradient_flow(ws, X, Y, t, backend="cupy", method="RK45", rtol=rtol, atol=rtol * 1e-3,
+    gpu = gradient_flow(ws, X, Y, t, backend="cupy", method=method, rtol=rtol, atol=rtol * 1e-3,
                         dense=True)
-    cpu = gradient_flow(ws, X, Y, t, backend="numpy", method="RK45", rtol=rtol, atol=rtol * 1e-3,
+    cpu = gradient_flow(ws, X, Y, t, backend="numpy", method=method, rtol=rtol, atol=rtol * 1e-3,
                         dense=True)
     assert gpu.success and gpu.backend == "cupy"
     assert abs(gpu.nsteps - cpu.nsteps) <= 2
     scale = np.abs(ref.end_to_end).max()
-    assert np.abs(gpu.end_to_end - ref.end_to_end).max() <= 5 * rtol * scale
+    assert np.abs(gpu.end_to_end - ref.end_to_end).max() <= ESCAPE_ERROR[method] * rtol * scale
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(widths=st.lists(st.integers(2, 9), min_size=1, max_size=3),
        C=st.integers(1, 3), seed=st.integers(0, 10 ** 6),
-       n_out=st.integers(3, 40))
-def test_property_dense_outputs_match_the_flow(widths, C, seed, n_out):
-    """Random widths, outputs and grids: every interpolated output within a few rtol
-    of a tight reference, with no more steps than the stepped run."""
+       n_out=st.integers(3, 40), method=st.sampled_from(sorted(DENSE)))
+def test_property_dense_outputs_match_the_flow(widths, C, seed, n_out, method):
+    """Random widths, outputs, grids and method: every interpolated output within a few
+    rtol of a tight reference, with no more steps than the stepped run."""
     rng = np.random.default_rng(seed)
     D = 5
     X, Y = teacher_task(40, D, list(np.linspace(1.5, 0.5, C)), seed=seed)
@@ -255,10 +309,12 @@ def test_property_dense_outputs_match_the_flow(widths, C, seed, n_out):
     t = np.unique(t)
     rtol = 1e-7
     ref = gradient_flow(ws, X, Y, t, backend="numpy", rtol=1e-12, atol=1e-16)
-    tr = gradient_flow(ws, X, Y, t, backend="numpy", method="RK45", rtol=rtol,
+    tr = gradient_flow(ws, X, Y, t, backend="numpy", method=method, rtol=rtol,
                        atol=rtol * 1e-3, dense=True)
-    stepped = gradient_flow(ws, X, Y, t, backend="numpy", method="RK45", rtol=rtol,
+    stepped = gradient_flow(ws, X, Y, t, backend="numpy", method=method, rtol=rtol,
                             atol=rtol * 1e-3)
     assert tr.success and tr.nsteps <= stepped.nsteps
     scale = np.abs(ref.end_to_end).max()
+    # measured over 120 such problems: at most 6.0 rtol (RK45) and 4.7 rtol (SSPRK104),
+    # stepping onto the outputs 2.0 and 3.9
     assert np.abs(tr.end_to_end - ref.end_to_end).max() <= 10 * rtol * scale

@@ -32,7 +32,7 @@ predictive step, at the same global error.  Output
 times are hit exactly: a step that would pass ``t_eval[k]`` is shortened to end
 there, and the step proposed before shortening is kept for the next interval.
 With ``options.dense`` (tableaux with a continuous extension, ``Tableau.dense_P``:
-RK45) only the last output time ends a step: the outputs inside an accepted step are
+RK45, SSPRK104) only the last output time ends a step: the outputs inside an accepted step are
 evaluated from its stages before they are recycled (:func:`observe_step`; the
 compiled loops return :data:`PENDING` and leave that to the caller).
 Stability cap: once some modes of a network have converged, the step is limited
@@ -404,7 +404,7 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
         dd = _sequential_sumsq(_combine(wd, K, acc, tmp))
         return stiffness_estimate(num, dd, ref, wsum, h_try, _sequential_sumsq(y_new))
 
-    def interpolate(theta, y, h):
+    def interpolate(theta, y, y_new, h):
         # y + h sum_j B_j(theta) K_j, in the order of the trial stages (bit-equal to numba)
         _combine(tab.dense_weights(theta), K, buf, tmp)
         np.multiply(buf, h, out=buf)
@@ -428,9 +428,9 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
     rho`` (optional) estimates the stiffness from the stages of the step just accepted, and
     ``accepted()`` is then called (first-same-as-last bookkeeping).  Step control,
     stability cap, output times and failures as described in the module docstring.
-    ``interpolate(theta, y, h)`` evaluates the continuous extension of the step just
-    accepted (from ``y`` with step ``h``); it is used when ``options.dense`` is set and
-    the tableau has one (:func:`observe_step`).
+    ``interpolate(theta, y, y_new, h)`` evaluates the continuous extension of the step
+    just accepted (from ``y`` to ``y_new`` with step ``h``); it is used when
+    ``options.dense`` is set and the tableau has one (:func:`observe_step`).
 
     Returns
     -------
@@ -491,7 +491,7 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
             # the outputs inside the step, while y and the stages are still the step's
             t_new = t_target if clipped else t + h_try
             k = observe_step(k, t_eval, t, h_try, t_new, y_new,
-                             lambda theta: interpolate(theta, y, h_try), observe)
+                             lambda theta: interpolate(theta, y, y_new, h_try), observe)
             y, y_new = y_new, y
             accepted()
             t = t_new

@@ -20,7 +20,7 @@ from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 __all__ = ["times_transpose", "chains", "rhs_flat", "error_norm", "step_after_accept",
            "predictive_step", "accept_step", "sumsq", "stiffness_estimate", "stability_cap",
            "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL", "step_guard", "trial_step",
-           "judge_step", "erk_advance", "stage_state", "hold_step", "PENDING"]
+           "judge_step", "erk_advance", "stage_state", "hold_step", "exchange", "PENDING"]
 
 
 @njit(cache=True)
@@ -244,6 +244,16 @@ def hold_step(th, t, h, h_try, t_new):
     th[1] = h
     th[5] = h_try
     th[6] = t_new
+
+
+@njit(cache=True)
+def exchange(a, b):
+    """Swap the contents of ``a`` and ``b`` (n,): a loop whose state and trial state swapped
+    roles hands the step's start back in ``a`` and its end in ``b``."""
+    for m in range(a.shape[0]):
+        v = a[m]
+        a[m] = b[m]
+        b[m] = v
 
 
 @njit(cache=True)

@@ -381,7 +381,7 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
 
     buf = np.empty(n)
 
-    def interpolate(theta, y, h):
+    def interpolate(theta, y, y_new, h):
         # y + sum_j (h B_j(theta)) K_j, as the step forms y_new (bit-equal to numba)
         st.combination(h * tab.dense_weights(theta), buf)
         np.add(buf, y, out=buf)

@@ -35,7 +35,10 @@ one product of rank 4C per layer, formed block by block inside the error norm
 for any rtol above 1e-13).  Stiffness estimate as in ``_explicit``: ``rho =
 |f(y_new) - K_9| / |y_new - q1|``, the numerator multiplied out block by block
 (see :func:`stiffness_sums` for why not from Gram matrices of the factors).  Step control, stability
-cap, output times and failures are those of ``_explicit.adaptive_run``.
+cap, output times and failures are those of ``_explicit.adaptive_run``.  Dense output
+(``options.dense``): the stages are gone by the end of a step, but its ends and their
+derivatives are not (slots 0 and 10), and the cubic Hermite interpolant on them
+(:func:`hermite_state`) is the tableau's own continuous extension ``SSPRK104.dense_P``.
 
 This module is the numpy reference; ``_lowstorage_kernels.ssp_advance`` is its
 compiled twin (the same products through ``_rhs.blas_dot``, the same sums in the
@@ -55,11 +58,11 @@ from ._explicit import MAX_FACTOR, MIN_FACTOR
 from ._lowrank import BLOCK_ENTRIES, _seqsum, block_rows
 from ._rhs import blas_dot as dot
 from ._solvers import register_solver
-from ._tableaux import SSPRK104
+from ._tableaux import SSPRK104, cubic_hermite
 
 __all__ = ["ERROR_SLOTS", "ERROR_WEIGHTS", "N_SLOTS", "GRAM_MIN_REL", "LOWSTORAGE_MAX_BYTES",
            "Slots", "gemm_acc", "add_stage", "error_sums", "stiffness_sums", "ssp_trial",
-           "ssp_solve", "ssp_solve_numba", "factored_is_faster"]
+           "hermite_state", "ssp_solve", "ssp_solve_numba", "factored_is_faster"]
 
 #: States larger than this (bytes) run SSPRK104 as factored Butcher stages
 #: (``_lowrank``) where the layers are worth factoring.  The low-storage form reads and
@@ -262,6 +265,25 @@ def ssp_trial(y, y_new, q1, q2, h, st, problem):
     st.stage(y_new, 10, problem)
 
 
+def hermite_state(theta, y, y_new, h, st, problem, out):
+    """The state at ``t + theta h`` inside the accepted step ``y -> y_new``, by the cubic
+    Hermite interpolant on its ends and their derivatives (slots 0 and 10):
+
+        y + h01 (y_new - y) + h h10 f(y) + h h11 f(y_new)    (``_tableaux.cubic_hermite``),
+
+    order 3 like the step's error estimate (the continuous extension ``SSPRK104.dense_P``
+    of the tableau steppers, formed here from the factors).  Shared by the numpy and
+    numba solvers, so their outputs agree bit for bit.
+    """
+    h01, h10, h11 = cubic_hermite(theta)
+    np.subtract(y_new, y, out=out)
+    out *= h01
+    out += y
+    add_stage(out, h * h10, st, 0, problem)
+    add_stage(out, h * h11, st, 10, problem)
+    return out
+
+
 def ssp_solve(problem, y0, t_eval, options, observe, tab=SSPRK104):
     """Integrate linear-network gradient flow with low-storage SSPRK104 (numpy).
 
@@ -302,6 +324,11 @@ def ssp_solve(problem, y0, t_eval, options, observe, tab=SSPRK104):
         st.at[0] = st.at[10]
         st.g[0] = st.g[10]
 
+    out = np.empty(n)
+
+    def interpolate(theta, y, y_new, h):
+        return hermite_state(theta, y, y_new, h, st, problem, out)
+
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
         early, h, nfev = _explicit._start(first, lambda v, out: _rhs.rhs(v, problem, out), y,
                                           t_eval, tab, options, observe)
@@ -309,7 +336,7 @@ def ssp_solve(problem, y0, t_eval, options, observe, tab=SSPRK104):
             return early
         last["ref"] = stiffness_sums(st, 0, 0, problem)[1]
         return _explicit.adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options,
-                                      observe, stiffness)
+                                      observe, stiffness, interpolate)
 
 
 def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
@@ -345,11 +372,16 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
     ref0 = np.array([kern.stiffness_sums(st.at, st.g, 0, 0, eta_l, st.rows, st.cols, st.aoff,
                                          st.goff, pbuf, BLOCK_ENTRIES, gram,
                                          GRAM_MIN_REL)[1]])  # |f(y)|^2
-    y_new, q1, q2 = np.empty(n), np.empty(n), np.empty(n)
+    y_new, q1, q2, out = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+
+    def interpolate(theta):
+        return hermite_state(theta, y, y_new, float(th[5]), st, problem, out)
+
     code = 0
     k = 1
     while k < t_eval.size:
-        code = kern.ssp_advance(y, y_new, q1, q2, st.at, st.g, th, ref0, float(t_eval[k]), stats,
+        t_target, t_out = _explicit.dense_target(t_eval, k, options, tab)
+        code = kern.ssp_advance(y, y_new, q1, q2, st.at, st.g, th, ref0, t_target, t_out, stats,
                                 int(options.max_steps), ERROR_SLOTS, ERROR_WEIGHTS,
                                 -1.0 / (tab.error_order + 1), float(options.rtol),
                                 float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
@@ -357,6 +389,15 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
                                 pbuf, ubuf, vbuf, gram, GRAM_MIN_REL, kern.DGEMM, ibuf, dbuf,
                                 BLOCK_ENTRIES, Sxx, Syx,
                                 eta_l, *lay, WT, SW, tbuf)
+        if code == _explicit.PENDING:
+            k = _explicit.observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new,
+                                       interpolate, observe)
+            y[:] = y_new  # complete the step as the loop would have
+            st.at[0] = st.at[10]
+            st.g[0] = st.g[10]
+            th[0] = th[6]
+            code = 0
+            continue
         if code != 0:
             break
         observe(k, y)

@@ -20,8 +20,8 @@ import numpy as np
 from numba import njit
 from numba.extending import get_cython_function_address
 
-from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, chains, judge_step, step_guard,
-                       sumsq, trial_step)
+from ._kernels import (ACCEPTED, NONFINITE_TRIAL, PENDING, capped_step, chains, exchange,
+                       hold_step, judge_step, step_guard, sumsq, trial_step)
 from ._lowrank_kernels import _settle
 
 __all__ = ["gemm_acc", "add_stage", "error_sums", "stiffness_sums", "ssp_advance"]
@@ -291,7 +291,7 @@ def _stage(q, k, at, g, Sxx, Syx, rows, cols, offs, aoff, goff, WT, SW, tbuf):
 
 
 @njit(cache=True)
-def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, stats, max_steps, eslots, ew,
+def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_steps, eslots, ew,
                 exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, stiff, pbuf,
                 ubuf, vbuf, gram, min_rel, dgemm, ibuf, dbuf, block_entries, Sxx, Syx, eta_l,
                 rows, cols, offs, aoff, goff, WT, SW, tbuf):
@@ -299,9 +299,12 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, stats, max_steps, e
     of ``f(y)`` on entry and exit.
 
     One attempted step is ``_lowstorage.ssp_trial`` and the step control is that of
-    ``_kernels.erk_advance``: ``th = [t, h, rho, h_prev, err_prev]``, ``ref0 =
-    [|f(y)|^2]`` and ``stats = [nfev, accepted, rejected, nonfinite]`` are updated in
-    place; returns 0 on success, -1 step-size underflow, -3 step budget exhausted.
+    ``_kernels.erk_advance``: ``th = [t, h, rho, h_prev, err_prev, h_step, t_new]``,
+    ``ref0 = [|f(y)|^2]`` and ``stats = [nfev, accepted, rejected, nonfinite]`` are
+    updated in place; returns 0 on success, -1 step-size underflow, -3 step budget
+    exhausted, or ``PENDING`` after an accepted step reaching ``t_out`` (dense output):
+    ``y`` and ``y_new`` then hold the step's ends, slots 0 and 10 their derivatives, and
+    the caller completes the step (``y[:] = y_new``, slot 10 into slot 0).
     """
     n = y.shape[0]
     t = th[0]
@@ -363,6 +366,12 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, stats, max_steps, e
                                       block_entries, gram, min_rel)
         h = capped_step(h, h_try, num, dd / (h_try * h_try), ref0[0], sumsq(nxt), th, stiff)
         ref0[0] = ref_new
+        t_new = t_target if clipped else t + h_try
+        if t_new >= t_out:
+            hold_step(th, t, h, h_try, t_new)
+            if not in_y:  # the step's start state is in y_new's buffer
+                exchange(y, y_new)
+            return PENDING
         cur, nxt = nxt, cur
         in_y = not in_y
         for m in range(at.shape[1]):

@@ -30,6 +30,12 @@ set the step.  Its error estimate compares it with the third-order weights
 ``bhat = (0, 2/9, 0, 0, 5/18, 1/3, 0, 0, 0, 1/6)`` on the same stages (they
 satisfy the four order-3 conditions, checked in the tests), so the local error
 estimate scales as ``h**4``.
+
+Continuous extensions (``dense_P``, for ``gradient_flow(..., dense=True)``): RK45's
+order-4 quartic (Shampine 1986, see ``_RK45_P``), and for SSPRK104 the cubic Hermite
+interpolant on the step's ends and their derivatives (:func:`cubic_hermite`), order 3
+like its error estimate, written on the stages since ``y_new - y = h sum_j b_j K_j``.
+DOP853 has none here (see ``_RK45_P`` for why).
 """
 from __future__ import annotations
 
@@ -37,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Tableau", "RK45", "DOP853", "SSPRK104", "TABLEAUX"]
+__all__ = ["Tableau", "RK45", "DOP853", "SSPRK104", "TABLEAUX", "cubic_hermite"]
 
 
 @dataclass(frozen=True)
@@ -274,6 +280,25 @@ _RK45_P = np.array([
 ])
 
 
+def cubic_hermite(theta):
+    """``(h01, h10, h11)``: the cubic Hermite weights of ``y_new - y``, ``h f(y)`` and
+    ``h f(y_new)`` at ``theta``: ``y(t + theta h) ~ y + h01 (y_new - y) + h (h10 f(y) + h11
+    f(y_new))``, exact for cubics, so of order 3."""
+    u = 1.0 - theta
+    return theta * theta * (3.0 - 2.0 * theta), theta * u * u, -theta * theta * u
+
+
+def _hermite_P(b):
+    """:func:`cubic_hermite` on a tableau's stages (``y_new - y = h sum_j b_j K_j``, K_0 =
+    f(y), K_s = f(y_new)) as ``dense_P`` rows (coefficients of theta, theta^2, theta^3)."""
+    s = b.size
+    P = np.zeros((s + 1, 3))
+    P[:s] = np.outer(b, [0.0, 3.0, -2.0])      # h01 = 3 theta^2 - 2 theta^3
+    P[0] += [1.0, -2.0, 1.0]                   # h10 = theta - 2 theta^2 + theta^3
+    P[s] = [0.0, -1.0, 1.0]                    # h11 = -theta^2 + theta^3
+    return P
+
+
 def _frozen(a):
     a = np.ascontiguousarray(a, dtype=np.float64)
     a.setflags(write=False)
@@ -287,7 +312,8 @@ RK45 = Tableau("RK45", 5, 4, _frozen(_RK45_A), _frozen(_RK45_B), _frozen(_RK45_C
 DOP853 = Tableau("DOP853", 8, 7, _frozen(_DOP853_A), _frozen(_DOP853_B), _frozen(_DOP853_C),
                  _frozen(_DOP853_E5), _frozen(_DOP853_E3), stability_boundary=6.3936)
 SSPRK104 = Tableau("SSPRK104", 4, 3, _frozen(_SSP104_A), _frozen(_SSP104_B), _frozen(_SSP104_C),
-                   _frozen(_SSP104_E), stability_boundary=13.917)
+                   _frozen(_SSP104_E), stability_boundary=13.917,
+                   dense_P=_frozen(_hermite_P(_SSP104_B)), dense_order=3)
 
 #: Name -> tableau, for the method registry.
 TABLEAUX = {t.name: t for t in (RK45, DOP853, SSPRK104)}

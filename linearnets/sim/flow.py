@@ -222,16 +222,17 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         Initial step (default: chosen automatically).
     dense : bool
         False (default): every output time ends a step, so each output is a state of
-        the integrator itself.  True (``method="RK45"``, see ``DENSE_METHODS``): steps
-        go as far as the error control allows, the output times inside a step are
-        evaluated with the method's continuous extension
-        ``y(t + theta h) = y + h sum_j B_j(theta) K_j`` (Shampine 1986's quartic: order 4,
-        from the step's own stages, no extra evaluation), and only the last output time
-        ends a step.  Many output times then cost little more than two
-        (``benchmarks/bench_outputs.py``); the interpolation error is of the order of
-        the step's local error, i.e. of ``rtol``.  Other methods raise ``ValueError``
-        (DOP853's order-7 extension misses a saddle escape by thousands of ``rtol``:
-        ``benchmarks/study_dense_output.py``).
+        the integrator itself.  True (``method="RK45"`` or ``"SSPRK104"``, see
+        ``DENSE_METHODS``): steps go as far as the error control allows, the output
+        times inside a step are evaluated with the method's continuous extension
+        ``y(t + theta h) = y + h sum_j B_j(theta) K_j``, and only the last output time
+        ends a step.  RK45: Shampine's (1986) quartic, order 4; SSPRK104: the cubic
+        Hermite interpolant on the step's ends and their derivatives, order 3 like its
+        error estimate; neither costs an evaluation.  Many output times then cost
+        little more than two (``benchmarks/bench_outputs.py``); the interpolation
+        error is of the order of the step's local error, i.e. of ``rtol``.  Other
+        methods raise ``ValueError`` (DOP853's order-7 extension misses a saddle
+        escape by thousands of ``rtol``: ``benchmarks/study_dense_output.py``).
 
     Returns
     -------
