@@ -237,16 +237,6 @@ def judge_step(err, h, h_try, exponent, max_factor, safety, min_factor, rejected
 
 
 @njit(cache=True)
-def hold_step(th, t, h, h_try, t_new):
-    """Record in ``th`` an accepted step ``t -> t_new`` of length ``h_try`` that a loop
-    hands back with :data:`PENDING` (``h``: the step proposed next)."""
-    th[0] = t
-    th[1] = h
-    th[5] = h_try
-    th[6] = t_new
-
-
-@njit(cache=True)
 def exchange(a, b):
     """Swap the contents of ``a`` and ``b`` (n,): a loop whose state and trial state swapped
     roles hands the step's start back in ``a`` and its end in ``b``."""
@@ -254,6 +244,20 @@ def exchange(a, b):
         v = a[m]
         a[m] = b[m]
         b[m] = v
+
+
+@njit(cache=True)
+def hold_step(th, t, h, h_try, t_new, y, y_new, swapped):
+    """Hand back an accepted step ``t -> t_new`` of length ``h_try``: record it in ``th``
+    (``h``: the step proposed next) and return :data:`PENDING`, the step's start in ``y``
+    and its end in ``y_new`` (exchanged first if the loop ``swapped`` their roles)."""
+    th[0] = t
+    th[1] = h
+    th[5] = h_try
+    th[6] = t_new
+    if swapped:
+        exchange(y, y_new)
+    return PENDING
 
 
 @njit(cache=True)
@@ -359,8 +363,7 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
         h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:
-            hold_step(th, t, h, h_try, t_new)
-            return PENDING
+            return hold_step(th, t, h, h_try, t_new, y, y_new, False)
         for m in range(n):
             y[m] = y_new[m]
             K[0, m] = K[s, m]

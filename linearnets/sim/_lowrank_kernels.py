@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels import (ACCEPTED, NONFINITE_TRIAL, PENDING, capped_step, error_norm, exchange,
-                       hold_step, judge_step, step_guard, sumsq, times_transpose, trial_step)
+from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, error_norm, hold_step,
+                       judge_step, step_guard, sumsq, times_transpose, trial_step)
 
 __all__ = ["stage", "combination", "step_end", "stiffness_sums", "fsal", "lowrank_advance"]
 
@@ -519,10 +519,7 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, t_out, st
         h = capped_step(h, h_try, num, dd, ref, sumsq(nxt), th, stiff)
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:
-            hold_step(th, t, h, h_try, t_new)
-            if not in_y:  # the step's start state is in y_new's buffer
-                exchange(y, y_new)
-            return PENDING
+            return hold_step(th, t, h, h_try, t_new, y, y_new, not in_y)
         cur, nxt = nxt, cur
         in_y = not in_y
         fsal(s, C, ints, bufs)

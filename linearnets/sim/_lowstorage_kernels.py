@@ -20,8 +20,8 @@ import numpy as np
 from numba import njit
 from numba.extending import get_cython_function_address
 
-from ._kernels import (ACCEPTED, NONFINITE_TRIAL, PENDING, capped_step, chains, exchange,
-                       hold_step, judge_step, step_guard, sumsq, trial_step)
+from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, chains, hold_step, judge_step,
+                       step_guard, sumsq, trial_step)
 from ._lowrank_kernels import _settle
 
 __all__ = ["gemm_acc", "add_stage", "error_sums", "stiffness_sums", "ssp_advance"]
@@ -368,10 +368,7 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_s
         ref0[0] = ref_new
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:
-            hold_step(th, t, h, h_try, t_new)
-            if not in_y:  # the step's start state is in y_new's buffer
-                exchange(y, y_new)
-            return PENDING
+            return hold_step(th, t, h, h_try, t_new, y, y_new, not in_y)
         cur, nxt = nxt, cur
         in_y = not in_y
         for m in range(at.shape[1]):
