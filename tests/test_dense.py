@@ -180,6 +180,7 @@ def test_two_outputs_are_the_stepped_run(method):
                       dense=True)
     assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
     assert np.array_equal(a.end_to_end, b.end_to_end)
+    assert b.dense and not a.dense
 
 
 def _network(kind):

@@ -74,6 +74,9 @@ class Trajectory:
         What happened, with the time where a failed run stopped.
     method, backend : str
         The method and the concrete backend that ran.
+    dense : bool
+        Whether output times inside a step were interpolated (``dense=True``) rather
+        than stepped onto.
     weights_t : tuple of ndarray (T, N_l, N_{l-1}), or None
         Recorded with ``record=("weights",)``.
     modes : ndarray, shape (T, r), or None
@@ -115,6 +118,7 @@ class Trajectory:
     ntk: Optional[np.ndarray] = None
     ntk_norm: Optional[np.ndarray] = None
     ntk_alignment: Optional[np.ndarray] = None
+    dense: bool = False
 
     def __post_init__(self):
         for name in ("t", "loss", "end_to_end", "modes", "mode_s", "mode_u", "mode_v",
@@ -356,4 +360,4 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         success=raw.status.success, status=raw.status, message=raw.message,
         method=method, backend=concrete, weights_t=weights_t, modes=modes, mode_s=s_modes,
         mode_u=U, mode_v=V, conservation=cons, ntk=ntk, ntk_norm=ntk_norm,
-        ntk_alignment=ntk_align)
+        ntk_alignment=ntk_align, dense=bool(dense))
