@@ -234,7 +234,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         Hermite interpolant on the step's ends and their derivatives, order 3 like its
         error estimate; neither costs an evaluation.  Many output times then cost
         little more than two (``benchmarks/bench_outputs.py``); the interpolation
-        error is of the order of the step's local error, i.e. of ``rtol``.  Other
+        error is of the order of the step's local error, i.e. of ``rtol``, and the loss
+        along interpolated outputs is non-increasing only up to such errors (SSPRK104 at
+        rtol 1e-5: rises of 7e-10 of the initial loss on a plateau).  Other
         methods raise ``ValueError`` (DOP853's order-7 extension misses a saddle
         escape by thousands of ``rtol``: ``benchmarks/study_dense_output.py``).
 
