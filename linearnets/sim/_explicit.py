@@ -72,7 +72,7 @@ __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP
            "select_initial_step",
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
            "compiled_result", "compiled_start", "chain_layout", "PENDING", "observe_step",
-           "dense_target"]
+           "interpolates", "dense_target", "complete_pending"]
 
 #: Safety factor on the optimal step-size change.
 SAFETY = 0.9
@@ -347,13 +347,32 @@ def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe):
     return k
 
 
+def interpolates(options, tab):
+    """Whether outputs are interpolated: dense output asked for, and ``tab`` has a
+    continuous extension."""
+    return options.dense and tab.dense_P is not None
+
+
 def dense_target(t_eval, k, options, tab):
     """``(t_target, t_out)`` for the compiled loops: without dense output every output
     time ends a step (``t_out`` infinite); with it only the last does, and the loop
     returns :data:`PENDING` after the step that reaches ``t_out = t_eval[k]``."""
-    if options.dense and tab.dense_P is not None:
+    if interpolates(options, tab):
         return float(t_eval[-1]), float(t_eval[k])
     return float(t_eval[k]), math.inf
+
+
+def complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal):
+    """After a compiled loop returned :data:`PENDING`: observe the outputs inside the held
+    step (:func:`observe_step`, ``interpolate(theta)``), then complete the step as the
+    loop would have -- ``y`` takes ``y_new``, ``fsal()`` moves ``f(y_new)`` into the first
+    stage slot, the time becomes ``th[6]``.  Returns the next output index."""
+    k = observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new, interpolate,
+                     observe)
+    y[:] = y_new
+    fsal()
+    th[0] = th[6]
+    return k
 
 
 def erk_solve(fun, y0, t_eval, tab, options, observe):
@@ -447,7 +466,7 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
     rho_mem = 0.0
     memory = NO_PREVIOUS_STEP  # the last accepted unclipped step (accept_step)
     y_new = np.empty_like(y)
-    dense = options.dense and tab.dense_P is not None and interpolate is not None
+    dense = interpolate is not None and interpolates(options, tab)
     while k < T:
         # with dense output only the last output time ends a step
         t_target = float(t_eval[-1] if dense else t_eval[k])
@@ -627,6 +646,9 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
         kern.stage_state(y, K, tab.dense_weights(theta), th[5], out)
         return out
 
+    def fsal():
+        K[0] = K[s]
+
     code = 0
     k = 1
     while k < T:
@@ -636,12 +658,7 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
                                 rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
                                 MIN_STEP_ULPS, wd, stiff, *rhs_args)
         if code == PENDING:
-            k = observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new,
-                             interpolate, observe)
-            # complete the step as the loop would have: first same as last
-            y[:] = y_new
-            K[0] = K[s]
-            th[0] = th[6]
+            k = complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal)
             code = 0
             continue
         if code != 0:

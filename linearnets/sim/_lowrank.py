@@ -451,11 +451,8 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
                                     _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, wd,
                                     stiff, Sxx, Syx, eta_l, problem.white, ints, bufs)
         if code == _explicit.PENDING:
-            k = _explicit.observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new,
-                                       interpolate, observe)
-            y[:] = y_new  # complete the step as the loop would have
-            kern.fsal(s, C, ints, bufs)
-            th[0] = th[6]
+            k = _explicit.complete_pending(k, t_eval, th, y, y_new, interpolate, observe,
+                                           lambda: kern.fsal(s, C, ints, bufs))
             code = 0
             continue
         if code != 0:

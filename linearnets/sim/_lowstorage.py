@@ -106,6 +106,11 @@ class Slots:
         """``G_i`` of slot k, a view (C x N_{i-1})."""
         return self.g[k, self.goff[i]:self.goff[i + 1]].reshape(self.C, int(self.cols[i]))
 
+    def fsal(self):
+        """Slot 10 (``f(y_new)``) becomes slot 0 of the next step."""
+        self.at[0] = self.at[10]
+        self.g[0] = self.g[10]
+
     def stage(self, q, k, problem):
         """Store in slot k the factors of ``f(q)`` (``_rhs.chains``)."""
         At, G = _rhs.chains(q, problem)
@@ -320,10 +325,6 @@ def ssp_solve(problem, y0, t_eval, options, observe, tab=SSPRK104):
         last["ref"] = ref
         return rho
 
-    def accepted():
-        st.at[0] = st.at[10]
-        st.g[0] = st.g[10]
-
     out = np.empty(n)
 
     def interpolate(theta, y, y_new, h):
@@ -335,7 +336,7 @@ def ssp_solve(problem, y0, t_eval, options, observe, tab=SSPRK104):
         if early is not None:
             return early
         last["ref"] = stiffness_sums(st, 0, 0, problem)[1]
-        return _explicit.adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options,
+        return _explicit.adaptive_run(trial, st.fsal, y, h, nfev, t_eval, tab, options,
                                       observe, stiffness, interpolate)
 
 
@@ -390,12 +391,8 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
                                 BLOCK_ENTRIES, Sxx, Syx,
                                 eta_l, *lay, WT, SW, tbuf)
         if code == _explicit.PENDING:
-            k = _explicit.observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new,
-                                       interpolate, observe)
-            y[:] = y_new  # complete the step as the loop would have
-            st.at[0] = st.at[10]
-            st.g[0] = st.g[10]
-            th[0] = th[6]
+            k = _explicit.complete_pending(k, t_eval, th, y, y_new, interpolate, observe,
+                                           st.fsal)
             code = 0
             continue
         if code != 0:

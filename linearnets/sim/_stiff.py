@@ -48,8 +48,8 @@ import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
 from ._explicit import (MIN_STEP_ULPS, NO_PREVIOUS_STEP, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                        accept_step, observe_step, select_initial_step, stability_cap,
-                        step_after_reject, stiffness_estimate)
+                        accept_step, interpolates, observe_step, select_initial_step,
+                        stability_cap, step_after_reject, stiffness_estimate)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
@@ -505,7 +505,7 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
     n_stiff = n_nonstiff = 0
     rejected = False
     # dense output (_explicit.adaptive_run): only the last output time ends a step
-    dense = options.dense and tab.dense_P is not None
+    dense = interpolates(options, tab)
     while k < T:
         if stats.nsteps + stats.nrej >= options.max_steps:
             status = FlowStatus.MAX_STEPS
