@@ -5,8 +5,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
-from linearnets.data import teacher_task
+from linearnets import backend as _backend
+from linearnets.data import scalar_teacher, teacher_task
 from linearnets.sim import _rhs, _stiff
+from linearnets.sim._lowrank import worth_factoring
+from linearnets.sim._solvers import SolverOptions, get_solver
 from linearnets.sim._tableaux import DOP853
 from linearnets.sim.flow import gradient_flow
 from linearnets.sim.network import init_network
@@ -250,3 +253,127 @@ def test_cupy_module_path_with_numpy_standin():
         assert all(type(g) is np.ndarray for g in got)
         # the explicit pairs: same algorithm as _explicit, same steps up to rounding
         np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-10, atol=1e-13)
+
+
+# --- "auto" on the numba backend: compiled DOP853 phases, numpy ROS34PW2 phases --------------------
+numba_only = pytest.mark.skipif(not _backend.numba_available(), reason="numba not installed")
+
+
+#: The loss is formed from terms of the size of the initial loss: it is known to a few
+#: rounding units of that, and below that a converged run's loss is rounding noise.
+_LOSS_ROUNDING = 8 * np.finfo(np.float64).eps
+
+
+def _stiff_at(message):
+    return float(message.split("stiff from t=")[1].split(":")[0])
+
+
+@numba_only
+def test_compiled_stiffness_test_counts_like_erk_run():
+    """At a converged state every step after the first few is capped: the compiled loop's
+    test stops after exactly as many steps as the xp stepper's, for either threshold."""
+    ws, X, Y, prob = _problem((3, 4, 2), 0.3, [2.0, 1.0], seed=5)
+    done = gradient_flow(ws, X, Y, [0.0, 60.0], rtol=1e-10, atol=1e-13, backend="numpy")
+    y = _rhs.pack(done.weights)
+    lam_max = np.abs(np.linalg.eigvalsh(_jacobian(y, prob))).max()
+    t_eval = np.array([0.0, 200 * DOP853.stability_boundary / lam_max])
+    solver = get_solver("DOP853", "numba")
+    steps = {}
+    for n in (_stiff.STIFF_STEPS, _stiff.SWITCH_BACKOFF * _stiff.STIFF_STEPS):
+        opts = SolverOptions(rtol=1e-6, atol=1e-9, max_steps=10_000, first_step=0.1 / lam_max,
+                             stiff_steps=n)
+        raw = solver(prob, y, t_eval, opts, lambda k, v: None)
+        assert raw.status.success and raw.stiff and raw.n_done == 1
+        assert raw.t_last < t_eval[-1] and raw.h_next > 0
+        stats = _stiff._Stats()
+        out = _stiff.erk_run(_stiff.Flow(prob), y, 0.0, 0.1 / lam_max, t_eval, 1, DOP853, opts,
+                             lambda k, v: None, stats, detect_stiffness=True, stiff_steps=n)
+        assert out[-1]
+        assert raw.nsteps == stats.nsteps
+        steps[n] = raw.nsteps
+    first, later = steps.values()
+    assert later - first == (_stiff.SWITCH_BACKOFF - 1) * _stiff.STIFF_STEPS
+    # without the test the same run goes to the end
+    raw = solver(prob, y, t_eval, SolverOptions(rtol=1e-6, atol=1e-9, first_step=0.1 / lam_max),
+                 lambda k, v: None)
+    assert raw.status.success and not raw.stiff and raw.n_done == 2
+
+
+@numba_only
+@pytest.mark.parametrize("case", ["generic", "factored"])
+def test_auto_numba_follows_numpy_auto(case):
+    """Both backends switch where the converged mode caps the step (up to the rounding of
+    the test's comparisons) and agree to their tolerance."""
+    if case == "generic":  # a strong mode converged long before a weak one escapes
+        ws, X, Y, prob = _problem((3, 4, 2), 0.05, [3.0, 0.02], seed=2)
+        t_eval = np.array([0.0, 5.0, 50.0, 200.0, 400.0])
+    else:  # wide enough that DOP853 keeps its stages factored (_lowrank_kernels)
+        ws, X, Y, prob = _problem((40, 64, 64, 3), 0.1, [1.0, 0.75, 0.5], seed=1, whiten=False,
+                                  P=300)
+        t_eval = np.array([0.0, 10.0, 100.0, 1e3, 1e4])
+    assert worth_factoring(prob, DOP853.n_stages) == (case == "factored")
+    rtol = 1e-7
+    kw = dict(rtol=rtol, atol=rtol * 1e-3, method="auto")
+    a = gradient_flow(ws, X, Y, t_eval, backend="numpy", **kw)
+    b = gradient_flow(ws, X, Y, t_eval, backend="numba", **kw)
+    assert a.success and b.success
+    assert "switched" in a.message and "switched" in b.message
+    assert abs(_stiff_at(a.message) - _stiff_at(b.message)) <= 0.05 * _stiff_at(a.message)
+    assert abs(b.nfev - a.nfev) <= 0.2 * a.nfev
+    # each is within a few tolerances per decade of the exact flow (test_against_radau)
+    scale = np.abs(a.end_to_end).max()
+    assert np.abs(a.end_to_end - b.end_to_end).max() <= 60 * rtol * scale
+    assert np.all(np.diff(b.loss) <= _LOSS_ROUNDING * b.loss[0])
+
+
+@numba_only
+def test_auto_numba_without_stiffness_is_compiled_dop853():
+    """Until the test fires "auto" is the compiled DOP853 run itself, bit for bit."""
+    ws, X, Y, prob = _problem((3, 4, 2), 0.3, [1.0, 0.6], seed=2)
+    kw = dict(rtol=1e-8, atol=1e-11, backend="numba")
+    t_eval = np.linspace(0.0, 12.0, 7)
+    auto = gradient_flow(ws, X, Y, t_eval, method="auto", **kw)
+    dop = gradient_flow(ws, X, Y, t_eval, method="DOP853", **kw)
+    assert auto.success and "switched" not in auto.message
+    assert (auto.nfev, auto.nsteps, auto.nrejected) == (dop.nfev, dop.nsteps, dop.nrejected)
+    np.testing.assert_array_equal(auto.end_to_end, dop.end_to_end)
+
+
+@numba_only
+def test_auto_numba_far_past_convergence():
+    """Outputs over 10 decades, most after convergence: the compiled DOP853 phase hands
+    over once and the Rosenbrock phase's long steps make the horizon nearly free (DOP853
+    alone needs about 4 evaluations per unit time there: 404,582 to t = 1e5)."""
+    X, y, _ = scalar_teacher(50, 5, 1.0, seed=0)
+    ws = init_network((5, 8, 1), 1e-3, seed=0)
+    kw = dict(rtol=1e-6, atol=1e-10, backend="numba", method="auto")
+    runs = {T: gradient_flow(ws, X, y, np.r_[0.0, np.logspace(-3, np.log10(T), 60)], **kw)
+            for T in (1e3, 1e7)}
+    for tr in runs.values():
+        assert tr.success and "switched" in tr.message
+        # non-increasing up to the rounding of the loss itself, a difference of O(loss0) terms
+        assert np.all(np.isfinite(tr.loss))
+        assert np.all(np.diff(tr.loss) <= _LOSS_ROUNDING * tr.loss[0])
+        # converged to the tolerance: each of the n weights within ~atol of a minimum
+        n = sum(w.size for w in ws)
+        assert tr.loss[-1] <= 10 * n * kw["atol"] ** 2
+    assert runs[1e7].nfev <= runs[1e3].nfev + 500
+
+
+@numba_only
+def test_auto_numba_budget_spans_phases():
+    """``max_steps`` counts the steps of every phase; a run that exhausts it says so with
+    the whole budget and keeps the outputs it reached, as the full run has them."""
+    ws, X, Y, prob = _problem((3, 4, 2), 0.05, [3.0, 0.02], seed=2)
+    t_eval = np.linspace(0.0, 400.0, 41)
+    kw = dict(rtol=1e-6, atol=1e-9, backend="numba", method="auto")
+    full = gradient_flow(ws, X, Y, t_eval, **kw)
+    assert full.success and "switched" in full.message
+    budget = full.nsteps + full.nrejected - 3
+    cut = gradient_flow(ws, X, Y, t_eval, max_steps=budget, **kw)
+    assert not cut.success and cut.status.name == "MAX_STEPS"
+    assert f"({budget} attempted steps)" in cut.message
+    assert cut.nsteps + cut.nrejected == budget
+    reached = np.isfinite(cut.loss)
+    assert 1 < reached.sum() < t_eval.size and np.all(reached[:reached.sum()])
+    np.testing.assert_array_equal(cut.end_to_end[reached], full.end_to_end[reached])

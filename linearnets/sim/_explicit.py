@@ -72,7 +72,8 @@ __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP
            "select_initial_step",
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
            "compiled_result", "compiled_start", "chain_layout", "PENDING", "observe_step",
-           "interpolates", "dense_target", "complete_pending"]
+           "interpolates", "dense_target", "complete_pending", "STIFF", "NONSTIFF_RESET",
+           "stiff_fired"]
 
 #: Safety factor on the optimal step-size change.
 SAFETY = 0.9
@@ -107,6 +108,9 @@ STIFFNESS_MIN_REL = 1e-6
 #: is at rounding level -- a residual a bottleneck cannot fit -- a stage derivative
 #: differing in its last bits over a difference of 1e-19 capped the step at 1/600.)
 STIFFNESS_STATE_ULPS = 1.0
+#: Non-stiff steps that reset the count of the stiffness test (Hairer's ``nonsti``;
+#: ``SolverOptions.stiff_steps``, ``_stiff.erk_run``).
+NONSTIFF_RESET = 6
 _EPS = float(np.finfo(np.float64).eps)
 
 
@@ -329,6 +333,9 @@ def _failure_message(status, t, h, max_steps, nonfinite=False, rho=0.0, boundary
 #: time in dense mode: its stages are kept for the caller to interpolate, and the caller
 #: then completes the step (:func:`observe_step`).
 PENDING = 1
+#: Return code of the compiled loops whose stiffness test fired
+#: (``SolverOptions.stiff_steps``, ``_kernels.count_stiff``).
+STIFF = 2
 
 
 def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe):
@@ -585,13 +592,15 @@ def numba_rhs_args(problem):
             np.empty((D, C)), np.empty((D, C)), np.empty(2 * C * max(max(sh) for sh in shapes)))
 
 
-def stiffness_args(tab):
+def stiffness_args(tab, stiff_steps=0):
     """``(wd, stiff)`` for the compiled loops: the tableau's stiffness weights and
     ``[boundary, STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|,
-    STIFFNESS_STATE_ULPS eps]``."""
+    STIFFNESS_STATE_ULPS eps, NONSTIFF_RESET, stiff_steps]`` (``stiff_steps`` 0: no
+    stiffness test, ``SolverOptions.stiff_steps``)."""
     wd = np.ascontiguousarray(tab.stiffness_weights, dtype=np.float64)
     stiff = np.array([tab.stability_boundary, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                      STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS])
+                      STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS,
+                      NONSTIFF_RESET, stiff_steps], dtype=np.float64)
     return wd, stiff
 
 
@@ -600,8 +609,9 @@ def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
     own storage, the initial-step selection uses ``_kernels.rhs_flat(..., *rhs_args)``.
 
     Returns ``(early, th, stats)``: the loop's state ``th = [t, h, rho, h_prev,
-    err_prev, h_step, t_new]`` (the last two: the step a :data:`PENDING` return holds)
-    and counters ``stats = [nfev, accepted, rejected, nonfinite]``, unless the run ends
+    err_prev, h_step, t_new, n_stiff, n_nonstiff]`` (``h_step, t_new``: the step a
+    :data:`PENDING` return holds; the last two: the counts of the stiffness test) and
+    counters ``stats = [nfev, accepted, rejected, nonfinite]``, unless the run ends
     here (``early``, as in :func:`_start`).
     """
     from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
@@ -612,7 +622,7 @@ def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
 
     with np.errstate(all="ignore"):
         early, h, nfev = _start(first, dense_rhs, y, t_eval, tab, options, observe)
-    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0, 0.0, 0.0])
+    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     stats = np.array([nfev, 0, 0, 0], dtype=np.int64)
     return early, th, stats
 
@@ -640,7 +650,7 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
     y_new = np.empty(n)
     out = np.empty(n)
-    wd, stiff = stiffness_args(tab)
+    wd, stiff = stiffness_args(tab, options.stiff_steps)
 
     def interpolate(theta):
         kern.stage_state(y, K, tab.dense_weights(theta), th[5], out)
@@ -665,19 +675,32 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
             break
         observe(k, y)
         k += 1
+        if stiff_fired(options, th):
+            code = STIFF
+            break
     return compiled_result(code, k, y, th, stats, options, tab.stability_boundary)
+
+
+def stiff_fired(options, th):
+    """Whether the stiffness test of a compiled loop (``th[7]``, ``_kernels.count_stiff``)
+    has reached ``options.stiff_steps`` (a loop returning 0 on an output time leaves the
+    count for its caller to read)."""
+    return options.stiff_steps > 0 and th[7] >= options.stiff_steps
 
 
 def compiled_result(code, k, y, th, stats, options, boundary=0.0):
     """The RawResult of a compiled loop from its return code, ``th = [t, h, rho, ...]`` and
     ``stats = [nfev, accepted, rejected, nonfinite]``; ``k`` output times reached,
-    ``boundary`` the tableau's stability boundary (for the message)."""
-    status = _STATUS_BY_CODE[code]
+    ``boundary`` the tableau's stability boundary (for the message).  :data:`STIFF`
+    gives a successful result with ``stiff=True`` and the proposed step ``th[1]``."""
+    stiff = code == STIFF
+    status = FlowStatus.SUCCESS if stiff else _STATUS_BY_CODE[code]
     t, h = float(th[0]), float(th[1])
     msg = (status.message if status.success
            else _failure_message(status, t, h, options.max_steps, bool(stats[3]), float(th[2]),
                                  boundary))
-    return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg)
+    return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg,
+                     stiff=stiff, h_next=h)
 
 
 _STATUS_BY_CODE = {st.code: st for st in FlowStatus}

@@ -20,7 +20,8 @@ from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 __all__ = ["times_transpose", "chains", "rhs_flat", "error_norm", "step_after_accept",
            "predictive_step", "accept_step", "sumsq", "stiffness_estimate", "stability_cap",
            "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL", "step_guard", "trial_step",
-           "judge_step", "erk_advance", "stage_state", "hold_step", "exchange", "PENDING"]
+           "judge_step", "erk_advance", "stage_state", "hold_step", "exchange", "PENDING",
+           "STIFF", "count_stiff"]
 
 
 @njit(cache=True)
@@ -183,6 +184,24 @@ def stability_cap(h_next, rho, stiff):
 
 
 @njit(cache=True)
+def count_stiff(h_capped, h_free, th, stiff):
+    """The stiffness test of ``_stiff.erk_run`` after an accepted step: ``th[7]`` counts
+    the steps in a row that the cap shortened (``h_capped < h_free``), ``th[8]`` the
+    uncapped ones since; ``stiff[6]`` (NONSTIFF_RESET) uncapped steps reset the count.
+    True once it reaches ``stiff[7]`` (the test is off where that is 0)."""
+    if stiff[7] <= 0.0:
+        return False
+    if h_capped < h_free:
+        th[8] = 0.0
+        th[7] += 1.0
+    else:
+        th[8] += 1.0
+        if th[8] == stiff[6]:
+            th[7] = 0.0
+    return th[7] >= stiff[7]
+
+
+@njit(cache=True)
 def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
     """The next step after the stability cap: updates the remembered estimate ``th[2]``
     from the accepted step's sums (``_explicit.adaptive_run``; ``yy = |y_new|^2``) and
@@ -198,6 +217,9 @@ ACCEPTED, REJECTED, NONFINITE_TRIAL = 0, 1, 2
 
 #: Return code of a loop holding an accepted step across an output time (``_explicit.PENDING``).
 PENDING = 1
+#: Return code of a loop whose stiffness test fired (:func:`count_stiff`) after an
+#: accepted step that did not end on ``t_target``: ``y``, ``K[0]`` and ``th`` hold its end.
+STIFF = 2
 
 
 @njit(cache=True)
@@ -284,9 +306,10 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
 
     ``K`` (at least s+1 rows, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
-    ``th = [t, h, rho, h_prev, err_prev, h_step, t_new]`` (time, proposed step,
-    remembered stiffness estimate, the last accepted unclipped step and its floored
-    error, see :func:`accept_step`; the pending step) and
+    ``th = [t, h, rho, h_prev, err_prev, h_step, t_new, n_stiff, n_nonstiff]`` (time,
+    proposed step, remembered stiffness estimate, the last accepted unclipped step and
+    its floored error, see :func:`accept_step`; the pending step; the counts of the
+    stiffness test, see :func:`count_stiff`) and
     ``stats = [nfev, accepted, rejected, nonfinite]`` are updated in place
     (``nonfinite`` = 1 when an underflow followed non-finite trial steps); ``wd``
     are the tableau's stiffness weights and ``stiff`` the stability-cap constants
@@ -295,7 +318,9 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
     hold the last accepted state.  An accepted step that ends at or after ``t_out``
     (dense output; infinite otherwise) returns :data:`PENDING` before its bookkeeping:
     ``y`` and ``K`` are still the step's, ``y_new`` its end state at
-    ``th[6] = t_new``, ``th[5]`` its length; the caller completes it.
+    ``th[6] = t_new``, ``th[5]`` its length; the caller completes it.  With the
+    stiffness test on (``stiff[7] > 0``) a step after which it fires returns
+    :data:`STIFF` unless it ended on ``t_target`` (then 0: the caller reads ``th[7]``).
     """
     s = b.shape[0]
     n = y.shape[0]
@@ -360,7 +385,9 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
                 if wd[j] != 0.0:
                     acc += wd[j] * K[j, m]
             dd += acc * acc
+        h_free = h
         h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
+        stiff_now = count_stiff(h, h_free, th, stiff)
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:
             return hold_step(th, t, h, h_try, t_new, y, y_new, False)
@@ -372,3 +399,7 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
             th[1] = h
             return 0
         t = t + h_try
+        if stiff_now:
+            th[0] = t
+            th[1] = h
+            return STIFF

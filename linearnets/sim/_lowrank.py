@@ -432,7 +432,7 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
         return early
     use_e3 = tab.e3 is not None
     e3 = third_order_rest(tab) if use_e3 else np.zeros_like(tab.e)
-    wd, stiff = _explicit.stiffness_args(tab)
+    wd, stiff = _explicit.stiffness_args(tab, options.stiff_steps)
     y_new, wtmp, out = np.empty(n), np.empty(s + 1), np.empty(n)
 
     def interpolate(theta):
@@ -459,6 +459,9 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
             break
         observe(k, y)
         k += 1
+        if _explicit.stiff_fired(options, th):
+            code = _explicit.STIFF
+            break
     return _explicit.compiled_result(code, k, y, th, stats, options, tab.stability_boundary)
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, error_norm, hold_step,
-                       judge_step, step_guard, sumsq, times_transpose, trial_step)
+from ._kernels import (ACCEPTED, NONFINITE_TRIAL, STIFF, capped_step, count_stiff, error_norm,
+                       hold_step, judge_step, step_guard, sumsq, times_transpose, trial_step)
 
 __all__ = ["stage", "combination", "step_end", "stiffness_sums", "fsal", "lowrank_advance"]
 
@@ -467,11 +467,12 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, t_out, st
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target``; slot 0 holds ``f(y)``.
 
     The loop of ``_kernels.erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
-    ``th = [t, h, rho, h_prev, err_prev, h_step, t_new]`` and ``stats = [nfev, accepted,
-    rejected, nonfinite]`` updated in place; returns 0 on success, -1 step-size underflow,
-    -3 step budget exhausted, or ``PENDING`` after an accepted step reaching ``t_out``
-    (as ``erk_advance``: ``y`` and the slots are still the step's, ``y_new`` its end
-    state; the caller completes it with ``y[:] = y_new`` and :func:`fsal`).
+    ``th`` (as there) and ``stats = [nfev, accepted, rejected, nonfinite]`` updated in
+    place; returns 0 on success, -1 step-size underflow, -3 step budget exhausted,
+    ``PENDING`` after an accepted step reaching ``t_out`` (as ``erk_advance``: ``y`` and
+    the slots are still the step's, ``y_new`` its end state; the caller completes it
+    with ``y[:] = y_new`` and :func:`fsal`), or ``STIFF`` as ``erk_advance`` (slot 0
+    then holds ``f(y)``).
     """
     s = b.shape[0]
     n = y.shape[0]
@@ -516,7 +517,9 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, t_out, st
             rejected = True
         stats[1] += 1
         num, dd, ref = stiffness_sums(s, wd, C, ints, bufs)
+        h_free = h
         h = capped_step(h, h_try, num, dd, ref, sumsq(nxt), th, stiff)
+        stiff_now = count_stiff(h, h_free, th, stiff)
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:
             return hold_step(th, t, h, h_try, t_new, y, y_new, not in_y)
@@ -529,6 +532,11 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, t_out, st
             _settle(y, cur, in_y)
             return 0
         t = t + h_try
+        if stiff_now:
+            th[0] = t
+            th[1] = h
+            _settle(y, cur, in_y)
+            return STIFF
 
 
 @njit(cache=True)

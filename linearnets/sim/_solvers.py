@@ -81,6 +81,10 @@ class SolverOptions:
         Step past the output times and evaluate them with the method's continuous
         extension (``Tableau.dense_P``); only the last output time ends a step.
         Methods without one step onto every output time regardless.
+    stiff_steps : int
+        0 (default): no stiffness test.  k > 0: an explicit solver that has the test
+        (DOP853 on the numba backend, for ``"auto"``) stops once the stability cap has
+        shortened k accepted steps in a row, and returns with ``RawResult.stiff``.
     """
 
     rtol: float = 1e-8
@@ -88,6 +92,7 @@ class SolverOptions:
     max_steps: int = 1_000_000
     first_step: Optional[float] = None
     dense: bool = False
+    stiff_steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,11 @@ class RawResult:
     status : FlowStatus
     message : str
         Human-readable, with the time where the run stopped on failure.
+    stiff : bool
+        The run stopped early (status SUCCESS, ``n_done`` < T) because the stiffness
+        test of ``SolverOptions.stiff_steps`` fired at ``t_last``.
+    h_next : float
+        The step the solver would have tried next (0 where it does not say).
     """
 
     n_done: int
@@ -121,6 +131,8 @@ class RawResult:
     nrejected: int
     status: FlowStatus
     message: str
+    stiff: bool = False
+    h_next: float = 0.0
 
 
 Solver = Callable[..., RawResult]

@@ -38,23 +38,28 @@ What
   (DOP853 until the stiffness test fires, then ROS34PW2, and back to DOP853 when
   that is cheaper per unit time).  Each switch back multiplies the stiff steps
   in a row that the next switch needs by ``SWITCH_BACKOFF``.
+* ``"auto"`` on the numba backend (:func:`solve_auto_numba`): the same phases, the
+  DOP853 ones in the compiled loops of ``_explicit``/``_lowrank`` (whose stiffness
+  test, ``SolverOptions.stiff_steps``, counts as :func:`erk_run` does), the
+  ROS34PW2 ones here on numpy.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
-from ._explicit import (MIN_STEP_ULPS, NO_PREVIOUS_STEP, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                        accept_step, interpolates, observe_step, select_initial_step,
-                        stability_cap, step_after_reject, stiffness_estimate)
+from ._explicit import (MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET, STABILITY_SAFETY,
+                        STIFFNESS_MEMORY, accept_step, interpolates, observe_step,
+                        select_initial_step, solve_numba, stability_cap, step_after_reject,
+                        stiffness_estimate)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
 __all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF_STEPS",
-           "SWITCH_BACKOFF", "rosw_run", "erk_run", "solve", "cg_solve"]
+           "SWITCH_BACKOFF", "rosw_run", "erk_run", "solve", "cg_solve", "solve_auto_numba"]
 
 #: A Krylov solve stops when the residual, in the error norm of the step (units of
 #: ``atol + rtol |y|``), is below this: its effect on the step stays well under tol.
@@ -65,8 +70,6 @@ MAX_KRYLOV = 60
 ROSW_MAX_FACTOR = 5.0
 #: Accepted steps in a row whose step the stability cap shortened before switching.
 STIFF_STEPS = 15
-#: Non-stiff steps that reset the stiffness counter (Hairer's ``nonsti``).
-NONSTIFF_RESET = 6
 #: Each switch back to the explicit pair (the Rosenbrock method proved dearer)
 #: multiplies the stiff steps required before the next switch by this, so that a
 #: problem the explicit pair handles best wastes a geometrically shrinking share
@@ -640,6 +643,72 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
                      status, msg)
 
 
+def solve_auto_numba(problem, y0, t_eval, options, observe):
+    """``"auto"`` on the numba backend: the phases of :func:`solve` with ``method="auto"``,
+    the DOP853 phases in the compiled loops (``_explicit``/``_lowrank``, stiffness test
+    ``SolverOptions.stiff_steps``), the ROS34PW2 phases on the numpy :class:`Flow`.
+
+    Why mixed: an explicit phase takes many short steps, each worth compiling; a
+    Rosenbrock phase takes few long ones, whose cost is in the products of its Krylov
+    solves rather than in Python.  Each explicit phase starts afresh from the state the
+    Rosenbrock phase left (one evaluation of ``f``, as in :func:`solve`); its first
+    output is that state, not an output time, and is not observed.
+    """
+    explicit = solve_numba(DOP853)
+    flow = Flow(problem)
+    stats = _Stats()
+    T = t_eval.size
+    y, t, h, k = y0, float(t_eval[0]), options.first_step, 0
+    nfev = 0
+    backs = 0
+    status = FlowStatus.SUCCESS
+    msg = None
+    with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
+        while True:
+            # an explicit phase over the outputs k.. from (t, y); output 0 is the start
+            grid = t_eval if k == 0 else np.concatenate(([t], t_eval[k:]))
+            shift = 0 if k == 0 else k - 1
+            opts = replace(options, first_step=h,
+                           max_steps=options.max_steps - stats.nsteps - stats.nrej,
+                           stiff_steps=STIFF_STEPS * SWITCH_BACKOFF ** backs)
+
+            def obs(j, v, shift=shift, start=k):
+                if start == 0 or j > 0:
+                    observe(shift + j, v)
+
+            raw = explicit(problem, y, grid, opts, obs)
+            nfev += raw.nfev
+            stats.nsteps += raw.nsteps
+            stats.nrej += raw.nrejected
+            k, t, y, h = shift + raw.n_done, raw.t_last, raw.y_last, raw.h_next
+            status = raw.status
+            if not status.success:
+                # the phase's budget was what the run had left: report the run's
+                msg = (_failure(status, t, h, options.max_steps)
+                       if status is FlowStatus.MAX_STEPS else raw.message)
+                break
+            if not raw.stiff or k >= T:
+                break
+            if stats.stiff_at is None:
+                stats.stiff_at = t
+            stats.switches += 1
+            status, t, y, h, k, back = rosw_run(flow, np.array(y), t, h, t_eval, k, options,
+                                                observe, stats, switch_back=DOP853)
+            if not status.success:
+                msg = _failure(status, t, h, options.max_steps)
+                break
+            if not back or k >= T:
+                break
+            stats.switches += 1
+            backs += 1
+    msg = msg if msg is not None else status.message
+    if stats.stiff_at is not None:
+        msg += (f" (stiff from t={stats.stiff_at:.6g}: switched DOP853 -> ROS34PW2; "
+                f"{stats.switches} switch(es) in all)")
+    return RawResult(k, t, np.array(y), nfev + flow.nfev + 2 * flow.njev, stats.nsteps,
+                     stats.nrej, status, msg)
+
+
 def _numpy_solver(method):
     def solver(problem, y0, t_eval, options, observe):
         return solve(problem, y0, t_eval, options, observe, method=method, xp=np)
@@ -649,3 +718,4 @@ def _numpy_solver(method):
 
 register_solver("ROS34PW2", "numpy", _numpy_solver("ROS34PW2"))
 register_solver("auto", "numpy", _numpy_solver("auto"))
+register_solver("auto", "numba", solve_auto_numba)

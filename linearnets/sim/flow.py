@@ -214,7 +214,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         A registered method: ``"DOP853"`` (default), ``"RK45"``, ``"SSPRK104"``
         (ten stages, order 4, a real stability interval 2.5x longer per evaluation:
         for runs whose step is held back by converged modes), ``"ROS34PW2"``,
-        ``"auto"`` (numpy and cupy backends) ...
+        ``"auto"`` (DOP853 until converged modes hold its step at the stability
+        limit, then the L-stable ROS34PW2, and back where that is cheaper: for
+        ``t_eval`` running far past convergence; numpy, numba and cupy backends, on
+        numba with the DOP853 phases compiled and the ROS34PW2 phases in numpy) ...
     record : collection of str
         Any of ``"weights"``, ``"modes"``, ``"conservation"``, ``"ntk"``.
     probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
