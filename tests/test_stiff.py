@@ -189,8 +189,6 @@ def test_no_switch_when_not_stiff():
 def test_stiffness_test_fires_at_a_converged_state():
     """At an equilibrium the error is tiny, the explicit step grows until h*|lambda_max|
     reaches the stability boundary, and the cap on Hairer's estimate h*rho must bind."""
-    from linearnets.sim._solvers import SolverOptions
-
     ws, X, Y, prob = _problem((3, 4, 2), 0.3, [2.0, 1.0], seed=5)
     done = gradient_flow(ws, X, Y, [0.0, 60.0], rtol=1e-10, atol=1e-13, backend="numpy")
     y = _rhs.pack(done.weights)
@@ -209,8 +207,6 @@ def test_stiffness_test_fires_at_a_converged_state():
 def test_switch_backoff_delays_the_next_switch():
     """``stiff_steps`` capped steps in a row declare stiffness: asking for four times
     as many (the backoff after one switch back) stops correspondingly later."""
-    from linearnets.sim._solvers import SolverOptions
-
     ws, X, Y, prob = _problem((3, 4, 2), 0.3, [2.0, 1.0], seed=5)
     done = gradient_flow(ws, X, Y, [0.0, 60.0], rtol=1e-10, atol=1e-13, backend="numpy")
     y = _rhs.pack(done.weights)
@@ -236,7 +232,6 @@ def test_cupy_module_path_with_numpy_standin():
     import types
 
     from linearnets.sim import _cupy
-    from linearnets.sim._solvers import SolverOptions, get_solver
 
     shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("_")})
     shim.asnumpy = lambda a: np.array(a, dtype=np.float64, copy=True)
@@ -250,6 +245,7 @@ def test_cupy_module_path_with_numpy_standin():
                                                      lambda k, y: got.append(y.copy()))
         r2 = get_solver(method, "numpy")(prob, y0, t_eval, opts, lambda k, y: want.append(y.copy()))
         assert r1.status.success and r1.n_done == 3
+        assert r2.status.success and r2.n_done == 3
         assert all(type(g) is np.ndarray for g in got)
         # the explicit pairs: same algorithm as _explicit, same steps up to rounding
         np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-10, atol=1e-13)
