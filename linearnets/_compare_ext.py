@@ -117,7 +117,7 @@ def compare_unwhitened_phase1(sigmas=(0.02, 0.01, 0.005), D=4, N=6, P=300, s=1.0
     kernel must grow along ``Sigma beta``, not ``beta`` (the first overlap larger).
     """
     sigmas = _check_sigmas(sigmas)
-    s = float(check_positive(s, "s"))
+    s = float(check_positive(s, "s", ndim=0))
     rng = np.random.default_rng(seed + 13)
     scales = np.geomspace(2.0, 0.3, D) if scales is None else check_positive(scales, "scales")
     X = rng.standard_normal((P, D)) * scales
@@ -532,7 +532,7 @@ def compare_finite_sigma_ntk(sigmas=(0.05, 0.025, 0.0125), D=6, N=10, P=40, s=1.
     ``e_1 < e_0`` at every sigma.
     """
     sigmas = _check_sigmas(sigmas)
-    s = float(check_positive(s, "s"))
+    s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
     Xp = np.random.default_rng(seed + 29).standard_normal((n_probe, D))
     K0 = np.asarray(_ln.final_ntk(Xp, Xp, beta, s, 2))

@@ -43,22 +43,25 @@ def as_float_array(x, name, *, finite=True, ndim=None):
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if arr.ndim not in allowed:
+            if allowed == (0,):
+                raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
             raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dimension(s), "
                              f"got shape {arr.shape}")
     return arr
 
 
-def check_positive(x, name, *, finite=True):
-    """Cast to float64 and require every entry to be strictly positive."""
-    arr = as_float_array(x, name, finite=finite)
+def check_positive(x, name, *, finite=True, ndim=None):
+    """Cast to float64 and require every entry to be strictly positive (``ndim``: as in
+    :func:`as_float_array`, 0 for a scalar)."""
+    arr = as_float_array(x, name, finite=finite, ndim=ndim)
     if np.any(~(arr > 0)):
         raise ValueError(f"{name} must be > 0, got min {np.min(arr)!r}")
     return arr
 
 
-def check_nonnegative(x, name, *, finite=True):
-    """Cast to float64 and require every entry to be >= 0."""
-    arr = as_float_array(x, name, finite=finite)
+def check_nonnegative(x, name, *, finite=True, ndim=None):
+    """Cast to float64 and require every entry to be >= 0 (``ndim`` as in :func:`check_positive`)."""
+    arr = as_float_array(x, name, finite=finite, ndim=ndim)
     if np.any(~(arr >= 0)):
         raise ValueError(f"{name} must be >= 0, got min {np.min(arr)!r}")
     return arr

@@ -248,7 +248,7 @@ def compare_learning_curves(sigmas=(0.1, 0.03, 0.01, 0.003), D=20, N=20, P=40, s
     is the slope tolerance.
     """
     sigmas = _check_sigmas(sigmas)
-    s = float(check_positive(s, "s"))
+    s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
     ts, sims, ths, errs, tols, q0s = [], [], [], [], [], []
     for k, sig in enumerate(sigmas):
@@ -299,7 +299,7 @@ def compare_phase_one(D=25, N=10, P=50, s=1.0, sigma=0.01, eta=1.0, seed=0, back
     ln(s/q0) / 2``.
     The headline is the full path's error; both conditions must hold.
     """
-    s = float(check_positive(s, "s"))
+    s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
     w0 = _ln.init_network((D, N, 1), sigma, seed=seed + 1)
     q0, r0 = _two_layer_qr(w0, beta)
@@ -460,7 +460,7 @@ def compare_half_time_scaling(depths=(2, 3, 4, 5), sigmas=None, D=8, N=16, P=16,
     The headline row is the worst depth.
     """
     depths = [check_depth(L) for L in depths]
-    s = float(check_positive(s, "s"))
+    s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
     rows = []
     for L in depths:
@@ -619,7 +619,7 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     the error is then ``max(0, 1 - t_L/t_A)`` with tolerance 0.
     """
     L = check_depth(depth)
-    s = float(check_positive(s, "s"))
+    s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
     w0 = _ln.init_network((D,) + (N,) * (L - 1) + (1,), sigma, seed=seed + 1)
     if L == 2:

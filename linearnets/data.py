@@ -140,7 +140,7 @@ def scalar_teacher(P, D, s, seed=0, whiten=True):
     """
     P = _count(P, "P")
     D = _count(D, "D")
-    s = float(check_nonnegative(s, "s"))
+    s = float(check_nonnegative(s, "s", ndim=0))
     rng = np.random.default_rng(seed)
     X = _inputs(rng, P, D, whiten)
     beta = rng.standard_normal(D)
@@ -169,7 +169,7 @@ def partially_whitened(X, gamma):
     True
     """
     X = check_matrix(X, "X")
-    gamma = float(check_nonnegative(gamma, "gamma"))
+    gamma = float(check_nonnegative(gamma, "gamma", ndim=0))
     U, S, Vt = np.linalg.svd(X, full_matrices=False)
     # zero singular values stay zero (0**0 would turn them into 1)
     Sg = np.where(S > 0, S, 1.0) ** gamma * (S > 0)

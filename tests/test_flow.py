@@ -445,6 +445,11 @@ def test_bad_input():
         args.update(kw)
         with pytest.raises(ValueError):
             gradient_flow(**args)
+    # scalar settings given as arrays say so (not a TypeError from float())
+    for kw in (dict(eta=[1.0, 2.0]), dict(rtol=np.array([1e-6, 1e-6])), dict(atol=[1e-9]),
+               dict(first_step=np.ones(2))):
+        with pytest.raises(ValueError, match="must be a scalar"):
+            gradient_flow(ws, X, Y, t, **kw)
 
 
 def test_cupy_unavailable_is_clear():

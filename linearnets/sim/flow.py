@@ -274,14 +274,14 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     if Y.shape[1] != C:
         raise ValueError(f"Y has {Y.shape[1]} outputs but weights[-1] has C={C} rows")
     t_eval = _check_t_eval(t_eval)
-    eta = float(check_positive(eta, "eta"))
-    rtol = float(check_positive(rtol, "rtol"))
-    atol = float(check_positive(atol, "atol"))
+    eta = float(check_positive(eta, "eta", ndim=0))
+    rtol = float(check_positive(rtol, "rtol", ndim=0))
+    atol = float(check_positive(atol, "atol", ndim=0))
     if rtol < MIN_RTOL:
         raise ValueError(f"rtol must be >= {MIN_RTOL:.3g} (rounding limit), got {rtol!r}")
     max_steps = _check_max_steps(max_steps)
     if first_step is not None:
-        first_step = float(check_positive(first_step, "first_step"))
+        first_step = float(check_positive(first_step, "first_step", ndim=0))
     if not isinstance(dense, (bool, np.bool_)):
         raise ValueError(f"dense must be True or False, got {dense!r}")
     if dense and method not in DENSE_METHODS:

@@ -80,7 +80,7 @@ def init_network(layer_sizes, sigma, seed=0):
     [(5, 3), (1, 5)]
     """
     sizes = check_layer_sizes(layer_sizes)
-    sigma = float(check_positive(sigma, "sigma"))
+    sigma = float(check_positive(sigma, "sigma", ndim=0))
     rng = np.random.default_rng(seed)
     return [sigma / np.sqrt(n_in) * rng.standard_normal((n_out, n_in))
             for n_in, n_out in zip(sizes[:-1], sizes[1:])]
@@ -126,7 +126,7 @@ def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
     array([[0.006, 0.008]])
     """
     sizes = check_layer_sizes(layer_sizes)
-    sigma = float(check_positive(sigma, "sigma"))
+    sigma = float(check_positive(sigma, "sigma", ndim=0))
     rmax = min(sizes)
     for arr, nm in ((left, "left"), (right, "right")):
         if arr is not None and rank is None:

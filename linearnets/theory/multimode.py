@@ -133,7 +133,7 @@ def multimode_dynamics(t, Syx, c0, depth=2, eta=1.0):
     s, U, V = task_modes(Syx)
     c0 = _check_c0(c0, s.size)
     L = check_depth(depth)
-    eta = float(check_positive(eta, "eta"))
+    eta = float(check_positive(eta, "eta", ndim=0))
     c = mode_strength(t[..., None], s, c0, depth=L, eta=eta)
     loss = loss_curve(t, s, c0, depth=L, eta=eta)
     return MultimodeResult(t=t.copy(), s=s, U=U, V=V, c=np.array(c), loss=np.array(loss))
@@ -204,7 +204,7 @@ def mode_learning_times(s, c0, depth=2, eta=1.0, fraction=0.5):
         raise ValueError(f"s must be 1-D (one value per mode), got shape {s.shape}")
     c0 = _check_c0(c0, s.size)
     L = check_depth(depth)
-    eta = float(check_positive(eta, "eta"))
+    eta = float(check_positive(eta, "eta", ndim=0))
     fraction = float(as_float_array(fraction, "fraction", ndim=0))
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
@@ -390,7 +390,7 @@ def final_kernel_matrix_finite_sigma(W1, w2, beta, s):
         raise ValueError(f"beta must have shape ({D},), got {beta.shape}")
     if abs(np.linalg.norm(beta) - 1.0) > 1e-8:
         raise ValueError(f"beta must be a unit vector, got norm {np.linalg.norm(beta)!r}")
-    s = float(check_positive(s, "s"))
+    s = float(check_positive(s, "s", ndim=0))
     v = a0 + W0 @ beta
     nv = np.linalg.norm(v)
     if not nv > 0:

@@ -122,8 +122,8 @@ def unwhitened_system_matrix(Sigma, beta, s, eta=1.0):
     array([-8., -4.,  0.,  0.,  4.,  8.])
     """
     _, _, _, m1, b = _check_sigma_beta(Sigma, beta)
-    s = float(check_positive(s, "s"))
-    eta = float(check_positive(eta, "eta"))
+    s = float(check_positive(s, "s", ndim=0))
+    eta = float(check_positive(eta, "eta", ndim=0))
     A = np.zeros((6, 6))
     A[0, 2] = 2.0
     A[1, 0], A[1, 4] = m1, 1.0
@@ -250,8 +250,8 @@ def unwhitened_phase1(t, Sigma, beta, s, init_stats, eta=1.0):
     """
     t = _check_time(t)
     Sigma, beta, g, m1, b = _check_sigma_beta(Sigma, beta)
-    s = float(check_positive(s, "s"))
-    eta = float(check_positive(eta, "eta"))
+    s = float(check_positive(s, "s", ndim=0))
+    eta = float(check_positive(eta, "eta", ndim=0))
     x0 = as_float_array(init_stats, "init_stats", ndim=1)
     if x0.shape != (6,):
         raise ValueError(f"init_stats must have shape (6,), got {x0.shape}")
@@ -365,10 +365,10 @@ def unwhitened_init_stats_expected(width, sigma, Sigma, beta):
     array([0.01, 0.  , 0.  , 0.02, 0.04, 0.08])
     """
     Sigma, beta, _, m1, b = _check_sigma_beta(Sigma, beta)
-    N = float(check_positive(width, "width"))
+    N = float(check_positive(width, "width", ndim=0))
     if N != int(N):
         raise ValueError(f"width must be an integer >= 1, got {width!r}")
-    sigma = float(check_positive(sigma, "sigma"))
+    sigma = float(check_positive(sigma, "sigma", ndim=0))
     D = Sigma.shape[0]
     v = N * sigma ** 2 / D
     return np.array([sigma ** 2, 0.0, 0.0, v, v * m1, v * b])
@@ -403,8 +403,8 @@ def unwhitened_linear_weights(t, W1, w2, Sigma, beta, s, eta=1.0):
     t = _check_time(t)
     Sigma, beta, g, _, b = _check_sigma_beta(Sigma, beta)
     W0, a0 = _check_weights(W1, w2, Sigma.shape[0])
-    s = float(check_positive(s, "s"))
-    eta = float(check_positive(eta, "eta"))
+    s = float(check_positive(s, "s", ndim=0))
+    eta = float(check_positive(eta, "eta", ndim=0))
     sb = np.sqrt(b)
     theta = eta * s * sb * t
     if np.any(theta > MAX_LOG / 2):
