@@ -73,13 +73,15 @@ def main():
             base = None
             for method, backend in runs:
                 if method == "DOP853" and t_end > DOP853_MAX_T:
-                    print(f"  {t_end:7.0e} {method:7s} {backend:7s} {'(not run: grows ~ t_end)':>30s}")
+                    print(f"  {t_end:7.0e} {method:7s} {backend:7s} "
+                          f"{'(not run: grows ~ t_end)':>30s}")
                     continue
                 tr, dt = timed(ws, X, Y, t_eval, method, backend)
                 if method == "DOP853":
                     base = dt
                 ratio = f"{base / dt:8.1f}x" if base is not None else f"{'-':>9s}"
-                switch = tr.message.split("(stiff from ")[1].rstrip(")") if "stiff from" in tr.message else ""
+                switch = (tr.message.split("(stiff from ")[1].rstrip(")")
+                          if "stiff from" in tr.message else "")
                 ok = "" if tr.success else f"  FAILED: {tr.message}"
                 print(f"  {t_end:7.0e} {method:7s} {backend:7s} {tr.nfev:8d} {dt:9.4f} {ratio} "
                       f"{tr.loss[-1]:11.3e}  {switch}{ok}", flush=True)

@@ -60,7 +60,8 @@ def check_positive(x, name, *, finite=True, ndim=None):
 
 
 def check_nonnegative(x, name, *, finite=True, ndim=None):
-    """Cast to float64 and require every entry to be >= 0 (``ndim`` as in :func:`check_positive`)."""
+    """Cast to float64 and require every entry to be >= 0 (``ndim``: as in
+    :func:`check_positive`)."""
     arr = as_float_array(x, name, finite=finite, ndim=ndim)
     if np.any(~(arr >= 0)):
         raise ValueError(f"{name} must be >= 0, got min {np.min(arr)!r}")

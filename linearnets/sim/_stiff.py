@@ -650,9 +650,10 @@ def solve_auto_numba(problem, y0, t_eval, options, observe):
 
     Why mixed: an explicit phase takes many short steps, each worth compiling; a
     Rosenbrock phase takes few long ones, growing with ``t`` once the modes have
-    converged (``benchmarks/bench_horizon.py``).  Each explicit phase starts afresh from the state the
-    Rosenbrock phase left (one evaluation of ``f``, as in :func:`solve`); its first
-    output is that state, not an output time, and is not observed.
+    converged (``benchmarks/bench_horizon.py``).  Each explicit phase starts afresh
+    from the state the Rosenbrock phase left (one evaluation of ``f``, as in
+    :func:`solve`); its first output is that state, not an output time, and is not
+    observed.
     """
     explicit = solve_numba(DOP853)
     flow = Flow(problem)
