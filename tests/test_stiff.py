@@ -373,3 +373,32 @@ def test_auto_numba_budget_spans_phases():
     reached = np.isfinite(cut.loss)
     assert 1 < reached.sum() < t_eval.size and np.all(reached[:reached.sum()])
     np.testing.assert_array_equal(cut.end_to_end[reached], full.end_to_end[reached])
+
+
+@numba_only
+def test_auto_numba_switch_on_an_output_time(monkeypatch):
+    """On a grid fine enough that steps end on output times, the test fires after a step
+    that ended on one: the compiled loop returns there and the driver hands over after
+    observing it (``_explicit.stiff_fired``); the outputs still follow numpy's auto."""
+    from linearnets.sim import _explicit
+
+    fired = []
+    real = _explicit.stiff_fired
+
+    def spy(options, th):
+        hit = real(options, th)
+        fired.append(hit)
+        return hit
+
+    monkeypatch.setattr(_explicit, "stiff_fired", spy)
+    ws, X, Y, prob = _problem((3, 4, 2), 0.05, [3.0, 0.02], seed=2)
+    t_eval = np.linspace(0.0, 400.0, 401)
+    rtol = 1e-6
+    kw = dict(rtol=rtol, atol=rtol * 1e-3, method="auto")
+    a = gradient_flow(ws, X, Y, t_eval, backend="numpy", **kw)
+    b = gradient_flow(ws, X, Y, t_eval, backend="numba", **kw)
+    assert any(fired)
+    assert a.success and b.success and "switched" in b.message
+    assert _stiff_at(b.message) in t_eval
+    assert np.all(np.isfinite(b.end_to_end))
+    assert np.abs(a.end_to_end - b.end_to_end).max() <= 60 * rtol * np.abs(a.end_to_end).max()
