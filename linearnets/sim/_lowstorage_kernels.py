@@ -299,7 +299,8 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_s
     of ``f(y)`` on entry and exit.
 
     One attempted step is ``_lowstorage.ssp_trial`` and the step control is that of
-    ``_kernels.erk_advance``: ``th = [t, h, rho, h_prev, err_prev, h_step, t_new]``,
+    ``_kernels.erk_advance``: ``th = [t, h, rho, h_prev, err_prev, h_step, t_new, ...]``
+    (this loop has no stiffness test: it leaves the last two entries alone),
     ``ref0 = [|f(y)|^2]`` and ``stats = [nfev, accepted, rejected, nonfinite]`` are
     updated in place; returns 0 on success, -1 step-size underflow, -3 step budget
     exhausted, or ``PENDING`` after an accepted step reaching ``t_out`` (dense output):
