@@ -220,3 +220,27 @@ def test_exhausted_budget_on_capped_steps_points_to_auto(backend, method):
     auto = gradient_flow(ws, X, Y, [0.0, 1e5], rtol=1e-8, atol=1e-12, method="auto",
                          max_steps=3000)
     assert auto.success
+
+
+@pytest.mark.parametrize("method", ["DOP853", "SSPRK104"])
+def test_success_message_names_auto_when_the_cap_set_the_steps(method):
+    """A run far past convergence succeeds on steps held at the stability limit: its
+    message counts them (numpy and numba the same count, their steps being the same)
+    and names the method that is not held there; a run to convergence does not."""
+    from linearnets.sim.flow import CAPPED_HINT_STEPS
+
+    X, y, _ = scalar_teacher(50, 5, 1.0, seed=0)
+    ws = init_network((5, 8, 1), 1e-3, seed=0)
+    runs = {b: gradient_flow(ws, X, y, [0.0, 1e4], rtol=1e-6, atol=1e-10, backend=b,
+                             method=method) for b in ("numpy", "numba")}
+    counts = set()
+    for tr in runs.values():
+        assert tr.success and "method='auto'" in tr.message
+        held, of = (int(v) for v in tr.message.split("; ")[1].split(" steps")[0].split(" of "))
+        assert of == tr.nsteps and CAPPED_HINT_STEPS <= held <= of
+        counts.add((held, tr.nsteps))
+    assert len(counts) == 1
+    short = gradient_flow(ws, X, y, [0.0, 100.0], rtol=1e-6, atol=1e-10, method=method)
+    assert short.success and short.message == "reached the last t_eval"
+    auto = gradient_flow(ws, X, y, [0.0, 1e4], rtol=1e-6, atol=1e-10, method="auto")
+    assert auto.success and "held at the stability limit" not in auto.message

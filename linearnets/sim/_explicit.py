@@ -466,7 +466,7 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
     T = t_eval.size
     t = float(t_eval[0])
     exponent = -1.0 / (tab.error_order + 1)
-    nsteps = nrej = 0
+    nsteps = nrej = ncapped = 0
     k = 1
     status = FlowStatus.SUCCESS
     nonfinite = False
@@ -512,7 +512,9 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
         nsteps += 1
         if stiffness is not None:
             rho_mem = max(stiffness(h_try, y_new), STIFFNESS_MEMORY * rho_mem)
+            h_free = h
             h = stability_cap(h, rho_mem, tab.stability_boundary)
+            ncapped += h < h_free
         if dense:
             # the outputs inside the step, while y and the stages are still the step's
             t_new = t_target if clipped else t + h_try
@@ -533,7 +535,7 @@ def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, sti
     msg = (status.message if status.success
            else _failure_message(status, t, h, options.max_steps, nonfinite, rho_mem,
                                  tab.stability_boundary if stiffness is not None else 0.0))
-    return RawResult(k, t, y, nfev, nsteps, nrej, status, msg)
+    return RawResult(k, t, y, nfev, nsteps, nrej, status, msg, ncapped=ncapped)
 
 
 def erk_fixed(fun, y0, t_grid, tab):
@@ -611,7 +613,7 @@ def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
     Returns ``(early, th, stats)``: the loop's state ``th = [t, h, rho, h_prev,
     err_prev, h_step, t_new, n_stiff, n_nonstiff]`` (``h_step, t_new``: the step a
     :data:`PENDING` return holds; the last two: the counts of the stiffness test) and
-    counters ``stats = [nfev, accepted, rejected, nonfinite]``, unless the run ends
+    counters ``stats = [nfev, accepted, rejected, nonfinite, capped]``, unless the run ends
     here (``early``, as in :func:`_start`).
     """
     from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
@@ -623,7 +625,7 @@ def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
     with np.errstate(all="ignore"):
         early, h, nfev = _start(first, dense_rhs, y, t_eval, tab, options, observe)
     th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    stats = np.array([nfev, 0, 0, 0], dtype=np.int64)
+    stats = np.array([nfev, 0, 0, 0, 0], dtype=np.int64)
     return early, th, stats
 
 
@@ -690,7 +692,7 @@ def stiff_fired(options, th):
 
 def compiled_result(code, k, y, th, stats, options, boundary=0.0):
     """The RawResult of a compiled loop from its return code, ``th = [t, h, rho, ...]`` and
-    ``stats = [nfev, accepted, rejected, nonfinite]``; ``k`` output times reached,
+    ``stats = [nfev, accepted, rejected, nonfinite, capped]``; ``k`` output times reached,
     ``boundary`` the tableau's stability boundary (for the message).  :data:`STIFF`
     gives a successful result with ``stiff=True`` and the proposed step ``th[1]``."""
     stiff = code == STIFF
@@ -700,7 +702,7 @@ def compiled_result(code, k, y, th, stats, options, boundary=0.0):
            else _failure_message(status, t, h, options.max_steps, bool(stats[3]), float(th[2]),
                                  boundary))
     return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg,
-                     stiff=stiff, h_next=h)
+                     stiff=stiff, h_next=h, ncapped=int(stats[4]))
 
 
 _STATUS_BY_CODE = {st.code: st for st in FlowStatus}

@@ -184,11 +184,14 @@ def stability_cap(h_next, rho, stiff):
 
 
 @njit(cache=True)
-def count_stiff(h_capped, h_free, th, stiff):
-    """The stiffness test of ``_stiff.erk_run`` after an accepted step: ``th[7]`` counts
-    the steps in a row that the cap shortened (``h_capped < h_free``), ``th[8]`` the
-    uncapped ones since; ``stiff[6]`` (NONSTIFF_RESET) uncapped steps reset the count.
-    True once it reaches ``stiff[7]`` (the test is off where that is 0)."""
+def count_stiff(h_capped, h_free, th, stiff, stats):
+    """After an accepted step: ``stats[4]`` counts the steps the stability cap shortened
+    (``h_capped < h_free``); the stiffness test of ``_stiff.erk_run``: ``th[7]`` counts
+    such steps in a row, ``th[8]`` the uncapped ones since; ``stiff[6]``
+    (NONSTIFF_RESET) uncapped steps reset the count.  True once it reaches ``stiff[7]``
+    (the test is off where that is 0)."""
+    if h_capped < h_free:
+        stats[4] += 1
     if stiff[7] <= 0.0:
         return False
     if h_capped < h_free:
@@ -310,7 +313,7 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
     proposed step, remembered stiffness estimate, the last accepted unclipped step and
     its floored error, see :func:`accept_step`; the pending step; the counts of the
     stiffness test, see :func:`count_stiff`) and
-    ``stats = [nfev, accepted, rejected, nonfinite]`` are updated in place
+    ``stats = [nfev, accepted, rejected, nonfinite, capped]`` are updated in place
     (``nonfinite`` = 1 when an underflow followed non-finite trial steps); ``wd``
     are the tableau's stiffness weights and ``stiff`` the stability-cap constants
     (see :func:`stability_cap`).  Returns 0 on success, -1 step-size underflow,
@@ -387,7 +390,7 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
             dd += acc * acc
         h_free = h
         h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
-        stiff_now = count_stiff(h, h_free, th, stiff)
+        stiff_now = count_stiff(h, h_free, th, stiff, stats)
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:
             return hold_step(th, t, h, h_try, t_new, y, y_new, False)

@@ -467,7 +467,7 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, t_out, st
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target``; slot 0 holds ``f(y)``.
 
     The loop of ``_kernels.erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
-    ``th`` (as there) and ``stats = [nfev, accepted, rejected, nonfinite]`` updated in
+    ``th`` and ``stats`` (as there) updated in
     place; returns 0 on success, -1 step-size underflow, -3 step budget exhausted,
     ``PENDING`` after an accepted step reaching ``t_out`` (as ``erk_advance``: ``y`` and
     the slots are still the step's, ``y_new`` its end state; the caller completes it
@@ -519,7 +519,7 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, t_out, st
         num, dd, ref = stiffness_sums(s, wd, C, ints, bufs)
         h_free = h
         h = capped_step(h, h_try, num, dd, ref, sumsq(nxt), th, stiff)
-        stiff_now = count_stiff(h, h_free, th, stiff)
+        stiff_now = count_stiff(h, h_free, th, stiff, stats)
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:
             return hold_step(th, t, h, h_try, t_new, y, y_new, not in_y)

@@ -301,7 +301,7 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_s
     One attempted step is ``_lowstorage.ssp_trial`` and the step control is that of
     ``_kernels.erk_advance``: ``th = [t, h, rho, h_prev, err_prev, h_step, t_new, ...]``
     (this loop has no stiffness test: it leaves the last two entries alone),
-    ``ref0 = [|f(y)|^2]`` and ``stats = [nfev, accepted, rejected, nonfinite]`` are
+    ``ref0 = [|f(y)|^2]`` and ``stats = [nfev, accepted, rejected, nonfinite, capped]`` are
     updated in place; returns 0 on success, -1 step-size underflow, -3 step budget
     exhausted, or ``PENDING`` after an accepted step reaching ``t_out`` (dense output):
     ``y`` and ``y_new`` then hold the step's ends, slots 0 and 10 their derivatives, and
@@ -365,7 +365,10 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_s
         stats[1] += 1
         num, ref_new = stiffness_sums(at, g, 10, 9, eta_l, rows, cols, aoff, goff, pbuf,
                                       block_entries, gram, min_rel)
+        h_free = h
         h = capped_step(h, h_try, num, dd / (h_try * h_try), ref0[0], sumsq(nxt), th, stiff)
+        if h < h_free:
+            stats[4] += 1
         ref0[0] = ref_new
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:

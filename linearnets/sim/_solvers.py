@@ -121,6 +121,9 @@ class RawResult:
         test of ``SolverOptions.stiff_steps`` fired at ``t_last``.
     h_next : float
         The step the solver would have tried next (0 where it does not say).
+    ncapped : int
+        Accepted steps after which an explicit method's stability cap shortened the
+        next step (converged modes, not accuracy, set it); 0 for other methods.
     """
 
     n_done: int
@@ -133,6 +136,7 @@ class RawResult:
     message: str
     stiff: bool = False
     h_next: float = 0.0
+    ncapped: int = 0
 
 
 Solver = Callable[..., RawResult]

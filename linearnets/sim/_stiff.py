@@ -242,10 +242,10 @@ ROS34PW2 = RosenbrockW(
 # shared helpers
 # --------------------------------------------------------------------------------------------
 class _Stats:
-    __slots__ = ("nsteps", "nrej", "ncg", "stiff_at", "rho", "switches")
+    __slots__ = ("nsteps", "nrej", "ncg", "stiff_at", "rho", "switches", "capped")
 
     def __init__(self):
-        self.nsteps = self.nrej = self.ncg = self.switches = 0
+        self.nsteps = self.nrej = self.ncg = self.switches = self.capped = 0
         self.stiff_at = None
         self.rho = 0.0
 
@@ -543,6 +543,7 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
                                  float(xp.vdot(y_new, y_new)))
         rho_mem = max(rho, STIFFNESS_MEMORY * rho_mem)
         h_capped = stability_cap(h_next, rho_mem, tab.stability_boundary)
+        stats.capped += h_capped < h_next
         # stiff: accuracy alone would have allowed a longer step than stability does
         stiff_now = detect_stiffness and h_capped < h_next
         h_next = h_capped
@@ -640,7 +641,7 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
                 f"{stats.switches} switch(es) in all)")
     # one Jacobian-vector product costs about two right-hand sides: report both in nfev
     return RawResult(k, t, to_host(y), flow.nfev + 2 * flow.njev, stats.nsteps, stats.nrej,
-                     status, msg)
+                     status, msg, ncapped=stats.capped)
 
 
 def solve_auto_numba(problem, y0, t_eval, options, observe):
@@ -681,6 +682,7 @@ def solve_auto_numba(problem, y0, t_eval, options, observe):
             nfev += raw.nfev
             stats.nsteps += raw.nsteps
             stats.nrej += raw.nrejected
+            stats.capped += raw.ncapped
             k, t, y, h = shift + raw.n_done, raw.t_last, raw.y_last, raw.h_next
             status = raw.status
             if not status.success:
@@ -707,7 +709,7 @@ def solve_auto_numba(problem, y0, t_eval, options, observe):
         msg += (f" (stiff from t={stats.stiff_at:.6g}: switched DOP853 -> ROS34PW2; "
                 f"{stats.switches} switch(es) in all)")
     return RawResult(k, t, np.array(y), nfev + flow.nfev + 2 * flow.njev, stats.nsteps,
-                     stats.nrej, status, msg)
+                     stats.nrej, status, msg, ncapped=stats.capped)
 
 
 def _numpy_solver(method):

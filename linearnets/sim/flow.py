@@ -44,6 +44,13 @@ DEFAULT_MAX_STEPS = 1_000_000
 #: Smallest accepted rtol: below it the error estimate is dominated by rounding.
 MIN_RTOL = 100 * np.finfo(np.float64).eps
 
+#: A successful explicit run whose stability cap shortened at least this many steps,
+#: and at least CAPPED_HINT_SHARE of them, says so in its message and names the method
+#: that is not held there.  (Below a thousand such steps the run costs little anyway:
+#: a switch to ROS34PW2 itself waits for 15 capped steps in a row.)
+CAPPED_HINT_STEPS = 1000
+CAPPED_HINT_SHARE = 0.5
+
 
 @dataclass(frozen=True, eq=False)
 class Trajectory:
@@ -248,7 +255,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     Trajectory
         ``success`` is False, with a message, if the step size underflowed, the
         state became non-finite or the step budget ran out; the outputs reached
-        until then are kept and later rows are NaN.
+        until then are kept and later rows are NaN.  The message of a successful
+        explicit run whose steps were mostly held at the stability limit of
+        converged modes (at least ``CAPPED_HINT_STEPS`` of them) says so and names
+        ``method="auto"``.
 
     Examples
     --------
@@ -359,10 +369,18 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         loss[:n] = _rhs.loss_from_end_to_end(e2e[:n], problem)
     final = tuple(np.array(w, copy=True) for w in _rhs.unpack(_backend.to_numpy(raw.y_last),
                                                               shapes))
+    message = raw.message
+    if (raw.status.success and method in TABLEAUX and raw.ncapped >= CAPPED_HINT_STEPS
+            and raw.ncapped >= CAPPED_HINT_SHARE * raw.nsteps):
+        # converged modes, not accuracy, set the steps: the failure message of an
+        # exhausted budget says the same (_explicit._failure_message)
+        message += (f"; {raw.ncapped} of {raw.nsteps} steps were held at the stability limit "
+                    f"of converged modes: method='auto' switches to the L-stable ROS34PW2 "
+                    f"there")
     return Trajectory(
         t=t_eval.copy(), loss=loss, end_to_end=e2e, weights=final, t_last=float(raw.t_last),
         nfev=int(raw.nfev), nsteps=int(raw.nsteps), nrejected=int(raw.nrejected),
-        success=raw.status.success, status=raw.status, message=raw.message,
+        success=raw.status.success, status=raw.status, message=message,
         method=method, backend=concrete, weights_t=weights_t, modes=modes, mode_s=s_modes,
         mode_u=U, mode_v=V, conservation=cons, ntk=ntk, ntk_norm=ntk_norm,
         ntk_alignment=ntk_align, dense=bool(dense))
