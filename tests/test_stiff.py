@@ -58,6 +58,32 @@ def test_jvp_matches_finite_differences(depth, width, C, whiten, seed):
     assert np.abs(jv - fd).max() <= 1e-7 * scale
 
 
+@pytest.mark.skipif(not _backend.numba_available(), reason="numba not installed")
+@settings(max_examples=25, deadline=None)
+@given(depth=st.integers(1, 4), width=st.integers(1, 6), C=st.integers(1, 3),
+       whiten=st.booleans(), seed=st.integers(0, 10**6))
+def test_compiled_flow_matches_flow(depth, width, C, whiten, seed):
+    """The compiled right-hand side and Jacobian-vector product of numba's "auto" agree
+    with the numpy Flow to rounding, and evaluating other states between the kept one
+    and its Jacobian-vector products does not disturb them."""
+    D = 4
+    sizes = (D,) + (width,) * (depth - 1) + (C,)
+    ws, X, Y, prob = _problem(sizes, 0.8, np.linspace(2.0, 1.0, C), seed, whiten, eta=0.7,
+                              lr_scale=np.linspace(1.5, 0.5, depth))
+    y = _rhs.pack(ws)
+    v = np.random.default_rng(seed).standard_normal(y.size)
+    ref, got = _stiff.Flow(prob), _stiff.CompiledFlow(prob)
+    f_ref = ref.rhs(y, np.empty_like(y), keep=True)
+    f_got = got.rhs(y, np.empty_like(y), keep=True)
+    got.rhs(y + v, np.empty_like(y))
+    j_ref = ref.jvp(v, np.empty_like(v))
+    j_got = got.jvp(v, np.empty_like(v))
+    # a few products of O(1) entries in either order: rounding of a few eps
+    for a, b in ((f_got, f_ref), (j_got, j_ref)):
+        assert np.abs(a - b).max() <= 1e-13 * max(np.abs(b).max(), 1e-300)
+    assert (got.nfev, got.njev) == (2, 1)
+
+
 def test_jvp_is_symmetric():
     """J = -eta Hessian of the loss: <u, J v> = <J u, v> (the premise of conjugate gradients)."""
     ws, X, Y, prob = _problem((5, 4, 3, 2), 0.9, [1.5, 0.5], whiten=False)

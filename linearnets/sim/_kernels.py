@@ -3,6 +3,8 @@
 * :func:`chains` / :func:`rhs_flat` -- the partial products of the gradient and the
   gradient-flow right-hand side on the flat state, the same narrow-side product
   order as the numpy references ``_rhs.chains`` / ``_rhs.rhs``;
+* :func:`jvp_flat` -- the Jacobian-vector product of ``_stiff.Flow.jvp`` on the flat
+  state, from the products :func:`rhs_flat` left (``_stiff.CompiledFlow``);
 * :func:`erk_advance` -- the generic embedded Runge-Kutta stepper of
   ``_explicit.erk_solve``, advancing to one output time without returning to Python.
 
@@ -17,11 +19,11 @@ from numba import njit
 
 from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 
-__all__ = ["times_transpose", "chains", "rhs_flat", "error_norm", "step_after_accept",
-           "predictive_step", "accept_step", "sumsq", "stiffness_estimate", "stability_cap",
-           "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL", "step_guard", "trial_step",
-           "judge_step", "erk_advance", "stage_state", "hold_step", "exchange", "PENDING",
-           "STIFF", "count_stiff"]
+__all__ = ["times_transpose", "chains", "rhs_flat", "jvp_flat", "error_norm",
+           "step_after_accept", "predictive_step", "accept_step", "sumsq", "stiffness_estimate",
+           "stability_cap", "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL",
+           "step_guard", "trial_step", "judge_step", "erk_advance", "stage_state", "hold_step",
+           "exchange", "PENDING", "STIFF", "count_stiff"]
 
 
 @njit(cache=True)
@@ -107,6 +109,89 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
             np.dot(Ai, Gi, dW)
             for m in range(offs[i], offs[i + 1]):
                 out[m] *= eta
+
+
+@njit(cache=True)
+def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, dabuf, dgbuf,
+             dWT, dSW, tbuf, pbuf):
+    """Write ``J(y) v`` into ``out`` (n,): ``_stiff.Flow.jvp`` on the flat state, with
+    ``abuf``/``gbuf`` the partial products of ``y`` (``chains(y, ...)``, as
+    :func:`rhs_flat` leaves them).  In the transposed layout of :func:`chains`:
+
+        dA_i^T = W_{i+1}^T dA_{i+1}^T + V_{i+1}^T A_{i+1}^T,  dA_{L-2}^T = V_{L-1}^T,
+        dW^T = W_0^T dA_0^T + V_0^T A_0^T,  dG_0 = -(Sxx dW^T)^T,
+        dG_i = dG_{i-1} W_{i-1}^T + G_{i-1} V_{i-1}^T,
+        d(dW_i) = eta_i (dA_i^T G_i + A_i^T dG_i)   (eta_i dG_i at the top),
+
+    ``dabuf``/``dgbuf`` laid out as ``abuf``/``gbuf``, ``dWT``/``dSW`` (D, C) and
+    ``pbuf`` (the largest layer) scratch, ``tbuf`` that of :func:`times_transpose`.
+    """
+    L = rows.shape[0]
+    C = (goff[1] - goff[0]) // cols[0]
+    D = Sxx.shape[0]
+    if L > 1:
+        dAt = dabuf[aoff[L - 2]:aoff[L - 2] + C * rows[L - 2]].reshape((rows[L - 2], C))
+        Vtop = v[offs[L - 1]:offs[L]].reshape((rows[L - 1], cols[L - 1]))
+        dAt[:, :] = Vtop.T
+        for i in range(L - 3, -1, -1):
+            dAi = dabuf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
+            dAp = dabuf[aoff[i + 1]:aoff[i + 1] + C * rows[i + 1]].reshape((rows[i + 1], C))
+            Ap = abuf[aoff[i + 1]:aoff[i + 1] + C * rows[i + 1]].reshape((rows[i + 1], C))
+            Wp = y[offs[i + 1]:offs[i + 2]].reshape((rows[i + 1], cols[i + 1]))
+            Vp = v[offs[i + 1]:offs[i + 2]].reshape((rows[i + 1], cols[i + 1]))
+            np.dot(Wp.T, dAp, dAi)
+            P = pbuf[:rows[i] * C].reshape((rows[i], C))
+            np.dot(Vp.T, Ap, P)
+            for a in range(rows[i]):
+                for b in range(C):
+                    dAi[a, b] += P[a, b]
+        dA0 = dabuf[aoff[0]:aoff[0] + C * rows[0]].reshape((rows[0], C))
+        A0 = abuf[aoff[0]:aoff[0] + C * rows[0]].reshape((rows[0], C))
+        W0 = y[offs[0]:offs[1]].reshape((rows[0], cols[0]))
+        V0 = v[offs[0]:offs[1]].reshape((rows[0], cols[0]))
+        np.dot(W0.T, dA0, dWT)
+        P = pbuf[:D * C].reshape((D, C))
+        np.dot(V0.T, A0, P)
+        for d in range(D):
+            for b in range(C):
+                dWT[d, b] += P[d, b]
+    else:
+        dWT[:, :] = v[offs[0]:offs[1]].reshape((C, D)).T
+    np.dot(Sxx, dWT, dSW)
+    dE = dgbuf[goff[0]:goff[0] + C * D].reshape((C, D))
+    for a in range(C):
+        for d in range(D):
+            dE[a, d] = -dSW[d, a]
+    for i in range(1, L):
+        dGi = dgbuf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
+        dGp = dgbuf[goff[i - 1]:goff[i - 1] + C * cols[i - 1]].reshape((C, cols[i - 1]))
+        Gp = gbuf[goff[i - 1]:goff[i - 1] + C * cols[i - 1]].reshape((C, cols[i - 1]))
+        Wm = y[offs[i - 1]:offs[i]].reshape((rows[i - 1], cols[i - 1]))
+        Vm = v[offs[i - 1]:offs[i]].reshape((rows[i - 1], cols[i - 1]))
+        times_transpose(dGp, Wm, dGi, tbuf)
+        P = pbuf[:C * cols[i]].reshape((C, cols[i]))
+        times_transpose(Gp, Vm, P, tbuf)
+        for a in range(C):
+            for b in range(cols[i]):
+                dGi[a, b] += P[a, b]
+    for i in range(L):
+        eta = eta_l[i]
+        dW = out[offs[i]:offs[i + 1]].reshape((rows[i], cols[i]))
+        dGi = dgbuf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
+        if i == L - 1:
+            for a in range(rows[i]):
+                for b in range(cols[i]):
+                    dW[a, b] = dGi[a, b] * eta
+            continue
+        Ai = abuf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
+        dAi = dabuf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
+        Gi = gbuf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
+        np.dot(dAi, Gi, dW)
+        P = pbuf[:rows[i] * cols[i]].reshape((rows[i], cols[i]))
+        np.dot(Ai, dGi, P)
+        for a in range(rows[i]):
+            for b in range(cols[i]):
+                dW[a, b] = (dW[a, b] + P[a, b]) * eta
 
 
 @njit(cache=True)

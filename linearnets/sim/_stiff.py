@@ -41,7 +41,8 @@ What
 * ``"auto"`` on the numba backend (:func:`solve_auto_numba`): the same phases, the
   DOP853 ones in the compiled loops of ``_explicit``/``_lowrank`` (whose stiffness
   test, ``SolverOptions.stiff_steps``, counts as :func:`erk_run` does), the
-  ROS34PW2 ones here on numpy.
+  ROS34PW2 ones here, stepped in Python on a :class:`CompiledFlow` (right-hand
+  side and Jacobian-vector product compiled).
 """
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
 __all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF_STEPS",
-           "SWITCH_BACKOFF", "rosw_run", "erk_run", "solve", "cg_solve", "solve_auto_numba"]
+           "SWITCH_BACKOFF", "rosw_run", "erk_run", "solve", "cg_solve", "solve_auto_numba",
+           "CompiledFlow"]
 
 #: A Krylov solve stops when the residual, in the error norm of the step (units of
 #: ``atol + rtol |y|``), is below this: its effect on the step stays well under tol.
@@ -173,6 +175,50 @@ class Flow:
                 if self.eta[i] != 1.0:
                     right *= self.eta[i]
                 xp.matmul(left.T, right, out=dWs[i])
+        return out
+
+
+class CompiledFlow:
+    """:class:`Flow` on numpy with its right-hand side and Jacobian-vector product in
+    compiled kernels (``_kernels.rhs_flat``, ``_kernels.jvp_flat``): the Rosenbrock
+    phases of ``"auto"`` on the numba backend, where each call would otherwise be a
+    dozen numpy calls on small matrices.  Same interface and contract as :class:`Flow`
+    (``rhs(y, out, keep=True)`` keeps the products of ``y``, which :meth:`jvp` then
+    differentiates; the caller leaves ``y`` unchanged meanwhile).
+    """
+
+    def __init__(self, problem):
+        from . import _kernels  # numba compiles (or loads its cache) on first use only
+        from ._explicit import numba_rhs_args
+
+        self.xp = np
+        self._kern = _kernels
+        self.nfev = 0
+        self.njev = 0
+        # two sets of product buffers: those of the kept state, and scratch for the others
+        self._base = numba_rhs_args(problem)
+        self._scratch = numba_rhs_args(problem)
+        (Sxx, _, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW,
+         tbuf) = self._base
+        C, D = problem.Syx.shape
+        largest = max(max(r * c, r * C, C * c) for r, c in problem.shapes)
+        self._jvp = (Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
+                     np.empty_like(abuf), np.empty_like(gbuf), np.empty((D, C)),
+                     np.empty((D, C)), tbuf, np.empty(max(largest, D * C)))
+        self._y = None
+
+    def rhs(self, y, out, keep=False):
+        """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,) and return it."""
+        self.nfev += 1
+        self._kern.rhs_flat(y, out, *(self._base if keep else self._scratch))
+        if keep:
+            self._y = y
+        return out
+
+    def jvp(self, v, out):
+        """Write ``J(y) v`` into ``out``, ``y`` the state of the last ``rhs(..., keep=True)``."""
+        self.njev += 1
+        self._kern.jvp_flat(v, out, self._y, *self._jvp)
         return out
 
 
@@ -647,7 +693,8 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
 def solve_auto_numba(problem, y0, t_eval, options, observe):
     """``"auto"`` on the numba backend: the phases of :func:`solve` with ``method="auto"``,
     the DOP853 phases in the compiled loops (``_explicit``/``_lowrank``, stiffness test
-    ``SolverOptions.stiff_steps``), the ROS34PW2 phases on the numpy :class:`Flow`.
+    ``SolverOptions.stiff_steps``), the ROS34PW2 phases of :func:`rosw_run` on a
+    :class:`CompiledFlow`.
 
     Why mixed: an explicit phase takes many short steps, each worth compiling; a
     Rosenbrock phase takes few long ones, growing with ``t`` once the modes have
@@ -657,7 +704,7 @@ def solve_auto_numba(problem, y0, t_eval, options, observe):
     observed.
     """
     explicit = solve_numba(DOP853)
-    flow = Flow(problem)
+    flow = CompiledFlow(problem)
     stats = _Stats()
     T = t_eval.size
     y, t, h, k = y0, float(t_eval[0]), options.first_step, 0
