@@ -38,16 +38,21 @@ def test_rhs_matches_reference(depth, width, C, whiten, seed):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14 * np.abs(want).max())
 
 
+def _state_and_direction(depth, width, C, whiten, seed):
+    """``(problem, y, v)``: a random network on D = 4 inputs with per-layer rates, and a
+    random direction in its parameters."""
+    sizes = (4,) + (width,) * (depth - 1) + (C,)
+    ws, X, Y, prob = _problem(sizes, 0.8, np.linspace(2.0, 1.0, C), seed, whiten, eta=0.7,
+                              lr_scale=np.linspace(1.5, 0.5, depth))
+    y = _rhs.pack(ws)
+    return prob, y, np.random.default_rng(seed).standard_normal(y.size)
+
+
 @settings(max_examples=25)
 @given(depth=st.integers(1, 4), width=st.integers(1, 6), C=st.integers(1, 3),
        whiten=st.booleans(), seed=st.integers(0, 10**6))
 def test_jvp_matches_finite_differences(depth, width, C, whiten, seed):
-    D = 4
-    sizes = (D,) + (width,) * (depth - 1) + (C,)
-    ws, X, Y, prob = _problem(sizes, 0.8, np.linspace(2.0, 1.0, C), seed, whiten, eta=0.7,
-                              lr_scale=np.linspace(1.5, 0.5, depth))
-    y = _rhs.pack(ws)
-    v = np.random.default_rng(seed).standard_normal(y.size)
+    prob, y, v = _state_and_direction(depth, width, C, whiten, seed)
     flow = _stiff.Flow(prob)
     flow.rhs(y, np.empty_like(y), keep=True)
     jv = flow.jvp(v, np.empty_like(v))
@@ -66,12 +71,7 @@ def test_compiled_flow_matches_flow(depth, width, C, whiten, seed):
     """The compiled right-hand side and Jacobian-vector product of numba's "auto" agree
     with the numpy Flow to rounding, and evaluating other states between the kept one
     and its Jacobian-vector products does not disturb them."""
-    D = 4
-    sizes = (D,) + (width,) * (depth - 1) + (C,)
-    ws, X, Y, prob = _problem(sizes, 0.8, np.linspace(2.0, 1.0, C), seed, whiten, eta=0.7,
-                              lr_scale=np.linspace(1.5, 0.5, depth))
-    y = _rhs.pack(ws)
-    v = np.random.default_rng(seed).standard_normal(y.size)
+    prob, y, v = _state_and_direction(depth, width, C, whiten, seed)
     ref, got = _stiff.Flow(prob), _stiff.CompiledFlow(prob)
     f_ref = ref.rhs(y, np.empty_like(y), keep=True)
     f_got = got.rhs(y, np.empty_like(y), keep=True)
@@ -277,7 +277,7 @@ def test_cupy_module_path_with_numpy_standin():
         np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-10, atol=1e-13)
 
 
-# --- "auto" on the numba backend: compiled DOP853 phases, numpy ROS34PW2 phases --------------------
+# --- "auto" on the numba backend: compiled DOP853 phases, ROS34PW2 on compiled products ---------
 numba_only = pytest.mark.skipif(not _backend.numba_available(), reason="numba not installed")
 
 
@@ -442,8 +442,9 @@ def test_auto_numba_agrees_with_numpy_to_1e10(case):
         ws = init_network((3, 4, 2), 0.05, seed=3)
         t_eval = np.array([0.0, 5.0, 50.0, 200.0, 400.0])
     else:
-        sizes, svals, sigma, whiten = (((6, 8, 8, 2), [1.0, 0.5], 0.1, True) if case == "no switch"
-                                       else ((20, 64, 64, 3), [1.0, 0.7, 0.4], 0.05, False))
+        sizes, svals, sigma, whiten = (
+            ((6, 8, 8, 2), [1.0, 0.5], 0.1, True) if case == "no switch"
+            else ((20, 64, 64, 3), [1.0, 0.7, 0.4], 0.05, False))
         X, Y = teacher_task(200, sizes[0], svals, seed=3, whiten=whiten)
         ws = init_network(sizes, sigma, seed=4)
         t_eval = np.array([0.0, 1.0, 20.0, 80.0])

@@ -112,6 +112,32 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
 
 
 @njit(cache=True)
+def _layer(x, offs, rows, cols, i):
+    """Layer ``i`` of the flat state ``x`` as a (rows[i], cols[i]) view."""
+    return x[offs[i]:offs[i + 1]].reshape((rows[i], cols[i]))
+
+
+@njit(cache=True)
+def _top(buf, aoff, rows, i, C):
+    """``A_i^T`` (rows[i] x C) in a buffer laid out as :func:`chains`' ``abuf``."""
+    return buf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
+
+
+@njit(cache=True)
+def _bottom(buf, goff, cols, i, C):
+    """``G_i`` (C x cols[i]) in a buffer laid out as :func:`chains`' ``gbuf``."""
+    return buf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
+
+
+@njit(cache=True)
+def _add_into(out, P):
+    """``out += P`` (2-D, same shape)."""
+    for a in range(out.shape[0]):
+        for b in range(out.shape[1]):
+            out[a, b] += P[a, b]
+
+
+@njit(cache=True)
 def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, dabuf, dgbuf,
              dWT, dSW, tbuf, pbuf):
     """Write ``J(y) v`` into ``out`` (n,): ``_stiff.Flow.jvp`` on the flat state, with
@@ -130,68 +156,43 @@ def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, da
     C = (goff[1] - goff[0]) // cols[0]
     D = Sxx.shape[0]
     if L > 1:
-        dAt = dabuf[aoff[L - 2]:aoff[L - 2] + C * rows[L - 2]].reshape((rows[L - 2], C))
-        Vtop = v[offs[L - 1]:offs[L]].reshape((rows[L - 1], cols[L - 1]))
-        dAt[:, :] = Vtop.T
+        _top(dabuf, aoff, rows, L - 2, C)[:, :] = _layer(v, offs, rows, cols, L - 1).T
         for i in range(L - 3, -1, -1):
-            dAi = dabuf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
-            dAp = dabuf[aoff[i + 1]:aoff[i + 1] + C * rows[i + 1]].reshape((rows[i + 1], C))
-            Ap = abuf[aoff[i + 1]:aoff[i + 1] + C * rows[i + 1]].reshape((rows[i + 1], C))
-            Wp = y[offs[i + 1]:offs[i + 2]].reshape((rows[i + 1], cols[i + 1]))
-            Vp = v[offs[i + 1]:offs[i + 2]].reshape((rows[i + 1], cols[i + 1]))
-            np.dot(Wp.T, dAp, dAi)
+            dAi = _top(dabuf, aoff, rows, i, C)
+            np.dot(_layer(y, offs, rows, cols, i + 1).T, _top(dabuf, aoff, rows, i + 1, C), dAi)
             P = pbuf[:rows[i] * C].reshape((rows[i], C))
-            np.dot(Vp.T, Ap, P)
-            for a in range(rows[i]):
-                for b in range(C):
-                    dAi[a, b] += P[a, b]
-        dA0 = dabuf[aoff[0]:aoff[0] + C * rows[0]].reshape((rows[0], C))
-        A0 = abuf[aoff[0]:aoff[0] + C * rows[0]].reshape((rows[0], C))
-        W0 = y[offs[0]:offs[1]].reshape((rows[0], cols[0]))
-        V0 = v[offs[0]:offs[1]].reshape((rows[0], cols[0]))
-        np.dot(W0.T, dA0, dWT)
+            np.dot(_layer(v, offs, rows, cols, i + 1).T, _top(abuf, aoff, rows, i + 1, C), P)
+            _add_into(dAi, P)
+        np.dot(_layer(y, offs, rows, cols, 0).T, _top(dabuf, aoff, rows, 0, C), dWT)
         P = pbuf[:D * C].reshape((D, C))
-        np.dot(V0.T, A0, P)
-        for d in range(D):
-            for b in range(C):
-                dWT[d, b] += P[d, b]
+        np.dot(_layer(v, offs, rows, cols, 0).T, _top(abuf, aoff, rows, 0, C), P)
+        _add_into(dWT, P)
     else:
-        dWT[:, :] = v[offs[0]:offs[1]].reshape((C, D)).T
+        dWT[:, :] = _layer(v, offs, rows, cols, 0).T
     np.dot(Sxx, dWT, dSW)
-    dE = dgbuf[goff[0]:goff[0] + C * D].reshape((C, D))
+    dE = _bottom(dgbuf, goff, cols, 0, C)
     for a in range(C):
         for d in range(D):
             dE[a, d] = -dSW[d, a]
     for i in range(1, L):
-        dGi = dgbuf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
-        dGp = dgbuf[goff[i - 1]:goff[i - 1] + C * cols[i - 1]].reshape((C, cols[i - 1]))
-        Gp = gbuf[goff[i - 1]:goff[i - 1] + C * cols[i - 1]].reshape((C, cols[i - 1]))
-        Wm = y[offs[i - 1]:offs[i]].reshape((rows[i - 1], cols[i - 1]))
-        Vm = v[offs[i - 1]:offs[i]].reshape((rows[i - 1], cols[i - 1]))
-        times_transpose(dGp, Wm, dGi, tbuf)
+        dGi = _bottom(dgbuf, goff, cols, i, C)
+        times_transpose(_bottom(dgbuf, goff, cols, i - 1, C), _layer(y, offs, rows, cols, i - 1),
+                        dGi, tbuf)
         P = pbuf[:C * cols[i]].reshape((C, cols[i]))
-        times_transpose(Gp, Vm, P, tbuf)
-        for a in range(C):
-            for b in range(cols[i]):
-                dGi[a, b] += P[a, b]
+        times_transpose(_bottom(gbuf, goff, cols, i - 1, C), _layer(v, offs, rows, cols, i - 1),
+                        P, tbuf)
+        _add_into(dGi, P)
     for i in range(L):
-        eta = eta_l[i]
-        dW = out[offs[i]:offs[i + 1]].reshape((rows[i], cols[i]))
-        dGi = dgbuf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
+        dW = _layer(out, offs, rows, cols, i)
+        dGi = _bottom(dgbuf, goff, cols, i, C)
         if i == L - 1:
-            for a in range(rows[i]):
-                for b in range(cols[i]):
-                    dW[a, b] = dGi[a, b] * eta
-            continue
-        Ai = abuf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
-        dAi = dabuf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
-        Gi = gbuf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
-        np.dot(dAi, Gi, dW)
-        P = pbuf[:rows[i] * cols[i]].reshape((rows[i], cols[i]))
-        np.dot(Ai, dGi, P)
-        for a in range(rows[i]):
-            for b in range(cols[i]):
-                dW[a, b] = (dW[a, b] + P[a, b]) * eta
+            dW[:, :] = dGi
+        else:
+            np.dot(_top(dabuf, aoff, rows, i, C), _bottom(gbuf, goff, cols, i, C), dW)
+            P = pbuf[:rows[i] * cols[i]].reshape((rows[i], cols[i]))
+            np.dot(_top(abuf, aoff, rows, i, C), dGi, P)
+            _add_into(dW, P)
+        dW *= eta_l[i]
 
 
 @njit(cache=True)
