@@ -20,8 +20,8 @@ import numpy as np
 from numba import njit
 from numba.extending import get_cython_function_address
 
-from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, chains, hold_step, judge_step,
-                       step_guard, sumsq, trial_step)
+from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, chains, count_stiff, hold_step,
+                       judge_step, step_guard, sumsq, trial_step)
 from ._lowrank_kernels import _settle
 
 __all__ = ["gemm_acc", "add_stage", "error_sums", "stiffness_sums", "ssp_advance"]
@@ -367,8 +367,7 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_s
                                       block_entries, gram, min_rel)
         h_free = h
         h = capped_step(h, h_try, num, dd / (h_try * h_try), ref0[0], sumsq(nxt), th, stiff)
-        if h < h_free:
-            stats[4] += 1
+        count_stiff(h, h_free, th, stiff, stats)  # no stiffness test here: counts only
         ref0[0] = ref_new
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:

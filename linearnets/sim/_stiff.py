@@ -363,6 +363,15 @@ def cg_solve(flow, hg, rhs, scale, tol=KRYLOV_TOL, maxiter=MAX_KRYLOV):
     return None, it, rho
 
 
+def _switches(stats):
+    """What an ``"auto"`` run appends to its message: where it first switched, and how
+    often (nothing if it never did)."""
+    if stats.stiff_at is None:
+        return ""
+    return (f" (stiff from t={stats.stiff_at:.6g}: switched DOP853 -> ROS34PW2; "
+            f"{stats.switches} switch(es) in all)")
+
+
 def _failure(status, t, h, max_steps):
     if status is FlowStatus.MAX_STEPS:
         return f"{status.message} ({max_steps} attempted steps) at t={t:.6g}"
@@ -682,9 +691,8 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
                     stats.switches += stiff
                     backs += stiff
     msg = status.message if status.success else _failure(status, t, h, options.max_steps)
-    if stats.stiff_at is not None and auto:
-        msg += (f" (stiff from t={stats.stiff_at:.6g}: switched DOP853 -> ROS34PW2; "
-                f"{stats.switches} switch(es) in all)")
+    if auto:
+        msg += _switches(stats)
     # one Jacobian-vector product costs about two right-hand sides: report both in nfev
     return RawResult(k, t, to_host(y), flow.nfev + 2 * flow.njev, stats.nsteps, stats.nrej,
                      status, msg, ncapped=stats.capped)
@@ -751,10 +759,7 @@ def solve_auto_numba(problem, y0, t_eval, options, observe):
                 break
             stats.switches += 1
             backs += 1
-    msg = msg if msg is not None else status.message
-    if stats.stiff_at is not None:
-        msg += (f" (stiff from t={stats.stiff_at:.6g}: switched DOP853 -> ROS34PW2; "
-                f"{stats.switches} switch(es) in all)")
+    msg = (msg if msg is not None else status.message) + _switches(stats)
     return RawResult(k, t, np.array(y), nfev + flow.nfev + 2 * flow.njev, stats.nsteps,
                      stats.nrej, status, msg, ncapped=stats.capped)
 
