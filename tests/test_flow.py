@@ -390,12 +390,13 @@ def test_record_modes_ntk():
     assert tr2.ntk.shape == (3, 30, 30) and tr2.ntk_alignment.shape == (3,)
 
 
-def test_max_steps_failure_reported():
+@pytest.mark.parametrize("method", ["DOP853", "ROS34PW2"])
+def test_max_steps_failure_reported(method):
     X, Y = teacher_task(20, 4, [1.0, 0.5], seed=0)
     ws = init_network((4, 5, 2), 0.3)
     t = np.linspace(0.0, 50.0, 11)
     for backend in ["numpy", "numba"]:
-        tr = gradient_flow(ws, X, Y, t, backend=backend, max_steps=15)
+        tr = gradient_flow(ws, X, Y, t, backend=backend, max_steps=15, method=method)
         assert not tr.success and tr.status is FlowStatus.MAX_STEPS
         assert "max_steps" in tr.message
         reached = np.isfinite(tr.loss)
@@ -406,24 +407,43 @@ def test_max_steps_failure_reported():
         assert tr.nsteps + tr.nrejected == 15
 
 
-def test_step_underflow_reported():
+@pytest.mark.parametrize("method", ["DOP853", "ROS34PW2"])
+def test_step_underflow_reported(method):
     # at t ~ 1e17 one ulp of t is 16, far above the step this problem needs
     X, Y = teacher_task(20, 4, [3.0, 2.0], seed=0)
     ws = init_network((4, 5, 2), 1.0)
     for backend in ["numpy", "numba"]:
-        tr = gradient_flow(ws, X, Y, [1e17, 1e17 + 1e4], backend=backend)
+        tr = gradient_flow(ws, X, Y, [1e17, 1e17 + 1e4], backend=backend, method=method)
         assert not tr.success and tr.status is FlowStatus.STEP_UNDERFLOW
         assert tr.status.code < 0 and "t=1e+17" in tr.message
         assert np.isnan(tr.loss[1]) and np.isfinite(tr.loss[0])
 
 
-def test_nonfinite_reported():
+@pytest.mark.parametrize("method", ["DOP853", "ROS34PW2"])
+def test_nonfinite_reported(method):
     X, Y = teacher_task(20, 4, [1.0], seed=0)
     ws = [1e120 * w for w in init_network((4, 5, 5, 1), 1.0)]
     for backend in ["numpy", "numba"]:
-        tr = gradient_flow(ws, X, Y, [0.0, 1.0], backend=backend)
+        tr = gradient_flow(ws, X, Y, [0.0, 1.0], backend=backend, method=method)
         assert not tr.success and tr.status is FlowStatus.NONFINITE
         assert "non-finite" in tr.message
+
+
+def test_time_scale_below_float_resolution_reported():
+    """Weights of 1e40 make the flow's time scale |y| / |dy/dt| about 1e-310, below what
+    float64 resolves: the initial step underflows to 0, and every method on every backend
+    reports a failure (this raised ZeroDivisionError once)."""
+    from linearnets.sim._solvers import backends_for, method_names
+
+    X, Y = teacher_task(20, 4, [1.0], seed=0)
+    ws = [1e40 * w for w in init_network((4, 5, 5, 1), 1.0)]
+    for method in method_names():
+        for backend in set(backends_for(method)) & {"numpy", "numba"}:
+            tr = gradient_flow(ws, X, Y, [0.0, 1.0], backend=backend, method=method,
+                               max_steps=200)
+            assert not tr.success, (method, backend)
+            assert tr.status in (FlowStatus.STEP_UNDERFLOW, FlowStatus.MAX_STEPS)
+            assert np.isfinite(tr.loss[0]) and np.isnan(tr.loss[-1])
 
 
 def test_bad_input():

@@ -458,3 +458,69 @@ def test_auto_numba_agrees_with_numpy_to_1e10(case):
     assert np.abs(a.end_to_end - b.end_to_end).max() <= 1e-10 * scale
     for wa, wb in zip(a.weights, b.weights):
         assert np.abs(wa - wb).max() <= 1e-10 * np.abs(wa).max()
+
+
+# --- ROS34PW2 with its stepping compiled (_stiff_kernels.rosw_advance) ---------------------------
+@numba_only
+@pytest.mark.parametrize("switch", [False, True])
+@pytest.mark.parametrize("rtol", [1e-4, 1e-6, 1e-8])
+def test_compiled_rosenbrock_steps_like_rosw_run(switch, rtol):
+    """``rosw_run_compiled`` is ``rosw_run`` with its loop compiled.  On the same compiled
+    products the two differ only in the rounding of the Krylov inner products, which at
+    most moves a solve's stopping iteration (its residual is held below ``KRYLOV_TOL``
+    of the step's error norm): the same accepted steps, the same hand-back to the
+    explicit pair, outputs within the tolerance (measured: <= 0.035 rtol)."""
+    if switch:  # a plateau, not stiff: the explicit pair is cheaper from the start
+        ws, X, Y, prob = _problem((3, 4, 2), 0.3, [1.0, 0.6], seed=2)
+        t_eval = np.linspace(0.0, 12.0, 7)
+    else:  # a strong mode converged long before a weak one escapes its plateau
+        ws, X, Y, prob = _problem((3, 4, 2), 0.05, [3.0, 0.02], seed=2)
+        t_eval = np.array([0.0, 5.0, 50.0, 200.0, 400.0])
+    y0 = _rhs.pack(ws)
+    opts = SolverOptions(rtol=rtol, atol=rtol * 1e-3)
+    runs = []
+    for run in (_stiff.rosw_run, _stiff.rosw_run_compiled):
+        flow, stats, seen = _stiff.CompiledFlow(prob), _stiff._Stats(), {}
+        out = run(flow, y0.copy(), 0.0, 1e-3, t_eval, 1, opts,
+                  lambda k, v, seen=seen: seen.__setitem__(k, v.copy()), stats,
+                  switch_back=DOP853 if switch else None)
+        runs.append((out, stats, flow, seen))
+    (a, sa, fa, oa), (b, sb, fb, ob) = runs
+    assert a[0].success and b[0].success
+    assert a[4] == b[4] and a[5] == b[5] == switch          # outputs reached, hand-back
+    assert sa.nsteps == sb.nsteps and abs(sa.nrej - sb.nrej) <= 2
+    assert abs(fa.nfev + 2 * fa.njev - fb.nfev - 2 * fb.njev) <= 0.02 * (fa.nfev + 2 * fa.njev)
+    assert fb.njev == sb.ncg
+    if switch:
+        # handed back before the first output, after at least STIFF_STEPS accepted steps
+        assert a[4] == 1 and a[1] == pytest.approx(b[1], rel=1e-8) and a[1] < t_eval[1]
+        assert sa.nsteps >= _stiff.STIFF_STEPS
+    assert sorted(oa) == sorted(ob) == list(range(1, a[4]))
+    for k in oa:
+        assert np.abs(oa[k] - ob[k]).max() <= rtol * np.abs(oa[k]).max()
+    assert np.abs(a[2] - b[2]).max() <= rtol * np.abs(a[2]).max()
+
+
+@numba_only
+def test_ros34pw2_numba_against_radau_and_numpy():
+    """ROS34PW2 on numba: as accurate as numpy's against Radau (test_against_radau), and
+    at rtol 1e-10 (each run then within a few 1e-11 of the exact flow) within the
+    backends' 1e-10 of it."""
+    cases = {"nonstiff": ([1.0, 0.6], 0.3, np.linspace(0, 12, 7)),
+             "stiff": ([3.0, 0.02], 0.05, np.array([0, 5, 50, 200, 400]))}
+    for svals, sigma, t_eval in cases.values():
+        ws, X, Y, prob = _problem((3, 4, 2), sigma, svals, seed=2)
+        ref = _reference(ws, prob, t_eval)
+        for rtol in (1e-5, 1e-7):
+            tr = gradient_flow(ws, X, Y, t_eval, rtol=rtol, atol=rtol * 1e-3, backend="numba",
+                               method="ROS34PW2")
+            assert tr.success
+            assert np.abs(tr.end_to_end - ref).max() <= 30 * rtol * np.abs(ref).max()
+    # the stiff case at rtol 1e-10 (6,743 steps each; measured 1.2e-12)
+    kw = dict(rtol=1e-10, atol=1e-13, method="ROS34PW2", record=("weights",))
+    a = gradient_flow(ws, X, Y, t_eval, backend="numpy", **kw)
+    b = gradient_flow(ws, X, Y, t_eval, backend="numba", **kw)
+    assert a.success and b.success and a.nsteps == b.nsteps
+    assert np.abs(a.end_to_end - b.end_to_end).max() <= 1e-10 * np.abs(a.end_to_end).max()
+    for wa, wb in zip(a.weights, b.weights):
+        assert np.abs(wa - wb).max() <= 1e-10 * np.abs(wa).max()

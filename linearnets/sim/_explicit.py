@@ -234,6 +234,10 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np):
     d1 = _rms(f0 / scale)
     h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
     h0 = min(h0, interval)
+    if not h0 > 0.0:
+        # d1 / d0 overflowed the resolution of float64 (weights so large that the flow's
+        # time scale is below 1e-300): the stepper reports the step-size underflow
+        return 0.0
     f1 = fun(y0 + h0 * f0)
     d2 = _rms((f1 - f0) / scale) / h0
     if not math.isfinite(d2):

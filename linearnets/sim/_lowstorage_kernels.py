@@ -366,7 +366,7 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_s
         num, ref_new = stiffness_sums(at, g, 10, 9, eta_l, rows, cols, aoff, goff, pbuf,
                                       block_entries, gram, min_rel)
         h_free = h
-        h = capped_step(h, h_try, num, dd / (h_try * h_try), ref0[0], sumsq(nxt), th, stiff)
+        h = capped_step(h, h_try, num, dd / h_try / h_try, ref0[0], sumsq(nxt), th, stiff)
         count_stiff(h, h_free, th, stiff, stats)  # no stiffness test here: counts only
         ref0[0] = ref_new
         t_new = t_target if clipped else t + h_try

@@ -38,11 +38,13 @@ What
   (DOP853 until the stiffness test fires, then ROS34PW2, and back to DOP853 when
   that is cheaper per unit time).  Each switch back multiplies the stiff steps
   in a row that the next switch needs by ``SWITCH_BACKOFF``.
-* ``"auto"`` on the numba backend (:func:`solve_auto_numba`): the same phases, the
-  DOP853 ones in the compiled loops of ``_explicit``/``_lowrank`` (whose stiffness
-  test, ``SolverOptions.stiff_steps``, counts as :func:`erk_run` does), the
-  ROS34PW2 ones here, stepped in Python on a :class:`CompiledFlow` (right-hand
-  side and Jacobian-vector product compiled).
+* The numba backend: ``"ROS34PW2"`` (:func:`solve_rosw_numba`) steps with
+  :func:`rosw_run_compiled`, the loop of :func:`rosw_run` compiled in
+  ``_stiff_kernels`` on the buffers of a :class:`CompiledFlow` (right-hand side
+  and Jacobian-vector product compiled); ``"auto"`` (:func:`solve_auto_numba`)
+  runs the same phases as on numpy, the DOP853 ones in the compiled loops of
+  ``_explicit``/``_lowrank`` (whose stiffness test, ``SolverOptions.stiff_steps``,
+  counts as :func:`erk_run` does), the ROS34PW2 ones by :func:`rosw_run_compiled`.
 """
 from __future__ import annotations
 
@@ -52,16 +54,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
-from ._explicit import (MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET, STABILITY_SAFETY,
-                        STIFFNESS_MEMORY, accept_step, interpolates, observe_step,
-                        select_initial_step, solve_numba, stability_cap, step_after_reject,
-                        stiffness_estimate)
+from ._explicit import (MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET,
+                        PREDICTIVE_MIN_ERR, SAFETY, STABILITY_SAFETY, STIFFNESS_MEMORY,
+                        _STATUS_BY_CODE,
+                        accept_step, interpolates, observe_step, select_initial_step, solve_numba,
+                        stability_cap, step_after_reject, stiffness_estimate)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
 
 __all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF_STEPS",
-           "SWITCH_BACKOFF", "rosw_run", "erk_run", "solve", "cg_solve", "solve_auto_numba",
-           "CompiledFlow"]
+           "SWITCH_BACKOFF", "rosw_run", "rosw_run_compiled", "erk_run", "solve", "cg_solve",
+           "solve_auto_numba", "solve_rosw_numba", "CompiledFlow"]
 
 #: A Krylov solve stops when the residual, in the error norm of the step (units of
 #: ``atol + rtol |y|``), is below this: its effect on the step stays well under tol.
@@ -180,11 +183,14 @@ class Flow:
 
 class CompiledFlow:
     """:class:`Flow` on numpy with its right-hand side and Jacobian-vector product in
-    compiled kernels (``_kernels.rhs_flat``, ``_kernels.jvp_flat``): the Rosenbrock
-    phases of ``"auto"`` on the numba backend, where each call would otherwise be a
-    dozen numpy calls on small matrices.  Same interface and contract as :class:`Flow`
-    (``rhs(y, out, keep=True)`` keeps the products of ``y``, which :meth:`jvp` then
-    differentiates; the caller leaves ``y`` unchanged meanwhile).
+    compiled kernels (``_kernels.rhs_flat``, ``_kernels.jvp_flat``): ROS34PW2 and the
+    Rosenbrock phases of ``"auto"`` on the numba backend.  Same interface and contract
+    as :class:`Flow` (``rhs(y, out, keep=True)`` keeps the products of ``y``, which
+    :meth:`jvp` then differentiates; the caller leaves ``y`` unchanged meanwhile).
+
+    ``rhs_args`` (the kept state's products), ``scratch_args`` (the other states') and
+    ``jvp_args`` are the trailing arguments of the kernels; :func:`rosw_run_compiled`
+    hands them to ``_stiff_kernels.rosw_advance``.
     """
 
     def __init__(self, problem):
@@ -196,13 +202,13 @@ class CompiledFlow:
         self.nfev = 0
         self.njev = 0
         # two sets of product buffers: those of the kept state, and scratch for the others
-        self._base = numba_rhs_args(problem)
-        self._scratch = numba_rhs_args(problem)
+        self.rhs_args = numba_rhs_args(problem)
+        self.scratch_args = numba_rhs_args(problem)
         (Sxx, _, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW,
-         tbuf) = self._base
+         tbuf) = self.rhs_args
         C, D = problem.Syx.shape
         largest = max(max(r * c, r * C, C * c) for r, c in problem.shapes)
-        self._jvp = (Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
+        self.jvp_args = (Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
                      np.empty_like(abuf), np.empty_like(gbuf), np.empty((D, C)),
                      np.empty((D, C)), tbuf, np.empty(max(largest, D * C)))
         self._y = None
@@ -210,7 +216,7 @@ class CompiledFlow:
     def rhs(self, y, out, keep=False):
         """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,) and return it."""
         self.nfev += 1
-        self._kern.rhs_flat(y, out, *(self._base if keep else self._scratch))
+        self._kern.rhs_flat(y, out, *(self.rhs_args if keep else self.scratch_args))
         if keep:
             self._y = y
         return out
@@ -218,7 +224,7 @@ class CompiledFlow:
     def jvp(self, v, out):
         """Write ``J(y) v`` into ``out``, ``y`` the state of the last ``rhs(..., keep=True)``."""
         self.njev += 1
-        self._kern.jvp_flat(v, out, self._y, *self._jvp)
+        self._kern.jvp_flat(v, out, self._y, *self.jvp_args)
         return out
 
 
@@ -349,7 +355,7 @@ def cg_solve(flow, hg, rhs, scale, tol=KRYLOV_TOL, maxiter=MAX_KRYLOV):
         pAp = float(xp.vdot(p, Ap))
         if not pAp > 0.0:
             return None, it, rho
-        rho = max(rho, (pAp - pp) / (hg * pp))
+        rho = max(rho, (pAp - pp) / hg / pp)
         alpha = rr / pAp
         x += alpha * p
         r -= alpha * Ap
@@ -512,6 +518,55 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
     return status, t, y, h, k, False
 
 
+def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
+                      switch_back=None):
+    """:func:`rosw_run` with its stepping compiled: ``_stiff_kernels.rosw_advance``, one
+    call per output time, on the buffers of a :class:`CompiledFlow` ``flow``.
+
+    Same arguments, contract and return value ``(status, t, y, h, k, nonstiff)``; the
+    counters of ``flow`` (``nfev``, ``njev``) and ``stats`` advance as they would there.
+    The steps are those of :func:`rosw_run` up to the rounding of the inner products
+    (``np.dot`` in compiled code against numpy's ``vdot``).
+    """
+    from . import _stiff_kernels as sk  # numba compiles (or loads its cache) on first use only
+
+    y = np.array(y, dtype=np.float64, copy=True)
+    n = y.size
+    a, c, m, e = (np.ascontiguousarray(v, dtype=np.float64) for v in tab.transformed())
+    f0 = flow.rhs(y, np.empty(n), keep=True)
+    U = np.empty((tab.n_stages, n))
+    work = np.empty((7, n))
+    # th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]: a fresh controller memory, as
+    # rosw_run starts with; the kernel's counters start at zero after f0
+    th = np.array([t, h, 0.0, NO_PREVIOUS_STEP[0], NO_PREVIOUS_STEP[1], 0.0, 0.0])
+    counts = np.zeros(4, dtype=np.int64)
+    switch = switch_back is not None
+    ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,
+                    ROSW_MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, KRYLOV_TOL, MAX_KRYLOV,
+                    STABILITY_SAFETY * switch_back.stability_boundary if switch else 0.0,
+                    switch_back.n_stages if switch else 0.0, STIFF_STEPS if switch else 0.0],
+                   dtype=np.float64)
+    budget = int(options.max_steps) - stats.nsteps - stats.nrej
+    code = 0
+    T = t_eval.size
+    while k < T:
+        code = sk.rosw_advance(y, f0, U, work, th, counts, float(t_eval[k]), budget, a, c, m, e,
+                               float(tab.gamma), ctl, flow.rhs_args, flow.scratch_args,
+                               flow.jvp_args)
+        if code != 0:
+            break
+        observe(k, y)
+        k += 1
+    flow.nfev += int(counts[0])
+    flow.njev += int(counts[3])
+    stats.nsteps += int(counts[1])
+    stats.nrej += int(counts[2])
+    stats.ncg += int(counts[3])
+    nonstiff = code == sk.NONSTIFF
+    status = FlowStatus.SUCCESS if nonstiff else _STATUS_BY_CODE[code]
+    return status, float(th[0]), y, float(th[1]), k, nonstiff
+
+
 # --------------------------------------------------------------------------------------------
 # explicit stepper with the stiffness test
 # --------------------------------------------------------------------------------------------
@@ -593,7 +648,7 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
         # Hairer's estimate rho = |f(y_new) - f(ys)| / |y_new - ys|
         dv = K[s] - K[s - 1]
         dy = y_new - ys
-        rho = stiffness_estimate(float(xp.vdot(dv, dv)), float(xp.vdot(dy, dy)) / (h_try * h_try),
+        rho = stiffness_estimate(float(xp.vdot(dv, dv)), float(xp.vdot(dy, dy)) / h_try / h_try,
                                  float(xp.vdot(K[0], K[0])), wsum, h_try,
                                  float(xp.vdot(y_new, y_new)))
         rho_mem = max(rho, STIFFNESS_MEMORY * rho_mem)
@@ -637,14 +692,18 @@ def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiff
 # --------------------------------------------------------------------------------------------
 # solvers (the _solvers interface), generic in the array module
 # --------------------------------------------------------------------------------------------
-def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_host=None):
+def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_host=None,
+          flow=None, rosw=rosw_run):
     """Integrate on array module ``xp`` with ``method``: "ROS34PW2", "auto" or a ``TABLEAUX`` name.
 
     ``to_host`` converts a device vector to numpy (identity for numpy); ``observe``
-    always receives numpy arrays.  Returns a :class:`RawResult` with ``y_last`` on the host.
+    always receives numpy arrays.  ``flow`` (default ``Flow(problem, xp)``) and
+    ``rosw`` (:func:`rosw_run` or :func:`rosw_run_compiled`) choose the right-hand
+    side and the Rosenbrock stepper.  Returns a :class:`RawResult` with ``y_last`` on
+    the host.
     """
     to_host = to_host or (lambda a: a)
-    flow = Flow(problem, xp)
+    flow = Flow(problem, xp) if flow is None else flow
     stats = _Stats()
     y = xp.array(y0, dtype=xp.float64, copy=True)
     t = float(t_eval[0])
@@ -672,7 +731,7 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
     auto = method == "auto"
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
         if explicit is None:
-            status, t, y, h, k, _ = rosw_run(flow, y, t, h, t_eval, k, options, obs, stats)
+            status, t, y, h, k, _ = rosw(flow, y, t, h, t_eval, k, options, obs, stats)
         else:
             stiff = True
             status = FlowStatus.SUCCESS
@@ -686,8 +745,8 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
                 first = None
                 if stiff and status.success and k < T:
                     stats.switches += 1
-                    status, t, y, h, k, stiff = rosw_run(flow, y, t, h, t_eval, k, options, obs,
-                                                         stats, switch_back=explicit)
+                    status, t, y, h, k, stiff = rosw(flow, y, t, h, t_eval, k, options, obs,
+                                                     stats, switch_back=explicit)
                     stats.switches += stiff
                     backs += stiff
     msg = status.message if status.success else _failure(status, t, h, options.max_steps)
@@ -701,15 +760,12 @@ def solve(problem, y0, t_eval, options, observe, method="ROS34PW2", xp=np, to_ho
 def solve_auto_numba(problem, y0, t_eval, options, observe):
     """``"auto"`` on the numba backend: the phases of :func:`solve` with ``method="auto"``,
     the DOP853 phases in the compiled loops (``_explicit``/``_lowrank``, stiffness test
-    ``SolverOptions.stiff_steps``), the ROS34PW2 phases of :func:`rosw_run` on a
+    ``SolverOptions.stiff_steps``), the ROS34PW2 phases by :func:`rosw_run_compiled` on a
     :class:`CompiledFlow`.
 
-    Why mixed: an explicit phase takes many short steps, each worth compiling; a
-    Rosenbrock phase takes few long ones, growing with ``t`` once the modes have
-    converged (``benchmarks/bench_horizon.py``).  Each explicit phase starts afresh
-    from the state the Rosenbrock phase left (one evaluation of ``f``, as in
-    :func:`solve`); its first output is that state, not an output time, and is not
-    observed.
+    Each explicit phase starts afresh from the state the Rosenbrock phase left (one
+    evaluation of ``f``, as in :func:`solve`); its first output is that state, not an
+    output time, and is not observed.
     """
     explicit = solve_numba(DOP853)
     flow = CompiledFlow(problem)
@@ -750,8 +806,8 @@ def solve_auto_numba(problem, y0, t_eval, options, observe):
             if stats.stiff_at is None:
                 stats.stiff_at = t
             stats.switches += 1
-            status, t, y, h, k, back = rosw_run(flow, np.array(y), t, h, t_eval, k, options,
-                                                observe, stats, switch_back=DOP853)
+            status, t, y, h, k, back = rosw_run_compiled(flow, y, t, h, t_eval, k, options,
+                                                         observe, stats, switch_back=DOP853)
             if not status.success:
                 msg = _failure(status, t, h, options.max_steps)
                 break
@@ -772,5 +828,15 @@ def _numpy_solver(method):
 
 
 register_solver("ROS34PW2", "numpy", _numpy_solver("ROS34PW2"))
+
+
+def solve_rosw_numba(problem, y0, t_eval, options, observe):
+    """ROS34PW2 on the numba backend: :func:`solve` on a :class:`CompiledFlow`, stepped by
+    :func:`rosw_run_compiled` (the whole stepping loop compiled)."""
+    return solve(problem, y0, t_eval, options, observe, method="ROS34PW2",
+                 flow=CompiledFlow(problem), rosw=rosw_run_compiled)
+
+
+register_solver("ROS34PW2", "numba", solve_rosw_numba)
 register_solver("auto", "numpy", _numpy_solver("auto"))
 register_solver("auto", "numba", solve_auto_numba)

@@ -224,8 +224,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         ``"auto"`` (DOP853 until converged modes hold its step at the stability
         limit, then the L-stable ROS34PW2, and back where that is cheaper: for
         ``t_eval`` running far past convergence; numpy, numba and cupy backends, on
-        numba with the DOP853 phases compiled and the ROS34PW2 phases stepped in
-        Python on compiled products) ...
+        numba with both phases compiled) ...
     record : collection of str
         Any of ``"weights"``, ``"modes"``, ``"conservation"``, ``"ntk"``.
     probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
