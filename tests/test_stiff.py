@@ -524,3 +524,33 @@ def test_ros34pw2_numba_against_radau_and_numpy():
     assert np.abs(a.end_to_end - b.end_to_end).max() <= 1e-10 * np.abs(a.end_to_end).max()
     for wa, wb in zip(a.weights, b.weights):
         assert np.abs(wa - wb).max() <= 1e-10 * np.abs(wa).max()
+
+
+@numba_only
+@settings(max_examples=15, deadline=None)
+@given(depth=st.integers(1, 4), width=st.integers(1, 5), C=st.integers(1, 3),
+       whiten=st.booleans(), eta=st.sampled_from([0.5, 1.0, 3.0]),
+       scaled=st.booleans(), seed=st.integers(0, 10**6))
+def test_compiled_ros34pw2_follows_numpy(depth, width, C, whiten, eta, scaled, seed):
+    """Any depth, width, output count, data whitening, learning rate and per-layer rates:
+    the compiled ROS34PW2 follows numpy's.  Each run is within a few rtol per decade of
+    the exact flow (test_against_radau), so they agree to 60 rtol whatever their Krylov
+    solves' rounding decides."""
+    sizes = (3,) + (width,) * (depth - 1) + (C,)
+    lr_scale = np.linspace(0.5, 2.0, depth) if scaled else None
+    ws, X, Y, prob = _problem(sizes, 0.4, [1.5, 0.8, 0.3][:C], seed=seed % 1000,
+                              whiten=whiten, eta=eta, lr_scale=lr_scale, P=30)
+    t_eval = np.array([0.0, 0.5, 2.0, 6.0])
+    rtol = 1e-6
+    opts = SolverOptions(rtol=rtol, atol=rtol * 1e-3)
+    out = {}
+    for backend in ("numpy", "numba"):
+        W = np.full((t_eval.size,) + prob.Syx.shape, np.nan)
+
+        def observe(k, y, W=W):
+            W[k] = _rhs.end_to_end_flat(y, prob.shapes)
+        raw = get_solver("ROS34PW2", backend)(prob, _rhs.pack(ws), t_eval, opts, observe)
+        assert raw.status.success and raw.n_done == t_eval.size
+        out[backend] = W
+    a, b = out["numpy"], out["numba"]
+    assert np.abs(a - b).max() <= 60 * rtol * np.abs(a).max()
