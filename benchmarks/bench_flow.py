@@ -24,7 +24,9 @@ plain step-size controller (``STABILITY_SAFETY`` set to infinity), to show what 
 stability cap saves where steps are limited by stability; ``SSPRK104, tableau stages``
 runs SSPRK104 as a Butcher tableau through the generic steppers, to show what its
 low-storage form (``linearnets.sim._lowstorage``, what ``gradient_flow`` runs) saves.
-``rej`` counts rejected steps.
+``rej`` counts rejected steps.  ``fixed cost of a call`` splits the fastest
+``gradient_flow`` run into what a call costs before and after its stepping (timed on a
+one-step run) and the loop's time per further evaluation.
 
 A gradient table gives microseconds per gradient against the FLOP bound (the
 FLOPs of one gradient in the cheapest product order divided by this machine's
@@ -298,6 +300,31 @@ def gd_baseline(ws, X, Y, t_end, Wref, problem, quick):
     return label, lr_ok, how, steps, per_step * steps, per_step
 
 
+def fixed_cost(ws, X, Y, t_end, rows):
+    """Split the fastest gradient_flow run that met the target into the fixed cost of a
+    call (validation, sufficient statistics, start-up, outputs: a run so short that it
+    takes one step) and the stepping loop's cost per further evaluation."""
+    done = [r for r in rows if r[0].startswith("gradient_flow") and r[3]]
+    if not done:
+        return
+    label, b, (rtol, dt, nfev, _, _), _ = min(done, key=lambda r: r[2][1])
+    m = label.split()[-1]
+    kw = dict(rtol=rtol, atol=rtol * ATOL_RATIO, backend=b, method=m)
+    short = ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * t_end], **kw)
+    fixed = min(time_once(lambda: ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * t_end], **kw))
+                for _ in range(20))
+    per = (dt - fixed) / max(nfev - short.nfev, 1)
+    print(f"  fixed cost of a call ({m} on {b}, one step, {short.nfev} evaluations): "
+          f"{fixed * 1e3:.3g} ms of its {dt * 1e3:.3g} ms; the loop then takes "
+          f"{per * 1e6:.3g} us per evaluation", flush=True)
+
+
+def time_once(f):
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
 # ---------------------------------------------------------------------------------------------
 def bench(name, quick, rate):
     ws, X, Y, tmax = make(name)
@@ -394,6 +421,7 @@ def bench(name, quick, rate):
                 return tr.end_to_end[-1], tr.nfev, tr.nrejected
             res, ok = scan(run, Wref, rtols)
             report(f"gradient_flow {m}", b, res, ok)
+    fixed_cost(ws, X, Y, t_end, rows_out)
 
     # the same RK45 without the stability cap (the plain step-size controller)
     b = "numba" if have_numba else "numpy"
