@@ -14,9 +14,14 @@ eigenvalue by power iteration (exact Jacobian-vector products of
 ``_stiff.Flow.jvp``): ``h lambda_max`` below the stability boundary (13.9) means the
 rejection was set by accuracy -- a mode leaving its plateau -- not by stability.
 
+``--exact`` (instead of the grid) runs SSPRK104 on the numpy stepper with the estimate replaced by the
+Jacobian's largest eigenvalue itself (Lanczos, ``scipy.sparse.linalg.eigsh``, on the
+exact Jacobian-vector products) after every accepted step, without memory: the
+evaluations a perfect estimate would save (its own cost not counted).
+
 Usage::
 
-    python benchmarks/study_stability_cap.py [--diagnose]
+    python benchmarks/study_stability_cap.py [--diagnose] [--exact]
 """
 from __future__ import annotations
 
@@ -127,16 +132,67 @@ def diagnose(ws, X, Y, t_end):
     print(f"  {inside} of {tr.nrejected} rejections inside the stability interval")
 
 
+def exact_cap(ws, X, Y, t_end, Wref):
+    """SSPRK104 (numpy) with the cap set from the exact lambda_max after every step."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    problem = _rhs.make_problem(tuple(w.shape for w in ws), X, Y)
+    flow = _stiff.Flow(problem)
+    n = problem.size
+    f, out = np.empty(n), np.empty(n)
+
+    def lam_max(y):
+        flow.rhs(y, f, keep=True)
+        op = LinearOperator((n, n), dtype=np.float64,
+                            matvec=lambda v: flow.jvp(np.ascontiguousarray(v.ravel()), out).copy())
+        return float(abs(eigsh(op, k=1, which="LM", tol=1e-3, return_eigenvectors=False)[0]))
+
+    adaptive_run = _explicit.adaptive_run
+
+    def exact_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, stiffness=None,
+                  interpolate=None):
+        def rho(h_try, y_new):
+            stiffness(h_try, y_new)  # keeps the stepper's own bookkeeping as it was
+            return lam_max(y_new)
+        return adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, rho,
+                            interpolate)
+
+    saved = _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY
+    rtol = dict(RUNS)["SSPRK104"]
+    print(f"\nSSPRK104 numpy, rtol {rtol:g}: the estimate against the exact lambda_max")
+    print(f"  {'cap from':>22s} {'safety':>6s} {'nfev':>6s} {'steps':>6s} {'rej':>4s} "
+          f"{'error':>9s}")
+    try:
+        for label, safety, memory, exact in (("estimate (shipped)", saved[0], saved[1], False),
+                                             ("exact lambda_max", 0.9, 0.0, True),
+                                             ("exact lambda_max", 0.97, 0.0, True)):
+            _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY = safety, memory
+            _explicit.adaptive_run = exact_run if exact else adaptive_run
+            tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * bf.ATOL_RATIO,
+                                  backend="numpy", method="SSPRK104")
+            print(f"  {label:>22s} {safety:6.2f} {tr.nfev:6d} {tr.nsteps:6d} {tr.nrejected:4d} "
+                  f"{bf.rel_err(tr.end_to_end[-1], Wref):9.2e}", flush=True)
+    finally:
+        _explicit.adaptive_run = adaptive_run
+        _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY = saved
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--diagnose", action="store_true",
                     help="also measure h lambda_max at each rejected SSPRK104 step")
+    ap.add_argument("--exact", action="store_true",
+                    help="instead of the grid, run SSPRK104 with the cap from the exact "
+                         "lambda_max")
     args = ap.parse_args(argv)
     ws, X, Y, tmax = bf.make("medium")
     t0 = time.perf_counter()
     t_end, Wref, _ = bf.reference(ws, X, Y, tmax, "numba")
     print(f"medium problem, t_end = {t_end:.6g} (reference {time.perf_counter() - t0:.0f} s)")
-    grid(ws, X, Y, t_end, Wref)
+    if args.exact:
+        exact_cap(ws, X, Y, t_end, Wref)
+    else:
+        grid(ws, X, Y, t_end, Wref)
     if args.diagnose:
         diagnose(ws, X, Y, t_end)
 
