@@ -10,9 +10,15 @@ evaluations, steps, time and the largest error of the outputs against a tight
 reference (relative to the largest entry of the end-to-end map), each cost as a
 ratio against the two-point run ``[0, t_end]`` measured in the same run.
 
+``--observations`` measures instead what observing costs on the large problem on the
+numba backend (DOP853, rtol 1e-2, outputs evenly spaced to ``t_end``): the shipped
+observer, whose end-to-end products are compiled (``_kernels.end_to_end``), against
+the same run observing through numpy's BLAS, a library whose threads contend with
+the compiled loop's, which still spin when an output is observed.
+
 Usage::
 
-    python benchmarks/bench_outputs.py [--problems small,medium]
+    python benchmarks/bench_outputs.py [--problems small,medium] [--observations]
 """
 from __future__ import annotations
 
@@ -43,10 +49,48 @@ def grid(t_end, T):
     return np.concatenate(([0.0], np.logspace(-2, np.log10(t_end), T - 1)))
 
 
+def observations(counts=(2, 21, 101)):
+    """Time of large-problem runs with the shipped (compiled) and the numpy observer."""
+    from linearnets.sim import flow
+
+    ws, X, Y, tmax = bf.make("large")
+    t_end, _, _ = bf.reference(ws, X, Y, tmax, "numba")
+    shipped = flow._end_to_end_of
+
+    def numpy_observer(problem, backend):
+        return shipped(problem, "numpy")
+
+    print(f"\n=== large: t_end = {t_end:.6g}; DOP853 numba, rtol 1e-2, T evenly spaced outputs")
+    print(f"  {'T':>4s} {'nfev':>6s} {'numpy BLAS (s)':>14s} {'compiled (s)':>12s} "
+          f"{'ratio':>6s} {'ms per output saved':>19s}")
+    kw = dict(rtol=1e-2, atol=1e-2 * bf.ATOL_RATIO, backend="numba", method="DOP853")
+    ln.gradient_flow(ws, X, Y, [0.0, 1e-6], **kw)  # compiled / cache loaded
+    try:
+        for T in counts:
+            te = np.linspace(0.0, t_end, T)
+            times = {}
+            for label, observer in (("numpy", numpy_observer), ("compiled", shipped)) * 2:
+                flow._end_to_end_of = observer
+                t0 = time.perf_counter()
+                tr = ln.gradient_flow(ws, X, Y, te, **kw)
+                times[label] = min(times.get(label, np.inf), time.perf_counter() - t0)
+            a, b = times["numpy"], times["compiled"]
+            print(f"  {T:4d} {tr.nfev:6d} {a:14.3f} {b:12.3f} {a / b:6.2f} "
+                  f"{(a - b) / T * 1e3:19.1f}", flush=True)
+    finally:
+        flow._end_to_end_of = shipped
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", default="small,medium")
+    ap.add_argument("--observations", action="store_true",
+                    help="instead: the cost of observing on the large problem, compiled "
+                         "against numpy's BLAS")
     args = ap.parse_args(argv)
+    if args.observations:
+        observations()
+        return
     for name in args.problems.split(","):
         ws, X, Y, tmax = bf.make(name)
         t_end, _, _ = bf.reference(ws, X, Y, tmax, "numba")

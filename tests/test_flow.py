@@ -567,3 +567,24 @@ def test_numba_matches_numpy_bit_for_bit_wide_outputs():
     assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
     for wa, wb in zip(a.weights_t, b.weights_t):
         assert np.array_equal(wa, wb)
+
+
+@pytest.mark.parametrize("sizes", [(4, 3), (4, 6, 2), (5, 2, 7, 3, 1), (3, 4, 4, 4, 4, 4, 2),
+                                   (6, 9, 1)])
+def test_compiled_end_to_end_matches_reference(sizes):
+    """The numba run's observer forms W_L ... W_1 in compiled code, in the order of
+    ``_rhs.end_to_end_flat``: the two agree to the rounding of a few products (each
+    entry a sum of O(1) terms: a few eps of the largest partial product)."""
+    from linearnets.sim.flow import _end_to_end_of
+    rng = np.random.default_rng(len(sizes))
+    ws = [rng.standard_normal((o, i)) for i, o in zip(sizes[:-1], sizes[1:])]
+    X = rng.standard_normal((9, sizes[0]))
+    Y = rng.standard_normal((9, sizes[-1]))
+    prob = _rhs.make_problem([w.shape for w in ws], X, Y)
+    y = _rhs.pack(ws)
+    ref = np.linalg.multi_dot(ws[::-1]) if len(ws) > 1 else ws[0]
+    bound = 1e-13 * np.prod([np.abs(w).sum(axis=1).max() for w in ws])
+    for backend in ("numpy", "numba"):
+        out = np.full(ref.shape, np.nan)
+        _end_to_end_of(prob, backend)(y, out)
+        assert np.abs(out - ref).max() <= bound, backend

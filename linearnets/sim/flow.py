@@ -142,6 +142,30 @@ class Trajectory:
         return len(self.weights)
 
 
+def _end_to_end_of(problem, backend):
+    """``f(y, out)`` writing the end-to-end map (C, D) of the flat state ``y`` into ``out``.
+
+    On the numba backend a compiled product (``_kernels.end_to_end``): there the loop's
+    BLAS threads may still be spinning when an output is observed, and numpy's BLAS,
+    another library with threads of its own, would contend with them for the cores.
+    """
+    if backend == "numba":
+        from . import _kernels
+        from ._explicit import chain_layout
+
+        rows, cols, offs, _, _ = chain_layout(problem)
+        buf = np.empty(2 * problem.Syx.shape[0] * int(cols.max()))
+
+        def compiled(y, out):
+            _kernels.end_to_end(np.ascontiguousarray(y, dtype=np.float64), rows, cols, offs,
+                                out, buf)
+        return compiled
+
+    def reference(y, out):
+        out[...] = _rhs.end_to_end_flat(y, problem.shapes, problem.offsets)
+    return reference
+
+
 def _check_t_eval(t_eval):
     t = as_float_array(t_eval, "t_eval", ndim=(0, 1)).reshape(-1)
     if t.size == 0:
@@ -338,9 +362,11 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     # the layer views are only needed by the recordings that read single layers
     need_layers = weights_t is not None or cons is not None or ntk is not None
 
+    end_to_end = _end_to_end_of(problem, concrete)
+
     def observe(k, y):
         Wl = _rhs.unpack(y, shapes, problem.offsets) if need_layers else None
-        e2e[k] = _rhs.end_to_end_flat(y, shapes, problem.offsets)
+        end_to_end(y, e2e[k])
         if weights_t is not None:
             for i in range(L):
                 weights_t[i][k] = Wl[i]
