@@ -197,8 +197,8 @@ def test_loss_monotone_and_conservation():
     X, Y = teacher_task(50, 8, [3.0, 1.0, 0.3], seed=4, whiten=False)
     ws = init_network((8, 12, 10, 3), 0.2, seed=5)
     t = np.concatenate(([0.0], np.logspace(-2, 2.5, 60)))
-    for rtol in [1e-6, 1e-9]:
-        tr = gradient_flow(ws, X, Y, t, rtol=rtol, atol=1e-14, backend="numpy",
+    for rtol, backend in [(1e-6, "numpy"), (1e-9, "numpy"), (1e-6, "numba")]:
+        tr = gradient_flow(ws, X, Y, t, rtol=rtol, atol=1e-14, backend=backend,
                            record=("conservation", "weights"))
         assert tr.success
         assert np.all(np.diff(tr.loss) <= 1e-14 * tr.loss[0])
@@ -206,6 +206,14 @@ def test_loss_monotone_and_conservation():
         assert tr.conservation[0] == 0.0
         # the balance matrices are conserved exactly; their drift measures accuracy
         assert tr.conservation.max() < 100 * rtol * scale
+        # the recorded drift is that of the recorded weights (numba: compiled products),
+        # to the rounding of the Gram matrices (a few eps of |W|^2)
+        Ws = tr.weights_t
+        grams = [[Ws[i + 1][k].T @ Ws[i + 1][k] - Ws[i][k] @ Ws[i][k].T for i in range(2)]
+                 for k in range(t.size)]
+        drift = [max(np.linalg.norm(g - g0) for g, g0 in zip(grams[k], grams[0]))
+                 for k in range(t.size)]
+        assert np.abs(np.array(drift) - tr.conservation).max() <= 1e-13 * scale
 
 
 def fixed_step_error(tab, n):
@@ -383,27 +391,36 @@ def test_many_decades():
     assert tr.nsteps < 2000
 
 
-def test_record_modes_ntk():
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_record_modes_ntk(backend):
+    # numba records the kernel with compiled products (_kernels.probe_ntk): the same
+    # products as empirical_ntk, to their rounding
     X, Y = teacher_task(30, 5, [2.0, 1.0], seed=0)
-    ws = init_network((5, 6, 2), 0.2, seed=1)
     t = np.array([0.0, 1.0, 10.0])
     Xp, Yp = X[:4], Y[:4]
-    tr = gradient_flow(ws, X, Y, t, backend="numpy", record=("modes", "ntk", "weights"),
-                       probe=(Xp, Yp))
-    assert tr.modes.shape == (3, 2) and tr.mode_u.shape == (2, 2) and tr.mode_v.shape == (5, 2)
-    for k in range(3):
-        assert np.allclose(tr.modes[k], np.diag(tr.mode_u.T @ tr.end_to_end[k] @ tr.mode_v))
-        wk = [w[k] for w in tr.weights_t]
-        assert np.allclose(tr.ntk[k], ln.empirical_ntk(wk, Xp, Xp))
-    assert tr.ntk.shape == (3, 4, 4, 2, 2)
-    assert np.allclose(tr.ntk_norm, np.linalg.norm(tr.ntk.reshape(3, -1), axis=1))
-    assert np.all(np.abs(tr.ntk_alignment) <= 1 + 1e-12)
+    for sizes in [(5, 6, 2), (5, 2), (5, 6, 3, 4, 2)]:
+        ws = init_network(sizes, 0.4, seed=1)
+        tr = gradient_flow(ws, X, Y, t, backend=backend, record=("modes", "ntk", "weights"),
+                           probe=(Xp, Yp))
+        assert tr.modes.shape == (3, 2) and tr.mode_u.shape == (2, 2)
+        assert tr.mode_v.shape == (5, 2)
+        for k in range(3):
+            assert np.allclose(tr.modes[k], np.diag(tr.mode_u.T @ tr.end_to_end[k] @ tr.mode_v))
+            wk = [w[k] for w in tr.weights_t]
+            ref = ln.empirical_ntk(wk, Xp, Xp)
+            assert np.abs(tr.ntk[k] - ref).max() <= 1e-13 * np.abs(ref).max()
+        assert tr.ntk.shape == (3, 4, 4, 2, 2)
+        assert np.allclose(tr.ntk_norm, np.linalg.norm(tr.ntk.reshape(3, -1), axis=1))
+        assert np.all(np.abs(tr.ntk_alignment) <= 1 + 1e-12)
     # scalar output, probe inputs only: no alignment
     X1, y1, _ = scalar_teacher(30, 5, 1.0)
-    tr1 = gradient_flow(init_network((5, 4, 1), 0.2), X1, y1, t, backend="numpy", probe=X1[:3])
+    tr1 = gradient_flow(init_network((5, 4, 1), 0.2), X1, y1, t, backend=backend,
+                        probe=X1[:3], record=("weights",))
     assert tr1.ntk.shape == (3, 3, 3) and tr1.ntk_alignment is None
+    ref = ln.empirical_ntk([w[-1] for w in tr1.weights_t], X1[:3], X1[:3])
+    assert np.abs(tr1.ntk[-1] - ref).max() <= 1e-13 * np.abs(ref).max()
     # "ntk" without probe: the training data
-    tr2 = gradient_flow(init_network((5, 4, 1), 0.2), X1, y1, t, backend="numpy", record="ntk")
+    tr2 = gradient_flow(init_network((5, 4, 1), 0.2), X1, y1, t, backend=backend, record="ntk")
     assert tr2.ntk.shape == (3, 30, 30) and tr2.ntk_alignment.shape == (3,)
 
 

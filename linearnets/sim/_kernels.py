@@ -5,8 +5,9 @@
   order as the numpy references ``_rhs.chains`` / ``_rhs.rhs``;
 * :func:`jvp_flat` -- the Jacobian-vector product of ``_stiff.Flow.jvp`` on the flat
   state, from the products :func:`rhs_flat` left (``_stiff.CompiledFlow``);
-* :func:`end_to_end` -- the end-to-end map of the flat state, for the observations
-  of a numba run (``flow.gradient_flow``);
+* :func:`end_to_end`, :func:`balance_drift`, :func:`probe_ntk` -- the end-to-end
+  map, the conservation diagnostic and the empirical NTK of the flat state, for the
+  observations of a numba run (``flow.gradient_flow``);
 * :func:`erk_advance` -- the generic embedded Runge-Kutta stepper of
   ``_explicit.erk_solve``, advancing to one output time without returning to Python.
 
@@ -21,8 +22,8 @@ from numba import njit
 
 from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 
-__all__ = ["times_transpose", "chains", "rhs_flat", "jvp_flat", "end_to_end", "error_norm",
-           "step_after_accept", "predictive_step", "accept_step", "sumsq", "stiffness_estimate",
+__all__ = ["times_transpose", "chains", "rhs_flat", "jvp_flat", "end_to_end", "balance_drift",
+           "probe_ntk", "error_norm", "step_after_accept", "predictive_step", "accept_step", "sumsq", "stiffness_estimate",
            "stability_cap", "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL",
            "step_guard", "trial_step", "judge_step", "erk_advance", "stage_state", "hold_step",
            "exchange", "PENDING", "STIFF", "count_stiff"]
@@ -221,6 +222,83 @@ def end_to_end(y, rows, cols, offs, out, buf):
         cur = nxt
         slot = 1 - slot
     np.dot(cur, _layer(y, offs, rows, cols, 0), out)
+
+
+@njit(cache=True)
+def balance_drift(y, rows, cols, offs, gram, gram0, goffs, first, tmp):
+    """``max_i |G_i - G_i(t_0)|_F`` over the balance Gram matrices
+    ``G_i = W_{i+1}^T W_{i+1} - W_i W_i^T`` (N_i x N_i, i < L - 1) of the flat state ``y``:
+    the conservation diagnostic of ``flow.gradient_flow``, for a numba run's observations
+    (see :func:`end_to_end`).  ``gram``/``gram0`` hold the G_i at offsets ``goffs``; with
+    ``first`` the G_i are stored in ``gram0`` (and 0 returned); ``tmp`` is scratch of the
+    largest N_i^2.
+    """
+    L = rows.shape[0]
+    drift = 0.0
+    for i in range(L - 1):
+        N = rows[i]
+        G = gram[goffs[i]:goffs[i + 1]].reshape((N, N))
+        Wi = _layer(y, offs, rows, cols, i)
+        Wn = _layer(y, offs, rows, cols, i + 1)
+        np.dot(Wn.T, Wn, G)
+        T = tmp[:N * N].reshape((N, N))
+        np.dot(Wi, Wi.T, T)
+        acc = 0.0
+        for m in range(goffs[i], goffs[i + 1]):
+            g = gram[m] - tmp[m - goffs[i]]
+            gram[m] = g
+            if first:
+                gram0[m] = g
+            else:
+                d = g - gram0[m]
+                acc += d * d
+        drift = max(drift, np.sqrt(acc))
+    return drift
+
+
+@njit(cache=True)
+def probe_ntk(y, rows, cols, offs, Xp, out, abuf, tt, hbuf, hh):
+    """``out`` (Q, Q, C, C) = the empirical NTK of the flat state ``y`` on the probe
+    inputs ``Xp`` (Q, D), ``sum_l (H_l H_l^T) (x) (A_l A_l^T)`` with ``A_l = W_L ... W_{l+1}``
+    and ``H_l = Xp W_1^T ... W_{l-1}^T``: ``ntk._ntk_blocks(ws, Xp, Xp)``, the same products
+    in the same order, for a numba run's observations (see :func:`end_to_end`).
+    Scratch: ``abuf`` of ``2 C max(cols)``, ``tt`` (L, C, C), ``hbuf`` of ``2 Q max(cols)``
+    and ``hh`` (Q, Q).
+    """
+    L = rows.shape[0]
+    C = rows[L - 1]
+    Q = Xp.shape[0]
+    for i in range(C):
+        for j in range(C):
+            tt[L - 1, i, j] = 1.0 if i == j else 0.0
+    if L > 1:
+        half = abuf.shape[0] // 2
+        A = _layer(y, offs, rows, cols, L - 1)  # A_{L-2} (C x rows[L-2])
+        slot = 0
+        for i in range(L - 2, -1, -1):
+            np.dot(A, A.T, tt[i])
+            if i > 0:
+                nxt = abuf[slot * half:slot * half + C * cols[i]].reshape((C, cols[i]))
+                np.dot(A, _layer(y, offs, rows, cols, i), nxt)
+                A = nxt
+                slot = 1 - slot
+    out[...] = 0.0
+    half = hbuf.shape[0] // 2
+    H = Xp
+    slot = 0
+    for i in range(L):
+        if i > 0:
+            nxt = hbuf[slot * half:slot * half + Q * cols[i]].reshape((Q, cols[i]))
+            np.dot(H, _layer(y, offs, rows, cols, i - 1).T, nxt)
+            H = nxt
+            slot = 1 - slot
+        np.dot(H, H.T, hh)
+        for p in range(Q):
+            for q in range(Q):
+                v = hh[p, q]
+                for a in range(C):
+                    for b in range(C):
+                        out[p, q, a, b] += v * tt[i, a, b]
 
 
 @njit(cache=True)

@@ -166,6 +166,65 @@ def _end_to_end_of(problem, backend):
     return reference
 
 
+def _balance_drift_of(problem, backend):
+    """``f(y, Wl, first)``: ``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at the first
+    call)|_F`` of the flat state ``y`` (layer views ``Wl``), 0 at the first call and for
+    L = 1.  Compiled on the numba backend (``_kernels.balance_drift``), for the reason
+    given in :func:`_end_to_end_of`."""
+    L = len(problem.shapes)
+    if backend == "numba":
+        from . import _kernels
+        from ._explicit import chain_layout
+
+        rows, cols, offs, _, _ = chain_layout(problem)
+        sq = [int(r) * int(r) for r in rows[:-1]]
+        goffs = np.concatenate(([0], np.cumsum(sq))).astype(np.int64)
+        gram, gram0 = np.empty(goffs[-1]), np.empty(goffs[-1])
+        tmp = np.empty(max(sq, default=0))
+
+        def compiled(y, Wl, first):
+            return float(_kernels.balance_drift(np.ascontiguousarray(y, dtype=np.float64), rows,
+                                                cols, offs, gram, gram0, goffs, first, tmp))
+        return compiled
+
+    gram0 = []
+
+    def reference(y, Wl, first):
+        grams = [Wl[i + 1].T @ Wl[i + 1] - Wl[i] @ Wl[i].T for i in range(L - 1)]
+        if first:
+            gram0[:] = grams
+        return max((np.linalg.norm(g - g0) for g, g0 in zip(grams, gram0)), default=0.0)
+    return reference
+
+
+def _probe_ntk_of(problem, backend, Xp):
+    """``f(y, Wl)``: the empirical NTK on the probe inputs ``Xp`` (Q, D) of the flat state
+    ``y`` (layer views ``Wl``), (Q, Q) for one output, (Q, Q, C, C) for C.  Compiled on the
+    numba backend (``_kernels.probe_ntk``), for the reason given in :func:`_end_to_end_of`."""
+    if backend == "numba":
+        from . import _kernels
+        from ._explicit import chain_layout
+
+        rows, cols, offs, _, _ = chain_layout(problem)
+        C = problem.Syx.shape[0]
+        Q = Xp.shape[0]
+        Xc = np.ascontiguousarray(Xp, dtype=np.float64)
+        width = int(cols.max())
+        out = np.empty((Q, Q, C, C))
+        abuf, hbuf = np.empty(2 * C * width), np.empty(2 * Q * width)
+        tt, hh = np.empty((len(problem.shapes), C, C)), np.empty((Q, Q))
+
+        def compiled(y, Wl):
+            _kernels.probe_ntk(np.ascontiguousarray(y, dtype=np.float64), rows, cols, offs, Xc,
+                               out, abuf, tt, hbuf, hh)
+            return out[:, :, 0, 0] if C == 1 else out
+        return compiled
+
+    def reference(y, Wl):
+        return _ntk(Wl, Xp, Xp)
+    return reference
+
+
 def _check_t_eval(t_eval):
     t = as_float_array(t_eval, "t_eval", ndim=(0, 1)).reshape(-1)
     if t.size == 0:
@@ -357,12 +416,12 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         yflat = Yp.reshape(-1) if Yp is not None else None
     else:
         ntk = ntk_norm = ntk_align = None
-    gram0 = []
-
     # the layer views are only needed by the recordings that read single layers
     need_layers = weights_t is not None or cons is not None or ntk is not None
 
     end_to_end = _end_to_end_of(problem, concrete)
+    drift = _balance_drift_of(problem, concrete) if cons is not None else None
+    kernel = _probe_ntk_of(problem, concrete, Xp) if ntk is not None else None
 
     def observe(k, y):
         Wl = _rhs.unpack(y, shapes, problem.offsets) if need_layers else None
@@ -373,12 +432,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         if modes is not None:
             modes[k] = np.einsum("ca,cd,da->a", U, e2e[k], V)
         if cons is not None:
-            grams = [Wl[i + 1].T @ Wl[i + 1] - Wl[i] @ Wl[i].T for i in range(L - 1)]
-            if k == 0:
-                gram0.extend(grams)
-            cons[k] = max((np.linalg.norm(g - g0) for g, g0 in zip(grams, gram0)), default=0.0)
+            cons[k] = drift(y, Wl, k == 0)
         if ntk is not None:
-            K = _ntk(Wl, Xp, Xp)
+            K = kernel(y, Wl)
             ntk[k] = K
             ntk_norm[k] = np.linalg.norm(K)
             if ntk_align is not None:
