@@ -12,9 +12,11 @@ ratio against the two-point run ``[0, t_end]`` measured in the same run.
 
 ``--observations`` measures instead what observing costs on the large problem on the
 numba backend (DOP853, rtol 1e-2, outputs evenly spaced to ``t_end``): the shipped
-observer, whose end-to-end products are compiled (``_kernels.end_to_end``), against
-the same run observing through numpy's BLAS, a library whose threads contend with
-the compiled loop's, which still spin when an output is observed.
+observers, whose products are compiled (``_kernels.end_to_end``, ``balance_drift``,
+``probe_ntk``), against the same runs observing through numpy's BLAS, a library
+whose threads contend with the compiled loop's, which still spin when an output is
+observed; without recordings at 2, 21 and 101 outputs, then recording the
+conservation drift, and the NTK on 50 training points, at 11.
 
 Usage::
 
@@ -49,36 +51,49 @@ def grid(t_end, T):
     return np.concatenate(([0.0], np.logspace(-2, np.log10(t_end), T - 1)))
 
 
-def observations(counts=(2, 21, 101)):
-    """Time of large-problem runs with the shipped (compiled) and the numpy observer."""
+def observations(counts=(2, 21, 101), record_count=11, probe_size=50):
+    """Time of large-problem runs with the shipped (compiled) and the numpy observers:
+    the end-to-end map at ``counts`` outputs, then recording the conservation drift and
+    the NTK on ``probe_size`` training points at ``record_count`` outputs."""
     from linearnets.sim import flow
 
     ws, X, Y, tmax = bf.make("large")
     t_end, _, _ = bf.reference(ws, X, Y, tmax, "numba")
-    shipped = flow._end_to_end_of
+    factories = ("_end_to_end_of", "_balance_drift_of", "_probe_ntk_of")
+    shipped = {name: getattr(flow, name) for name in factories}
 
-    def numpy_observer(problem, backend):
-        return shipped(problem, "numpy")
+    def use(observer):
+        for name, make in shipped.items():
+            if observer == "compiled":
+                setattr(flow, name, make)
+            else:  # the reference path, whatever the backend
+                setattr(flow, name, lambda problem, backend, *a, make=make: make(problem, "numpy",
+                                                                                   *a))
+
+    def timed(te, **extra):
+        times = {}
+        for observer in ("numpy", "compiled") * 2:
+            use(observer)
+            t0 = time.perf_counter()
+            tr = ln.gradient_flow(ws, X, Y, te, **kw, **extra)
+            times[observer] = min(times.get(observer, np.inf), time.perf_counter() - t0)
+        return tr, times["numpy"], times["compiled"]
 
     print(f"\n=== large: t_end = {t_end:.6g}; DOP853 numba, rtol 1e-2, T evenly spaced outputs")
-    print(f"  {'T':>4s} {'nfev':>6s} {'numpy BLAS (s)':>14s} {'compiled (s)':>12s} "
+    print(f"  {'record':13s} {'T':>4s} {'nfev':>6s} {'numpy BLAS (s)':>14s} {'compiled (s)':>12s} "
           f"{'ratio':>6s} {'ms per output saved':>19s}")
     kw = dict(rtol=1e-2, atol=1e-2 * bf.ATOL_RATIO, backend="numba", method="DOP853")
     ln.gradient_flow(ws, X, Y, [0.0, 1e-6], **kw)  # compiled / cache loaded
+    rows = [("-", T, {}) for T in counts]
+    rows += [("conservation", record_count, dict(record=("conservation",))),
+             ("ntk (probe)", record_count, dict(probe=(X[:probe_size], Y[:probe_size])))]
     try:
-        for T in counts:
-            te = np.linspace(0.0, t_end, T)
-            times = {}
-            for label, observer in (("numpy", numpy_observer), ("compiled", shipped)) * 2:
-                flow._end_to_end_of = observer
-                t0 = time.perf_counter()
-                tr = ln.gradient_flow(ws, X, Y, te, **kw)
-                times[label] = min(times.get(label, np.inf), time.perf_counter() - t0)
-            a, b = times["numpy"], times["compiled"]
-            print(f"  {T:4d} {tr.nfev:6d} {a:14.3f} {b:12.3f} {a / b:6.2f} "
+        for label, T, extra in rows:
+            tr, a, b = timed(np.linspace(0.0, t_end, T), **extra)
+            print(f"  {label:13s} {T:4d} {tr.nfev:6d} {a:14.3f} {b:12.3f} {a / b:6.2f} "
                   f"{(a - b) / T * 1e3:19.1f}", flush=True)
     finally:
-        flow._end_to_end_of = shipped
+        use("compiled")
 
 
 def main(argv=None):
