@@ -605,3 +605,35 @@ def test_compiled_end_to_end_matches_reference(sizes):
         out = np.full(ref.shape, np.nan)
         _end_to_end_of(prob, backend)(y, out)
         assert np.abs(out - ref).max() <= bound, backend
+
+
+def test_loss_from_residual_and_from_summary():
+    """A few maps take the loss from the residual itself, many from the thin-QR summary
+    (computed then, once): both free of the Syy - 2<W, Syx> + <W Sxx, W> cancellation,
+    so near an exact fit (residual delta, targets O(1)) each is accurate to
+    ~eps / delta relative, against an extended-precision residual."""
+    rng = np.random.default_rng(7)
+    P, D, C = 40, 6, 2
+    X = rng.standard_normal((P, D))
+    B = rng.standard_normal((C, D))
+    Y = X @ B.T
+    direct = _rhs.make_problem([(C, D)], X, Y)
+    summary = _rhs.make_problem([(C, D)], X, Y)
+    summary.loss_summary()
+    ld = np.longdouble
+    for delta in (1e-1, 1e-4, 1e-8):
+        W = B + delta * rng.standard_normal((C, D))
+        R = Y.astype(ld) - X.astype(ld) @ W.T.astype(ld)
+        exact = float(0.5 * np.sum(R * R) / P)
+        tol = 1e3 * np.finfo(float).eps / delta * exact
+        a = _rhs.loss_from_end_to_end(W[None], direct)
+        b = _rhs.loss_from_end_to_end(W[None], summary)
+        assert a.shape == b.shape == (1,)
+        assert abs(a[0] - exact) <= tol and abs(b[0] - exact) <= tol, (delta, a, b, exact)
+        assert float(_rhs.loss_from_end_to_end(W, direct)) == a[0]
+    assert not direct._summary                  # one map at a time: no QR
+    many = np.repeat(B[None], 2 * (D + C) ** 2 // (D * C), axis=0)
+    # an exact fit: residual terms of the rounding of Y itself
+    assert np.all(_rhs.loss_from_end_to_end(many, direct)
+                  <= (1e2 * np.finfo(float).eps * np.abs(Y).max()) ** 2)
+    assert direct._summary                      # many maps: the summary, once

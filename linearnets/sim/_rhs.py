@@ -171,9 +171,12 @@ class FlowProblem:
         Input-output cross moment ``Y^T X / P``.
     eta_l : ndarray, shape (L,)
         Learning rate of each layer (``eta`` times a per-layer multiplier).
+    X, Y : ndarray (P, D), ndarray (P, C)
+        The samples, held for the loss at output times only (:func:`loss_from_end_to_end`);
+        the integrator never reads them.  ``P`` is their number.
     loss_R, loss_Z, loss_res0 : ndarray (K, D), ndarray (K, C), float
-        Thin-QR summary of the data for an accurate loss (see
-        :func:`loss_from_end_to_end`); ``P`` the number of samples.
+        Thin-QR summary of the data for an accurate loss at many output times,
+        computed on first use (derived, see :func:`loss_from_end_to_end`).
     white : bool
         Whether ``Sxx`` is the identity to within ``WHITE_TOL`` (derived).
     """
@@ -182,14 +185,14 @@ class FlowProblem:
     Sxx: np.ndarray
     Syx: np.ndarray
     eta_l: np.ndarray
-    loss_R: np.ndarray
-    loss_Z: np.ndarray
-    loss_res0: float
-    P: int
+    X: np.ndarray
+    Y: np.ndarray
     offsets: np.ndarray = field(init=False)
     white: bool = field(init=False)
+    _summary: list = field(init=False, repr=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "_summary", [])
         object.__setattr__(self, "offsets", layer_offsets(self.shapes))
         D = self.Sxx.shape[0]
         # whitened data: solvers may skip the C x D x D product with the identity (Sxx = I
@@ -210,6 +213,37 @@ class FlowProblem:
     def max_width(self) -> int:
         return max(max(s) for s in self.shapes)
 
+    @property
+    def P(self) -> int:
+        return int(self.X.shape[0])
+
+    def loss_summary(self):
+        """``(R, Z, res0)``: one triangular factor of ``[X | Y] = Q [[R, Z], [0, R_yy]]``
+        holds all three pieces (``X = Q_1 R``, ``Z = Q_1^T Y``, ``res0 = |R_yy|^2`` the part
+        of Y outside the span of X) without forming Q and without cancellation.  Computed
+        once, on first use: the QR of the (P, D + C) samples costs ``2 P (D + C)^2`` FLOPs,
+        more than the rest of a short run's set-up."""
+        if not self._summary:
+            P, D = self.X.shape
+            Rxy = np.linalg.qr(np.hstack((self.X, self.Y)), mode="r")
+            K = min(P, D)
+            self._summary.extend((np.ascontiguousarray(Rxy[:K, :D]),
+                                  np.ascontiguousarray(Rxy[:K, D:]),
+                                  float(np.sum(Rxy[K:, D:] ** 2))))
+        return tuple(self._summary)
+
+    @property
+    def loss_R(self):
+        return self.loss_summary()[0]
+
+    @property
+    def loss_Z(self):
+        return self.loss_summary()[1]
+
+    @property
+    def loss_res0(self):
+        return self.loss_summary()[2]
+
     def rhs(self, y, out=None):
         """Reference right-hand side, see :func:`rhs`."""
         return rhs(y, self, out)
@@ -219,25 +253,17 @@ def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
     """Build a :class:`FlowProblem` from data ``X`` (P, D), ``Y`` (P, C), both float64 2-D.
 
     The sufficient statistics are computed once here, so the integrator never
-    touches the P samples.  A thin QR ``X = Q R`` also yields the loss at output
-    times without cancellation: ``2P loss = |Y - Q Q^T Y|^2 + |Q^T Y - R W^T|^2``.
+    touches the P samples; they are held for the loss at output times
+    (:func:`loss_from_end_to_end`).
     """
     P, D = X.shape
     Sxx = X.T @ X / P
     Sxx = np.ascontiguousarray(0.5 * (Sxx + Sxx.T))  # exactly symmetric, used as Sxx^T too
     Syx = np.ascontiguousarray(Y.T @ X / P)
-    # One triangular factor of [X | Y] = Q [[R, Z], [0, R_yy]] holds all three pieces
-    # (R and Z as in X = Q_1 R, Z = Q_1^T Y; |R_yy|^2 the part of Y outside the span
-    # of X), without forming Q and without cancellation.
-    Rxy = np.linalg.qr(np.hstack((X, Y)), mode="r")
-    K = min(P, D)
-    R, Z = Rxy[:K, :D], Rxy[:K, D:]
-    res0 = float(np.sum(Rxy[K:, D:] ** 2))
     L = len(shapes)
     scale = np.ones(L) if lr_scale is None else np.asarray(lr_scale, dtype=np.float64)
     eta_l = np.ascontiguousarray(eta * scale, dtype=np.float64)
-    return FlowProblem(tuple((int(r), int(c)) for r, c in shapes), Sxx, Syx, eta_l,
-                       np.ascontiguousarray(R), np.ascontiguousarray(Z), res0, P)
+    return FlowProblem(tuple((int(r), int(c)) for r, c in shapes), Sxx, Syx, eta_l, X, Y)
 
 
 def chains(y, problem):
@@ -307,10 +333,21 @@ def end_to_end_flat(y, shapes, offsets=None):
 def loss_from_end_to_end(W, problem):
     """Training loss ``(1/2P) |Y - X W^T|^2`` for end-to-end maps ``W`` (..., C, D).
 
-    Uses the thin-QR summary of the data: nonnegative, accurate to rounding of
-    the residual itself (no ``tr Syy - 2 <W, Syx> + <W Sxx, W>`` cancellation),
-    at cost ``O(K D C)`` per map, independent of P.
+    Nonnegative and accurate to the rounding of the residual's terms, without the
+    ``tr Syy - 2 <W, Syx> + <W Sxx, W>`` cancellation: from the residual itself
+    (``2 P D C`` FLOPs a map) for a few maps, from the thin-QR summary
+    (``FlowProblem.loss_summary``, once ``2 P (D + C)^2``, then ``O(K D C)`` a map,
+    independent of P) for many, whichever costs less; once the summary exists it is
+    always used.
     """
     W = np.asarray(W)
+    C, D = W.shape[-2:]
+    maps = int(np.prod(W.shape[:-2], dtype=np.int64))
+    if not problem._summary and maps * D * C < (D + C) ** 2:
+        losses = np.empty(maps)
+        for m, w in enumerate(W.reshape(maps, C, D)):
+            R = problem.Y - problem.X @ w.T
+            losses[m] = 0.5 * float(np.sum(R * R)) / problem.P
+        return losses.reshape(W.shape[:-2])[()]
     M = problem.loss_Z - np.einsum("kd,...cd->...kc", problem.loss_R, W)
     return 0.5 * (problem.loss_res0 + np.sum(M * M, axis=(-2, -1))) / problem.P
