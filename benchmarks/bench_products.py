@@ -6,9 +6,17 @@ above.  This script times both orientations from compiled code (numba ``np.dot``
 the calls the kernels make) on the layer shapes of ``bench_flow.py`` and prints
 their ratio, so the threshold can be checked on a new machine.
 
+``--rates`` instead prints, per layer shape, the FLOP rate of the three C-row
+products a gradient makes with that layer (the top chain's ``W^T A^T``, the bottom
+chain's ``G W^T`` in the orientation used, the update's ``A^T G``), each repeated on
+the same operands (the best case: in cache where they fit), against this machine's
+square float64 GEMM rate measured in the same run.  The FLOP bound of
+``bench_flow.py`` assumes the GEMM rate; where these shapes reach only a fraction of
+it, a gradient cannot come within less than the inverse of that fraction of the bound.
+
 Usage::
 
-    python benchmarks/bench_products.py [--outputs C]
+    python benchmarks/bench_products.py [--outputs C] [--rates]
 """
 from __future__ import annotations
 
@@ -20,6 +28,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from linearnets.sim import _rhs  # noqa: E402
 
@@ -33,6 +42,8 @@ INNER, REPEATS = 50, 7
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--outputs", type=int, default=10, help="rows C of G (default 10)")
+    ap.add_argument("--rates", action="store_true",
+                    help="FLOP rates of a gradient's product shapes against square GEMM")
     args = ap.parse_args(argv)
     from numba import njit
 
@@ -57,6 +68,9 @@ def main(argv=None):
 
     C = args.outputs
     rng = np.random.default_rng(0)
+    if args.rates:
+        rates(C, rng, best, direct, transposed)
+        return
     print(f"C = {C}; threshold TRANSPOSED_PRODUCT_MAX_BYTES = "
           f"{_rhs.TRANSPOSED_PRODUCT_MAX_BYTES / 2**20:.3g} MiB")
     print(f"  {'layer':>11s} {'MiB':>6s} {'G W^T (us)':>11s} {'(W G^T)^T (us)':>15s} "
@@ -70,6 +84,62 @@ def main(argv=None):
         print(f"  {r:5d} x {c:<5d} {8 * W.size / 2**20:6.2f} {t1 * 1e6:11.1f} {t2 * 1e6:15.1f} "
               f"{t1 / t2:5.2f}x  {used}", flush=True)
 
+
+def gemm_rate(rng):
+    """Best float64 FLOP rate of square products (n = 1024, 2048) through numpy."""
+    best = 0.0
+    for n in (1024, 2048):
+        a = rng.standard_normal((n, n))
+        a @ a
+        for _ in range(3):
+            t0 = time.perf_counter()
+            a @ a
+            best = max(best, 2 * n ** 3 / (time.perf_counter() - t0))
+    return best
+
+
+def rates(C, rng, best, direct, transposed):
+    """Per layer shape: GFLOP/s of the gradient's three C-row products, and the best of
+    them as a fraction of the square GEMM rate; then, for each network of
+    ``bench_flow.py``, its gradient's products summed at these rates (with its own C)
+    against the FLOP bound."""
+    from numba import njit
+
+    import bench_flow as bf
+
+    @njit
+    def plain(n, a, b, out):
+        for _ in range(n):
+            np.dot(a, b, out)
+
+    def three(r, c, C):
+        """Seconds of ``W^T A^T``, ``G W^T`` (the orientation used) and ``A^T G``."""
+        W = rng.standard_normal((r, c))
+        G = rng.standard_normal((C, c))
+        t_top = best(plain, W.T, rng.standard_normal((r, C)), np.empty((c, C)))
+        if 8 * W.size <= _rhs.TRANSPOSED_PRODUCT_MAX_BYTES:
+            t_bottom = best(transposed, np.ascontiguousarray(G.T), W, np.empty((r, C)))
+        else:
+            t_bottom = best(direct, G, W, np.empty((C, r)))
+        t_outer = best(plain, rng.standard_normal((r, C)), G, np.empty((r, c)))
+        return t_top, t_bottom, t_outer
+
+    gemm = gemm_rate(rng)
+    print(f"C = {C}; square float64 GEMM {gemm / 1e9:.0f} GFLOP/s (numpy, same run)")
+    print(f"  {'layer':>11s} {'W^T A^T':>9s} {'G W^T':>9s} {'A^T G':>9s}   GFLOP/s; "
+          f"{'best':>5s} of GEMM")
+    for r, c in SHAPES:
+        got = [2.0 * C * r * c / t / 1e9 for t in three(r, c, C)]
+        print(f"  {r:5d} x {c:<5d} {got[0]:9.1f} {got[1]:9.1f} {got[2]:9.1f}   "
+              f"{max(got) * 1e9 / gemm:16.0%}", flush=True)
+    print("  a gradient's products (every layer below the top), each at its rate above:")
+    for name, (sizes, *_rest) in bf.PROBLEMS.items():
+        shapes = tuple(zip(sizes[1:], sizes[:-1]))
+        Cn = sizes[-1]
+        total = sum(sum(three(r, c, Cn)) for r, c in shapes[:-1])
+        bound = bf.gradient_flops(shapes, True) / gemm
+        print(f"  {name:7s} C = {Cn:2d}: {total * 1e6:9.1f} us against a FLOP bound of "
+              f"{bound * 1e6:8.2f} us: {total / bound:5.1f}x", flush=True)
 
 if __name__ == "__main__":
     main()
