@@ -70,8 +70,10 @@ RTOLS = (1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7, 3e-8,
 #: Tolerances of a --quick run.
 QUICK_RTOLS = RTOLS[:11]
 ATOL_RATIO = 1e-3
-#: Repetitions of runs shorter than a second (the best time counts).
-REPEATS = 3
+#: Repetitions of runs shorter than a second (the best time counts): at least REPEATS,
+#: and millisecond runs until REPEAT_TIME seconds are spent (at most MAX_REPEATS), so
+#: that both sides of a ratio get many tries on a machine whose speed varies.
+REPEATS, REPEAT_TIME, MAX_REPEATS = 3, 0.3, 50
 #: Loss drop that defines t_end.
 FIT_DROP = 1e-6
 
@@ -209,12 +211,13 @@ def scan(run, ref, rtols):
     """
     def measure(rtol):
         # best of a few repetitions for short runs: the machine may be shared
-        dt = np.inf
-        for _ in range(REPEATS):
+        dt, spent = np.inf, 0.0
+        for i in range(MAX_REPEATS):
             t0 = time.perf_counter()
             W, nfev, *rej = run(rtol)
-            dt = min(dt, time.perf_counter() - t0)
-            if dt > 1.0:
+            took = time.perf_counter() - t0
+            dt, spent = min(dt, took), spent + took
+            if dt > 1.0 or (i + 1 >= REPEATS and spent >= REPEAT_TIME):
                 break
         err = rel_err(W, ref)
         err = err if np.isfinite(err) else np.inf
