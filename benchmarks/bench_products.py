@@ -85,19 +85,6 @@ def main(argv=None):
               f"{t1 / t2:5.2f}x  {used}", flush=True)
 
 
-def gemm_rate(rng):
-    """Best float64 FLOP rate of square products (n = 1024, 2048) through numpy."""
-    best = 0.0
-    for n in (1024, 2048):
-        a = rng.standard_normal((n, n))
-        a @ a
-        for _ in range(3):
-            t0 = time.perf_counter()
-            a @ a
-            best = max(best, 2 * n ** 3 / (time.perf_counter() - t0))
-    return best
-
-
 def rates(C, rng, best, direct, transposed):
     """Per layer shape: GFLOP/s of the gradient's three C-row products, and the best of
     them as a fraction of the square GEMM rate; then, for each network of
@@ -124,7 +111,7 @@ def rates(C, rng, best, direct, transposed):
         t_outer = best(plain, rng.standard_normal((r, C)), G, np.empty((r, c)))
         return t_top, t_bottom, t_outer
 
-    gemm = gemm_rate(rng)
+    gemm = bf.gemm_rate()
     print(f"C = {C}; square float64 GEMM {gemm / 1e9:.0f} GFLOP/s (numpy, same run)")
     print(f"  {'layer':>11s} {'W^T A^T':>9s} {'G W^T':>9s} {'A^T G':>9s}   GFLOP/s; "
           f"{'best':>5s} of GEMM")
