@@ -10,7 +10,8 @@ table shows the baselines
 * ``scipy RK45`` / ``scipy DOP853``: ``scipy.integrate.solve_ivp`` on the flat
   parameters with a plain numpy gradient (narrow-side product order, allocating);
 * ``GD``: full-batch gradient descent on the raw samples (PyTorch float64 autograd
-  if torch is importable, otherwise the same in numpy, labelled so), at the
+  if torch is importable -- a dependency of this script alone, not of the package; its
+  CPU build is enough -- otherwise the same in numpy, labelled so), at the
   largest learning rate that reaches the target.  Its accuracy is found with the
   cheap sufficient-statistics iteration (the same iterates as GD on the samples,
   since a linear network's gradient depends on the data only through Sxx, Syx);
