@@ -7,10 +7,10 @@
 
 The same operations in the same order as the numpy reference: products through
 ``np.dot`` (BLAS) on contiguous views of flat buffers, elementwise sums written
-as loops.  (Hand-written loops for the tiny products of narrow networks were
-measured no faster than BLAS calls from compiled code, ~0.1 us for a 32 x 32
-matrix-vector product, and 3x slower at 3 x 64 x 64.)  Arguments are grouped in
-tuples of flat arrays so every kernel has one signature (``cache=True``):
+as loops.  (A whole gradient in hand-written loops was measured 1.35-1.8x faster
+than these BLAS calls with one output and 1.3-3.6x slower with 4 to 10, besides
+rounding apart from the reference: ``benchmarks/study_narrow_kernel.py``.)
+Arguments are grouped in tuples of flat arrays so every kernel has one signature (``cache=True``):
 
 * ``ints = (rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff)`` (int64);
 * ``bufs = (ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram,
