@@ -13,6 +13,10 @@ the same operands (the best case: in cache where they fit), against this machine
 square float64 GEMM rate measured in the same run.  The FLOP bound of
 ``bench_flow.py`` assumes the GEMM rate; where these shapes reach only a fraction of
 it, a gradient cannot come within less than the inverse of that fraction of the bound.
+Beside them it times the top chain's product in a compiled loop written out for the
+given C (:func:`blocked_top`), to show how far such loops get past BLAS on these
+shapes (not used by the package: the code is generated per C and not cached, and it
+rounds apart from the numpy reference).
 
 Usage::
 
@@ -37,6 +41,55 @@ SHAPES = ((32, 20), (32, 32), (256, 128), (256, 256), (512, 256), (512, 512), (1
           (1024, 512), (1024, 1024))
 #: Products per timing, and timings per shape (the best counts).
 INNER, REPEATS = 50, 7
+#: Rows of W per pass of :func:`blocked_top` (of 2, 4, 8 and 16 rows, 4 and 8 were
+#: fastest for C = 10 on a 1024 x 1024 layer: 0.42-0.44 ms against 0.59 ms and 1.2 ms).
+ROW_BLOCK = 4
+
+
+def blocked_top(C):
+    """``loop(n, AT, W, out)``: ``n`` times ``out = A W`` (``AT`` = A^T, r x C; W: r x c)
+    as a compiled loop written out for these C outputs (numba ``parallel=True``).
+
+    Each pass takes ``ROW_BLOCK`` rows of W, reads each of their entries once and adds
+    its products with the C coefficients into a per-thread partial sum (two threads,
+    one half of W's rows each), so that the C partial rows are loaded and stored once
+    per ``ROW_BLOCK`` rows rather than once per row.  The loop is generated for the
+    given C (the C updates per entry are unrolled; a loop over C instead runs no faster
+    than BLAS); it is compiled anew in every run (generated code is not cached).
+    """
+    from numba import njit, prange
+    B = ROW_BLOCK
+    lines = ["def kernel(AT, W, out):",
+             "    r, c = W.shape",
+             f"    part = np.zeros((2, {C}, c))",
+             "    for t in prange(2):",
+             "        p0, p1 = t * r // 2, (t + 1) * r // 2",
+             "        P = part[t]",
+             f"        main = p0 + (p1 - p0) // {B} * {B}",
+             f"        for pb in range(p0, main, {B}):"]
+    lines += [f"            w{j} = W[pb + {j}]" for j in range(B)]
+    lines += [f"            s{a}_{j} = AT[pb + {j}, {a}]" for a in range(C) for j in range(B)]
+    lines += ["            for q in range(c):"]
+    lines += [f"                x{j} = w{j}[q]" for j in range(B)]
+    lines += [f"                P[{a}, q] += " + " + ".join(f"s{a}_{j} * x{j}" for j in range(B))
+              for a in range(C)]
+    lines += ["        for p in range(main, p1):",
+              f"            for a in range({C}):",
+              "                s = AT[p, a]",
+              "                for q in range(c):",
+              "                    P[a, q] += s * W[p, q]",
+              "    for a in range(out.shape[0]):",
+              "        for q in range(out.shape[1]):",
+              "            out[a, q] = part[0, a, q] + part[1, a, q]",
+              "",
+              "def loop(n, AT, W, out):",
+              "    for _ in range(n):",
+              "        kernel(AT, W, out)"]
+    scope = {"np": np, "prange": prange}
+    exec("\n".join(lines), scope)  # noqa: S102 - code generated above, for this C
+    kernel = njit(parallel=True)(scope["kernel"])
+    scope["kernel"] = kernel
+    return njit(scope["loop"])
 
 
 def main(argv=None):
@@ -99,6 +152,21 @@ def rates(C, rng, best, direct, transposed):
         for _ in range(n):
             np.dot(a, b, out)
 
+    loops = {}
+
+    def blocked(r, c, C):
+        """Seconds of ``A W`` by :func:`blocked_top` (checked against numpy's product)."""
+        if C not in loops:
+            loops[C] = blocked_top(C)
+        W = rng.standard_normal((r, c))
+        AT = rng.standard_normal((r, C))
+        out = np.empty((C, c))
+        loops[C](1, AT, W, out)
+        ref = AT.T @ W
+        if not np.abs(out - ref).max() <= 1e-12 * np.abs(ref).max():
+            raise RuntimeError(f"the blocked loop's product is wrong on {r} x {c}")
+        return best(loops[C], AT, W, out)
+
     def three(r, c, C):
         """Seconds of ``W^T A^T``, ``G W^T`` (the orientation used) and ``A^T G``."""
         W = rng.standard_normal((r, c))
@@ -114,19 +182,24 @@ def rates(C, rng, best, direct, transposed):
     gemm = bf.gemm_rate()
     print(f"C = {C}; square float64 GEMM {gemm / 1e9:.0f} GFLOP/s (numpy, same run)")
     print(f"  {'layer':>11s} {'W^T A^T':>9s} {'G W^T':>9s} {'A^T G':>9s}   GFLOP/s; "
-          f"{'best':>5s} of GEMM")
+          f"{'best':>5s} of GEMM;  A W in blocked loops: GFLOP/s, of GEMM")
     for r, c in SHAPES:
         got = [2.0 * C * r * c / t / 1e9 for t in three(r, c, C)]
+        mine = 2.0 * C * r * c / blocked(r, c, C) / 1e9
         print(f"  {r:5d} x {c:<5d} {got[0]:9.1f} {got[1]:9.1f} {got[2]:9.1f}   "
-              f"{max(got) * 1e9 / gemm:16.0%}", flush=True)
+              f"{max(got) * 1e9 / gemm:16.0%}   {mine:19.1f} {mine * 1e9 / gemm:7.0%}",
+              flush=True)
     print("  a gradient's products (every layer below the top), each at its rate above:")
     for name, (sizes, *_rest) in bf.PROBLEMS.items():
         shapes = tuple(zip(sizes[1:], sizes[:-1]))
         Cn = sizes[-1]
-        total = sum(sum(three(r, c, Cn)) for r, c in shapes[:-1])
+        times = [(three(r, c, Cn), blocked(r, c, Cn)) for r, c in shapes[:-1]]
+        total = sum(sum(t) for t, _ in times)
+        mixed = sum(min(t[0], tb) + t[1] + t[2] for t, tb in times)
         bound = bf.gradient_flops(shapes, True) / gemm
         print(f"  {name:7s} C = {Cn:2d}: {total * 1e6:9.1f} us against a FLOP bound of "
-              f"{bound * 1e6:8.2f} us: {total / bound:5.1f}x", flush=True)
+              f"{bound * 1e6:8.2f} us: {total / bound:5.1f}x; with the top chain's products "
+              f"in blocked loops where faster {mixed / bound:5.1f}x", flush=True)
 
 if __name__ == "__main__":
     main()
