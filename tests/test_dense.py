@@ -9,7 +9,7 @@ from scipy.linalg import expm
 
 from linearnets import backend as B
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _cupy, _lowstorage, _rhs
+from linearnets.sim import _cupy, _explicit, _lowstorage, _rhs
 from linearnets.sim._explicit import STABILITY_SAFETY
 from linearnets.sim._tableaux import RK45, SSPRK104, TABLEAUX
 from linearnets.sim.flow import DENSE_METHODS, gradient_flow
@@ -218,6 +218,44 @@ def test_numba_matches_numpy_bit_for_bit(monkeypatch, method, kind):
     assert np.array_equal(a.end_to_end, b.end_to_end)
     for wa, wb in zip(a.weights_t, b.weights_t):
         assert np.array_equal(wa, wb)
+
+
+@numba_only
+@pytest.mark.parametrize("method,kind", PATHS)
+def test_outputs_formed_together_match_numpy(monkeypatch, method, kind):
+    # the compiled steppers form the states of all outputs inside a step in one call, and
+    # without recordings of layers their end-to-end maps in one more (observe.many), in
+    # chunks of dense_batch_rows: the numbers of the numpy reference, one output at a time
+    ws, X, Y, t_end = _path(monkeypatch, kind)
+    t = np.concatenate(([0.0], np.geomspace(1e-2, t_end, 400)))
+    kw = dict(method=method, rtol=1e-7, atol=1e-10, dense=True, record=("modes",))
+    a = gradient_flow(ws, X, Y, t, backend="numpy", **kw)
+    b = gradient_flow(ws, X, Y, t, backend="numba", **kw)
+    held = []
+    observe_step = _explicit.observe_step
+
+    def spy(k, t_eval, t0, h, t_new, *args):
+        held.append(int(np.sum((t_eval > t0) & (t_eval < t_new))) if args[-1] else 0)
+        return observe_step(k, t_eval, t0, h, t_new, *args)
+
+    monkeypatch.setattr(_explicit, "observe_step", spy)
+    n = sum(w.size for w in ws)
+    monkeypatch.setattr(_explicit, "DENSE_BATCH_BYTES", 3 * 8 * n)  # chunks of 3 outputs
+    c = gradient_flow(ws, X, Y, t, backend="numba", **kw)
+    assert max(held) > 3   # some step held more outputs than one chunk
+    for r in (b, c):
+        assert (a.nsteps, a.nfev) == (r.nsteps, r.nfev)
+        for name in ("end_to_end", "modes", "loss"):
+            assert np.array_equal(getattr(a, name), getattr(r, name))
+
+
+@pytest.mark.parametrize("name", DENSE)
+def test_dense_weights_of_many_thetas_are_the_single_ones(name):
+    tab = DENSE[name]
+    Bw = tab.dense_weights(THETAS)
+    assert Bw.shape == (THETAS.size, tab.n_stages + 1) and Bw.flags.c_contiguous
+    for theta, row in zip(THETAS, Bw):
+        assert np.array_equal(row, tab.dense_weights(theta))
 
 
 #: Largest output error allowed inside a saddle escape, in units of rtol times the

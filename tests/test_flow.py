@@ -591,7 +591,8 @@ def test_numba_matches_numpy_bit_for_bit_wide_outputs():
 def test_compiled_end_to_end_matches_reference(sizes):
     """The numba run's observer forms W_L ... W_1 in compiled code, in the order of
     ``_rhs.end_to_end_flat``: the two agree to the rounding of a few products (each
-    entry a sum of O(1) terms: a few eps of the largest partial product)."""
+    entry a sum of O(1) terms: a few eps of the largest partial product).  The maps of
+    many states at once (the outputs of a step) are those of each state alone."""
     from linearnets.sim.flow import _end_to_end_of
     rng = np.random.default_rng(len(sizes))
     ws = [rng.standard_normal((o, i)) for i, o in zip(sizes[:-1], sizes[1:])]
@@ -601,10 +602,17 @@ def test_compiled_end_to_end_matches_reference(sizes):
     y = _rhs.pack(ws)
     ref = np.linalg.multi_dot(ws[::-1]) if len(ws) > 1 else ws[0]
     bound = 1e-13 * np.prod([np.abs(w).sum(axis=1).max() for w in ws])
+    states = np.stack([y, 0.5 * y, -y])
     for backend in ("numpy", "numba"):
+        one, many = _end_to_end_of(prob, backend)
         out = np.full(ref.shape, np.nan)
-        _end_to_end_of(prob, backend)(y, out)
+        one(y, out)
         assert np.abs(out - ref).max() <= bound, backend
+        outs = np.full((3,) + ref.shape, np.nan)
+        many(states, outs)
+        for state, got in zip(states, outs):
+            one(state, out)
+            assert np.array_equal(got, out), backend
 
 
 def test_loss_from_residual_and_from_summary():

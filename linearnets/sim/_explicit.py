@@ -73,10 +73,14 @@ __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
            "compiled_result", "compiled_start", "chain_layout", "PENDING", "observe_step",
            "interpolates", "dense_target", "complete_pending", "STIFF", "NONSTIFF_RESET",
+           "DENSE_BATCH_BYTES", "dense_batch_rows",
            "stiff_fired"]
 
 #: Safety factor on the optimal step-size change.
 SAFETY = 0.9
+#: Memory for the interpolated states that a compiled stepper forms in one call when a
+#: step holds many output times (``dense=True``), in bytes (:func:`dense_batch_rows`).
+DENSE_BATCH_BYTES = 1 << 22
 #: Smallest step-size reduction factor after a rejection.
 MIN_FACTOR = 0.2
 #: Largest step-size growth factor after an acceptance.
@@ -342,15 +346,41 @@ PENDING = 1
 STIFF = 2
 
 
-def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe):
+def dense_batch_rows(n):
+    """Interpolated states (rows of n numbers) formed per call of an ``interpolate_many``:
+    as many as fit in DENSE_BATCH_BYTES, at least one."""
+    return max(1, DENSE_BATCH_BYTES // (8 * max(n, 1)))
+
+
+def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
+                 interpolate_many=None):
     """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new``;
     returns the next output index.
 
     Outputs before ``t_new`` come from the continuous extension, ``interpolate(theta)``
     being the state at ``t + theta h_step``; an output at ``t_new`` itself is the
-    step's own ``y_new``.
+    step's own ``y_new``.  ``interpolate_many(thetas)``, where given, forms the states
+    of up to :func:`dense_batch_rows` outputs at once as the rows of an array (the
+    compiled steppers: one call for the outputs of a step instead of one each), the
+    same numbers as ``interpolate`` one at a time; they are then observed by
+    ``observe.many(k, states)`` where ``observe`` has that attribute (``flow`` forms
+    their end-to-end maps in one call), else one at a time.
     """
     T = t_eval.size
+    end = k + int(np.searchsorted(t_eval[k:], t_new, side="right"))  # t_eval[end-1] <= t_new
+    inner = end - 1 if end > k and float(t_eval[end - 1]) == t_new else end
+    if interpolate_many is not None and inner - k > 1:
+        rows = dense_batch_rows(y_new.size)
+        many = getattr(observe, "many", None)
+        while k < inner:
+            stop = min(inner, k + rows)
+            states = interpolate_many((t_eval[k:stop] - t) / h_step)[:stop - k]
+            if many is not None:
+                many(k, states)
+            else:
+                for i in range(stop - k):
+                    observe(k + i, states[i])
+            k = stop
     while k < T and t_eval[k] <= t_new:
         tk = float(t_eval[k])
         observe(k, y_new if tk == t_new else interpolate((tk - t) / h_step))
@@ -373,13 +403,15 @@ def dense_target(t_eval, k, options, tab):
     return float(t_eval[k]), math.inf
 
 
-def complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal):
+def complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal,
+                     interpolate_many=None):
     """After a compiled loop returned :data:`PENDING`: observe the outputs inside the held
-    step (:func:`observe_step`, ``interpolate(theta)``), then complete the step as the
-    loop would have -- ``y`` takes ``y_new``, ``fsal()`` moves ``f(y_new)`` into the first
-    stage slot, the time becomes ``th[6]``.  Returns the next output index."""
+    step (:func:`observe_step`, ``interpolate(theta)``, ``interpolate_many(thetas)``), then
+    complete the step as the loop would have -- ``y`` takes ``y_new``, ``fsal()`` moves
+    ``f(y_new)`` into the first stage slot, the time becomes ``th[6]``.  Returns the next
+    output index."""
     k = observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new, interpolate,
-                     observe)
+                     observe, interpolate_many)
     y[:] = y_new
     fsal()
     th[0] = th[6]
@@ -662,6 +694,15 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
         kern.stage_state(y, K, tab.dense_weights(theta), th[5], out)
         return out
 
+    batch = np.empty((0, n))
+
+    def interpolate_many(thetas):
+        nonlocal batch
+        if batch.shape[0] < thetas.size:
+            batch = np.empty((dense_batch_rows(n), n))
+        kern.stage_states(y, K, tab.dense_weights(thetas), th[5], batch)
+        return batch
+
     def fsal():
         K[0] = K[s]
 
@@ -674,7 +715,8 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
                                 rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
                                 MIN_STEP_ULPS, wd, stiff, *rhs_args)
         if code == PENDING:
-            k = complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal)
+            k = complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal,
+                                 interpolate_many)
             code = 0
             continue
         if code != 0:

@@ -26,7 +26,7 @@ __all__ = ["times_transpose", "chains", "rhs_flat", "jvp_flat", "end_to_end", "b
            "probe_ntk", "error_norm", "step_after_accept", "predictive_step", "accept_step", "sumsq", "stiffness_estimate",
            "stability_cap", "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL",
            "step_guard", "trial_step", "judge_step", "erk_advance", "stage_state", "hold_step",
-           "exchange", "PENDING", "STIFF", "count_stiff"]
+           "exchange", "PENDING", "STIFF", "count_stiff", "stage_states", "end_to_end_many"]
 
 
 @njit(cache=True)
@@ -222,6 +222,14 @@ def end_to_end(y, rows, cols, offs, out, buf):
         cur = nxt
         slot = 1 - slot
     np.dot(cur, _layer(y, offs, rows, cols, 0), out)
+
+
+@njit(cache=True)
+def end_to_end_many(Ys, rows, cols, offs, out, buf):
+    """:func:`end_to_end` of each row of ``Ys`` (m, n) into ``out[i]`` (C x D): the outputs
+    of a step's continuous extension observed in one call."""
+    for i in range(Ys.shape[0]):
+        end_to_end(Ys[i], rows, cols, offs, out[i], buf)
 
 
 @njit(cache=True)
@@ -492,6 +500,14 @@ def stage_state(y, K, w, h, out):
                 out[m] += a * K[j, m]
     for m in range(n):
         out[m] = out[m] * h + y[m]
+
+
+@njit(cache=True)
+def stage_states(y, K, W, h, out):
+    """:func:`stage_state` for each row of ``W`` (m, s + 1) into the first m rows of
+    ``out``: the outputs of a step's continuous extension in one call."""
+    for i in range(W.shape[0]):
+        stage_state(y, K, W[i], h, out[i])
 
 
 @njit(cache=True)

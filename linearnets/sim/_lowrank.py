@@ -440,6 +440,15 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
         np.add(out, y, out=out)
         return out
 
+    batch = np.empty((0, n))
+
+    def interpolate_many(thetas):
+        nonlocal batch
+        if batch.shape[0] < thetas.size:
+            batch = np.empty((_explicit.dense_batch_rows(n), n))
+        kern.combinations(th[5] * tab.dense_weights(thetas), s + 1, y, batch, C, ints, bufs)
+        return batch
+
     code = 0
     k = 1
     while k < t_eval.size:
@@ -452,7 +461,7 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
                                     stiff, Sxx, Syx, eta_l, problem.white, ints, bufs)
         if code == _explicit.PENDING:
             k = _explicit.complete_pending(k, t_eval, th, y, y_new, interpolate, observe,
-                                           lambda: kern.fsal(s, C, ints, bufs))
+                                           lambda: kern.fsal(s, C, ints, bufs), interpolate_many)
             code = 0
             continue
         if code != 0:

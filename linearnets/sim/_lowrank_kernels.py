@@ -1,7 +1,8 @@
 """Numba kernels of the factored-stage stepper (``_lowrank.py`` is the numpy reference).
 
 * :func:`stage` -- the factors of ``f(y + sum_{j<k} w_j K_j)`` into one stage slot;
-* :func:`combination` -- ``sum_j w_j K_j`` as a dense flat vector;
+* :func:`combination` -- ``sum_j w_j K_j`` as a dense flat vector (:func:`combinations`:
+  ``y +`` that for many weight vectors, the outputs inside a step);
 * :func:`step_end` -- the new state and the scaled error sums in one pass;
 * :func:`lowrank_advance` -- the adaptive stepping loop to one output time.
 
@@ -25,7 +26,8 @@ from numba import njit
 from ._kernels import (ACCEPTED, NONFINITE_TRIAL, STIFF, capped_step, count_stiff, error_norm,
                        hold_step, judge_step, step_guard, sumsq, times_transpose, trial_step)
 
-__all__ = ["stage", "combination", "step_end", "stiffness_sums", "fsal", "lowrank_advance"]
+__all__ = ["stage", "combination", "combinations", "step_end", "stiffness_sums", "fsal",
+           "lowrank_advance"]
 
 @njit(cache=True)
 def _apply_left(l, A, out, k, w, C, ints, bufs, y):
@@ -203,6 +205,19 @@ def combination(w, k, out, C, ints, bufs):
                     if w[j] != 0.0:
                         acc += w[j] * kd[base + j * size + m]
                 out[offs[l] + m] = acc
+
+
+@njit(cache=True)
+def combinations(W, k, y, out, C, ints, bufs):
+    """``out[i] = y + sum_{j<k} W[i, j] K_j`` for each row i of ``W`` (m, >= k): the
+    states of a step's continuous extension (``W``: h times its weights), each formed as
+    :func:`combination` and then added to ``y``, as the one-at-a-time path does."""
+    n = y.shape[0]
+    for i in range(W.shape[0]):
+        o = out[i]
+        combination(W[i], k, o, C, ints, bufs)
+        for m in range(n):
+            o[m] = o[m] + y[m]
 
 
 @njit(cache=True)

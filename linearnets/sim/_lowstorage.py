@@ -378,6 +378,16 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
     def interpolate(theta):
         return hermite_state(theta, y, y_new, float(th[5]), st, problem, out)
 
+    batch = np.empty((0, n))
+
+    def interpolate_many(thetas):
+        nonlocal batch
+        if batch.shape[0] < thetas.size:
+            batch = np.empty((_explicit.dense_batch_rows(n), n))
+        kern.hermite_states(np.ascontiguousarray(thetas), float(th[5]), y, y_new, batch, st.at,
+                            st.g, eta_l, *lay[:3], st.aoff, st.goff, kern.DGEMM, ibuf, dbuf)
+        return batch
+
     code = 0
     k = 1
     while k < t_eval.size:
@@ -392,7 +402,7 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
                                 eta_l, *lay, WT, SW, tbuf)
         if code == _explicit.PENDING:
             k = _explicit.complete_pending(k, t_eval, th, y, y_new, interpolate, observe,
-                                           st.fsal)
+                                           st.fsal, interpolate_many)
             code = 0
             continue
         if code != 0:

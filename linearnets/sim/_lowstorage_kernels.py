@@ -1,6 +1,7 @@
 """Numba kernels of the low-storage SSPRK104 stepper (``_lowstorage.py`` is the numpy reference).
 
 * :func:`add_stage` -- ``q += c K`` for a stage derivative held as layer factors;
+* :func:`hermite_states` -- the interpolated states of the outputs inside a step;
 * :func:`error_sums` -- the scaled error sum and ``|y_new - q1|^2`` in one pass;
 * :func:`stiffness_sums` -- ``|K_10 - K_9|^2`` and ``|K_10|^2`` from Gram matrices of
   the factors, or multiplied out in blocks where cancellation spoils those;
@@ -24,7 +25,8 @@ from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, chains, count_sti
                        judge_step, step_guard, sumsq, trial_step)
 from ._lowrank_kernels import _settle
 
-__all__ = ["gemm_acc", "add_stage", "error_sums", "stiffness_sums", "ssp_advance"]
+__all__ = ["gemm_acc", "add_stage", "hermite_states", "error_sums", "stiffness_sums",
+           "ssp_advance"]
 
 #: scipy's Fortran ``dgemm`` (the library numba's ``np.dot`` calls), for the accumulating
 #: product ``C += alpha A B`` that ``np.dot`` cannot express; every argument by reference.
@@ -73,6 +75,29 @@ def add_stage(q, c, at, g, eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf, dbu
         gemm_acc(dgemm, q[base:base + r * cl].reshape((r, cl)), w,
                  at[aoff[i]:aoff[i] + C * r].reshape((r, C)),
                  g[goff[i]:goff[i] + C * cl].reshape((C, cl)), ibuf, dbuf)
+
+
+@njit(cache=True)
+def hermite_states(thetas, h, y, y_new, out, at, g, eta_l, rows, cols, offs, aoff, goff, dgemm,
+                   ibuf, dbuf):
+    """``out[i]``: the state at ``t + thetas[i] h`` inside the accepted step ``y -> y_new``
+    by the cubic Hermite interpolant on its ends and their derivatives (slots 0 and 10),
+    formed as ``_lowstorage.hermite_state`` forms it, for each of the m ``thetas``: the
+    outputs of a step in one call."""
+    n = y.shape[0]
+    for i in range(thetas.shape[0]):
+        theta = thetas[i]
+        u = 1.0 - theta  # the weights of _tableaux.cubic_hermite, in its order
+        h01 = theta * theta * (3.0 - 2.0 * theta)
+        h10 = theta * u * u
+        h11 = -theta * theta * u
+        o = out[i]
+        for m in range(n):
+            o[m] = (y_new[m] - y[m]) * h01 + y[m]
+        add_stage(o, h * h10, at[0], g[0], eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf,
+                  dbuf)
+        add_stage(o, h * h11, at[10], g[10], eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf,
+                  dbuf)
 
 
 @njit(cache=True)

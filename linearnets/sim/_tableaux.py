@@ -112,14 +112,23 @@ class Tableau:
         return self.b - self.A[-1]
 
     def dense_weights(self, theta):
-        """``B_j(theta)`` (s + 1,) of the continuous extension at ``0 <= theta <= 1``.
+        """``B_j(theta)`` of the continuous extension at ``0 <= theta <= 1``: (s + 1,) for a
+        scalar ``theta``, (m, s + 1) for m of them (m,).
 
-        ``B(0) = 0`` and ``B(1) = (b, 0)`` up to rounding.
+        ``B(0) = 0`` and ``B(1) = (b, 0)`` up to rounding.  Evaluated by Horner's rule in
+        elementwise operations, so that the weights at one ``theta`` are the same numbers
+        whether it comes alone or among others (the compiled steppers interpolate all
+        outputs inside a step at once, the numpy reference one at a time; a matrix
+        product could round differently with the batch's size).
         """
         if self.dense_P is None:
             raise ValueError(f"{self.name} has no continuous extension")
-        powers = float(theta) ** np.arange(1, self.dense_P.shape[1] + 1, dtype=np.float64)
-        return np.ascontiguousarray(self.dense_P @ powers)
+        th = np.asarray(theta, dtype=np.float64)[..., None]
+        P = self.dense_P
+        acc = P[:, -1] * th
+        for p in range(P.shape[1] - 2, -1, -1):
+            acc = (acc + P[:, p]) * th
+        return np.ascontiguousarray(acc)
 
 
 _RK45_A = np.array([

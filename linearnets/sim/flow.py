@@ -143,11 +143,13 @@ class Trajectory:
 
 
 def _end_to_end_of(problem, backend):
-    """``f(y, out)`` writing the end-to-end map (C, D) of the flat state ``y`` into ``out``.
+    """``(f, many)``: ``f(y, out)`` writes the end-to-end map (C, D) of the flat state ``y``
+    into ``out``, ``many(Ys, out)`` those of the rows of ``Ys`` (m, n) into ``out`` (m, C, D).
 
-    On the numba backend a compiled product (``_kernels.end_to_end``): there the loop's
-    BLAS threads may still be spinning when an output is observed, and numpy's BLAS,
-    another library with threads of its own, would contend with them for the cores.
+    On the numba backend compiled products (``_kernels.end_to_end``, ``end_to_end_many``):
+    there the loop's BLAS threads may still be spinning when an output is observed, and
+    numpy's BLAS, another library with threads of its own, would contend with them for
+    the cores.
     """
     if backend == "numba":
         from . import _kernels
@@ -159,11 +161,19 @@ def _end_to_end_of(problem, backend):
         def compiled(y, out):
             _kernels.end_to_end(np.ascontiguousarray(y, dtype=np.float64), rows, cols, offs,
                                 out, buf)
-        return compiled
+
+        def compiled_many(Ys, out):
+            _kernels.end_to_end_many(np.ascontiguousarray(Ys, dtype=np.float64), rows, cols,
+                                     offs, out, buf)
+        return compiled, compiled_many
 
     def reference(y, out):
         out[...] = _rhs.end_to_end_flat(y, problem.shapes, problem.offsets)
-    return reference
+
+    def reference_many(Ys, out):
+        for y, o in zip(Ys, out):
+            reference(y, o)
+    return reference, reference_many
 
 
 def _balance_drift_of(problem, backend):
@@ -419,7 +429,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     # the layer views are only needed by the recordings that read single layers
     need_layers = weights_t is not None or cons is not None or ntk is not None
 
-    end_to_end = _end_to_end_of(problem, concrete)
+    end_to_end, end_to_end_many = _end_to_end_of(problem, concrete)
     drift = _balance_drift_of(problem, concrete) if cons is not None else None
     kernel = _probe_ntk_of(problem, concrete, Xp) if ntk is not None else None
 
@@ -442,6 +452,20 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
                 denom = ntk_norm[k] * (yflat @ yflat)
                 ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else nan
 
+    def observe_many(k, states):
+        # the outputs k, k + 1, ... of one step (dense output), states (m, n): the maps in
+        # one call where nothing else reads the states
+        if need_layers:
+            for i, y in enumerate(states):
+                observe(k + i, y)
+            return
+        m = states.shape[0]
+        end_to_end_many(states, e2e[k:k + m])
+        if modes is not None:
+            for i in range(k, k + m):
+                modes[i] = np.einsum("ca,cd,da->a", U, e2e[i], V)
+
+    observe.many = observe_many
     y0 = _rhs.pack(ws)
     # a state that overflows is reported through the status, not through warnings
     with np.errstate(over="ignore", invalid="ignore"):
