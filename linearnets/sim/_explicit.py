@@ -694,12 +694,10 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
         kern.stage_state(y, K, tab.dense_weights(theta), th[5], out)
         return out
 
-    batch = np.empty((0, n))
+    # the states of the outputs inside a step (observe_step passes at most this many)
+    batch = np.empty((dense_batch_rows(n), n)) if interpolates(options, tab) else None
 
     def interpolate_many(thetas):
-        nonlocal batch
-        if batch.shape[0] < thetas.size:
-            batch = np.empty((dense_batch_rows(n), n))
         kern.stage_states(y, K, tab.dense_weights(thetas), th[5], batch)
         return batch
 

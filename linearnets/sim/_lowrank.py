@@ -440,12 +440,11 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
         np.add(out, y, out=out)
         return out
 
-    batch = np.empty((0, n))
+    # the states of the outputs inside a step (observe_step passes at most this many)
+    batch = (np.empty((_explicit.dense_batch_rows(n), n))
+             if _explicit.interpolates(options, tab) else None)
 
     def interpolate_many(thetas):
-        nonlocal batch
-        if batch.shape[0] < thetas.size:
-            batch = np.empty((_explicit.dense_batch_rows(n), n))
         kern.combinations(th[5] * tab.dense_weights(thetas), s + 1, y, batch, C, ints, bufs)
         return batch
 

@@ -378,12 +378,11 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
     def interpolate(theta):
         return hermite_state(theta, y, y_new, float(th[5]), st, problem, out)
 
-    batch = np.empty((0, n))
+    # the states of the outputs inside a step (observe_step passes at most this many)
+    batch = (np.empty((_explicit.dense_batch_rows(n), n))
+             if _explicit.interpolates(options, tab) else None)
 
     def interpolate_many(thetas):
-        nonlocal batch
-        if batch.shape[0] < thetas.size:
-            batch = np.empty((_explicit.dense_batch_rows(n), n))
         kern.hermite_states(np.ascontiguousarray(thetas), float(th[5]), y, y_new, batch, st.at,
                             st.g, eta_l, *lay[:3], st.aoff, st.goff, kern.DGEMM, ibuf, dbuf)
         return batch
