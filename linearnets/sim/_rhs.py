@@ -38,7 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg.blas import dgemm
+from scipy.linalg import qr
+from scipy.linalg.blas import dgemm, dsyrk
 
 __all__ = [
     "chains",
@@ -225,7 +226,10 @@ class FlowProblem:
         more than the rest of a short run's set-up."""
         if not self._summary:
             P, D = self.X.shape
-            Rxy = np.linalg.qr(np.hstack((self.X, self.Y)), mode="r")
+            # scipy's LAPACK, for the reason given in make_problem ("raw": R is (K', D + C)
+            # as numpy's reduced one, the Householder factors overwrite the stacked copy)
+            Rxy = qr(np.hstack((self.X, self.Y)), mode="raw", overwrite_a=True,
+                     check_finite=False)[1]
             K = min(P, D)
             self._summary.extend((np.ascontiguousarray(Rxy[:K, :D]),
                                   np.ascontiguousarray(Rxy[:K, D:]),
@@ -257,9 +261,14 @@ def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
     (:func:`loss_from_end_to_end`).
     """
     P, D = X.shape
-    Sxx = X.T @ X / P
-    Sxx = np.ascontiguousarray(0.5 * (Sxx + Sxx.T))  # exactly symmetric, used as Sxx^T too
-    Syx = np.ascontiguousarray(Y.T @ X / P)
+    # Through scipy's BLAS, the library the compiled kernels call: numpy's is another
+    # build with threads of its own, which would still spin when the kernels start and
+    # contend with theirs for the cores (on the large network of bench_flow.py a call's
+    # set-up took 214 ms that way, 100 ms this way).  syrk forms the upper triangle only:
+    # Sxx comes out exactly symmetric (used as Sxx^T too), for half the FLOPs.
+    upper = dsyrk(1.0 / P, X.T)
+    Sxx = np.ascontiguousarray(np.triu(upper) + np.triu(upper, 1).T)
+    Syx = np.ascontiguousarray(dgemm(1.0 / P, Y.T, X.T, trans_b=1))
     L = len(shapes)
     scale = np.ones(L) if lr_scale is None else np.asarray(lr_scale, dtype=np.float64)
     eta_l = np.ascontiguousarray(eta * scale, dtype=np.float64)
@@ -346,7 +355,8 @@ def loss_from_end_to_end(W, problem):
     if not problem._summary and maps * D * C < (D + C) ** 2:
         losses = np.empty(maps)
         for m, w in enumerate(W.reshape(maps, C, D)):
-            R = problem.Y - problem.X @ w.T
+            # X w^T through scipy's BLAS (see make_problem), transposed views: no copies
+            R = problem.Y - dgemm(1.0, problem.X.T, w.T, trans_a=1)
             losses[m] = 0.5 * float(np.sum(R * R)) / problem.P
         return losses.reshape(W.shape[:-2])[()]
     M = problem.loss_Z - np.einsum("kd,...cd->...kc", problem.loss_R, W)
