@@ -263,9 +263,10 @@ def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
     P, D = X.shape
     # Through scipy's BLAS, the library the compiled kernels call: numpy's is another
     # build with threads of its own, which would still spin when the kernels start and
-    # contend with theirs for the cores (on the large network of bench_flow.py a call's
-    # set-up took 214 ms that way, 100 ms this way).  syrk forms the upper triangle only:
-    # Sxx comes out exactly symmetric (used as Sxx^T too), for half the FLOPs.
+    # contend with theirs for the cores (on the large network of bench_flow.py the fixed
+    # cost of a call was 176-196 ms that way, 116 ms this way).  syrk forms the upper
+    # triangle only: Sxx comes out exactly symmetric (used as Sxx^T too), for half the
+    # FLOPs.
     upper = dsyrk(1.0 / P, X.T)
     Sxx = np.ascontiguousarray(np.triu(upper) + np.triu(upper, 1).T)
     Syx = np.ascontiguousarray(dgemm(1.0 / P, Y.T, X.T, trans_b=1))
