@@ -367,9 +367,11 @@ def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
     their end-to-end maps in one call), else one at a time.
     """
     T = t_eval.size
-    end = k + int(np.searchsorted(t_eval[k:], t_new, side="right"))  # t_eval[end-1] <= t_new
-    inner = end - 1 if end > k and float(t_eval[end - 1]) == t_new else end
-    if interpolate_many is not None and inner - k > 1:
+    inner = k
+    if interpolate_many is not None:
+        end = k + int(np.searchsorted(t_eval[k:], t_new, side="right"))  # t_eval[end-1] <= t_new
+        inner = end - 1 if end > k and float(t_eval[end - 1]) == t_new else end
+    if inner - k > 1:
         rows = dense_batch_rows(y_new.size)
         many = getattr(observe, "many", None)
         while k < inner:
