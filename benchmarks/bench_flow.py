@@ -32,10 +32,11 @@ one-step run) and the loop's time per further evaluation.
 A gradient table gives microseconds per gradient against the FLOP bound (the
 FLOPs of one gradient in the cheapest product order divided by this machine's
 float64 GEMM rate, best of several square products measured in this run) and
-against a memory-traffic estimate (3 n doubles -- every weight read twice, the
-gradient written once -- at the copy bandwidth measured on an array of the state's
-size; an estimate, not a strict bound: plain reads stream faster than copies, and
-part of the weights may stay cached).
+against the gradient's memory traffic alone (every weight read twice -- the chains from
+the top and from the bottom need each W_l at different times -- and the gradient written
+once), timed in this run by compiled kernels that move exactly those bytes on all cores
+and do no other arithmetic: where the weights do not stay in one core's cache, no
+implementation of the gradient that reads them in those two passes takes less.
 
 Problems (seeded): small (20-32-32-1, P=200, sigma=1e-3, whitened scalar teacher
 s=1), medium (128-256-256-256-10, P=2000, sigma=0.03, singular values 1..0.5),
@@ -55,6 +56,7 @@ import sys
 import time
 
 import numpy as np
+from numba import njit, prange
 from scipy.integrate import solve_ivp
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -157,19 +159,49 @@ def cache_bytes():
     return 1 << 20
 
 
-def copy_bandwidth(nbytes):
-    """Bytes per second moved by a copy (read + write) of an array of ``nbytes``, best of a
-    few: measured at the state's own size, since a state that fits in the last-level
-    cache moves about twice as fast as one that does not (28 against 14 GB/s for 12.7
-    and 64 MB on the machine the figures in the README come from)."""
-    a = np.ones(max(nbytes // 8, 1))
-    b = np.empty_like(a)
-    best = 0.0
-    for _ in range(5):
-        t0 = time.perf_counter()
-        np.copyto(b, a)
-        best = max(best, 2 * a.nbytes / (time.perf_counter() - t0))
-    return best
+@njit(parallel=True, fastmath=True)
+def _read_pass(a):
+    """Sum of the entries of a 2-D array, rows split over the threads: a read of ``a``."""
+    total = 0.0
+    for i in prange(a.shape[0]):
+        row = 0.0
+        for j in range(a.shape[1]):
+            row += a[i, j]
+        total += row
+    return total
+
+
+@njit(parallel=True, fastmath=True)
+def _write_pass(u, v, out):
+    """``out = u v^T``: a write of ``out`` (the rank-C gradients are written this way)."""
+    for i in prange(out.shape[0]):
+        c = u[i]
+        for j in range(out.shape[1]):
+            out[i, j] = c * v[j]
+
+
+def traffic_floor(shapes, quick):
+    """Seconds the gradient's memory traffic takes with nothing else done: each weight read
+    twice and the gradient written once, by compiled kernels over all cores (best of
+    several runs).  A measurement rather than an estimate from one bandwidth: these
+    kernels use every core where a numpy copy uses one (on the machine of the README's
+    figures the large network's weights are read and written at 48-50 GB/s, and copied
+    at 25-29 GB/s)."""
+    rng = np.random.default_rng(0)
+    ws = [rng.standard_normal(s) for s in shapes]
+    outs = [np.empty(s) for s in shapes]
+    us = [rng.standard_normal(s[0]) for s in shapes]
+    vs = [rng.standard_normal(s[1]) for s in shapes]
+
+    def once():
+        for _ in range(2):
+            for w in ws:
+                _read_pass(w)
+        for u, v, out in zip(us, vs, outs):
+            _write_pass(u, v, out)
+
+    once()
+    return min(time_once(once) for _ in range(20 if quick else 50))
 
 
 def time_call(f, min_time=0.3):
@@ -368,20 +400,19 @@ def bench(name, quick, rate):
             grads.append(("numba kernel", lambda: kern.rhs_flat(y0, out, *args)))
         except Exception as exc:  # the kernel's signature belongs to another module
             print(f"  (numba kernel not timed: {exc})")
-    # A gradient reads every weight twice (the chains from the top and from the bottom
-    # need each W_l at different times) and writes n numbers: where the weights do not
-    # stay in cache this traffic, not the FLOP rate, sets the time (an estimate).
-    bw = copy_bandwidth(8 * problem.size)
-    mem_bound = 3 * 8 * problem.size / bw
+    # A gradient reads every weight twice and writes n numbers: where the weights do not
+    # stay in a core's cache this traffic, not the FLOP rate, can set the time.
     in_cache = 8 * problem.size <= cache_bytes()
+    mem_bound = None if in_cache else traffic_floor(shapes, quick)
     print(f"  gradient: {flops / 1e6:.3g} MFLOP, FLOP bound {bound * 1e6:.3g} us "
           f"at {rate / 1e9:.0f} GFLOP/s; " +
-          ("weights fit in cache, no memory estimate" if in_cache else
-           f"memory estimate {mem_bound * 1e6:.3g} us (3 x {8 * problem.size / 1e6:.3g} MB "
-           f"at {bw / 1e9:.1f} GB/s copy bandwidth)"))
+          ("weights fit in a core's cache, no traffic floor" if in_cache else
+           f"traffic floor {mem_bound * 1e6:.3g} us ({mem_bound / bound:.2f}x the FLOP bound: "
+           f"2 reads of {8 * problem.size / 1e6:.3g} MB of weights and 1 write, "
+           f"{3 * 8 * problem.size / mem_bound / 1e9:.1f} GB/s)"))
     for label, f in grads:
         dt = time_call(f, 0.2 if quick else 0.5)
-        mem = "" if in_cache else f", {mem_bound / dt:6.1%} of the memory estimate"
+        mem = "" if in_cache else f", {mem_bound / dt:6.1%} of the traffic floor"
         print(f"    {label:30s} {dt * 1e6:10.1f} us   {bound / dt:6.1%} of the FLOP bound{mem}",
               flush=True)
 
