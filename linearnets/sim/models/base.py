@@ -1,0 +1,318 @@
+"""The model interface of the general simulator, and the registry of models.
+
+A *model* is everything the integrator needs to know about one network family, in
+one module; the steppers (:mod:`linearnets.sim.methods`) know nothing about
+networks and see only ``rhs(t, y) -> dy`` on a flat float64 vector.  Adding a model
+means writing its module and one :func:`register_model` line.
+
+The interface
+-------------
+A model is a subclass of :class:`Model`, constructed as ``cls(weights, biases,
+options, xp=numpy)``:
+
+``layout`` : :class:`Layout`
+    The flat state ``y`` (n,) <-> the named parameter arrays (weights, then biases).
+    ``layout.pack(arrays)`` builds a state, ``layout.unpack(y)`` returns views.
+``y0`` : ndarray (n,)
+    The packed initial state (the parameters at t = 0).
+``prepare(X, Y)``
+    Called once before integrating with the training data ``X`` (P, D), ``Y``
+    (P, C): computes and keeps the model's data (sufficient statistics, raw samples
+    on the device, the outputs at initialisation for a centered model, ...).
+``rhs(y, out=None) -> dy``
+    The gradient-flow velocity ``-eta * lr_scale * dL/dtheta`` at ``y``; written into
+    ``out`` (n,) if given.  Autonomous: no time argument.
+``jvp(y, v, out=None) -> J v`` (optional; ``None`` where the model has none)
+    The directional derivative of ``rhs`` at ``y`` along ``v``, for Rosenbrock-type
+    methods.
+``loss(y) -> float``
+    The training loss at ``y``.
+``outputs(y, Xp) -> (Q, C)``
+    The network's outputs ``F`` on inputs ``Xp`` (Q, D).
+``ntk(y, X1, X2) -> (P1, P2)`` or ``(P1, P2, C, C)``
+    The empirical NTK of ``F`` over all trained parameters (DESIGN.md convention:
+    no 1/P, no learning rate).
+``end_to_end(y) -> (C, D)``
+    The linear map ``x -> F(x)``; only models with ``linear = True`` have it
+    (others raise ``ValueError``).
+``switches() -> ndarray of bool or None``
+    For a piecewise-smooth vector field (ReLU-type activations): the sign pattern of
+    the switching functions (training pre-activations ``z > 0``) at the state of the
+    most recent ``rhs`` call, so that the integrator can see a step cross a kink at
+    no extra cost; ``None`` for a smooth model (``smooth = True``).
+``margins(y) -> (P,)`` (optional)
+    ``y_mu F(x_mu)`` on the training data, for the ``stop="margin"`` rule of a
+    classification loss.
+
+Class attributes: ``name`` (the registry key), ``linear`` (F is linear in x),
+``smooth`` (the vector field is smooth), ``max_width`` (for backend choice).
+
+Options
+-------
+:class:`ModelOptions` carries the keywords of the contract (DESIGN.md, "Beyond
+linear networks") after validation by :func:`parse_options`: activation and its
+parameter, multipliers ``m_l``, output scale ``alpha``, ``centered``, the loss and
+its ``beta_h``, per-layer ``lr_scales`` and the learning rate ``eta``.  A model that
+has no use for an option rejects it with ``ValueError`` naming the argument.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["Layout", "Model", "ModelOptions", "parse_options", "register_model", "get_model",
+           "model_names", "ACTIVATIONS", "LOSSES"]
+
+#: Activation names and the default of their parameter (None: no parameter).
+ACTIVATIONS = {"linear": None, "relu": None, "leaky_relu": 0.01, "softplus": 1.0, "tanh": None}
+
+#: Loss names and the default of their parameter.
+LOSSES = {"mse": None, "soft_hinge": 20.0}
+
+
+class Layout:
+    """Flat state <-> named parameter arrays, packed one after the other row-major.
+
+    Parameters
+    ----------
+    shapes : sequence of tuple of int
+        The shape of each array, in state order.
+    names : sequence of str, optional
+        A name for each (default ``"p0", "p1", ...``).
+    """
+
+    def __init__(self, shapes, names=None):
+        self.shapes = tuple(tuple(int(s) for s in shp) for shp in shapes)
+        self.names = tuple(names) if names is not None else tuple(
+            f"p{i}" for i in range(len(self.shapes)))
+        if len(self.names) != len(self.shapes):
+            raise ValueError("Layout: one name per shape")
+        sizes = [int(np.prod(s, dtype=np.int64)) for s in self.shapes]
+        self.offsets = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
+
+    @property
+    def size(self) -> int:
+        return int(self.offsets[-1])
+
+    def pack(self, arrays, xp=np):
+        """A new flat float64 state (n,) from ``arrays`` (in layout order)."""
+        if len(arrays) != len(self.shapes):
+            raise ValueError(f"Layout.pack: expected {len(self.shapes)} arrays, got {len(arrays)}")
+        if not arrays:
+            return xp.zeros(0)
+        return xp.ascontiguousarray(xp.concatenate(
+            [xp.asarray(a, dtype=xp.float64).reshape(-1) for a in arrays]))
+
+    def unpack(self, y):
+        """Views of the arrays into ``y`` (n,) (writes go through)."""
+        o = self.offsets
+        return [y[o[i]:o[i + 1]].reshape(self.shapes[i]) for i in range(len(self.shapes))]
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """The validated options of a network (see :func:`parse_options`).
+
+    Attributes
+    ----------
+    activation : str
+        A key of :data:`ACTIVATIONS`.
+    activation_param : float or None
+        leaky_relu's slope ``a`` or softplus' ``beta``; None for the others.
+    multipliers : ndarray (L,)
+        Forward multipliers ``m_l`` (ones by default).
+    alpha : float
+        Output scale.
+    centered : bool
+        ``F = alpha (f - f_0)``, ``f_0`` the network at t = 0.
+    loss : str
+        A key of :data:`LOSSES`.
+    loss_param : float or None
+        The soft hinge's ``beta_h``.
+    lr_scales : ndarray (L,)
+        Layer l moves with ``eta * lr_scales[l - 1]``.
+    eta : float
+        Learning rate.
+    """
+
+    activation: str = "linear"
+    activation_param: Optional[float] = None
+    multipliers: Optional[np.ndarray] = None
+    alpha: float = 1.0
+    centered: bool = False
+    loss: str = "mse"
+    loss_param: Optional[float] = None
+    lr_scales: Optional[np.ndarray] = None
+    eta: float = 1.0
+
+    @property
+    def depth(self) -> int:
+        return int(self.multipliers.size)
+
+    @property
+    def is_default(self) -> bool:
+        """Whether these options describe the plain linear network of the squared loss."""
+        return (self.activation == "linear" and self.alpha == 1.0 and not self.centered
+                and self.loss == "mse" and bool(np.all(self.multipliers == 1.0))
+                and bool(np.all(self.lr_scales == 1.0)))
+
+
+def _named_choice(value, table, argname):
+    """``(name, param)`` from ``"name"`` or ``("name", param)`` against ``table``."""
+    if isinstance(value, str):
+        name, param = value, None
+    elif isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+        name, param = value
+    else:
+        raise ValueError(f"{argname} must be a name from {tuple(table)} or a pair (name, "
+                         f"parameter), got {value!r}")
+    if name not in table:
+        raise ValueError(f"{argname}: unknown {name!r}; choose from {tuple(table)}")
+    default = table[name]
+    if param is None:
+        return name, default
+    if default is None:
+        raise ValueError(f"{argname}: {name!r} takes no parameter, got {param!r}")
+    if (isinstance(param, bool) or not isinstance(param, numbers.Real)
+            or not np.isfinite(param)):
+        raise ValueError(f"{argname}: the parameter of {name!r} must be a finite number, "
+                         f"got {param!r}")
+    param = float(param)
+    if name in ("softplus", "soft_hinge") and param <= 0:
+        raise ValueError(f"{argname}: the beta of {name!r} must be > 0, got {param!r}")
+    if name == "leaky_relu" and not 0 <= param < 1:
+        raise ValueError(f"{argname}: the slope of 'leaky_relu' must be in [0, 1), got {param!r}")
+    return name, param
+
+
+def _positive_per_layer(value, depth, argname):
+    if value is None:
+        return np.ones(depth)
+    try:
+        arr = np.asarray(value, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{argname} must be {depth} positive floats") from exc
+    if arr.size != depth:
+        raise ValueError(f"{argname} must have one entry per layer ({depth}), got {arr.size}")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{argname} must be finite and > 0, got {arr.tolist()}")
+    arr.setflags(write=False)
+    return arr
+
+
+def parse_options(depth, *, activation="linear", multipliers=None, alpha=1.0, centered=False,
+                  loss="mse", lr_scales=None, eta=1.0):
+    """Validate the network keywords of ``gradient_flow`` into :class:`ModelOptions`.
+
+    Raises ``ValueError`` naming the argument: an unknown activation or loss, a bad
+    parameter, ``alpha``, ``multipliers`` or ``lr_scales`` not > 0 (or of the wrong
+    length), ``centered`` not a bool.
+    """
+    act, act_p = _named_choice(activation, ACTIVATIONS, "activation")
+    los, los_p = _named_choice(loss, LOSSES, "loss")
+    if (isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not np.isfinite(alpha)
+            or alpha <= 0):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    if not isinstance(centered, (bool, np.bool_)):
+        raise ValueError(f"centered must be True or False, got {centered!r}")
+    if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not eta > 0:
+        raise ValueError(f"eta must be > 0, got {eta!r}")
+    return ModelOptions(activation=act, activation_param=act_p,
+                        multipliers=_positive_per_layer(multipliers, depth, "multipliers"),
+                        alpha=float(alpha), centered=bool(centered), loss=los, loss_param=los_p,
+                        lr_scales=_positive_per_layer(lr_scales, depth, "lr_scales"),
+                        eta=float(eta))
+
+
+class Model:
+    """Base class of a model (see the module docstring for the interface).
+
+    Subclasses set ``layout`` and ``y0`` in ``__init__`` and implement ``prepare``,
+    ``rhs``, ``loss``, ``outputs`` and ``ntk``; the rest is optional.
+    """
+
+    name = "model"
+    linear = False
+    smooth = True
+    jvp = None
+    layout: Layout
+    y0: np.ndarray
+
+    def __init__(self, weights, biases, options, xp=np):
+        raise NotImplementedError
+
+    @property
+    def max_width(self) -> int:
+        return max((max(s) for s in self.layout.shapes), default=0)
+
+    def prepare(self, X, Y):
+        raise NotImplementedError
+
+    def rhs(self, y, out=None):
+        raise NotImplementedError
+
+    def loss(self, y) -> float:
+        raise NotImplementedError
+
+    def outputs(self, y, Xp):
+        raise NotImplementedError
+
+    def ntk(self, y, X1, X2):
+        raise NotImplementedError
+
+    def end_to_end(self, y):
+        raise ValueError(f"end_to_end: the {self.name!r} model is not linear in its inputs")
+
+    def switches(self):
+        return None
+
+    def margins(self, y):
+        raise ValueError(f"stop='margin': the {self.name!r} model has no margins")
+
+    def weights_of(self, y):
+        """The weight matrices ``[W_1, ..., W_L]`` of ``y`` (views)."""
+        raise NotImplementedError
+
+    def biases_of(self, y):
+        """The trained biases ``[b_1, ..., b_{L-1}]`` of ``y`` (views), or None."""
+        return None
+
+
+_REGISTRY: dict = {}
+
+
+def register_model(name, cls):
+    """Register the model class ``cls`` under ``name`` (a new model's one registry line)."""
+    if not (isinstance(cls, type) and issubclass(cls, Model)):
+        raise ValueError(f"register_model: {cls!r} is not a Model subclass")
+    _REGISTRY[name] = cls
+    return cls
+
+
+_BUILTIN = ("linearnets.sim.models.linear", "linearnets.sim.models.mlp")
+
+
+def _load_builtin():
+    import importlib
+    import importlib.util
+    for mod in _BUILTIN:
+        if importlib.util.find_spec(mod) is not None:
+            importlib.import_module(mod)
+
+
+def get_model(name):
+    """The model class registered as ``name`` (ValueError for an unknown name)."""
+    if name not in _REGISTRY:
+        _load_builtin()
+    if name not in _REGISTRY:
+        raise ValueError(f"model must be one of {model_names()}, got {name!r}")
+    return _REGISTRY[name]
+
+
+def model_names():
+    """Names of the registered models."""
+    _load_builtin()
+    return tuple(sorted(_REGISTRY))
