@@ -6,6 +6,12 @@ simulation) and :mod:`linearnets.compare` (theory against simulation).
 """
 __version__ = "0.1.0"
 
+# numba's cache of this package's kernels goes to a user cache directory, never into
+# the package folders; this must run before any kernel module is imported.
+from . import _numba_cache
+
+_numba_cache.install()
+
 # --- theory: mode dynamics -------------------------------------------------
 from .theory.dynamics import (
     half_time,

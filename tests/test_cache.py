@@ -1,0 +1,122 @@
+"""numba's cache of the package's kernels: outside the package folders, keyed on the sources."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import linearnets
+from linearnets import _numba_cache
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(linearnets.__file__))
+REPO_ROOT = os.path.dirname(PACKAGE_DIR)
+
+pytest.importorskip("numba")
+
+# Two small kernels: compiling them takes a few seconds.
+_CALL = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import linearnets
+    from linearnets import _numba_cache
+    from linearnets.sim import _kernels as k
+    G = np.ones((2, 3)); W = np.ones((4, 3)); out = np.empty((2, 4)); tbuf = np.empty(14)
+    k.times_transpose(G, W, out, tbuf)
+    k.sumsq(np.arange(5.0))
+    print(json.dumps({
+        "file": linearnets.__file__,
+        "dir": _numba_cache.cache_dir(),
+        "compiles": _numba_cache.compile_count(),
+        "hits": sum(sum(d.stats.cache_hits.values()) for d in (k.times_transpose, k.sumsq)),
+        "misses": sum(sum(d.stats.cache_misses.values()) for d in (k.times_transpose, k.sumsq)),
+    }))
+""")
+
+
+def _run(code, env_extra, cwd):
+    env = dict(os.environ)
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("NUMBA_DISABLE_JIT", None)
+    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(env_extra)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def _package_cache_files():
+    found = {}
+    for root, _, files in os.walk(PACKAGE_DIR):
+        for name in files:
+            if name.endswith((".nbi", ".nbc")):
+                path = os.path.join(root, name)
+                found[path] = os.stat(path).st_mtime_ns
+    return found
+
+
+def test_second_process_loads_kernels_from_user_cache_and_package_stays_clean(tmp_path):
+    before = _package_cache_files()
+    env = {"LINEARNETS_CACHE_DIR": str(tmp_path / "cache")}
+    first, err1 = _run(_CALL, env, tmp_path)
+    assert first["dir"].startswith(str(tmp_path / "cache"))
+    assert first["compiles"] >= 2 and first["misses"] >= 2 and first["hits"] == 0
+    assert err1.count("linearnets: compiling numba kernels") == 1  # once per process
+    written = [f for _, _, fs in os.walk(first["dir"]) for f in fs]
+    assert any(f.startswith("_kernels.times_transpose") and f.endswith(".nbi") for f in written)
+    assert any(f.startswith("_kernels.sumsq") and f.endswith(".nbc") for f in written)
+
+    second, err2 = _run(_CALL, env, tmp_path)
+    assert second["dir"] == first["dir"]
+    assert second["compiles"] == 0 and second["misses"] == 0 and second["hits"] >= 2
+    assert "compiling numba kernels" not in err2
+
+    # nothing written or rewritten inside the package folders
+    assert _package_cache_files() == before
+
+
+def test_cache_key_follows_kernel_sources_and_their_imports(tmp_path):
+    copy = tmp_path / "linearnets"
+    shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    sources = {os.path.relpath(p, copy).replace(os.sep, "/") for p in _numba_cache.kernel_sources(str(copy))}
+    # the kernel modules and what they import (a callee's constant lives in _rhs.py)
+    assert {"sim/_kernels.py", "sim/_stiff_kernels.py", "sim/_rhs.py", "theory/_kernels.py"} <= sources
+    assert "compare.py" not in sources and "cli.py" not in sources
+    key = _numba_cache.cache_key(str(copy), version="9.9")
+    assert key.startswith("9.9-") and key == _numba_cache.cache_key(str(copy), version="9.9")
+
+    with open(copy / "compare.py", "a") as f:  # not a kernel's dependency
+        f.write("\n# edited\n")
+    assert _numba_cache.cache_key(str(copy), version="9.9") == key
+    with open(copy / "sim" / "_rhs.py", "a") as f:  # imported by sim/_kernels.py
+        f.write("\n# edited\n")
+    assert _numba_cache.cache_key(str(copy), version="9.9") != key
+
+
+def test_unusable_cache_dir_falls_back_and_user_code_keeps_numbas_default(tmp_path):
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the cache directory should be")
+    user_mod = tmp_path / "usermod.py"
+    user_mod.write_text(textwrap.dedent("""
+        from numba import njit
+
+        @njit(cache=True)
+        def twice(x):
+            return 2.0 * x
+    """))
+    code = textwrap.dedent("""
+        import json, os
+        import linearnets
+        from linearnets import _numba_cache
+        import usermod
+        usermod.twice(1.0)
+        print(json.dumps({"dir": _numba_cache.cache_dir(),
+                          "user": os.listdir(os.path.join(os.path.dirname(usermod.__file__), "__pycache__"))}))
+    """)
+    out, _ = _run(code, {"LINEARNETS_CACHE_DIR": str(blocker), "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+                         "PYTHONPATH": str(tmp_path) + os.pathsep + REPO_ROOT}, tmp_path)
+    assert out["dir"].startswith(str(tmp_path / "xdg" / "linearnets" / "numba"))
+    assert any(f.startswith("usermod.twice") and f.endswith(".nbi") for f in out["user"])
