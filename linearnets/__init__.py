@@ -104,3 +104,6 @@ from ._compare_ext import (
     compare_transfer,
     compare_unwhitened_phase1,
 )
+
+# --- regimes, lazy and rich: exact crossover theory and diagnostics ---------------
+from .theory.lazy import lazy_prediction
