@@ -1,0 +1,108 @@
+"""Embedded explicit Runge-Kutta pairs over a Butcher tableau (any network, any backend).
+
+:class:`ExplicitRK` advances any :class:`~linearnets.sim._tableaux.Tableau`
+(stages ``K_i = f(y + h sum_j A_ij K_j)``, ``y_new = y + h sum b_i K_i``, error
+``h sum e_i K_i`` with ``K_s = f(y_new)``, first same as last; DOP853's error norm
+with its third-order companion); the named subclasses fix the tableau.  Besides
+the pairs of ``_tableaux`` (RK45, DOP853, SSPRK104) two low-order pairs for kinks:
+
+* ``BS32``: Bogacki & Shampine, Appl. Math. Lett. 2 (1989) 321-325, order 3 with
+  an order-2 estimate (scipy's ``RK23``);
+* ``HE21``: Heun's method with the Euler step as its order-1 estimate.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _tableaux
+from .._tableaux import Tableau
+from .base import Stepper, rms_norm
+
+__all__ = ["ExplicitRK", "RK45", "DOP853", "SSPRK104", "BS32", "HE21", "STEPPERS",
+           "BS32_TABLEAU", "HE21_TABLEAU"]
+
+
+def _frozen(a):
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    a.setflags(write=False)
+    return a
+
+
+BS32_TABLEAU = Tableau(
+    "BS32", 3, 2,
+    _frozen([[0, 0, 0], [1 / 2, 0, 0], [0, 3 / 4, 0]]),
+    _frozen([2 / 9, 1 / 3, 4 / 9]),
+    _frozen([0, 1 / 2, 3 / 4]),
+    # b (with 0 for f(y_new)) minus the order-2 weights (7/24, 1/4, 1/3, 1/8)
+    _frozen([2 / 9 - 7 / 24, 1 / 3 - 1 / 4, 4 / 9 - 1 / 3, -1 / 8]),
+    stability_boundary=2.5127)
+HE21_TABLEAU = Tableau(
+    "HE21", 2, 1,
+    _frozen([[0, 0], [1, 0]]),
+    _frozen([1 / 2, 1 / 2]),
+    _frozen([0, 1]),
+    _frozen([1 / 2 - 1, 1 / 2, 0]),
+    stability_boundary=2.0)
+
+
+class ExplicitRK(Stepper):
+    """An embedded explicit RK pair over the class's ``tableau`` (see the module docstring)."""
+
+    def __init__(self, rhs, n, rtol, atol, xp=np):
+        super().__init__(rhs, n, rtol, atol, xp)
+        tab = self.tableau
+        s = tab.n_stages
+        self.K = xp.empty((s + 1, self.n))
+        self._A = [xp.asarray(tab.A[i, :i]) for i in range(s)]
+        self._b = xp.asarray(tab.b)
+        self._c = tab.c
+        self._e = xp.asarray(tab.e)
+        self._e3 = xp.asarray(tab.e3) if tab.e3 is not None else None
+
+    def attempt(self, t, y, f, h):
+        xp = self.xp
+        K = self.K
+        s = self.tableau.n_stages
+        K[0] = f
+        for i in range(1, s):
+            dy = K[:i].T @ (self._A[i] * h)
+            K[i] = self.rhs(t + self._c[i] * h, y + dy)
+        y_new = y + K[:s].T @ (self._b * h)
+        f_new = xp.array(self.rhs(t + h, y_new), copy=True)
+        K[s] = f_new
+        scale = self.atol + self.rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
+        if self._e3 is None:
+            err = abs(h) * rms_norm((K.T @ self._e) / scale, xp)
+        else:
+            e5 = (K.T @ self._e) / scale
+            e3 = (K.T @ self._e3) / scale
+            n5 = float(xp.sum(e5 * e5))
+            n3 = float(xp.sum(e3 * e3))
+            err = 0.0 if n5 == 0.0 else abs(h) * n5 / np.sqrt((n5 + 0.01 * n3) * self.n)
+        if not bool(xp.all(xp.isfinite(y_new))) or not bool(xp.all(xp.isfinite(f_new))):
+            err = np.inf
+        return y_new, f_new, err
+
+
+class RK45(ExplicitRK):
+    tableau = _tableaux.RK45
+
+
+class DOP853(ExplicitRK):
+    tableau = _tableaux.DOP853
+
+
+class SSPRK104(ExplicitRK):
+    tableau = _tableaux.SSPRK104
+
+
+class BS32(ExplicitRK):
+    tableau = BS32_TABLEAU
+
+
+class HE21(ExplicitRK):
+    tableau = HE21_TABLEAU
+
+
+#: Method name -> stepper class.
+STEPPERS = {cls.tableau.name: cls for cls in (RK45, DOP853, SSPRK104, BS32, HE21)}

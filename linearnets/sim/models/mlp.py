@@ -1,0 +1,301 @@
+"""The multilayer perceptron on raw samples (DESIGN.md, "Beyond linear networks").
+
+Model
+-----
+For an activation ``phi`` (identity for ``"linear"``), multipliers ``m_l``, output
+scale ``alpha`` and optional hidden biases ``b_l``::
+
+    h_0 = x,   z_l = m_l W_l h_{l-1} + b_l,   h_l = phi(z_l)    (l < L),
+    f(x) = m_L W_L h_{L-1},   F(x) = alpha f(x)  or  alpha (f(x) - f_0(x))  (centered),
+
+``f_0`` the network at t = 0 (fixed).  Loss
+``L = (1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)`` with ``l_mse = |y - F|^2 / 2`` or
+``l_soft_hinge = log(1 + exp(beta_h (1 - y F))) / beta_h`` (C = 1, labels +-1), and
+gradient flow ``d theta_l/dt = -eta lr_scales[l-1] dL/d theta_l``.
+
+Gradient (backpropagation on the P samples at once; rows are samples)
+----------------------------------------------------------------------
+``G_L = dL/df = (1/(alpha P)) l'(F, Y)`` (P, C), with ``l'_mse = F - Y`` and
+``l'_soft_hinge = -Y sigmoid(beta_h (1 - Y F))``; then, downwards,
+
+    dL/dW_L = m_L G_L^T H_{L-1},   D_{L-1} = m_L G_L W_L,
+    G_l = D_l * phi'(Z_l),   dL/dW_l = m_l G_l^T H_{l-1},   dL/db_l = sum_mu G_l,
+    D_{l-1} = m_l G_l W_l,
+
+with the forward activations ``H_l`` and pre-activations ``Z_l`` (P, N_l) kept from
+the forward pass: one evaluation is 3 (P x N) by (N x N) GEMMs per hidden layer,
+O(P N^2).
+
+NTK (analytic, from backpropagated vectors)
+-------------------------------------------
+With ``delta_l^(i)(x) = df_i/dz_l`` (``delta_{L-1}^(i) = m_L W_L[i] * phi'(z_{L-1})``,
+``delta_{l-1} = m_l (delta_l W_l) * phi'(z_{l-1})``),
+
+    K_ij(x, x') = alpha^2 [ m_L^2 delta_ij h_{L-1}.h'_{L-1}
+                           + sum_{l<L} (delta_l^(i) . delta'^(j)_l) (m_l^2 h_{l-1}.h'_{l-1} + 1_bias) ],
+
+never a per-parameter Jacobian.
+
+Arrays go through the namespace ``xp`` (numpy, or CuPy for ``backend="cupy"``):
+this module is the reference for every backend.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Layout, Model, register_model
+
+__all__ = ["MLP", "activation_functions", "check_biases"]
+
+
+def activation_functions(name, param, xp=np):
+    """``(phi, dphi)`` of an activation: elementwise functions of ``z`` (``relu'(0) = 0``)."""
+    if name == "linear":
+        return (lambda z: z), (lambda z: xp.ones_like(z))
+    if name == "relu":
+        return (lambda z: xp.maximum(z, 0.0)), (lambda z: (z > 0).astype(xp.float64))
+    if name == "leaky_relu":
+        a = float(param)
+        return ((lambda z: xp.where(z > 0, z, a * z)),
+                (lambda z: xp.where(z > 0, 1.0, a)))
+    if name == "softplus":
+        beta = float(param)
+        # log(1 + e^{bz})/b = max(z, 0) + log1p(e^{-b|z|})/b, without overflow
+        return ((lambda z: xp.maximum(z, 0.0) + xp.log1p(xp.exp(-beta * xp.abs(z))) / beta),
+                (lambda z: 0.5 * (1.0 + xp.tanh(0.5 * beta * z))))
+    if name == "tanh":
+        return xp.tanh, (lambda z: 1.0 - xp.tanh(z) ** 2)
+    raise ValueError(f"activation: unknown {name!r}")
+
+
+def check_biases(biases, shapes, name="biases"):
+    """Validate ``[b_1, ..., b_{L-1}]`` (``b_l`` shape (N_l,)) against the weight shapes.
+
+    Returns float64 copies, or None for ``biases=None``; ``ValueError`` naming
+    ``biases`` for a wrong length, shape or a non-finite entry.
+    """
+    if biases is None:
+        return None
+    if isinstance(biases, np.ndarray) and biases.ndim == 1:
+        biases = [biases]
+    try:
+        bs = list(biases)
+    except TypeError as exc:
+        raise ValueError(f"{name} must be a list [b_1, ..., b_(L-1)] of 1-D arrays") from exc
+    L = len(shapes)
+    if len(bs) != L - 1:
+        raise ValueError(f"{name} must have L - 1 = {L - 1} entries (one per hidden layer), "
+                         f"got {len(bs)}")
+    out = []
+    for i, b in enumerate(bs):
+        arr = np.array(b, dtype=np.float64, copy=True)
+        if arr.shape != (shapes[i][0],):
+            raise ValueError(f"{name}[{i}] must have shape ({shapes[i][0]},), got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name}[{i}] must be finite")
+        out.append(np.ascontiguousarray(arr))
+    return out
+
+
+class MLP(Model):
+    """The MLP of the module docstring on raw samples (any activation, loss and scale).
+
+    Parameters
+    ----------
+    weights : list of ndarray
+        ``[W_1, ..., W_L]``, ``W_l`` (N_l, N_{l-1}), validated; the state at t = 0.
+    biases : list of ndarray or None
+        ``[b_1, ..., b_{L-1}]`` (validated by :func:`check_biases`), or None for none.
+    options : ModelOptions
+    xp : module
+        The array namespace (numpy, or CuPy).
+    """
+
+    name = "mlp"
+
+    def __init__(self, weights, biases, options, xp=np):
+        self.xp = xp
+        self.options = options
+        self.shapes = tuple(w.shape for w in weights)
+        self.L = len(weights)
+        self.has_biases = biases is not None
+        shapes = list(self.shapes)
+        names = [f"W{l + 1}" for l in range(self.L)]
+        if self.has_biases:
+            shapes += [(s[0],) for s in self.shapes[:-1]]
+            names += [f"b{l + 1}" for l in range(self.L - 1)]
+        self.layout = Layout(shapes, names)
+        self.y0 = self.layout.pack(list(weights) + list(biases or []), xp=xp)
+        self.linear = options.activation == "linear" and not self.has_biases
+        self.smooth = options.activation not in ("relu", "leaky_relu")
+        self.phi, self.dphi = activation_functions(options.activation, options.activation_param,
+                                                   xp)
+        self.m = [float(v) for v in options.multipliers]
+        self.alpha = options.alpha
+        # the rate of each array of the state: layer l's weights and bias move together
+        rates = [options.eta * float(s) for s in options.lr_scales]
+        self._rates = rates + (rates[:-1] if self.has_biases else [])
+        self._pattern = None
+        self.X = self.Y = None
+
+    # -- parameters ------------------------------------------------------------------
+    def weights_of(self, y):
+        return self.layout.unpack(y)[:self.L]
+
+    def biases_of(self, y):
+        return self.layout.unpack(y)[self.L:] if self.has_biases else None
+
+    # -- forward / backward ------------------------------------------------------------
+    def forward(self, y, X, keep=False):
+        """``f(X)`` (Q, C) of state ``y``; with ``keep`` also the lists ``Z`` and ``H``."""
+        xp = self.xp
+        Ws = self.weights_of(y)
+        bs = self.biases_of(y)
+        H = [X]
+        Z = []
+        h = X
+        for l in range(self.L - 1):
+            z = (h @ Ws[l].T) * self.m[l]
+            if bs is not None:
+                z = z + bs[l]
+            Z.append(z)
+            h = self.phi(z)
+            H.append(h)
+        f = (h @ Ws[-1].T) * self.m[-1]
+        return (f, Z, H) if keep else f
+
+    def outputs(self, y, Xp):
+        xp = self.xp
+        Xp = xp.asarray(Xp, dtype=xp.float64)
+        F = self.forward(y, Xp)
+        if self.options.centered:
+            F = F - self.forward(self.y0, Xp)
+        return self.alpha * F
+
+    def prepare(self, X, Y):
+        xp = self.xp
+        self.X = xp.ascontiguousarray(xp.asarray(X, dtype=xp.float64))
+        self.Y = xp.ascontiguousarray(xp.asarray(Y, dtype=xp.float64))
+        self.P = int(self.X.shape[0])
+        self.f0 = self.forward(self.y0, self.X) if self.options.centered else None
+        return self
+
+    def _F_of_f(self, f):
+        return self.alpha * (f - self.f0 if self.f0 is not None else f)
+
+    def _loss_terms(self, F):
+        xp = self.xp
+        if self.options.loss == "mse":
+            return 0.5 * xp.sum((self.Y - F) ** 2)
+        beta = self.options.loss_param
+        u = beta * (1.0 - self.Y * F)
+        # log(1 + e^u) = max(u, 0) + log1p(e^{-|u|})
+        return xp.sum(xp.maximum(u, 0.0) + xp.log1p(xp.exp(-xp.abs(u)))) / beta
+
+    def _dloss(self, F):
+        """``l'(F, Y)`` (P, C)."""
+        xp = self.xp
+        if self.options.loss == "mse":
+            return F - self.Y
+        beta = self.options.loss_param
+        return -self.Y * (0.5 * (1.0 + xp.tanh(0.5 * beta * (1.0 - self.Y * F))))
+
+    def loss(self, y):
+        F = self._F_of_f(self.forward(y, self.X))
+        return float(self._loss_terms(F)) / (self.alpha ** 2 * self.P)
+
+    def margins(self, y):
+        if self.options.loss != "soft_hinge":
+            raise ValueError("stop='margin' needs loss='soft_hinge'")
+        F = self._F_of_f(self.forward(y, self.X))
+        return (self.Y * F).reshape(-1)
+
+    def gradient(self, y, out=None):
+        """``dL/dtheta`` (n,) at ``y`` (the module docstring's backpropagation)."""
+        xp = self.xp
+        if out is None:
+            out = xp.empty(self.layout.size)
+        f, Z, H = self.forward(y, self.X, keep=True)
+        if not self.smooth:
+            self._pattern = xp.concatenate([(z > 0).reshape(-1) for z in Z]) if Z else None
+        Ws = self.weights_of(y)
+        gs = self.layout.unpack(out)
+        G = self._dloss(self._F_of_f(f)) * (1.0 / (self.alpha * self.P))
+        L = self.L
+        for l in range(L - 1, -1, -1):
+            # G: dL/dz_l (dL/df at the top), (P, N_l)
+            xp.matmul(G.T, H[l], out=gs[l])
+            gs[l] *= self.m[l]
+            if self.has_biases and l < L - 1:
+                gs[L + l][...] = G.sum(axis=0)
+            if l > 0:
+                G = ((G @ Ws[l]) * self.m[l]) * self.dphi(Z[l - 1])
+        return out
+
+    def rhs(self, y, out=None):
+        out = self.gradient(y, out)
+        for g, r in zip(self.layout.unpack(out), self._rates):
+            g *= -r
+        return out
+
+    def switches(self):
+        return self._pattern
+
+    # -- observations ----------------------------------------------------------------
+    def _backprop_vectors(self, y, X):
+        """``(deltas, H)``: ``deltas[l]`` = df_i/dz_l (Q, C, N_l) for l < L - 1 (0-based), and
+        the forward activations ``H`` (l = 0..L-1)."""
+        xp = self.xp
+        _, Z, H = self.forward(y, X, keep=True)
+        Ws = self.weights_of(y)
+        L = self.L
+        deltas = [None] * (L - 1)
+        if L > 1:
+            d = (Ws[-1] * self.m[-1])[None, :, :] * self.dphi(Z[-1])[:, None, :]
+            deltas[L - 2] = d
+            for l in range(L - 2, 0, -1):
+                d = ((d @ Ws[l]) * self.m[l]) * self.dphi(Z[l - 1])[:, None, :]
+                deltas[l - 1] = d
+        return deltas, H
+
+    def ntk(self, y, X1, X2):
+        """The empirical NTK of F, (P1, P2) for C = 1, (P1, P2, C, C) otherwise."""
+        xp = self.xp
+        X1 = xp.asarray(X1, dtype=xp.float64)
+        X2 = xp.asarray(X2, dtype=xp.float64)
+        d1, H1 = self._backprop_vectors(y, X1)
+        d2, H2 = self._backprop_vectors(y, X2)
+        C = self.shapes[-1][0]
+        L = self.L
+        top = (self.m[-1] ** 2) * (H1[L - 1] @ H2[L - 1].T)
+        K = top[:, :, None, None] * xp.eye(C)[None, None, :, :]
+        for l in range(L - 1):
+            feat = (self.m[l] ** 2) * (H1[l] @ H2[l].T)
+            if self.has_biases:
+                feat = feat + 1.0
+            dd = xp.einsum("pin,qjn->pqij", d1[l], d2[l])
+            K = K + dd * feat[:, :, None, None]
+        K = K * self.alpha ** 2
+        return K[:, :, 0, 0] if C == 1 else K
+
+    def end_to_end(self, y):
+        """``x -> F(x)`` as a (C, D) matrix: ``alpha M (W - W_0)`` (centered) or ``alpha M W``,
+        ``M = prod m_l``, ``W = W_L ... W_1``; linear activation without biases only."""
+        if not self.linear:
+            raise ValueError("end_to_end exists only for activation='linear' without biases")
+        xp = self.xp
+
+        def prod(state):
+            Ws = self.weights_of(state)
+            W = Ws[0]
+            for w in Ws[1:]:
+                W = w @ W
+            return W
+        M = float(np.prod(self.m))
+        W = prod(y)
+        if self.options.centered:
+            W = W - prod(self.y0)
+        return self.alpha * M * W
+
+
+register_model("mlp", MLP)
