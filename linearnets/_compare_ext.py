@@ -7,8 +7,8 @@ finite-sigma final NTK — with the same conventions: the closed forms are
 evaluated with initial conditions read off the *simulated* initial weights, the
 tolerance is the error the theory predicts (times :data:`~linearnets.compare.SAFETY`),
 and every routine returns a frozen :class:`~linearnets.compare.Comparison`.
-Importing the module registers the checks ``unwhitened``, ``path_ntk``,
-``intermediate``, ``transfer`` and ``finite_sigma`` in
+Importing the module registers the checks ``unwhitened_phase1``, ``path_ntk``,
+``intermediate_kernels``, ``transfer`` and ``finite_sigma_ntk`` in
 :data:`~linearnets.compare.CHECKS` and their figures.
 """
 from __future__ import annotations
@@ -596,9 +596,9 @@ def _plot_unwhitened(res):
     axes[0].legend(fontsize=6, ncol=2)
     for col, sig, e, tl in zip(_plotting._colors(len(a["sigmas"])), a["sigmas"], a["errors"], a["tolerances"]):
         axes[1].semilogy(theta[1:], e[1:], color=col, lw=2, label=fr"$\sigma$={sig:g}")
-        axes[1].semilogy(theta[1:], tl[1:], color=col, ls=":", lw=1)
+        axes[1].semilogy(theta[1:], tl[1:], color=col, ls=":", lw=1, label=fr"tolerance, $\sigma$={sig:g}")
     axes[1].set(xlabel=r"$\theta$", ylabel="max relative error",
-                title=f"error ~ $\\sigma^2$ (slope {res.simulation:.2f}); dotted: tol")
+                title=f"error ~ $\\sigma^2$ (slope {res.simulation:.2f})")
     axes[1].legend(fontsize=7)
     axes[2].plot(theta, a["overlap_sigma_beta"][k], color="C0", lw=2.5, alpha=0.7,
                  label=r"sim: top eigvec $\cdot\,\Sigma\beta/\|\Sigma\beta\|$")
@@ -639,9 +639,9 @@ def _plot_path_ntk(res):
     ax = axes[1, 0]
     for L, t, ke, tl, col in zip(a["depths"], a["t"], a["ntk_error"], a["ntk_tolerance"], _plotting._colors(nd)):
         ax.semilogy(t[1:], np.maximum(ke[1:], 1e-17), color=col, lw=1.5, label=f"L={L}")
-        ax.axhline(tl, color=col, ls=":", lw=1)
+        ax.axhline(tl, color=col, ls=":", lw=1, label=f"tolerance, L={L}")
     ax.set(xlabel="t", ylabel=r"$\|K_{emp}-K_{path}\|_F/\|K_{path}\|_F$",
-           title="NTK on probe inputs vs path_ntk (dotted: tol)")
+           title="NTK on probe inputs vs path_ntk")
     ax.legend(fontsize=7)
     sg = a["sigmas"]
     law_axes = {2: axes[1, 1], 3: axes[1, 2]}
@@ -763,43 +763,43 @@ _plotting._PLOTTERS.update({
 # =============================================================================
 # registry
 # =============================================================================
-@_register("unwhitened", "unwhitened phase I: six statistics ~ sigma^2, kernel along Sigma beta (App. C.3)")
+@_register("unwhitened_phase1", "unwhitened phase I: six statistics ~ sigma^2, kernel along Sigma beta (App. C.3)")
 def _check_unwhitened(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_unwhitened_phase1(sigmas=np.geomspace(0.01, 0.00125, 4), D=20, N=50, P=2000,
-                                          n_times=200, seed=seed, backend=backend)]
-    return [compare_unwhitened_phase1(seed=seed, backend=backend)]
+        return compare_unwhitened_phase1(sigmas=np.geomspace(0.01, 0.00125, 4), D=20, N=50, P=2000,
+                                         n_times=200, seed=seed, backend=backend)
+    return compare_unwhitened_phase1(seed=seed, backend=backend)
 
 
 @_register("path_ntk", "many outputs: modes and NTK along the path, learning order and times (App. H)")
 def _check_path_ntk(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_path_ntk(depths=(2, 3, 4), spectrum=(4.0, 3.0, 2.0, 1.0), c0=(1e-3, 3e-3, 1e-2, 2e-2),
-                                 D=30, N=50, P=60, n_probe=6, n_times=100, random_depths=(2, 3),
-                                 sigmas=(0.02, 0.01, 0.005, 0.0025), random_width=50, seed=seed, backend=backend)]
-    return [compare_path_ntk(seed=seed, backend=backend)]
+        return compare_path_ntk(depths=(2, 3, 4), spectrum=(4.0, 3.0, 2.0, 1.0), c0=(1e-3, 3e-3, 1e-2, 2e-2),
+                                D=30, N=50, P=60, n_probe=6, n_times=100, random_depths=(2, 3),
+                                sigmas=(0.02, 0.01, 0.005, 0.0025), random_width=50, seed=seed, backend=backend)
+    return compare_path_ntk(seed=seed, backend=backend)
 
 
-@_register("intermediate", "layer-l kernels of a trained deep network, error ~ sigma^2 (App. E.3)")
+@_register("intermediate_kernels", "layer-l kernels of a trained deep network, error ~ sigma^2 (App. E.3)")
 def _check_intermediate(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_intermediate_kernels(depth=4, sigmas=(0.1, 0.05, 0.025, 0.0125), spectrum=(4.0, 3.0, 2.0, 1.0),
-                                             D=30, N=50, P=60, seed=seed, backend=backend)]
-    return [compare_intermediate_kernels(seed=seed, backend=backend)]
+        return compare_intermediate_kernels(depth=4, sigmas=(0.1, 0.05, 0.025, 0.0125), spectrum=(4.0, 3.0, 2.0, 1.0),
+                                            D=30, N=50, P=60, seed=seed, backend=backend)
+    return compare_intermediate_kernels(seed=seed, backend=backend)
 
 
 @_register("transfer", "transfer error vs Monte Carlo kernel regression; trained-NTK spike A = L - 1 (App. F)")
 def _check_transfer(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_transfer(P=70, D=200, As=(0.0, 0.5, 1.0, 2.0, 4.0, 9.0), n_draw=1000,
-                                 depths=(2, 3, 4), sigma=0.03, net_D=30, net_N=50, net_P=60,
-                                 seed=seed, backend=backend)]
-    return [compare_transfer(seed=seed, backend=backend)]
+        return compare_transfer(P=70, D=200, As=(0.0, 0.5, 1.0, 2.0, 4.0, 9.0), n_draw=1000,
+                                depths=(2, 3, 4), sigma=0.03, net_D=30, net_N=50, net_P=60,
+                                seed=seed, backend=backend)
+    return compare_transfer(seed=seed, backend=backend)
 
 
-@_register("finite_sigma", "final NTK at finite sigma: error sigma^3 vs sigma^2 (App. H.2)")
+@_register("finite_sigma_ntk", "final NTK at finite sigma: error sigma^3 vs sigma^2 (App. H.2)")
 def _check_finite_sigma(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_finite_sigma_ntk(sigmas=np.geomspace(0.04, 0.005, 4), D=30, N=50, P=60, n_probe=20,
-                                         seed=seed, backend=backend)]
-    return [compare_finite_sigma_ntk(seed=seed, backend=backend)]
+        return compare_finite_sigma_ntk(sigmas=np.geomspace(0.04, 0.005, 4), D=30, N=50, P=60, n_probe=20,
+                                        seed=seed, backend=backend)
+    return compare_finite_sigma_ntk(seed=seed, backend=backend)

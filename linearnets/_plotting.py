@@ -28,10 +28,29 @@ def _colors(n):
 
 def _title(fig, res):
     import textwrap
-    status = "PASS" if res.passed else "FAIL"
     width = int(14 * fig.get_figwidth())
-    text = f"{res.title}   [{status}: error {res.error:.2g} / tol {res.tolerance:.2g}]"
+    if getattr(res, "inequality", ""):
+        op = next((o for o in ("<=", ">=", "<", ">") if o in res.inequality), "<")
+        text = f"{res.title}   [{res.status}: {res.inequality}: {res.theory:.3g} {op} {res.simulation:.3g}]"
+    else:
+        text = f"{res.title}   [{res.status}: error {res.error:.2g} / tol {res.tolerance:.2g}]"
     fig.suptitle("\n".join(textwrap.wrap(text, width)), fontsize=9)
+
+
+def _few_ticks(ax, axis="x", n=4):
+    """At most ``n`` major tick labels on a linear axis (no overlapping labels)."""
+    from matplotlib.ticker import MaxNLocator
+    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(n))
+
+
+def _value_ticks(ax, values, axis="x", fmt="{:g}"):
+    """Ticks at exactly ``values`` (e.g. the simulated sigmas or the integer depths), no minor labels."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+    values = np.asarray(values, float)
+    a = getattr(ax, f"{axis}axis")
+    a.set_major_locator(FixedLocator(values))
+    a.set_minor_locator(NullLocator())
+    getattr(ax, f"set_{axis}ticklabels")([fmt.format(v) for v in values])
 
 
 def _learning_curve(res):
@@ -89,6 +108,9 @@ def _initial_moments(res):
              label="N(0, std theory²)")
     ax2.set(xlabel="r0", title="r0 over initialisations")
     ax2.legend(fontsize=8)
+    for a_ in (ax, ax2):
+        _few_ticks(a_, "x", 4)
+        a_.ticklabel_format(axis="x", style="sci", scilimits=(-2, 3))
     return fig
 
 
@@ -111,21 +133,28 @@ def _half_time(res):
     fig, (ax, ax2) = _figure(2)
     for col, L, sg, th, p, coef in zip(_colors(len(a["depths"])), a["depths"], a["sigmas"], a["half_times"],
                                         a["theory_exponent"], a["coef"]):
-        sq = sg ** 2
         if L == 2:
-            ax2.semilogx(sq, th, "o", color=col, label="L=2 (sim)")
+            ax2.semilogx(sg, th, "o", color=col, label="L=2 (sim)")
             # theory slope -1/(eta s) in ln sigma, intercept by least squares
-            ax2.semilogx(sq, p * np.log(sg) + np.mean(th - p * np.log(sg)), **_THEORY, label="theory slope")
+            ax2.semilogx(sg, p * np.log(sg) + np.mean(th - p * np.log(sg)), **_THEORY,
+                         label=r"theory: slope $-1/(\eta s)$ in $\ln\sigma$")
         else:
-            ax.loglog(sq, th, "o", color=col, label=f"L={L} (sim)")
+            ax.loglog(sg, th, "o", color=col, label=f"L={L} (sim)")
             # theory exponent, amplitude and offset refitted with the exponent fixed
             M = np.stack([sg ** p, np.ones_like(sg)], axis=1)
             c, *_ = np.linalg.lstsq(M, th, rcond=None)
             ss = np.geomspace(sg.min(), sg.max(), 50)
-            ax.loglog(ss ** 2, c[0] * ss ** p + c[1], color=col, ls="--",
-                      label=fr"$\propto\sigma^{{{p:g}}}$")
-    ax.set(xlabel=r"$\sigma^2$", ylabel=r"$t_{1/2}$", title=r"$L\geq 3$: $t_{1/2}\sim\sigma^{2-L}$")
-    ax2.set(xlabel=r"$\sigma^2$", ylabel=r"$t_{1/2}$", title=r"$L=2$: $t_{1/2}\sim\ln(1/\sigma)/s$")
+            ax.loglog(ss, c[0] * ss ** p + c[1], color=col, ls="--",
+                      label=fr"$A\sigma^{{{p:g}}}+B$")
+    # both panels on a sigma axis: the exponents in the legend are those of sigma;
+    # ticks on the 1-2-5 sequence only (the default minor labels overlap)
+    for a_ in (ax, ax2):
+        lo, hi = (min(np.min(x) for x in a["sigmas"]), max(np.max(x) for x in a["sigmas"]))
+        k = np.arange(np.floor(np.log10(lo)) - 1, np.ceil(np.log10(hi)) + 1)
+        nice = np.sort(np.outer([1.0, 2.0, 5.0], 10.0 ** k).ravel())
+        _value_ticks(a_, nice[(nice >= lo * 0.999) & (nice <= hi * 1.001)], "x", "{:g}")
+    ax.set(xlabel=r"$\sigma$", ylabel=r"$t_{1/2}$", title=r"$L\geq 3$: $t_{1/2}\sim\sigma^{2-L}$")
+    ax2.set(xlabel=r"$\sigma$", ylabel=r"$t_{1/2}$", title=r"$L=2$: $t_{1/2}\sim\ln(1/\sigma)/s$")
     for a_ in (ax, ax2):
         if a_.get_legend_handles_labels()[0]:
             a_.legend(fontsize=7)
@@ -141,14 +170,17 @@ def _final_ntk(res):
     for j, (col, sig) in enumerate(zip(_colors(len(a["sigmas"])), a["sigmas"])):
         ax.plot(d, a["alignment_sim"][:, j], "o", color=col, ms=7, label=fr"sim $\sigma$={sig:g}")
         ax2.semilogy(d, a["kernel_error"][:, j], "o-", color=col, label=fr"$\sigma$={sig:g}")
-        ax2.axhline(a["tolerances"][j], color=col, ls=":", lw=1)
+        ax2.axhline(a["tolerances"][j], color=col, ls=":", lw=1,
+                    label=fr"tolerance SAFETY$\,\sigma^2$, $\sigma$={sig:g}")
     dd = np.arange(1, d.max() + 1)
     n = res.params["n"]
     ax.plot(dd, dd / np.sqrt(dd ** 2 + n - 1.0), **_THEORY, label=r"$L/\sqrt{L^2+n-1}$")
     ax.set(xlabel="depth L", ylabel="final kernel-target alignment", title=f"final alignment (n={n})")
     ax.legend(fontsize=8)
-    ax2.set(xlabel="depth L", ylabel=r"$\|K-K_{th}\|_F/\|K_{th}\|_F$", title="final NTK error (dotted: tol)")
-    ax2.legend(fontsize=8)
+    ax2.set(xlabel="depth L", ylabel=r"$\|K-K_{th}\|_F/\|K_{th}\|_F$", title="final NTK error")
+    ax2.legend(fontsize=7)
+    for a_ in (ax, ax2):
+        _value_ticks(a_, np.arange(1, d.max() + 1) if a_ is ax else d, "x", "{:.0f}")
     return fig
 
 
@@ -169,14 +201,17 @@ def _silent(res):
     axes[2].axhline(float(a["final_alignment"]), color="gray", ls=":", lw=1, label="final (theory)")
     axes[2].set(xlabel="t", ylabel="kernel-target alignment", title="alignment")
     for ax in axes:
-        ax.axvline(float(a["t_align"]), color="C2", ls="-.", lw=1)
-        ax.axvline(float(a["t_loss"]), color="C3", ls="-.", lw=1)
+        ax.axvline(float(a["t_align"]), color="C2", ls="-.", lw=1,
+                   label=r"$t_A$: alignment at 90% of final")
+        ax.axvline(float(a["t_loss"]), color="C3", ls="-.", lw=1, label=r"$t_L$: loss down 10%")
     t_show = 2.5 * np.nanmax([float(a["t_align"]), float(a["t_loss"])])
     if np.isfinite(t_show) and t_show < t[-1]:
         for ax in axes:
             ax.set_xlim(0.0, t_show)
-    axes[2].legend(fontsize=8)
-    axes[0].legend(fontsize=8)
+    axes[2].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
+    for ax in axes:
+        _few_ticks(ax, "x", 4)
     return fig
 
 
@@ -189,7 +224,8 @@ def _kernel_gap(res):
                     label=f"final NTK, P={int(P)}")
         ax.semilogy(a["gamma"][m], np.maximum(a["gap_initial"][m], 1e-16), "s:", color=col,
                     label=f"initial NTK, P={int(P)}")
-        ax.semilogy(a["gamma"][m], a["tolerance"][m], color=col, ls="--", lw=0.8)
+        ax.semilogy(a["gamma"][m], a["tolerance"][m], color=col, ls="--", lw=0.8,
+                    label=f"tolerance, P={int(P)}")
     ax.set(xlabel=r"anisotropy $\gamma$ ($X_\gamma=US^\gamma V^T$)", ylabel="relative test gap to NN",
            title=f"NN vs kernel regression (D={res.params['D']})")
     ax.legend(fontsize=7)
@@ -200,8 +236,18 @@ def _kernel_path(res):
     a = res.arrays
     fig, (ax,) = _figure(1, width=5.2)
     ax.semilogy(a["t"], np.maximum(a["gaps"], 1e-16), "o-", label="kernel regression with K(t)")
-    ax.semilogy(a["t"], a["tolerances"], **_THEORY, label="predicted bound")
-    ax.set_xscale("symlog", linthresh=float(a["t"][1]))
+    ax.semilogy(a["t"], a["tolerances"], **_THEORY, label="tolerance: SAFETY x eps(t)")
+    lin = float(a["t"][1])
+    ax.set_xscale("symlog", linthresh=lin)
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    # t = 0 and the decades above the linear part only (the default symlog
+    # locator puts a decade label on top of the label of 0)
+    k0 = int(np.ceil(np.log10(lin) + 0.5))
+    k1 = int(np.floor(np.log10(float(a["t"][-1]))))
+    ax.xaxis.set_major_locator(FixedLocator([0.0] + [10.0 ** k for k in range(k0, k1 + 1)]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(
+        lambda x, _: "0" if x == 0 else f"$10^{{{int(round(np.log10(x)))}}}$"))
     ax.set(xlabel="t", ylabel="relative gap to pseudo-inverse", title="App. G: same function along the flow")
     ax.legend(fontsize=8)
     return fig

@@ -2,7 +2,11 @@
 
 ``verify`` runs every registered theory-versus-simulation comparison
 (:data:`linearnets.compare.CHECKS`), prints a table, writes one PNG per row and
-a Markdown report to ``--out``, and exits with status 1 if any check fails.
+a Markdown report to ``--out``, and exits with status 1 if any check fails or
+raises (a check that raises is a row marked ERROR with its message; the others
+still run and the report is still written). Every row is one registered check
+and carries its name in ``--list``, ``--only``, the table, the figure and the
+report. A bad ``--only`` or ``--backend`` is a usage error (status 2).
 """
 from __future__ import annotations
 
@@ -39,6 +43,9 @@ def format_table(results, markdown=False):
     str
     """
     rows = [tuple(_fmt(v) for v in r.row()) for r in results]
+    if not markdown:
+        # an ERROR row's message can be long: keep the table legible, the report has it whole
+        rows = [r if len(r[1]) <= 60 else (r[0], r[1][:57] + "...") + r[2:] for r in rows]
     if markdown:
         lines = ["| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -60,26 +67,38 @@ def write_report(results, out_dir, *, settings="", elapsed=None, figures=True):
     """
     os.makedirs(out_dir, exist_ok=True)
     n_fail = sum(not r.passed for r in results)
+    n_err = sum(r.status == "ERROR" for r in results)
     lines = ["# linearnets verify: theory against simulation", ""]
     if settings:
         lines += [f"Settings: {settings}", ""]
     summary = f"{len(results) - n_fail} of {len(results)} checks passed"
+    if n_err:
+        summary += f" ({n_err} raised an error)"
     if elapsed is not None:
         summary += f" in {elapsed:.1f} s"
     lines += [summary + ".", "", format_table(results, markdown=True), ""]
     for r in results:
-        lines += [f"## {r.name}: {r.title}", "",
-                  f"- result: **{'PASS' if r.passed else 'FAIL'}**",
-                  f"- quantity: {r.quantity}",
-                  f"- theory {_fmt(r.theory)}, simulation {_fmt(r.simulation)}, "
-                  f"error {_fmt(r.error)}, tolerance {_fmt(r.tolerance)}",
+        lines += [f"## {r.name}: {r.title}", "", f"- result: **{r.status}**"]
+        if r.exception:
+            lines += [f"- the check raised: `{r.exception}`", ""]
+            continue
+        if r.inequality:
+            measured = f"- tested {r.inequality}: {_fmt(r.theory)} vs {_fmt(r.simulation)}"
+        else:
+            measured = (f"- theory {_fmt(r.theory)}, simulation {_fmt(r.simulation)}, "
+                        f"error {_fmt(r.error)}, tolerance {_fmt(r.tolerance)}")
+        lines += [f"- quantity: {r.quantity}", measured,
                   "- parameters: " + ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}"
                                                 for k, v in r.params.items()),
                   f"- {r.notes}", ""]
         if figures:
-            fig = r.plot()
-            fig.savefig(os.path.join(out_dir, f"{r.name}.png"), dpi=110)
-            lines += [f"![{r.name}]({r.name}.png)", ""]
+            try:
+                fig = r.plot()
+                fig.savefig(os.path.join(out_dir, f"{r.name}.png"), dpi=110)
+            except Exception as exc:  # noqa: BLE001  a figure that fails does not lose the report
+                lines += [f"- figure failed: `{type(exc).__name__}: {exc}`", ""]
+            else:
+                lines += [f"![{r.name}]({r.name}.png)", ""]
     path = os.path.join(out_dir, "report.md")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines))
@@ -90,16 +109,13 @@ def _verify(args):
     from .compare import CHECKS, run_checks
 
     if args.list:
+        width = max(len(n) for n in CHECKS)
         for c in CHECKS.values():
-            print(f"{c.name:18s} {c.description}")
+            print(f"{c.name:{width}s}  {c.description}")
         return 0
     names = None
     if args.only:
-        names = [n for item in args.only for n in item.split(",") if n]
-        unknown = [n for n in names if n not in CHECKS]
-        if unknown:
-            print(f"unknown check(s): {', '.join(unknown)}; available: {', '.join(CHECKS)}", file=sys.stderr)
-            return 2
+        names = list(dict.fromkeys(n for item in args.only for n in item))
     t0 = time.perf_counter()
     results = run_checks(names, full=args.full, seed=args.seed, backend=args.backend,
                          progress=not args.no_progress)
@@ -116,6 +132,21 @@ def _verify(args):
     return 1 if n_fail else 0
 
 
+_BACKENDS = ("auto", "numpy", "numba", "cupy")
+
+
+def _check_names(value):
+    """argparse type of ``--only``: comma-separated registered check names (else a usage error)."""
+    from .compare import CHECKS
+
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown check(s) {', '.join(unknown) or repr(value)}; available: {', '.join(CHECKS)}")
+    return names
+
+
 def main(argv=None):
     """Entry point of ``python -m linearnets``; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m linearnets",
@@ -124,19 +155,31 @@ def main(argv=None):
     v = sub.add_parser("verify", help="check every closed form against simulation (table, figures, report)",
                        description="Run the theory-versus-simulation comparisons, print a table, "
                                    "write figures and a Markdown report; exit 1 if any check fails.")
-    v.add_argument("--only", action="append", metavar="NAME",
-                   help="run only this check (repeatable or comma-separated); see --list")
+    v.add_argument("--only", action="append", metavar="NAME", type=_check_names,
+                   help="run only this check (repeatable or comma-separated); the names of --list")
     v.add_argument("--list", action="store_true", help="list the checks and exit")
     v.add_argument("--full", action="store_true", help="paper-sized settings (slow)")
-    v.add_argument("--backend", default="auto", help="integrator backend: auto, numpy, numba, cupy")
+    v.add_argument("--backend", default="auto", choices=_BACKENDS,
+                   help="integrator backend (default: %(default)s)")
     v.add_argument("--seed", type=int, default=0, help="random seed (data and initialisation)")
     v.add_argument("--out", default="linearnets-report", help="output folder (default: %(default)s)")
     v.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
+    w = sub.add_parser("warmup", help="compile every numba kernel once (first use compiles them otherwise)")
+    w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors (status 2) and --help (0) as a return value
+        return exc.code if isinstance(exc.code, int) else 2
     if args.command == "verify":
         import matplotlib
         if "matplotlib.pyplot" not in sys.modules:
             matplotlib.use("Agg")
         return _verify(args)
+    if args.command == "warmup":
+        from ._warmup import warmup
+        info = warmup(progress=not args.no_progress)
+        print(f"{info['compiled']} kernels compiled, {info['kernels'] - len(info['unused'])} of "
+              f"{info['kernels']} ready in {info['seconds']:.1f} s (cache: {info['cache_dir']})")
+        return 0
     parser.error(f"unknown command {args.command}")  # pragma: no cover

@@ -104,6 +104,16 @@ class Comparison:
         The physical parameters used.
     notes : str
         How the tolerance was derived, and what the figure shows.
+    kind : str
+        Which figure draws it (default: ``name``).
+    inequality : str
+        For an ordering check (the theory predicts only ``lhs < rhs``): the
+        inequality in words, e.g. ``"t_A < t_L"``; ``theory`` then holds the left
+        side and ``simulation`` the right side, and the table prints the
+        inequality with both values instead of an error and a tolerance.
+    exception : str
+        Set when the check raised instead of returning (see
+        :meth:`from_exception`): ``status`` is then ``"ERROR"``.
     """
 
     name: str
@@ -118,6 +128,8 @@ class Comparison:
     params: Mapping = dataclasses.field(default_factory=dict)
     notes: str = ""
     kind: str = ""
+    inequality: str = ""
+    exception: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "arrays",
@@ -139,12 +151,43 @@ class Comparison:
         from . import _plotting
         return _plotting.plot(self)
 
+    @property
+    def status(self):
+        """``"PASS"``, ``"FAIL"`` or ``"ERROR"`` (the check raised: see ``exception``)."""
+        if self.exception:
+            return "ERROR"
+        return "PASS" if self.passed else "FAIL"
+
+    @classmethod
+    def from_exception(cls, name, title, exc):
+        """The row of a check that raised ``exc``: status ERROR, the message in ``exception``."""
+        msg = f"{type(exc).__name__}: {exc}".strip()
+        nan = float("nan")
+        return cls(name=name, title=title, quantity="(the check raised)", theory=nan, simulation=nan,
+                   error=nan, tolerance=nan, passed=False, notes=msg, kind="error", exception=msg)
+
     def row(self):
-        """The table row: (name, theory, simulation, error, tolerance, status)."""
-        return (self.name, self.theory, self.simulation, self.error, self.tolerance,
-                "PASS" if self.passed else "FAIL")
+        """The table row: (name, theory, simulation, error, tolerance, status).
+
+        For an ordering check the theory column holds the inequality tested
+        (e.g. ``"t_A < t_L"``), the simulation column the measured sides
+        (``"12.1 < 45.3"``) and error and tolerance are empty; an ERROR row has
+        its message in the theory column.
+        """
+        if self.exception:
+            return (self.name, self.exception, "", "", "", "ERROR")
+        if self.inequality:
+            op = next((o for o in ("<=", ">=", "<", ">") if o in self.inequality), "<")
+            return (self.name, self.inequality, f"{self.theory:.4g} {op} {self.simulation:.4g}", "", "",
+                    self.status)
+        return (self.name, self.theory, self.simulation, self.error, self.tolerance, self.status)
 
     def __repr__(self):
+        if self.exception:
+            return f"Comparison({self.name!r}: ERROR {self.exception})"
+        if self.inequality:
+            return (f"Comparison({self.name!r}: {self.inequality}: {self.theory:.4g} vs {self.simulation:.4g}, "
+                    f"{'passed' if self.passed else 'FAILED'})")
         return (f"Comparison({self.name!r}: theory={self.theory:.4g}, simulation={self.simulation:.4g}, "
                 f"error={self.error:.3g}, tolerance={self.tolerance:.3g}, "
                 f"{'passed' if self.passed else 'FAILED'})")
@@ -158,8 +201,10 @@ def _data():
     return data
 
 
-def _flow(weights, X, Y, t, eta, backend, record=None):
+def _flow(weights, X, Y, t, eta, backend, record=None, method=None):
     kw = dict(eta=eta, rtol=RTOL, atol=ATOL, backend=backend)
+    if method is not None:
+        kw["method"] = method
     if record:
         kw["record"] = tuple(record)
     traj = _ln.gradient_flow(weights, X, Y, t, **kw)
@@ -508,11 +553,19 @@ def compare_half_time_scaling(depths=(2, 3, 4, 5), sigmas=None, D=8, N=16, P=16,
 # 5. final NTK and final alignment (Figs. E.1, E.3)
 # =============================================================================
 def _train_to_convergence(w0, X, Y, eta, backend, t_guess, record=None, n=N_TIMES, max_doublings=8):
+    """Train until the loss is below ``CONVERGED`` times its initial value (doubling the horizon).
+
+    Uses ``method="auto"``: past convergence the converged modes make the flow
+    stiff (the slowest data direction of an ill-conditioned ``Sxx`` sets a
+    horizon ~ 1/lambda_min), where the explicit DOP853 step is held at its
+    stability limit and can exhaust its step budget; ``auto`` switches to the
+    L-stable ROS34PW2 there and keeps DOP853 elsewhere.
+    """
     t_end = t_guess
     loss0 = None
     for _ in range(max_doublings):
         t = np.linspace(0.0, t_end, n)
-        traj = _flow(w0, X, Y, t, eta, backend, record=record)
+        traj = _flow(w0, X, Y, t, eta, backend, record=record, method="auto")
         loss0 = traj.loss[0]
         if traj.loss[-1] <= CONVERGED * loss0:
             return traj
@@ -615,8 +668,9 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     the relative ratio error is ``SAFETY`` times their sum, and ``t_A < t_L`` in
     simulation is required.
     For deeper networks the theory gives only the scaling (both times
-    ~ sigma^{2-L}, App. E.1), so only the ordering ``t_A < t_L`` is required;
-    the error is then ``max(0, 1 - t_L/t_A)`` with tolerance 0.
+    ~ sigma^{2-L}, App. E.1), so only the ordering ``t_A < t_L`` is tested: the
+    row is an ordering check (``inequality="t_A < t_L"``, ``theory`` = t_A,
+    ``simulation`` = t_L; ``error = max(0, 1 - t_L/t_A)``, tolerance 0).
     """
     L = check_depth(depth)
     s = float(check_positive(s, "s", ndim=0))
@@ -670,8 +724,10 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     return Comparison(
         name="silent_alignment" if L == 2 else f"silent_alignment_L{L}",
         title=f"silent alignment along the flow, L={L} (Fig. 2)",
-        quantity="t_L(loss -10%) / t_A(alignment 90% of final)" + ("" if L == 2 else ", theory: > 1"),
-        theory=ratio_th if L == 2 else 1.0, simulation=ratio, error=err, tolerance=tol,
+        quantity=("t_L(loss -10%) / t_A(alignment 90% of final)" if L == 2 else
+                  "ordering t_A (alignment 90% of final) < t_L (loss -10%)"),
+        theory=ratio_th if L == 2 else t_A, simulation=ratio if L == 2 else t_L, error=err, tolerance=tol,
+        inequality="" if L == 2 else "t_A < t_L",
         passed=bool(t_A < t_L and (err <= tol if L == 2 else True)),
         arrays=arrays, params=dict(depth=L, D=D, N=N, P=P, s=s, sigma=sigma, eta=eta, seed=seed),
         notes=(f"t_A = {t_A:.3g}, t_L = {t_L:.3g}" + (f" (theory {tA_th:.3g}, {tL_th:.3g})" if L == 2 else
@@ -828,7 +884,24 @@ CHECKS: dict = {}
 
 
 def _register(name, description):
+    """Decorator adding a check to :data:`CHECKS` (the registry ``verify`` runs).
+
+    ``fn(full=False, seed=0, backend="auto")`` returns one :class:`Comparison`:
+    a check is one row of the table, and the row carries the check's name
+    (``--list``, ``--only``, the table, the figure ``NAME.png`` and the report
+    all use this one name; :func:`run_checks` renames a row whose ``name``
+    differs). A runner that returns a list of several rows gets them named
+    ``NAME.row_name``. Names are unique: registering one twice is a ValueError.
+    New checks may live in their own module that imports ``_register`` from
+    here; :mod:`linearnets.compare` imports the modules that register checks
+    at its end.
+    """
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c == "_" for c in name):
+        raise ValueError(f"check name must be a non-empty identifier, got {name!r}")
+
     def deco(fn):
+        if name in CHECKS and CHECKS[name].run is not fn:
+            raise ValueError(f"check {name!r} is already registered")
         CHECKS[name] = Check(name, description, fn)
         return fn
     return deco
@@ -837,52 +910,76 @@ def _register(name, description):
 @_register("learning_curve", "two-layer loss vs Saxe sigmoid; error ~ sigma^2 (Fig. C.2)")
 def _check_learning_curve(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_learning_curves(sigmas=np.geomspace(0.1, 0.001, 5), D=50, N=50, P=100,
-                                        seed=seed, backend=backend)]
-    return [compare_learning_curves(seed=seed, backend=backend)]
+        return compare_learning_curves(sigmas=np.geomspace(0.1, 0.001, 5), D=50, N=50, P=100,
+                                       seed=seed, backend=backend)
+    return compare_learning_curves(seed=seed, backend=backend)
 
 
-@_register("phase_one", "phase I q(t), r(t) and initial moments (Fig. C.3, App. C)")
+@_register("phase_one", "phase I q(t), r(t) vs qr_trajectory / qr_full_path (Fig. C.3)")
 def _check_phase_one(full=False, seed=0, backend="auto"):
-    return [compare_phase_one(D=25, N=10, P=50, sigma=0.01, seed=seed, backend=backend),
-            compare_initial_moments(width=10, input_dim=25, sigma=0.1, n_samples=20000 if full else 2000,
-                                    seed=seed)]
+    return compare_phase_one(D=25, N=10, P=50, sigma=0.01, seed=seed, backend=backend)
+
+
+@_register("initial_moments", "qr_initial_moments vs Monte Carlo over initialisations (App. C)")
+def _check_initial_moments(full=False, seed=0, backend="auto"):
+    return compare_initial_moments(width=10, input_dim=25, sigma=0.1, n_samples=20000 if full else 2000,
+                                   seed=seed)
 
 
 @_register("mode_strengths", "deep multi-output mode strengths, depths 2-6")
 def _check_modes(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_mode_strengths(D=30, N=50, P=60, spectrum=(4.0, 3.0, 2.0, 1.0), sigma=0.2,
-                                       seed=seed, backend=backend)]
-    return [compare_mode_strengths(seed=seed, backend=backend)]
+        return compare_mode_strengths(D=30, N=50, P=60, spectrum=(4.0, 3.0, 2.0, 1.0), sigma=0.2,
+                                      seed=seed, backend=backend)
+    return compare_mode_strengths(seed=seed, backend=backend)
 
 
-@_register("half_time", "half-time scaling with sigma, L = 2..5 (Fig. 3)")
+@_register("half_time_scaling", "half-time scaling with sigma, L = 2..5 (Fig. 3)")
 def _check_half_time(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_half_time_scaling(D=30, N=50, P=60, seed=seed, backend=backend)]
-    return [compare_half_time_scaling(seed=seed, backend=backend)]
+        return compare_half_time_scaling(D=30, N=50, P=60, seed=seed, backend=backend)
+    return compare_half_time_scaling(seed=seed, backend=backend)
 
 
 @_register("final_ntk", "final NTK and alignment vs depth (Figs. E.1, E.3)")
 def _check_final_ntk(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_final_ntk(sigmas=(0.2, 0.1, 0.05), D=30, N=50, P=60, seed=seed, backend=backend)]
-    return [compare_final_ntk(seed=seed, backend=backend)]
+        return compare_final_ntk(sigmas=(0.2, 0.1, 0.05), D=30, N=50, P=60, seed=seed, backend=backend)
+    return compare_final_ntk(seed=seed, backend=backend)
 
 
-@_register("silent_alignment", "alignment precedes the loss drop; NN = final-NTK regression (Fig. 2)")
+@_register("silent_alignment", "two layers: alignment precedes the loss drop, t_L/t_A vs theory (Fig. 2)")
 def _check_silent(full=False, seed=0, backend="auto"):
     kw = dict(D=50, N=50, P=100) if full else {}
-    return [compare_silent_alignment(seed=seed, backend=backend, **kw),
-            compare_silent_alignment(depth=3, sigma=0.1, seed=seed, backend=backend, **kw),
-            compare_kernel_gap(gammas=(0.0, 0.25, 0.5, 0.75, 1.0) if full else (0.0, 0.5, 1.0),
-                               seed=seed, backend=backend)]
+    return compare_silent_alignment(seed=seed, backend=backend, **kw)
+
+
+@_register("silent_alignment_L3", "three layers: ordering t_A < t_L (App. E.1)")
+def _check_silent_l3(full=False, seed=0, backend="auto"):
+    kw = dict(D=50, N=50, P=100) if full else {}
+    return compare_silent_alignment(depth=3, sigma=0.1, seed=seed, backend=backend, **kw)
+
+
+@_register("kernel_gap", "trained network vs kernel regression with its final NTK, X_gamma (App. G)")
+def _check_kernel_gap(full=False, seed=0, backend="auto"):
+    return compare_kernel_gap(gammas=(0.0, 0.25, 0.5, 0.75, 1.0) if full else (0.0, 0.5, 1.0),
+                              seed=seed, backend=backend)
 
 
 @_register("kernel_path", "kernel regression with K(t) at any t = pseudo-inverse (App. G)")
 def _check_kernel_path(full=False, seed=0, backend="auto"):
-    return [compare_kernel_path(seed=seed, backend=backend, n_probe=16 if full else 8)]
+    return compare_kernel_path(seed=seed, backend=backend, n_probe=16 if full else 8)
+
+
+def _rows_of(name, out):
+    """The rows of check ``name`` from what its runner returned (one Comparison, or a list)."""
+    rows = [out] if isinstance(out, Comparison) else list(out)
+    if not rows or not all(isinstance(r, Comparison) for r in rows):
+        raise TypeError(f"check {name!r} must return a Comparison (or a list of them), got {out!r}")
+    if len(rows) == 1:
+        return [rows[0] if rows[0].name == name else dataclasses.replace(rows[0], name=name)]
+    return [r if r.name.startswith(name + ".") else dataclasses.replace(r, name=f"{name}.{r.name}")
+            for r in rows]
 
 
 def run_checks(names=None, full=False, seed=0, backend="auto", progress=False):
@@ -903,6 +1000,10 @@ def run_checks(names=None, full=False, seed=0, backend="auto", progress=False):
     Returns
     -------
     list of Comparison
+        One row per check, named as the check. A check that raises (any
+        ``Exception``; not ``KeyboardInterrupt``) gives a row with status
+        ``"ERROR"`` and the message (:meth:`Comparison.from_exception`), and the
+        remaining checks still run.
     """
     names = list(CHECKS) if names is None else list(names)
     unknown = [n for n in names if n not in CHECKS]
@@ -917,7 +1018,10 @@ def run_checks(names=None, full=False, seed=0, backend="auto", progress=False):
         for n in names:
             if bar is not None:
                 bar.set_postfix_str(n)
-            results.extend(CHECKS[n].run(full=full, seed=seed, backend=backend))
+            try:
+                results.extend(_rows_of(n, CHECKS[n].run(full=full, seed=seed, backend=backend)))
+            except Exception as exc:  # noqa: BLE001  a failing check is a row, not the end of verify
+                results.append(Comparison.from_exception(n, CHECKS[n].description, exc))
             if bar is not None:
                 bar.update(1)
     finally:

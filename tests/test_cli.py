@@ -38,8 +38,8 @@ def test_verify_everything_passes_and_writes_report(tmp_path, capsys):
     text = capsys.readouterr().out
     assert rc == 0, text
     assert "FAIL" not in text and "PASS" in text
-    for name in ("learning_curve", "phase_one", "mode_strengths", "half_time_scaling", "final_ntk",
-                 "silent_alignment", "kernel_gap", "kernel_path"):
+    from linearnets import compare
+    for name in compare.CHECKS:
         assert name in text
         assert (out / f"{name}.png").stat().st_size > 10_000
     report = (out / "report.md").read_text()
@@ -50,19 +50,85 @@ def test_only_runs_one_check(tmp_path, capsys):
     rc = cli.main(["verify", "--only", "phase_one", "--out", str(tmp_path), "--no-progress"])
     text = capsys.readouterr().out
     assert rc == 0
-    assert "phase_one" in text and "initial_moments" in text and "final_ntk" not in text
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["initial_moments.png", "phase_one.png", "report.md"]
+    assert "phase_one" in text and "initial_moments" not in text and "final_ntk" not in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["phase_one.png", "report.md"]
 
 
-def test_unknown_check_is_usage_error(tmp_path, capsys):
-    assert cli.main(["verify", "--only", "nonsense", "--out", str(tmp_path)]) == 2
-    assert "available" in capsys.readouterr().err
+def test_one_name_per_row_in_list_table_only_and_report(tmp_path, capsys):
+    """--list, --only, the table rows, the figures and the report's sections use the same names."""
+    from linearnets import compare
+    assert cli.main(["verify", "--list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert listed == list(compare.CHECKS) and len(set(listed)) == len(listed)
+    assert {"half_time_scaling", "initial_moments", "silent_alignment_L3", "kernel_gap"} <= set(listed)
+    rc = cli.main(["verify", "--only", "initial_moments,silent_alignment_L3", "--only", "initial_moments",
+                   "--out", str(tmp_path), "--no-progress"])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    rows = [line.split()[0] for line in text.splitlines()[2:4]]
+    assert rows == ["initial_moments", "silent_alignment_L3"]
+    report = (tmp_path / "report.md").read_text()
+    assert "## initial_moments:" in report and "## silent_alignment_L3:" in report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["initial_moments.png", "report.md",
+                                                           "silent_alignment_L3.png"]
+
+
+def test_ordering_check_prints_the_inequality_with_both_sides():
+    r = ln.compare_silent_alignment(depth=3, D=10, N=10, P=20, sigma=0.1)
+    assert r.inequality == "t_A < t_L" and r.passed
+    row = cli.format_table([r]).splitlines()[2]
+    assert "t_A < t_L" in row and f"{r.theory:.4g} < {r.simulation:.4g}" in row
+    assert r.theory == float(r.arrays["t_align"]) and r.simulation == float(r.arrays["t_loss"])
+    assert "PASS" in row and " 0 " not in row
+
+
+@pytest.mark.parametrize("argv", [["--only", "nonsense"], ["--only", "phase_one,nonsense"],
+                                  ["--backend", "gpu"], ["--only", ","]])
+def test_bad_only_or_backend_is_a_usage_error(tmp_path, capsys, argv):
+    assert cli.main(["verify", *argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "usage:" in err and "Traceback" not in err
+    assert ("available" in err) if "--only" in argv else ("invalid choice" in err)
+    assert not (tmp_path / "report.md").exists()
+
+
+def test_bad_backend_in_a_subprocess_is_a_usage_error(tmp_path):
+    p = _run("verify", "--backend", "nonsense", "--out", str(tmp_path))
+    assert p.returncode == 2 and "invalid choice" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_check_that_raises_is_an_error_row_and_the_rest_still_run(tmp_path, capsys, monkeypatch):
+    from linearnets import compare
+
+    def boom(full=False, seed=0, backend="auto"):
+        raise RuntimeError("gradient flow failed: the step budget (1000000 steps) ran out")
+    monkeypatch.setitem(compare.CHECKS, "phase_one", compare.Check("phase_one", "raises", boom))
+    rc = cli.main(["verify", "--only", "phase_one,initial_moments", "--out", str(tmp_path), "--no-progress"])
+    text = capsys.readouterr().out
+    assert rc == 1
+    lines = text.splitlines()
+    assert lines[2].split()[0] == "phase_one" and lines[2].rstrip().endswith("ERROR")
+    assert "RuntimeError: gradient flow failed" in lines[2]
+    assert lines[3].split()[0] == "initial_moments" and lines[3].rstrip().endswith("PASS")
+    report = (tmp_path / "report.md").read_text()
+    assert "1 of 2 checks passed (1 raised an error)" in report
+    assert "the step budget (1000000 steps) ran out" in report
+    assert (tmp_path / "initial_moments.png").exists() and not (tmp_path / "phase_one.png").exists()
+
+
+def test_a_figure_that_fails_does_not_lose_the_report(tmp_path, monkeypatch):
+    from linearnets import _plotting
+    r = ln.compare_initial_moments(n_samples=200)
+    monkeypatch.setitem(_plotting._PLOTTERS, "initial_moments", lambda res: 1 / 0)
+    path = cli.write_report([r], str(tmp_path))
+    assert "figure failed: `ZeroDivisionError" in open(path).read()
 
 
 def test_failing_check_gives_nonzero_exit(tmp_path, capsys, monkeypatch):
     # a wrong closed form (E[q0] without its N/D term) must turn the job red
     monkeypatch.setattr(ln, "qr_initial_moments", lambda N, D, s: (0.5 * s ** 2, s ** 2 / np.sqrt(D)))
-    rc = cli.main(["verify", "--only", "phase_one", "--out", str(tmp_path), "--no-progress", "--no-figures"])
+    rc = cli.main(["verify", "--only", "initial_moments", "--out", str(tmp_path), "--no-progress",
+                   "--no-figures"])
     assert rc == 1
     assert "FAIL" in capsys.readouterr().out
 

@@ -28,10 +28,27 @@ def test_comparison_is_frozen_and_read_only():
 
 
 def test_registry_and_unknown_name():
-    assert {"learning_curve", "phase_one", "mode_strengths", "half_time", "final_ntk",
-            "silent_alignment", "kernel_path"} <= set(compare.CHECKS)
+    assert {"learning_curve", "phase_one", "initial_moments", "mode_strengths", "half_time_scaling",
+            "final_ntk", "silent_alignment", "silent_alignment_L3", "kernel_gap", "kernel_path"} <= set(compare.CHECKS)
     with pytest.raises(ValueError, match="unknown check"):
         compare.run_checks(["no_such_check"])
+
+
+def test_register_names_rows_after_their_check(monkeypatch):
+    """A registered runner's row carries the registry name; several rows get NAME.row; an exception is a row."""
+    monkeypatch.setattr(compare, "CHECKS", dict(compare.CHECKS))
+    compare._register("dummy_one", "one row")(lambda full=False, seed=0, backend="auto": _dummy(name="other"))
+    compare._register("dummy_two", "two rows")(
+        lambda full=False, seed=0, backend="auto": [_dummy(name="a"), _dummy(name="b", passed=False)])
+    compare._register("dummy_err", "raises")(lambda full=False, seed=0, backend="auto": 1 / 0)
+    rows = compare.run_checks(["dummy_one", "dummy_two", "dummy_err"])
+    assert [r.name for r in rows] == ["dummy_one", "dummy_two.a", "dummy_two.b", "dummy_err"]
+    assert [r.status for r in rows] == ["PASS", "PASS", "FAIL", "ERROR"]
+    assert rows[-1].exception.startswith("ZeroDivisionError") and not rows[-1].passed
+    with pytest.raises(ValueError, match="already registered"):
+        compare._register("dummy_one", "again")(lambda **kw: None)
+    with pytest.raises(ValueError, match="identifier"):
+        compare._register("bad name", "x")
 
 
 def test_fit_power_offset_recovers_exponent():

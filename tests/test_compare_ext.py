@@ -7,7 +7,7 @@ from linearnets import compare
 
 
 def test_registered_and_exported():
-    for name in ("unwhitened", "path_ntk", "intermediate", "transfer", "finite_sigma"):
+    for name in ("unwhitened_phase1", "path_ntk", "intermediate_kernels", "transfer", "finite_sigma_ntk"):
         assert name in compare.CHECKS
     for fn in ("compare_unwhitened_phase1", "compare_path_ntk", "compare_intermediate_kernels",
                "compare_transfer", "compare_finite_sigma_ntk"):
@@ -159,11 +159,12 @@ def test_finite_sigma_ntk_fails_with_wrong_correction(monkeypatch):
 
 
 def test_checks_run_through_the_registry():
-    res = compare.run_checks(["finite_sigma"])
+    res = compare.run_checks(["finite_sigma_ntk"])
     assert len(res) == 1 and res[0].name == "finite_sigma_ntk" and res[0].passed
 
 
 @pytest.mark.slow
 def test_paper_sized_settings_pass():
-    res = compare.run_checks(["unwhitened", "path_ntk", "intermediate", "transfer", "finite_sigma"], full=True)
+    res = compare.run_checks(["unwhitened_phase1", "path_ntk", "intermediate_kernels", "transfer",
+                              "finite_sigma_ntk"], full=True)
     assert all(r.passed for r in res), [r.notes for r in res if not r.passed]
