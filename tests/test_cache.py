@@ -120,3 +120,40 @@ def test_unusable_cache_dir_falls_back_and_user_code_keeps_numbas_default(tmp_pa
                          "PYTHONPATH": str(tmp_path) + os.pathsep + REPO_ROOT}, tmp_path)
     assert out["dir"].startswith(str(tmp_path / "xdg" / "linearnets" / "numba"))
     assert any(f.startswith("usermod.twice") and f.endswith(".nbi") for f in out["user"])
+
+
+def test_nothing_compiles_at_import_and_warmup_lists_every_kernel(tmp_path):
+    code = textwrap.dedent("""
+        import json
+        import linearnets
+        from linearnets import _numba_cache, _warmup
+        print(json.dumps({"compiles": _numba_cache.compile_count(),
+                          "kernels": sorted(_warmup.kernel_dispatchers())}))
+    """)
+    out, err = _run(code, {"LINEARNETS_CACHE_DIR": str(tmp_path / "cache")}, tmp_path)
+    assert out["compiles"] == 0 and "compiling" not in err
+    names = set(out["kernels"])
+    assert {"sim._kernels.rhs_flat", "sim._kernels.erk_advance", "theory._kernels.strength_deep"} <= names
+    assert len(names) >= 50
+
+
+def test_warmup_is_a_cli_command():
+    from linearnets.cli import main
+
+    assert main(["warmup", "--help"]) == 0
+
+
+@pytest.mark.slow
+def test_warmup_compiles_every_kernel_then_loads_them(tmp_path):
+    code = textwrap.dedent("""
+        import json
+        from linearnets._warmup import warmup
+        info = warmup(progress=False)
+        print(json.dumps(info))
+    """)
+    env = {"LINEARNETS_CACHE_DIR": str(tmp_path / "cache")}
+    cold, err = _run(code, env, tmp_path)
+    assert cold["unused"] == [] and cold["compiled"] >= cold["kernels"]
+    assert "compiling numba kernels" not in err  # the bar replaces the notice
+    warm, _ = _run(code, env, tmp_path)
+    assert warm["compiled"] == 0 and warm["loaded"] > 0
