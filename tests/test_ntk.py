@@ -381,3 +381,69 @@ def test_simulated_training_reaches_final_ntk(depth):
         errs.append(np.linalg.norm(K_emp - K) / np.linalg.norm(K))
     assert errs[1] < 10 * 0.03 ** 2
     assert errs[0] / errs[1] > 0.5 * (0.1 / 0.03) ** 2
+
+
+# --- numerical rank of Σyx (one rule for every fractional power) ---------------------------
+
+def _exact_factor_kernels(U, S, V, X1, X2, L):
+    """final-NTK and layer kernels from the exact factors (no SVD of the rank-deficient Σyx)."""
+    C = U.shape[0]
+    G = X1 @ X2.T
+    Z1, Z2 = X1 @ V, X2 @ V
+    K = np.zeros(G.shape + (C, C))
+    for l in range(1, L + 1):
+        A = np.eye(C) if l == L else (U * S ** (2.0 * (L - l) / L)) @ U.T
+        B = G if l == 1 else (Z1 * S ** (2.0 * (l - 1) / L)) @ Z2.T
+        K += B[:, :, None, None] * A
+    layers = [G] + [(Z1 * S ** (2.0 * l / L)) @ Z2.T for l in range(1, L + 1)]
+    return K, layers
+
+
+@pytest.mark.parametrize("C, D, n_zero", [(2, 6, 1), (3, 7, 1), (3, 6, 2), (2, 7, 1)])
+def test_exactly_rank_deficient_syx_gives_exact_kernels_at_depths_1_to_8(C, D, n_zero):
+    """Σyx = U diag(s) Vᵀ with singular values exactly 0: the SVD returns them at ~eps·s_max;
+    raised to 2(l−1)/L they used to cost 2e-9 (L=4) to 2e-6 (L=6). The rank rule drops them."""
+    rng = np.random.default_rng(100 * C + D + n_zero)
+    U = orthonormal_columns(rng, C, C)
+    V = orthonormal_columns(rng, D, C)
+    s = np.sort(rng.uniform(0.5, 3.0, C))[::-1]
+    s[C - n_zero:] = 0.0
+    Syx = (U * s) @ V.T
+    k = C - n_zero
+    Uk, Sk, Vk = U[:, :k], s[:k], V[:, :k]
+    X1, X2 = rng.normal(size=(5, D)), rng.normal(size=(4, D))
+    for L in range(1, 9):
+        K_ref, layers_ref = _exact_factor_kernels(Uk, Sk, Vk, X1, X2, L)
+        K = final_ntk_multi(X1, X2, Syx, L)
+        assert np.linalg.norm(K - K_ref) <= 1e-12 * np.linalg.norm(K_ref), L
+        # the path NTK at t -> infinity and at c(0) = s is the same kernel
+        Kp = ln.path_ntk([0.0], X1, X2, Syx, Sk * (1.0 - 1e-15), depth=L)[0]
+        assert np.linalg.norm(Kp - K_ref) <= 1e-12 * np.linalg.norm(K_ref), L
+        for l in range(0, L + 1):
+            Kl = ln.intermediate_kernel(X1, X2, Syx, L, l)
+            assert np.linalg.norm(Kl - layers_ref[l]) <= 1e-12 * np.linalg.norm(layers_ref[l]), (L, l)
+    # the tolerance is the documented one: rcond=0 keeps the rounding-level mode, and it shows
+    s_num = np.linalg.svd(Syx, compute_uv=False)
+    assert np.all(s_num[k:] <= max(C, D) * np.finfo(float).eps * s_num[0])
+    if s_num[k] > 0:
+        K_ref, layers_ref = _exact_factor_kernels(Uk, Sk, Vk, X1, X2, 8)
+        K0 = final_ntk_multi(X1, X2, Syx, 8, rcond=0.0)
+        assert np.linalg.norm(K0 - K_ref) > 1e-6 * np.linalg.norm(K_ref)
+    s_modes, _, _ = ln.task_modes(Syx)
+    assert s_modes.size == k
+
+
+def test_rcond_is_validated_and_can_drop_a_genuine_small_mode():
+    rng = np.random.default_rng(3)
+    U, V = orthonormal_columns(rng, 2, 2), orthonormal_columns(rng, 5, 2)
+    Syx = (U * np.array([1.0, 1e-9])) @ V.T
+    X = rng.normal(size=(3, 5))
+    assert ln.task_modes(Syx)[0].size == 2                   # 1e-9 is far above the rounding level
+    assert ln.task_modes(Syx, rcond=1e-6)[0].size == 1
+    K1 = final_ntk_multi(X, X, Syx, 4, rcond=1e-6)
+    np.testing.assert_allclose(K1, final_ntk_multi(X, X, U[:, :1] @ V[:, :1].T, 4), rtol=1e-12, atol=1e-14)
+    for bad in (-0.1, 1.0, np.nan, [1e-3]):
+        with pytest.raises(ValueError, match="rcond"):
+            final_ntk_multi(X, X, Syx, 3, rcond=bad)
+        with pytest.raises(ValueError, match="rcond"):
+            ln.intermediate_kernel(X, X, Syx, 3, 1, rcond=bad)

@@ -14,11 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_float_array, check_depth, check_matrix
+from .multimode import task_modes
 
 __all__ = ["intermediate_kernel", "intermediate_feature_matrix", "intermediate_alignment"]
-
-#: Singular values below RANK_TOL * s_max count as zero (modes absent from the task).
-RANK_TOL = 1e-12
 
 
 def _check_syx(Syx):
@@ -40,7 +38,7 @@ def _check_layer(layer, depth):
     return lf
 
 
-def intermediate_feature_matrix(Syx, depth, layer):
+def intermediate_feature_matrix(Syx, depth, layer, *, rcond=None):
     """D×D matrix F_l with K_l(x, x') = xᵀ F_l x': F_l = V S^{2l/L} Vᵀ, F_0 = I.
 
     Parameters
@@ -51,6 +49,11 @@ def intermediate_feature_matrix(Syx, depth, layer):
         Network depth L >= 1.
     layer : int
         Layer index 0 <= l <= L (0 is the input).
+    rcond : float in [0, 1), optional
+        Numerical-rank tolerance of Σyx: singular values ``<= rcond · s_max``
+        are zero (default ``max(C, D) · eps``, the rule of
+        :func:`linearnets.task_modes`); otherwise a rounding-level singular value
+        would enter as s^{2l/L}.
 
     Returns
     -------
@@ -76,13 +79,14 @@ def intermediate_feature_matrix(Syx, depth, layer):
     D = Syx.shape[1]
     if lf == 0:
         return np.eye(D)
-    _, S, Vt = np.linalg.svd(Syx, full_matrices=False)
-    keep = S > RANK_TOL * max(S[0], np.finfo(float).tiny)
-    S, Vt = S[keep], Vt[keep]
-    return (Vt.T * S ** (2.0 * lf / L)) @ Vt
+    if not np.any(Syx != 0):
+        return np.zeros((D, D))
+    S, _, V = task_modes(Syx, rcond=rcond)
+    # S^{2l/L} via logs: no overflow or underflow of S**2 for extreme scales
+    return (V * np.exp((2.0 * lf / L) * np.log(S))) @ V.T
 
 
-def intermediate_kernel(X1, X2, Syx, depth, layer):
+def intermediate_kernel(X1, X2, Syx, depth, layer, *, rcond=None):
     """Kernel of layer l of a trained deep linear network, K_l(x, x') = xᵀ V S^{2l/L} Vᵀ x'.
 
     For 1 <= l <= L,  K_l(x, x') = xᵀ (Σyxᵀ Σyx)^{l/L} x'; K_0(x, x') = x·x'.
@@ -100,6 +104,8 @@ def intermediate_kernel(X1, X2, Syx, depth, layer):
         Depth L >= 1.
     layer : int
         0 <= layer <= depth.
+    rcond : float in [0, 1), optional
+        Numerical-rank tolerance (see :func:`intermediate_feature_matrix`).
 
     Returns
     -------
@@ -121,7 +127,7 @@ def intermediate_kernel(X1, X2, Syx, depth, layer):
     """
     X1 = check_matrix(X1, "X1")
     X2 = check_matrix(X2, "X2")
-    F = intermediate_feature_matrix(Syx, depth, layer)
+    F = intermediate_feature_matrix(Syx, depth, layer, rcond=rcond)
     D = F.shape[0]
     if X1.shape[1] != D or X2.shape[1] != D:
         raise ValueError(f"X1 and X2 must have {D} columns to match Syx, got {X1.shape}, {X2.shape}")

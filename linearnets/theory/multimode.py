@@ -21,21 +21,44 @@ __all__ = ["MultimodeResult", "ModeTimes", "task_modes", "multimode_dynamics",
            "final_kernel_matrix_finite_sigma", "final_ntk_finite_sigma"]
 
 
-def task_modes(Syx):
-    """Thin SVD of Σyx restricted to its nonzero singular values.
+def _check_rcond(rcond, C, D):
+    """The relative rank tolerance: ``max(C, D) * eps`` by default, else a float in [0, 1)."""
+    if rcond is None:
+        return max(C, D) * np.finfo(np.float64).eps
+    r = float(as_float_array(rcond, "rcond", ndim=0))
+    if not 0.0 <= r < 1.0:
+        raise ValueError(f"rcond must lie in [0, 1), got {rcond!r}")
+    return r
 
-    Singular values below max(C, D)·eps·s_max count as zero (as in
-    :func:`linearnets.final_ntk_multi`).
+
+def task_modes(Syx, *, rcond=None):
+    """Thin SVD of Σyx restricted to its numerically nonzero singular values.
+
+    The numerical rank is the number of singular values with
+    ``s_α > rcond · s_max``; the default ``rcond = max(C, D) · eps`` is the
+    rounding level of a computed SVD (the LAPACK/``numpy.linalg.matrix_rank``
+    rule): a singular value that is exactly zero in exact arithmetic comes out of
+    ``svd`` at ~eps·s_max and would otherwise enter every fractional power
+    ``s^{2l/L}`` taken of it (``final_ntk_multi``, ``aligned_ntk``, ``path_ntk``,
+    ``intermediate_kernel`` all use this rule), an error ~ eps^{2/L} that is
+    not small at large depth.
 
     Parameters
     ----------
     Syx : (C, D) array_like
+    rcond : float in [0, 1), optional
+        Relative tolerance; ``None`` (default) means ``max(C, D) · eps``.
 
     Returns
     -------
     s : (r,) ndarray, descending
     U : (C, r) ndarray
     V : (D, r) ndarray
+
+    Raises
+    ------
+    ValueError
+        If Syx is not a finite 2-D array, is zero, or rcond is outside [0, 1).
 
     Examples
     --------
@@ -45,10 +68,13 @@ def task_modes(Syx):
     """
     Syx = check_matrix(Syx, "Syx")
     C, D = Syx.shape
+    tol = _check_rcond(rcond, C, D)
+    if C == 0 or D == 0:
+        raise ValueError(f"Syx must be non-empty, got shape {Syx.shape}")
     U, S, Vt = np.linalg.svd(Syx, full_matrices=False)
     if S.size == 0 or not S[0] > 0:
         raise ValueError("Syx must be non-zero")
-    keep = S > max(C, D) * np.finfo(np.float64).eps * S[0]
+    keep = S > tol * S[0]
     return S[keep], np.ascontiguousarray(U[:, keep]), np.ascontiguousarray(Vt[keep].T)
 
 
@@ -94,7 +120,7 @@ class MultimodeResult:
         return np.einsum("ia,ta,ja->tij", self.U, self.c, self.V)
 
 
-def multimode_dynamics(t, Syx, c0, depth=2, eta=1.0):
+def multimode_dynamics(t, Syx, c0, depth=2, eta=1.0, *, rcond=None):
     """Per-mode strengths and loss of a balanced, aligned depth-L network on whitened data.
 
     c_α(t) = mode_strength(t, s_α, c0_α, L, η): each mode its own sigmoid,
@@ -112,6 +138,9 @@ def multimode_dynamics(t, Syx, c0, depth=2, eta=1.0):
         L >= 1.
     eta : float, optional
         Learning rate > 0.
+    rcond : float in [0, 1), optional
+        Numerical-rank tolerance of Σyx (see :func:`task_modes`; default
+        ``max(C, D) · eps``): singular values ``<= rcond · s_max`` are zero.
 
     Returns
     -------
@@ -130,7 +159,7 @@ def multimode_dynamics(t, Syx, c0, depth=2, eta=1.0):
     (array([0.001, 0.001]), array([3., 1.]))
     """
     t = as_float_array(t, "t", ndim=(0, 1))
-    s, U, V = task_modes(Syx)
+    s, U, V = task_modes(Syx, rcond=rcond)
     c0 = _check_c0(c0, s.size)
     L = check_depth(depth)
     eta = float(check_positive(eta, "eta", ndim=0))
@@ -216,7 +245,7 @@ def mode_learning_times(s, c0, depth=2, eta=1.0, fraction=0.5):
                      plateau=np.array(plateau))
 
 
-def aligned_ntk(X1, X2, Syx, c, depth):
+def aligned_ntk(X1, X2, Syx, c, depth, *, rcond=None):
     """NTK of the balanced network aligned with the modes of Σyx, with mode strengths c.
 
     W_l = R_l diag(c^{1/L}) R_{l−1}ᵀ (R_0 = V, R_L = U from Σyx = U S Vᵀ) has::
@@ -238,6 +267,9 @@ def aligned_ntk(X1, X2, Syx, c, depth):
         Mode strengths > 0 (any leading shape).
     depth : int
         L >= 1.
+    rcond : float in [0, 1), optional
+        Numerical-rank tolerance of Σyx (see :func:`task_modes`; default
+        ``max(C, D) · eps``): singular values ``<= rcond · s_max`` are zero.
 
     Returns
     -------
@@ -258,7 +290,7 @@ def aligned_ntk(X1, X2, Syx, c, depth):
     """
     X1 = check_matrix(X1, "X1")
     X2 = check_matrix(X2, "X2")
-    s, U, V = task_modes(Syx)
+    s, U, V = task_modes(Syx, rcond=rcond)
     C, D = U.shape[0], V.shape[0]
     if X1.shape[1] != D or X2.shape[1] != D:
         raise ValueError(f"X1 and X2 must have {D} columns to match Syx, got {X1.shape}, {X2.shape}")
@@ -291,7 +323,7 @@ def aligned_ntk(X1, X2, Syx, c, depth):
     return np.ascontiguousarray(K)
 
 
-def path_ntk(t, X1, X2, Syx, c0, depth=2, eta=1.0):
+def path_ntk(t, X1, X2, Syx, c0, depth=2, eta=1.0, *, rcond=None):
     """NTK along the whole training path of a balanced, aligned network on whitened data.
 
     K(t) = aligned_ntk(X1, X2, Σyx, c(t), L) with c_α(t) from
@@ -309,6 +341,9 @@ def path_ntk(t, X1, X2, Syx, c0, depth=2, eta=1.0):
         Initial mode strengths > 0.
     depth : int, optional
     eta : float, optional
+    rcond : float in [0, 1), optional
+        Numerical-rank tolerance of Σyx (see :func:`task_modes`; default
+        ``max(C, D) · eps``): singular values ``<= rcond · s_max`` are zero.
 
     Returns
     -------
@@ -327,8 +362,8 @@ def path_ntk(t, X1, X2, Syx, c0, depth=2, eta=1.0):
     array([[8., 0.],
            [0., 4.]])
     """
-    res = multimode_dynamics(t, Syx, c0, depth, eta)
-    return aligned_ntk(X1, X2, Syx, res.c, depth)
+    res = multimode_dynamics(t, Syx, c0, depth, eta, rcond=rcond)
+    return aligned_ntk(X1, X2, Syx, res.c, depth, rcond=rcond)
 
 
 def final_kernel_matrix_finite_sigma(W1, w2, beta, s):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_float_array, check_depth, check_matrix, check_positive
+from .multimode import task_modes
 
 __all__ = ['final_ntk', 'final_ntk_multi', 'final_alignment']
 
@@ -122,7 +123,7 @@ def final_ntk(X1, X2, beta, s, depth):
     return np.ascontiguousarray(K, dtype=np.float64)
 
 
-def final_ntk_multi(X1, X2, Syx, depth):
+def final_ntk_multi(X1, X2, Syx, depth, *, rcond=None):
     r"""Final NTK of a depth-L linear network with C outputs, shape (P1, P2, C, C).
 
     With the thin SVD Σyx = U S Vᵀ restricted to its k non-zero singular values:
@@ -139,8 +140,11 @@ def final_ntk_multi(X1, X2, Syx, depth):
     B_1 come from the last and the first layer, where a partial product is empty;
     they are what makes the kernel non-degenerate when C > k (output directions the
     task never uses still receive the gradient of W_L) and off the span of V.
-    Singular values below max(C, D)·eps·s_max are treated as zero (they would
-    otherwise enter as s^{2/L}, which is not small for large L).
+    The rank k is numerical: singular values ``s_α <= rcond · s_max`` are zero,
+    with ``rcond = max(C, D) · eps`` by default (the rounding level of the SVD; a
+    singular value that is exactly zero comes out at ~eps·s_max and would
+    otherwise enter as s^{2/L}, which is not small for large L). The same rule is
+    used wherever a fractional power of Σyx is taken (:func:`linearnets.task_modes`).
 
     The same caveats as :func:`final_ntk` apply for P < D (formula valid to O(σ²)
     on the data span, O(σ) off it).  Since balancing does not depend on the data,
@@ -155,6 +159,8 @@ def final_ntk_multi(X1, X2, Syx, depth):
     Syx : (C, D) array_like
         Input–output covariance Σyx = YᵀX/P (the learned end-to-end map).
     depth : int >= 1
+    rcond : float in [0, 1), optional
+        Relative numerical-rank tolerance (default ``max(C, D) · eps``).
 
     Returns
     -------
@@ -186,11 +192,9 @@ def final_ntk_multi(X1, X2, Syx, depth):
     if D != X1.shape[1]:
         raise ValueError(f"Syx must have D = {X1.shape[1]} columns (like X1), got shape {Syx.shape}")
     L = check_depth(depth)
-    U, S, Vt = np.linalg.svd(Syx, full_matrices=False)
-    if S.size == 0 or not S[0] > 0:
+    if not np.any(Syx != 0):
         raise ValueError("Syx must be non-zero (the network learns nothing from a zero task)")
-    keep = S > max(C, D) * np.finfo(np.float64).eps * S[0]
-    U, S, V = U[:, keep], S[keep], Vt[keep].T
+    S, U, V = task_modes(Syx, rcond=rcond)
     logS = np.log(S)
 
     def spow(e):      # S ** e for e >= 0, via logs (no overflow for large/small s)
