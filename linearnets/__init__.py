@@ -80,6 +80,9 @@ from .theory.multimode import (
     task_modes,
 )
 
+# --- theory: initial conditions of the closed forms read off given weights --------
+from .theory.matching import matched_initial_conditions
+
 # --- comparison of theory and simulation ------------------------------------------
 from .compare import (
     CHECKS,
@@ -96,6 +99,9 @@ from .compare import (
     run_checks,
 )
 
+# --- sweeps: grids of independent runs, stored point by point (linearnets.sweep) ------
+from .sweep import sweep
+
 # --- comparison of theory and simulation: extended closed forms ---------------------
 from ._compare_ext import (
     compare_finite_sigma_ntk,
@@ -107,3 +113,4 @@ from ._compare_ext import (
 
 # --- regimes, lazy and rich: exact crossover theory and diagnostics ---------------
 from .theory.lazy import lazy_prediction
+from .theory.balanced import init_lambda_balanced, lambda_balanced_flow, lambda_balanced_ntk

@@ -167,6 +167,8 @@ def main(argv=None):
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     w = sub.add_parser("warmup", help="compile every numba kernel once (first use compiles them otherwise)")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from .sweep import cli as _sweep_cli
+    _sweep_cli.add_parser(sub)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (status 2) and --help (0) as a return value
@@ -176,6 +178,8 @@ def main(argv=None):
         if "matplotlib.pyplot" not in sys.modules:
             matplotlib.use("Agg")
         return _verify(args)
+    if args.command == "sweep":
+        return _sweep_cli.main(args)
     if args.command == "warmup":
         from ._warmup import warmup
         info = warmup(progress=not args.no_progress)
