@@ -174,12 +174,24 @@ class DaskExecutor:
         nthreads = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values())
         self.slots = max(2, 2 * nthreads)
         self.address = getattr(self.client, "scheduler", None) and self.client.scheduler.address
+        self._ac = None
+        self._added = set()
 
     def submit(self, task):
         return self.client.submit(run_point, task, pure=False, key=f"sweep-point-{task[0]}-{os.urandom(4).hex()}")
 
     def wait(self, handles):
-        return self._distributed.wait(list(handles), return_when="FIRST_COMPLETED").done
+        if self._ac is None:
+            self._ac = self._distributed.as_completed(loop=self.client.loop)
+        for h in handles:
+            if h.key not in self._added:
+                self._added.add(h.key)
+                self._ac.add(h)
+        done = [next(self._ac)]
+        done += self._ac.next_batch(block=False)
+        for h in done:
+            self._added.discard(h.key)
+        return done
 
     def outcome(self, fut):
         from distributed.scheduler import KilledWorker

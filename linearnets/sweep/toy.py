@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-__all__ = ["quadratic", "noisy", "trivial", "fail_when", "logged", "die_once", "slow"]
+__all__ = ["quadratic", "noisy", "linalg", "trivial", "fail_when", "logged", "die_once", "slow"]
 
 
 def _log(path, **fields):
@@ -38,6 +38,14 @@ def noisy(x, seed, n=4, rng=None):
     """``x`` plus ``n`` standard normals drawn from the point's stream (engine-provided ``rng``)."""
     z = rng.standard_normal(n)
     return {"y": float(x + z.mean()), "z": z}
+
+
+def linalg(n, seed=0, rng=None):
+    """Floating-point work on a random ``n x n`` matrix from the point's stream (BLAS and LAPACK calls)."""
+    A = rng.standard_normal((n, n))
+    S = A @ A.T / n + np.eye(n)
+    x = np.linalg.solve(S, rng.standard_normal(n))
+    return {"logdet": float(np.linalg.slogdet(S)[1]), "x_norm": float(x @ x), "top": float(np.linalg.eigvalsh(S)[-1])}
 
 
 def fail_when(x, bad=0.5):
