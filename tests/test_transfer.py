@@ -171,3 +171,50 @@ def test_domain_errors(kw, match):
         transfer_error(**args)
     with pytest.raises(ValueError, match="depth"):
         trained_ntk_spike(0)
+
+
+# --- huge (and tiny) ridge: a log-spaced sweep against a 60-digit solve ---------------------------
+
+def _kappa_mp(P, D, A, ridge):
+    """κ = ridge + κ [λ1/(Pλ1 + κ) + (D − 1)/(P + κ)] by bisection at 60 digits (independent)."""
+    import mpmath
+    with mpmath.workdps(60):
+        P_, D_, lam1, r = (mpmath.mpf(P), mpmath.mpf(D), 1 + mpmath.mpf(A), mpmath.mpf(ridge))
+
+        def f(k):
+            return k - r - k * (lam1 / (P_ * lam1 + k) + (D_ - 1) / (P_ + k))
+        lo, hi = r, r + lam1 + D_ - 1       # f(lo) <= 0 <= f(hi)
+        for _ in range(400):
+            mid = (lo + hi) / 2
+            if f(mid) > 0:
+                hi = mid
+            else:
+                lo = mid
+        k = (lo + hi) / 2
+        d1, d2 = P_ * lam1 + k, P_ + k
+        gamma = P_ * lam1 ** 2 / d1 ** 2 + (D_ - 1) * P_ / d2 ** 2
+        return k, gamma, d1, d2
+
+
+@pytest.mark.parametrize("P, D, A", [(40, 100, 3.0), (200, 100, 0.5), (100, 100, 9.0)])
+def test_kappa_and_error_over_a_log_spaced_ridge_sweep(P, D, A):
+    import mpmath
+    alpha = 0.6
+    for ridge in np.logspace(-12, 300, 40):
+        k_mp, gamma, d1, d2 = _kappa_mp(P, D, A, ridge)
+        k = float(transfer_kappa(P, D, A, ridge))
+        assert abs(k - float(k_mp)) <= 1e-12 * float(k_mp), ridge
+        with mpmath.workdps(60):
+            E_mp = (k_mp ** 2 * (alpha ** 2 / d1 ** 2 + (1 - alpha ** 2) / d2 ** 2)) / (1 - gamma)
+        E = float(transfer_error(P, D, A, alpha, ridge))
+        assert np.isfinite(E) and abs(E - float(E_mp)) <= 1e-11 * float(E_mp), ridge
+
+
+def test_transfer_error_trained_with_enormous_ridge_is_the_null_predictor():
+    # ridge -> infinity: f -> 0, so E_g -> ||w||^2 = 1; at 1e300 the deviation is ~ Σλ P / ridge
+    for L in (1, 2, 3):
+        E = float(ln.transfer_error_trained(40, 100, L, 0.3, s=2.0, ridge=1e300))
+        assert abs(E - 1.0) <= 1e-12
+    for r in (1e10, 1e12, 1e15):
+        # κ = ridge + δ with 0 < δ < Σλ = 103
+        assert 0.0 < float(transfer_kappa(40, 100, 3.0, r)) - r <= 103.0 * (1 + 1e-12) + 4e-16 * r

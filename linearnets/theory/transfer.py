@@ -36,22 +36,56 @@ def _kappa_scalar(P, D, A, ridge):
     lam1 = 1.0 + A
     if ridge == 0.0 and P >= D:
         return 0.0          # more samples than nonzero eigenvalues: interpolation is exact
+    total = lam1 + (D - 1.0)                       # Σλ, the scale of κ − ridge
+    if ridge >= total:
+        return _kappa_ridge(P, D, lam1, ridge)
+    # g(κ) = 1 − Σ λ/(Pλ + κ) − ridge/κ, increasing in κ, with the first two terms
+    # over a common denominator: 1 − λ1/(Pλ1 + κ) − (D − 1)/(P + κ) = N(κ)/((Pλ1 + κ)(P + κ)),
+    # N(κ) = κ² + bκ + c, b = λ1(P − 1) + P − D + 1, c = Pλ1(P − D): no cancellation of
+    # ~1 − 1 as κ -> 0 (P = D with a tiny ridge: κ ~ sqrt(ridge)).
+    b = lam1 * (P - 1.0) + (P - D + 1.0)
+    c = P * lam1 * (P - D)
 
     def g(k):
-        # κ = ridge + κ Σ λ/(Pλ + κ), divided by κ; increasing in κ
-        out = 1.0 - lam1 / (P * lam1 + k) - (D - 1.0) / (P + k)
-        return out - ridge / k if ridge > 0 else out
+        return (k * k + b * k + c) / ((P * lam1 + k) * (P + k)) - ridge / k
 
     # Bracket: κ >= ridge, and κ >= (D − P) λ_min (each λ/(Pλ + κ) >= (1/P) Pλ_min/(Pλ_min + κ));
     # g(hi) > 0 at hi = ridge + Σλ.  Solve in log κ: κ may be tiny (ridge -> 0, P > D).
     lo = max(ridge, (D - P) * min(1.0, lam1))
-    hi = ridge + lam1 + (D - 1.0)
+    hi = ridge + total
     ulo, uhi = np.log(lo), np.log(hi)
     if g(np.exp(ulo)) >= 0.0:
         return float(np.exp(ulo))       # the bound is the root (A = 0) up to rounding
     u = brentq(lambda v: g(np.exp(v)), ulo, uhi, xtol=KAPPA_XTOL,
                rtol=4 * np.finfo(float).eps, maxiter=500)
     return float(np.exp(u))
+
+
+def _kappa_ridge(P, D, lam1, ridge):
+    """κ for ridge >= Σλ, solved for δ = κ − ridge (well conditioned for any ridge up to 1e308).
+
+    κ = ridge + m(κ) with m(κ) = κ Σ λ/(Pλ + κ), so δ = m(ridge + δ); m is
+    increasing and bounded by Σλ, hence δ ∈ [m(ridge), Σλ], and
+    h(δ) = δ − m(ridge + δ) = κ g(κ) changes sign once there.  Its slope
+    1 − γ(κ) >= 3/4 for κ >= Σλ (γ = Σ Pλ²/(Pλ + κ)² <= Σλ/(4κ)), and with
+    λ/(Pλ + κ) = 1/(P + κ/λ) no term cancels against ridge: in the κ variable
+    ``1 − ridge/κ`` rounds to 0 once ridge ≳ 1e10 and the bracket loses its sign change.
+    """
+    def m(k):
+        return k / (P + k / lam1) + (D - 1.0) * (k / (P + k))
+
+    def h(v):
+        d = np.exp(v)
+        return d - m(ridge + d)
+
+    lo, hi = m(ridge), lam1 + (D - 1.0)
+    ulo, uhi = np.log(lo), np.log(hi)
+    if h(ulo) >= 0.0:
+        return float(ridge + lo)
+    if h(uhi) <= 0.0:
+        return float(ridge + hi)
+    u = brentq(h, ulo, uhi, xtol=KAPPA_XTOL, rtol=4 * np.finfo(float).eps, maxiter=500)
+    return float(ridge + np.exp(u))
 
 
 def transfer_kappa(P, D, A, ridge=0.0):
@@ -79,7 +113,12 @@ def transfer_kappa(P, D, A, ridge=0.0):
     -----
     Source: Canatar, Bordelon & Pehlevan (2021), eq. for κ; Atanasov, Bordelon &
     Pehlevan (2022), app. F (spectrum of the spiked linear kernel).  Solved with
-    :func:`scipy.optimize.brentq` on a bracket that always contains the unique root.
+    :func:`scipy.optimize.brentq` on a bracket that always contains the unique root:
+    in log κ for ridge < Σλ (with the κ-independent parts over a common
+    denominator, so that P = D with a tiny ridge keeps full precision), and for
+    ridge >= Σλ in the excess δ = κ − ridge, which lies in [m(ridge), Σλ] with
+    m(κ) = κ Σ λ/(Pλ + κ) — a variable relative to ridge that stays well
+    conditioned for any finite ridge (1e10 … 1e300 included).
 
     Examples
     --------
@@ -99,11 +138,14 @@ def _error_scalar(P, D, A, alpha, ridge, noise):
             return 0.0
         return np.inf if P == D else noise * D / (P - D)
     d1, d2 = P * lam1 + k, P + k
-    gamma = P * lam1 ** 2 / d1 ** 2 + (D - 1.0) * P / d2 ** 2
+    # in the ratios r = κ/(Pλ + κ) <= 1, so that nothing overflows for κ up to 1e308
+    r1, r2 = k / d1, k / d2
+    # γ κ = Σ Pλ² κ/(Pλ + κ)²
+    gamma_k = P * lam1 ** 2 * (r1 / d1) + (D - 1.0) * P * (r2 / d2)
     # κ(1 − γ) = ridge + κ² Σ λ/(Pλ + κ)² by the κ equation: no cancellation as γ -> 1
-    k_one_minus_gamma = ridge + k ** 2 * (lam1 / d1 ** 2 + (D - 1.0) / d2 ** 2)
-    k_bias = k ** 3 * (alpha ** 2 / d1 ** 2 + (1.0 - alpha ** 2) / d2 ** 2)
-    return (k_bias + noise * gamma * k) / k_one_minus_gamma
+    k_one_minus_gamma = ridge + lam1 * r1 ** 2 + (D - 1.0) * r2 ** 2
+    k_bias = k * (alpha ** 2 * r1 ** 2 + (1.0 - alpha ** 2) * r2 ** 2)
+    return (k_bias + noise * gamma_k) / k_one_minus_gamma
 
 
 def transfer_error(P, D, A, alpha, ridge=0.0, noise=0.0):
