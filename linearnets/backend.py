@@ -3,6 +3,9 @@
 * ``"numpy"`` -- the readable reference; every product goes through numpy/BLAS,
   the stepping loop runs in Python.
 * ``"numba"`` -- the whole stepping loop compiled (``cache=True``); no Python per step.
+  The kernels compile on first use (one notice on stderr) and are cached outside
+  the package, in a user cache directory (:mod:`linearnets._numba_cache`);
+  ``python -m linearnets warmup`` compiles them all ahead of time.
 * ``"cupy"`` -- state and products on a GPU.  CuPy is an optional dependency
   (extra ``gpu``): it is detected with :func:`importlib.util.find_spec` without
   being imported, imported lazily only when the backend is used, and results are

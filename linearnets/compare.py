@@ -12,7 +12,7 @@ named safety constant; ``passed`` says whether the measured ``error`` is within 
 The registry :data:`CHECKS` maps a short name to a function producing the rows
 of ``python -m linearnets verify``; :func:`run_checks` runs a selection.
 
-Conventions (see DESIGN.md): ``X`` is (P, D), loss ``(1/2P) sum ||y - f||^2``,
+Conventions (see docs/conventions.md): ``X`` is (P, D), loss ``(1/2P) sum ||y - f||^2``,
 whitened data ``X.T X / P = I``; the mode strength of the network is
 ``c_alpha = u_alpha^T W_L ... W_1 v_alpha`` for the SVD ``Syx = sum s u v^T``.
 """

@@ -1,6 +1,6 @@
 """Data helpers: whitened inputs, teacher tasks, partial whitening, sufficient statistics.
 
-Conventions (DESIGN.md): ``X`` (P, D) with samples as rows, ``Y`` (P, C) or (P,);
+Conventions (docs/conventions.md): ``X`` (P, D) with samples as rows, ``Y`` (P, C) or (P,);
 ``Sxx = X^T X / P`` (D, D), ``Syx = Y^T X / P`` (C, D).  All draws use a
 ``numpy.random.Generator`` seeded by ``seed``, so results are reproducible.
 """

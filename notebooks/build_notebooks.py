@@ -3,6 +3,14 @@
 Run ``python notebooks/build_notebooks.py`` after editing the cells below;
 ``tests/test_notebooks.py`` executes every notebook in smoke mode
 (``LINEARNETS_SMOKE=1`` shrinks the sizes) so they cannot rot.
+
+To run a notebook with its outputs from the command line (``nbconvert`` comes
+with the dev extra), writing the executed copy elsewhere so that the stored one
+stays without outputs::
+
+    jupyter nbconvert --to notebook --execute notebooks/01_closed_forms_tour.ipynb --output-dir /tmp
+
+or open them in Jupyter.
 """
 import os
 

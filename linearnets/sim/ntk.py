@@ -6,7 +6,7 @@ For ``f(x) = W_L ... W_1 x`` the gradient of output i with respect to ``W_l`` is
 
     K_ij(x, x') = sum_l [A_l A_l^T]_ij (B_l x)^T (B_l x') ,
 
-the DESIGN.md convention (no 1/P, no learning rate).  The features ``X B_l^T``
+the docs/conventions.md convention (no 1/P, no learning rate).  The features ``X B_l^T``
 are carried upwards layer by layer and ``A_l`` downwards: O(L) matrix products,
 never a per-parameter Jacobian.
 """

@@ -5,7 +5,7 @@ dθ/dt = −η ∂L/∂θ moves its outputs by
 
 .. math::  \frac{dF(x)}{dt} = \frac{\eta}{\alpha^2 P} \sum_\mu K(x, x_\mu)\,(y_\mu - F(x_\mu)),
 
-with K the NTK of F (no 1/P, no η; DESIGN.md).  Freezing K at its value at t = 0
+with K the NTK of F (no 1/P, no η; docs/conventions.md).  Freezing K at its value at t = 0
 (the lazy limit: Jacot et al. 2018; Lee et al. 2019; Chizat, Oyallon & Bach 2019)
 makes this linear, with the exact solution, τ = η t / (α² P),
 

@@ -1,6 +1,6 @@
 r"""Final neural tangent kernel of deep linear networks trained from small initialisation.
 
-Convention (DESIGN.md): f(x) = W_L ⋯ W_1 x, and the NTK is
+Convention (docs/conventions.md): f(x) = W_L ⋯ W_1 x, and the NTK is
 K_ij(x, x′) = Σ_l ⟨∂f_i(x)/∂W_l, ∂f_j(x′)/∂W_l⟩_F — no 1/P, no η.
 
 Gradient flow from small initialisation σ conserves W_{l+1}ᵀW_{l+1} − W_l W_lᵀ,

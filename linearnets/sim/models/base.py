@@ -30,7 +30,7 @@ options, xp=numpy)``:
 ``outputs(y, Xp) -> (Q, C)``
     The network's outputs ``F`` on inputs ``Xp`` (Q, D).
 ``ntk(y, X1, X2) -> (P1, P2)`` or ``(P1, P2, C, C)``
-    The empirical NTK of ``F`` over all trained parameters (DESIGN.md convention:
+    The empirical NTK of ``F`` over all trained parameters (docs/conventions.md convention:
     no 1/P, no learning rate).
 ``end_to_end(y) -> (C, D)``
     The linear map ``x -> F(x)``; only models with ``linear = True`` have it
@@ -49,7 +49,7 @@ Class attributes: ``name`` (the registry key), ``linear`` (F is linear in x),
 
 Options
 -------
-:class:`ModelOptions` carries the keywords of the contract (DESIGN.md, "Beyond
+:class:`ModelOptions` carries the keywords of the contract (docs/conventions.md, "Beyond
 linear networks") after validation by :func:`parse_options`: activation and its
 parameter, multipliers ``m_l``, output scale ``alpha``, ``centered``, the loss and
 its ``beta_h``, per-layer ``lr_scales`` and the learning rate ``eta``.  A model that

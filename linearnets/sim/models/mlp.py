@@ -1,4 +1,4 @@
-"""The multilayer perceptron on raw samples (DESIGN.md, "Beyond linear networks").
+"""The multilayer perceptron on raw samples (docs/conventions.md, "Beyond linear networks").
 
 Model
 -----

@@ -1,0 +1,75 @@
+"""What `pip install .` ships and needs: metadata, runtime imports, the built wheel."""
+import configparser
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _cfg():
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, "setup.cfg"))
+    return cfg
+
+
+def _reqs(text):
+    return {line.split(">")[0].split("=")[0].split("[")[0].strip().lower()
+            for line in text.strip().splitlines() if line.strip()}
+
+
+def test_metadata_dependencies_and_license():
+    cfg = _cfg()
+    runtime = _reqs(cfg["options"]["install_requires"])
+    dev = _reqs(cfg["options.extras_require"]["dev"])
+    assert {"numpy", "scipy", "numba", "matplotlib", "tqdm"} <= runtime
+    assert "sympy" not in runtime and "sympy" in dev        # only theory/*.py and tests use it
+    assert {"pytest", "nbclient", "nbconvert", "ipykernel"} <= dev
+    assert cfg["metadata"]["license"] == "BSD-3-Clause"
+    assert os.path.isfile(os.path.join(ROOT, cfg["metadata"]["license_files"].strip()))
+
+
+def test_runtime_does_not_import_sympy(tmp_path):
+    code = ("import sys, linearnets as ln\n"
+            "ln.mode_strength([0.0, 1.0], 1.0, 1e-3, depth=3)\n"
+            "assert 'sympy' not in sys.modules, 'sympy imported at run time'\n")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    for root, _, files in os.walk(os.path.join(ROOT, "linearnets")):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    src = f.read()
+                assert "import sympy" not in src and "from sympy" not in src, name
+
+
+def test_wheel_has_the_package_and_no_compiled_cache(tmp_path):
+    pytest.importorskip("setuptools")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True)
+    if files.returncode != 0:
+        pytest.skip("not a git checkout")
+    src = tmp_path / "src"
+    for rel in files.stdout.splitlines():
+        if os.path.isfile(os.path.join(ROOT, rel)):
+            os.makedirs(src / os.path.dirname(rel), exist_ok=True)
+            shutil.copy2(os.path.join(ROOT, rel), src / rel)
+    out = tmp_path / "wheel"
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                           "--no-index", "-q", "-w", str(out), str(src)],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 and "bdist_wheel" in proc.stderr:
+        pytest.skip("this setuptools cannot build wheels without the 'wheel' package")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = out.glob("linearnets-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "linearnets/__init__.py" in names and "linearnets/_numba_cache.py" in names
+    assert "linearnets/sim/_kernels.py" in names and "linearnets/theory/matching.py" in names
+    assert not [n for n in names if n.endswith((".nbi", ".nbc", ".pyc"))]
+    assert any(n.endswith(".dist-info/LICENSE") or "/licenses/LICENSE" in n for n in names), names
