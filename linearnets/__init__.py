@@ -101,6 +101,7 @@ from .compare import (
 
 # --- sweeps: grids of independent runs, stored point by point (linearnets.sweep) ------
 from .sweep import sweep
+from .sim.prepared import PreparedFlow, prepare_flow
 
 # --- comparison of theory and simulation: extended closed forms ---------------------
 from ._compare_ext import (
