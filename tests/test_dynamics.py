@@ -360,7 +360,7 @@ def test_extreme_inputs(L):
         warnings.simplefilter("error")
         c = ln.mode_strength(t, s, c0, depth=L)
         loss = ln.loss_curve(t[:, 0], s, c0, depth=L)
-        tp = ln.plateau_time(s, c0, depth=L)
+        tp = ln.plateau_time(s[c0 < s], c0[c0 < s], depth=L)     # defined for rising modes
         tm = ln.mode_time(np.sqrt(c0[2] * s[2]), s[2], c0[2], depth=L)
     assert np.all(np.isfinite(c)) and np.all(np.isfinite(loss)) and np.all(np.isfinite(tp))
     assert np.isfinite(tm) and tm > 0
@@ -413,3 +413,49 @@ def test_loss_curve_rejects_matrices_of_modes():
         ln.loss_curve(1.0, np.ones((2, 2)), 0.1)
     with pytest.raises(ValueError, match="broadcast"):
         ln.loss_curve(1.0, [1.0, 2.0], [0.1, 0.2, 0.3])
+
+
+# -------------------------------------------------- t = 0 and overflow of the time unit
+
+@given(L=st.integers(1, 8), ls=st.floats(-300, 300), lc0=st.floats(-300, 300), leta=st.floats(-300, 300),
+       t=st.sampled_from([1e-300, 1e-6, 1.0, 50.0, 1e300]))
+def test_property_t_zero_is_c0_exactly_and_overflow_of_the_time_unit_is_safe(L, ls, lc0, leta, t):
+    """eta s^(2-2/L) may overflow (s = 1e300, L = 3): c(0) = c0 exactly, c finite and between c0 and s."""
+    s, c0, eta = 10.0 ** ls, 10.0 ** lc0, 10.0 ** leta
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = ln.mode_strength([0.0, t], s, c0, depth=L, eta=eta)
+        loss = ln.loss_curve([0.0, t], s, c0, depth=L, eta=eta)
+    assert c[0] == c0
+    assert np.isfinite(c[1]) and min(s, c0) <= c[1] <= max(s, c0)
+    # the loss at t = 0 is (s - c0)^2 / 2, +inf only where that exceeds the float range
+    exact0 = mp.mpf(0.5) * (mp.mpf(s) - mp.mpf(c0)) ** 2
+    if exact0 > mp.mpf(np.finfo(float).max):
+        assert loss[0] == np.inf
+    else:
+        assert abs(loss[0] - float(exact0)) <= 4 * np.finfo(float).eps * float(exact0)
+    assert loss[1] >= 0 and not np.isnan(loss[1])
+
+
+def test_issue_example_huge_s_at_t_zero():
+    for L in (1, 2, 3, 4, 6):
+        c = ln.mode_strength([0.0, 1.0, 50.0], s=1e300, c0=1e-3, depth=L)
+        assert c[0] == 1e-3 and np.all(np.isfinite(c)) and c[-1] == 1e300
+        assert float(ln.mode_time(1e-3, 1e300, 1e-3, depth=L)) == 0.0
+    res = ln.multimode_dynamics([0.0, 1.0], [[1e300, 0.0], [0.0, 1e299]], [1e-3, 2e-3], depth=3)
+    np.testing.assert_array_equal(res.c[0], [1e-3, 2e-3])
+    assert np.all(np.isfinite(res.c))
+    # a loss that itself overflows is +inf; one that does not is finite and exact
+    assert ln.loss_curve(0.0, [1e300], [1e-3], depth=3) == np.inf
+    np.testing.assert_allclose(ln.loss_curve(0.0, [1e150, 1e150], [1.0, 1.0], depth=3), 1e300, rtol=1e-15)
+
+
+# -------------------------------------------------------------- plateau_time domain
+
+@pytest.mark.parametrize("L", [1, 2, 3, 5])
+def test_plateau_time_rejects_c0_at_or_above_s(L):
+    """plateau_time(s=1, c0=2) used to return -0.35: the asymptote exists only for c0 < s."""
+    for c0 in (2.0, 1.0, [0.1, 1.5]):
+        with pytest.raises(ValueError, match="c0"):
+            ln.plateau_time(1.0, c0, depth=L)
+    assert float(ln.plateau_time(1.0, 0.999, depth=L)) > 0

@@ -87,8 +87,29 @@ def _validate_common(s, c0, depth, eta):
 
 
 def _tau_scale(s, eta, L):
-    """eta * s^(2-2/L): converts t into the natural time tau."""
-    return eta * np.exp((2.0 - 2.0 / L) * np.log(s))
+    """eta * s^(2-2/L): converts t into the natural time tau (may overflow to inf)."""
+    with np.errstate(over="ignore"):
+        return eta * np.exp((2.0 - 2.0 / L) * np.log(s))
+
+
+def _natural_time(t, scale):
+    """tau = t * scale, exactly 0 at t = 0 even where the scale overflowed (0 * inf).
+
+    Where the product overflows, tau = inf: the mode has converged to s within
+    rounding (c(tau) - s decays at least like exp(-tau) once tau >> the plateau).
+    """
+    t, scale = np.broadcast_arrays(np.asarray(t, dtype=np.float64), np.asarray(scale, dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        T = t * scale
+    return np.where(t == 0.0, 0.0, T)
+
+
+def _physical_time(T, scale):
+    """t = T / scale, the inverse of :func:`_natural_time`: 0 at T = 0, inf at T = inf."""
+    T, scale = np.broadcast_arrays(np.asarray(T, dtype=np.float64), np.asarray(scale, dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        t = T / scale
+    return np.where(T == 0.0, 0.0, np.where(np.isinf(T), np.inf, t))
 
 
 # ------------------------------------------------------------- L >= 3: rising branch
@@ -469,7 +490,8 @@ def mode_strength(t, s, c0, depth=2, eta=1.0):
     -------
     c : ndarray of float64, the broadcast shape of (t, s, c0, eta)
         c(t), strictly between c0 and s (it reaches s only as t -> infinity, up to
-        rounding).
+        rounding).  c(0) = c0 exactly for any s, c0, eta; where the natural time
+        η s^{2−2/L} t overflows (t > 0) the mode has converged and c = s.
 
     Notes
     -----
@@ -492,9 +514,9 @@ def mode_strength(t, s, c0, depth=2, eta=1.0):
     s, c0, L, eta = _validate_common(s, c0, depth, eta)
     t = check_nonnegative(t, "t")
     shape = _broadcast(("t", "s", "c0", "eta"), t, s, c0, eta)[0].shape
-    # the time unit is computed before broadcasting (once per mode, not per point)
-    with np.errstate(over="ignore"):
-        T = np.broadcast_to(t * _tau_scale(s, eta, L), shape).ravel()
+    # the time unit is computed before broadcasting (once per mode, not per point);
+    # c(0) = c0 exactly, also where eta s^(2-2/L) overflows
+    T = np.broadcast_to(_natural_time(t, _tau_scale(s, eta, L)), shape).ravel()
     s = np.broadcast_to(s, shape).ravel()
     c0 = np.broadcast_to(c0, shape).ravel()
     c, _, _ = _strength_core(T, s, c0, L)
@@ -551,8 +573,7 @@ def mode_time(c, s, c0, depth=2, eta=1.0):
                          "c must lie between c0 and s")
     shape = c.shape
     T = _time_core(c.ravel(), s.ravel(), c0.ravel(), L)
-    with np.errstate(over="ignore"):
-        t = T / _tau_scale(s.ravel(), eta.ravel(), L)
+    t = _physical_time(T, _tau_scale(s.ravel(), eta.ravel(), L))
     return t.reshape(shape)
 
 
@@ -610,11 +631,17 @@ def plateau_time(s, c0, depth=2, eta=1.0):
     Parameters
     ----------
     s, c0, depth, eta
-        As in :func:`mode_strength`; meaningful for c0 << s.
+        As in :func:`mode_strength`; requires c0 < s, meaningful for c0 << s.
 
     Returns
     -------
     t_plateau : ndarray of float64, the broadcast shape of (s, c0, eta)
+
+    Raises
+    ------
+    ValueError
+        If c0 >= s (the mode does not rise: no plateau), or any argument is outside
+        its domain.
 
     Examples
     --------
@@ -624,6 +651,9 @@ def plateau_time(s, c0, depth=2, eta=1.0):
     """
     s, c0, L, eta = _validate_common(s, c0, depth, eta)
     s, c0, eta = _broadcast(("s", "c0", "eta"), s, c0, eta)
+    if np.any(c0 >= s):
+        raise ValueError("c0 must be < s for plateau_time: a mode starting at or above s has no "
+                         "plateau to escape (it decays or stays), as for half_time")
     if L == 1:
         out = np.log(2.0) / eta
     elif L == 2:
@@ -662,6 +692,9 @@ def loss_curve(t, s, c0, depth=2, eta=1.0):
     loss : ndarray of float64, shape t.shape
         Time is the leading axis (the modes are summed).  s - c is computed without
         cancellation, so the exponential tail is resolved below machine epsilon.
+        The sum is scaled by the largest gap, so the result is +inf only where
+        the loss itself exceeds the float range (e.g. s = 1e300 at t = 0), and
+        L(0) = ½ Σ (s − c0)² exactly as computed in floating point.
 
     Examples
     --------
@@ -682,8 +715,13 @@ def loss_curve(t, s, c0, depth=2, eta=1.0):
     s, c0 = _broadcast(("s", "c0"), np.atleast_1d(s), np.atleast_1d(c0))
     tt = t.ravel()[:, None]
     T_, s_, c0_ = np.broadcast_arrays(tt, s[None, :], c0[None, :])
-    with np.errstate(over="ignore"):
-        T_ = T_ * _tau_scale(s_, eta, L)
+    T_ = _natural_time(T_, _tau_scale(s_, eta, L))
     _, gap, _ = _strength_core(T_.ravel(), s_.ravel(), c0_.ravel(), L)
-    loss = 0.5 * np.sum(gap.reshape(T_.shape) ** 2, axis=1)
+    gap = np.abs(gap.reshape(T_.shape))
+    # ½ Σ gap² scaled by the largest gap: overflows only where the loss itself
+    # exceeds the float range (then +inf), and no underflow of tiny gaps
+    g_max = np.max(gap, axis=1)
+    safe = np.where(g_max > 0, g_max, 1.0)
+    with np.errstate(over="ignore"):
+        loss = 0.5 * g_max * (g_max * np.sum((gap / safe[:, None]) ** 2, axis=1))
     return loss.reshape(t.shape)
