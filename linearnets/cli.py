@@ -183,7 +183,7 @@ def main(argv=None):
     if args.command == "warmup":
         from ._warmup import warmup
         info = warmup(progress=not args.no_progress)
-        print(f"{info['compiled']} kernels compiled, {info['kernels'] - len(info['unused'])} of "
-              f"{info['kernels']} ready in {info['seconds']:.1f} s (cache: {info['cache_dir']})")
+        print(f"warmup: {info['compiled']} kernels compiled, {info['loaded']} loaded from the cache, "
+              f"in {info['seconds']:.1f} s (cache: {info['cache_dir']})")
         return 0
     parser.error(f"unknown command {args.command}")  # pragma: no cover
