@@ -87,3 +87,7 @@ def test_bad_syx_raises():
         matched_initial_conditions(weights, np.ones((2, 2)))
     with pytest.raises(ValueError, match="Syx"):
         matched_initial_conditions(weights, np.zeros((1, 2)))
+
+
+def test_exported():
+    assert ln.matched_initial_conditions is matched_initial_conditions
