@@ -115,3 +115,4 @@ from ._compare_ext import (
 # --- regimes, lazy and rich: exact crossover theory and diagnostics ---------------
 from .theory.lazy import lazy_prediction
 from .theory.balanced import init_lambda_balanced, lambda_balanced_flow, lambda_balanced_ntk
+from .theory.single_neuron import single_neuron_delta, single_neuron_implicit_bias, single_neuron_nu
