@@ -62,6 +62,9 @@ CONVERGED = 1e-12
 _C0_GUESS = 0.25
 #: Number of time points per simulated curve.
 N_TIMES = 400
+#: Largest condition number of the raw inputs of :func:`compare_kernel_gap`
+#: (lambda_min/lambda_max of Sxx >= 1e-4 at gamma = 1: horizons <= ~3e5).
+KERNEL_GAP_MAX_COND = 100.0
 
 
 # =============================================================================
@@ -747,6 +750,10 @@ def compare_kernel_gap(gammas=(0.0, 0.5, 1.0), Ps=(20, 10), D=20, N=20, s=1.0, s
     for P < D the network keeps the null-space part of its initial first layer,
     an O(sigma) component, whatever gamma: tolerance ``SAFETY * sigma``.
     The kernel regression with the *initial* NTK is recorded for contrast.
+    The raw inputs are a Gaussian draw, redrawn until their condition number is
+    at most :data:`KERNEL_GAP_MAX_COND` (training to convergence takes a time
+    ~ 1/lambda_min(Sxx), which a nearly singular draw makes unaffordable; the
+    statement holds for every X).
     (For P > D the linear kernel is singular and :func:`kernel_regression`
     asks for a ridge; P = D is the non-trivial well-posed case.)
     The headline is the worst gap relative to its tolerance.
@@ -756,6 +763,14 @@ def compare_kernel_gap(gammas=(0.0, 0.5, 1.0), Ps=(20, 10), D=20, N=20, s=1.0, s
     rows = []
     for P in Ps:
         X0 = rng.standard_normal((P, D))
+        for _ in range(100):
+            # a square Gaussian draw can be nearly singular (seed 1: lambda_min/lambda_max
+            # ~ 1e-10, a horizon ~ 1/lambda_min of 1e11); nothing here depends on the
+            # conditioning, so redraw until cond(X0) <= KERNEL_GAP_MAX_COND
+            sv = np.linalg.svd(X0, compute_uv=False)
+            if sv[0] <= KERNEL_GAP_MAX_COND * sv[-1]:
+                break
+            X0 = rng.standard_normal((P, D))
         Xt0 = rng.standard_normal((n_test, D))
         beta = rng.standard_normal(D)
         beta /= np.linalg.norm(beta)
