@@ -217,3 +217,29 @@ def test_docstring_examples():
     import linearnets.theory.kernels as mod
     res = doctest.testmod(mod)
     assert res.attempted > 0 and res.failed == 0
+
+
+@given(seed=st.integers(0, 10_000), lk=st.floats(-300, 300), ly=st.floats(-300, 300),
+       multi=st.booleans())
+def test_kernel_alignment_is_scale_invariant_in_floating_point(seed, lk, ly, multi):
+    """1e160·I gave 0.0 and 1e-170·I raised, while I gives 0.5: normalised before any square."""
+    rng = np.random.default_rng(seed)
+    P, C = 5, 2
+    if multi:
+        J = rng.normal(size=(P * C, P * C))
+        K = (J @ J.T).reshape(P, C, P, C).transpose(0, 2, 1, 3)
+        y = rng.normal(size=(P, C))
+    else:
+        J = rng.normal(size=(P, P))
+        K, y = J @ J.T, rng.normal(size=P)
+    a, b = 10.0 ** lk, 10.0 ** ly
+    ref = float(kernel_alignment(K, y))
+    got = float(kernel_alignment(a * K, b * y))
+    assert abs(got - ref) <= 1e-13 * abs(ref) + 1e-15
+
+
+def test_kernel_alignment_issue_examples():
+    for scale in (1e160, 1e-170, 1e300, 1e-300, 1.0):
+        assert abs(float(kernel_alignment(scale * np.eye(4), np.ones(4))) - 0.5) <= 1e-15
+    with pytest.raises(ValueError, match="K must be non-zero"):
+        kernel_alignment(np.zeros((3, 3)), np.ones(3))

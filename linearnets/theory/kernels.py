@@ -124,7 +124,9 @@ def kernel_alignment(K, y):
       (P·C) problem.
 
     By Cauchy–Schwarz the value lies in [−1, 1], and in [0, 1] for a positive
-    semidefinite K.
+    semidefinite K.  It is invariant under K → aK and y → by (a, b > 0) also in
+    floating point: K and y are divided by their largest entries first, so that
+    any finite non-zero scale works (1e160·I and 1e-170·I give the value of I).
 
     Parameters
     ----------
@@ -156,6 +158,16 @@ def kernel_alignment(K, y):
     K = as_float_array(K, "K", ndim=(2, 4))
     y = as_float_array(y, "y", ndim=(1, 2))
     P = y.shape[0]
+    # scale-free: normalise K and y by their largest entries first, so that neither the
+    # squares nor the products overflow or underflow (1e160 I and 1e-170 I give I's value)
+    kmax = np.max(np.abs(K)) if K.size else 0.0
+    ymax = np.max(np.abs(y)) if y.size else 0.0
+    if not kmax > 0:
+        raise ValueError("K must be non-zero (alignment is undefined)")
+    if not ymax > 0:
+        raise ValueError("y must be non-zero (alignment is undefined)")
+    K = K / kmax
+    y = y / ymax
     if K.ndim == 4:
         if y.ndim == 1:
             y = y[:, None]
