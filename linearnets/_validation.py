@@ -15,7 +15,15 @@ __all__ = [
     "check_nonnegative",
     "check_depth",
     "check_matrix",
+    "check_unit_vector",
+    "UNIT_TOL",
 ]
+
+#: One rule for unit vectors (a teacher direction beta, ...), for every public
+#: function: ``|‖v‖ − 1| <= UNIT_TOL``.  1e-6 accepts a vector normalised in
+#: float32 (its norm is 1 within ~1e-7 whatever its length) and still rejects a
+#: scaled vector such as ``s * beta``; an accepted vector is renormalised in float64.
+UNIT_TOL = 1e-6
 
 
 def as_float_array(x, name, *, finite=True, ndim=None):
@@ -85,3 +93,28 @@ def check_matrix(x, name, *, finite=True):
     """Cast to a C-contiguous float64 2-D array."""
     arr = as_float_array(x, name, finite=finite, ndim=2)
     return np.ascontiguousarray(arr)
+
+
+def check_unit_vector(x, name, *, size=None):
+    """Cast to a float64 1-D array with ``|‖x‖ − 1| <= UNIT_TOL`` and return ``x / ‖x‖``.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,)
+        Any real dtype (float32 unit vectors are accepted, see :data:`UNIT_TOL`).
+    name : str
+        Argument name used in error messages.
+    size : int, optional
+        Required length.
+
+    Returns
+    -------
+    ndarray, shape (n,), float64, unit norm to rounding
+    """
+    v = as_float_array(x, name, ndim=1)
+    if size is not None and v.shape != (size,):
+        raise ValueError(f"{name} must have shape ({size},), got {v.shape}")
+    norm = float(np.linalg.norm(v))
+    if not abs(norm - 1.0) <= UNIT_TOL:
+        raise ValueError(f"{name} must be a unit vector (|norm - 1| <= {UNIT_TOL:g}), got norm {norm!r}")
+    return v / norm

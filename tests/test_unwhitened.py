@@ -273,3 +273,30 @@ def test_result_is_immutable_and_leaves_input_writable():
     with pytest.raises(ValueError):
         res.scaled_stats[0, 0] = 1.0
     t[0] = 0.5                     # the caller's array is not frozen
+
+
+def test_one_unit_vector_rule_float32_accepted_everywhere():
+    """final_ntk rejected float32 unit vectors (1e-8) while unwhitened_* accepted them (1e-6): one rule."""
+    from linearnets._validation import UNIT_TOL
+    rng = np.random.default_rng(0)
+    D, N = 7, 5
+    b32 = rng.normal(size=D).astype(np.float32)
+    b32 /= np.linalg.norm(b32)                         # normalised in float32: |norm - 1| ~ 1e-7
+    b64 = b32.astype(np.float64) / np.linalg.norm(b32.astype(np.float64))
+    assert 0 < abs(np.linalg.norm(b32.astype(np.float64)) - 1.0) <= UNIT_TOL
+    X = rng.normal(size=(4, D))
+    W1, w2 = rng.normal(size=(N, D)) * 0.1, rng.normal(size=N) * 0.1
+    A = rng.normal(size=(D, D))
+    Sigma = A @ A.T / D + np.eye(D)
+    calls = [
+        lambda b: ln.final_ntk(X, X, b, 2.0, 3),
+        lambda b: ln.final_ntk_finite_sigma(X, X, W1, w2, b, 1.5),
+        lambda b: ln.unwhitened_init_stats(W1, w2, Sigma, b),
+        lambda b: ln.unwhitened_system_matrix(Sigma, b, 1.0),
+    ]
+    for f in calls:
+        # accepted, and renormalised: the float32 input gives the float64 unit vector's result
+        np.testing.assert_allclose(np.asarray(f(b32)), np.asarray(f(b64)), rtol=1e-12, atol=1e-14)
+        for bad in (b64 * (1 + 10 * UNIT_TOL), 2.0 * b64):
+            with pytest.raises(ValueError, match="beta must be a unit vector"):
+                f(bad)

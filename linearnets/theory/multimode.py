@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_float_array, check_depth, check_matrix, check_positive
+from .._validation import as_float_array, check_depth, check_matrix, check_positive, check_unit_vector
 from .dynamics import loss_curve, mode_strength, mode_time, plateau_time
 
 __all__ = ["MultimodeResult", "ModeTimes", "task_modes", "multimode_dynamics",
@@ -423,8 +423,7 @@ def final_kernel_matrix_finite_sigma(W1, w2, beta, s):
     beta = as_float_array(beta, "beta", ndim=1)
     if beta.shape != (D,):
         raise ValueError(f"beta must have shape ({D},), got {beta.shape}")
-    if abs(np.linalg.norm(beta) - 1.0) > 1e-8:
-        raise ValueError(f"beta must be a unit vector, got norm {np.linalg.norm(beta)!r}")
+    beta = check_unit_vector(beta, "beta")
     s = float(check_positive(s, "s", ndim=0))
     v = a0 + W0 @ beta
     nv = np.linalg.norm(v)

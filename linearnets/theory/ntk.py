@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_depth, check_matrix, check_positive
+from .._validation import UNIT_TOL, as_float_array, check_depth, check_matrix, check_positive, check_unit_vector
 from .multimode import task_modes
 
 __all__ = ['final_ntk', 'final_ntk_multi', 'final_alignment']
 
-# |‖β‖ − 1| above this is an error (β is the unit direction of the teacher).
-BETA_NORM_TOL = 1e-8
+# |‖β‖ − 1| above this is an error (β is the unit direction of the teacher): the
+# package-wide rule of ``_validation.UNIT_TOL`` (float32 unit vectors pass).
+BETA_NORM_TOL = UNIT_TOL
 
 
 def _check_pair(X1, X2):
@@ -74,8 +75,10 @@ def final_ntk(X1, X2, beta, s, depth):
     X2 : (P2, D) array_like
         Second set of inputs.
     beta : (D,) array_like
-        Unit teacher direction; ‖β‖ must be 1 within 1e-8 (a non-unit β raises
-        rather than being silently normalised, since s β would be a likely mix-up).
+        Unit teacher direction; ‖β‖ must be 1 within 1e-6, the package's one rule
+        for unit vectors (float32 unit vectors pass and are renormalised in
+        float64; a non-unit β raises rather than being silently normalised, since
+        s β would be a likely mix-up).
     s : float, s > 0
         Teacher strength (the singular value of Σyx).
     depth : int >= 1
@@ -109,10 +112,10 @@ def final_ntk(X1, X2, beta, s, depth):
     if beta.shape[0] != X1.shape[1]:
         raise ValueError(f"beta must have length D = {X1.shape[1]} (columns of X1), "
                          f"got {beta.shape[0]}")
-    norm = np.linalg.norm(beta)
-    if not abs(norm - 1.0) <= BETA_NORM_TOL:
-        raise ValueError(f"beta must be a unit vector (the teacher direction), got norm {norm!r}; "
-                         "put the teacher's scale into s")
+    try:
+        beta = check_unit_vector(beta, "beta")
+    except ValueError as exc:
+        raise ValueError(f"{exc} (the teacher direction); put the teacher's scale into s") from None
     s = check_positive(s, "s")
     if s.ndim != 0:
         raise ValueError(f"s must be a scalar, got shape {s.shape}")

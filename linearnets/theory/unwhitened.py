@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_float_array, check_matrix, check_positive
+from .._validation import UNIT_TOL, as_float_array, check_matrix, check_positive, check_unit_vector
 
 __all__ = [
     "STAT_NAMES",
@@ -33,8 +33,8 @@ __all__ = [
 #: Order of the six statistics in every ``init_stats`` / ``stats`` array.
 STAT_NAMES = ("a_sq", "r0", "r1", "h00", "h01", "h11")
 
-#: Relative tolerance on ‖β‖ = 1 and on the symmetry / PSD-ness of Σ.
-UNIT_TOL = 1e-6
+# Tolerance on ‖β‖ = 1: UNIT_TOL, the package-wide rule of ``linearnets._validation``.
+#: Relative tolerance on the symmetry of Σ.
 SYM_TOL = 1e-10
 #: exp() of anything above this overflows float64.
 MAX_LOG = 700.0
@@ -56,8 +56,7 @@ def _check_sigma_beta(Sigma, beta):
     beta = as_float_array(beta, "beta", ndim=1)
     if beta.shape != (D,):
         raise ValueError(f"beta must have shape ({D},) to match Sigma, got {beta.shape}")
-    if abs(np.linalg.norm(beta) - 1.0) > UNIT_TOL:
-        raise ValueError(f"beta must be a unit vector, got norm {np.linalg.norm(beta)!r}")
+    beta = check_unit_vector(beta, "beta")
     g = Sigma @ beta
     m1 = float(beta @ g)
     b = float(g @ g)
