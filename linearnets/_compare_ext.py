@@ -36,7 +36,9 @@ from .compare import (
     _half_time_or_zero,
     _loglog_slope,
     _mode_projection,
+    _check_args,
     _register,
+    _require,
     _train_to_convergence,
 )
 
@@ -116,6 +118,8 @@ def compare_unwhitened_phase1(sigmas=(0.02, 0.01, 0.005), D=4, N=6, P=300, s=1.0
     overlaps with ``Sigma beta / |Sigma beta|`` and with ``beta`` are reported: the
     kernel must grow along ``Sigma beta``, not ``beta`` (the first overlap larger).
     """
+    _check_args(locals())
+    _require(scales is None or len(scales) == D, f"scales must have D = {D} entries, got {scales!r}")
     sigmas = _check_sigmas(sigmas)
     s = float(check_positive(s, "s", ndim=0))
     rng = np.random.default_rng(seed + 13)
@@ -237,6 +241,13 @@ def compare_path_ntk(depths=(2, 3), spectrum=(2.0, 1.0, 0.5), c0=(1e-3, 5e-3, 2e
     sigma; for L >= 3 the theory's own correction ``c0^((L-2)/L)`` is of the same or
     smaller order). The headline is the worst path-NTK error.
     """
+    _check_args(locals())
+    _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
+    _require(len(spectrum) <= min(D, N, random_width),
+             f"spectrum must have at most min(D, N, random_width) = {min(D, N, random_width)} modes, "
+             f"got {len(spectrum)}")
+    _require(np.size(c0) in (1, len(spectrum)),
+             f"c0 must be a scalar or have one entry per mode of spectrum ({len(spectrum)}), got {c0!r}")
     depths = [check_depth(L) for L in depths]
     random_depths = [check_depth(L) for L in random_depths]
     spectrum = np.sort(check_positive(spectrum, "spectrum"))[::-1]
@@ -338,6 +349,10 @@ def compare_intermediate_kernels(depth=3, sigmas=(0.1, 0.05, 0.025), spectrum=(3
     the training residual, ``<= SAFETY * sqrt(loss_end / loss_0)`` (plus the
     integrator's ``sqrt(RTOL)``). The headline is the worst slope.
     """
+    _check_args(locals())
+    _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
+    _require(len(spectrum) <= min(D, N),
+             f"spectrum must have at most min(D, N) = {min(D, N)} modes, got {len(spectrum)}")
     L = check_depth(depth)
     if L < 2:
         raise ValueError(f"depth must be >= 2 for an intermediate layer, got {depth!r}")
@@ -456,6 +471,8 @@ def compare_transfer(P=40, D=100, As=(0.0, 1.0, 2.0, 4.0, 9.0), alphas=(0.0, 1.0
     (absolute on A, relative on the bulk). The headline is the Monte Carlo case
     with the largest error relative to its tolerance.
     """
+    _check_args(locals())
+    _require(net_P >= net_D, f"net_P must be >= net_D (whitened inputs), got net_P={net_P}, net_D={net_D}")
     As = np.asarray(As, float).reshape(-1)
     if As.size < 2 or not np.all(np.isfinite(As)) or np.any(As <= -1):
         raise ValueError("As must hold at least two finite spike strengths > -1")
@@ -531,6 +548,8 @@ def compare_finite_sigma_ntk(sigmas=(0.05, 0.025, 0.0125), D=6, N=10, P=40, s=1.
     ``max(0.25, SAFETY * sigma_max)``; in addition ``e_1 <= SAFETY * sigma^3`` and
     ``e_1 < e_0`` at every sigma.
     """
+    _check_args(locals())
+    _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     sigmas = _check_sigmas(sigmas)
     s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)

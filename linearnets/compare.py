@@ -27,7 +27,7 @@ import numpy as np
 
 import linearnets as _ln
 
-from ._validation import check_depth, check_positive
+from ._validation import as_float_array, check_depth, check_nonnegative, check_positive
 
 __all__ = [
     "Comparison",
@@ -269,6 +269,80 @@ def _half_time_or_zero(s, c0, depth, eta):
     return float(_ln.half_time(s, c0, depth=depth, eta=eta)) if c0 < 0.5 * s else 0.0
 
 
+# --- argument validation at the boundary of every public compare_* ----------------
+#: ``backend`` values accepted by every comparison (as :func:`linearnets.gradient_flow`).
+BACKENDS = ("auto", "numpy", "numba", "cupy")
+#: Integer counts and their smallest allowed value.
+_COUNTS = dict(D=1, N=1, P=1, width=1, input_dim=1, n_test=1, net_D=1, net_N=1, net_P=1,
+               random_width=1, n_samples=2, n_draw=2, n_times=2, n_probe=2)
+#: Scalars that must be finite and > 0.
+_POSITIVE = ("s", "eta", "sigma")
+#: Non-empty 1-D sequences of finite values > 0 (None allowed where the default is None).
+_POSITIVE_SEQ = ("sigmas", "spectrum", "multi_spectrum", "c0", "scales")
+
+
+def _as_int(value, name, minimum):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, np.floating)):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if isinstance(value, (float, np.floating)) and not (math.isfinite(value) and value == int(value)):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _as_seq(value, name):
+    if isinstance(value, (str, bytes)) or np.ndim(value) != 1 or np.size(value) < 1:
+        raise ValueError(f"{name} must be a non-empty 1-D sequence, got {value!r}")
+    return np.asarray(value)
+
+
+def _check_args(args):
+    """Validate the arguments of a public ``compare_*`` by name (call with ``locals()`` first thing).
+
+    Every message names the comparison's own argument, before anything is simulated.
+    """
+    for name, value in args.items():
+        if name in _COUNTS:
+            _as_int(value, name, _COUNTS[name])
+        elif name == "seed":
+            _as_int(value, name, 0)
+        elif name == "depth":
+            check_depth(value, "depth")
+        elif name in ("depths", "random_depths"):
+            for L in _as_seq(value, name):
+                check_depth(L.item() if isinstance(L, np.generic) else L, name)
+        elif name == "Ps":
+            for P in _as_seq(value, name):
+                _as_int(P.item() if isinstance(P, np.generic) else P, name, 1)
+        elif name in _POSITIVE:
+            check_positive(value, name, ndim=0)
+        elif name in _POSITIVE_SEQ:
+            if value is None and name in ("sigmas", "scales"):
+                continue
+            check_positive(_as_seq(value, name), name, ndim=1)
+        elif name == "gammas":
+            check_nonnegative(_as_seq(value, name), name, ndim=1)
+        elif name == "As":
+            A = as_float_array(_as_seq(value, name), name, ndim=1)
+            if np.any(~(A > -1)):
+                raise ValueError(f"As must be > -1 (a positive-definite kernel), got {value!r}")
+        elif name == "alphas":
+            a = as_float_array(_as_seq(value, name), name, ndim=1)
+            if np.any(np.abs(a) > 1):
+                raise ValueError(f"alphas must lie in [-1, 1], got {value!r}")
+        elif name == "ridge":
+            check_nonnegative(value, name, ndim=0)
+        elif name == "backend":
+            if not isinstance(value, str) or value not in BACKENDS:
+                raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {value!r}")
+
+
+def _require(condition, message):
+    if not condition:
+        raise ValueError(message)
+
+
 def _check_sigmas(sigmas):
     s = check_positive(sigmas, "sigmas")
     if s.ndim != 1 or s.size < 1:
@@ -295,6 +369,8 @@ def compare_learning_curves(sigmas=(0.1, 0.03, 0.01, 0.003), D=20, N=20, P=40, s
     ``2/ln(s/q0_max)``; the next correction adds ``2 SAFETY q0_max/s``. Their sum
     is the slope tolerance.
     """
+    _check_args(locals())
+    _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     sigmas = _check_sigmas(sigmas)
     s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
@@ -347,6 +423,8 @@ def compare_phase_one(D=25, N=10, P=50, s=1.0, sigma=0.01, eta=1.0, seed=0, back
     ln(s/q0) / 2``.
     The headline is the full path's error; both conditions must hold.
     """
+    _check_args(locals())
+    _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
     w0 = _ln.init_network((D, N, 1), sigma, seed=seed + 1)
@@ -384,6 +462,7 @@ def compare_initial_moments(width=10, input_dim=25, sigma=0.1, n_samples=2000, s
     (``std/sqrt(n)`` for the mean, ``std/sqrt(2(n-1))`` for the standard deviation).
     The headline is the larger of the two z-scores.
     """
+    _check_args(locals())
     rng = np.random.default_rng(seed)
     beta = rng.standard_normal(input_dim)
     beta /= np.linalg.norm(beta)
@@ -430,6 +509,10 @@ def compare_mode_strengths(depths=(2, 3, 4, 5, 6), spectrum=(3.0, 2.0, 1.0), D=6
     a learned mode suppresses that overlap in the later ones, an error that does
     not vanish with sigma; hence the balanced start here.
     """
+    _check_args(locals())
+    _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
+    _require(len(spectrum) <= min(D, N),
+             f"spectrum must have at most min(D, N) = {min(D, N)} modes, got {len(spectrum)}")
     depths = [check_depth(L) for L in depths]
     spectrum = np.sort(check_positive(spectrum, "spectrum"))[::-1]
     C = len(spectrum)
@@ -507,6 +590,8 @@ def compare_half_time_scaling(depths=(2, 3, 4, 5), sigmas=None, D=8, N=16, P=16,
     only to keep the plateaus (~ sigma^{2-L}) affordable.
     The headline row is the worst depth.
     """
+    _check_args(locals())
+    _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     depths = [check_depth(L) for L in depths]
     s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
@@ -590,6 +675,10 @@ def compare_final_ntk(depths=(2, 3, 4, 5, 6), sigmas=(0.2, 0.1), D=8, N=16, P=16
     (same O(sigma^2) tolerance). A multi-output row (``final_ntk_multi``) is
     included at depth 3. The headline is the worst alignment.
     """
+    _check_args(locals())
+    _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
+    _require(len(multi_spectrum) <= min(D, N),
+             f"multi_spectrum must have at most min(D, N) = {min(D, N)} modes, got {len(multi_spectrum)}")
     depths = [check_depth(L) for L in depths]
     sigmas = _check_sigmas(sigmas)
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
@@ -675,6 +764,8 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     row is an ordering check (``inequality="t_A < t_L"``, ``theory`` = t_A,
     ``simulation`` = t_L; ``error = max(0, 1 - t_L/t_A)``, tolerance 0).
     """
+    _check_args(locals())
+    _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     L = check_depth(depth)
     s = float(check_positive(s, "s", ndim=0))
     X, y, beta = _data().scalar_teacher(P, D, s, seed=seed)
@@ -758,6 +849,9 @@ def compare_kernel_gap(gammas=(0.0, 0.5, 1.0), Ps=(20, 10), D=20, N=20, s=1.0, s
     asks for a ridge; P = D is the non-trivial well-posed case.)
     The headline is the worst gap relative to its tolerance.
     """
+    _check_args(locals())
+    _require(all(int(p) <= D for p in Ps),
+             f"Ps must be <= D = {D} (for P > D the linear kernel is singular), got {Ps!r}")
     L = check_depth(depth)
     rng = np.random.default_rng(seed + 7)
     rows = []
@@ -833,6 +927,8 @@ def compare_kernel_path(D=20, N=20, P=10, s=1.0, sigma=0.01, eta=1.0, n_test=50,
     (P < D, so the statement is not trivial). The idealised kernel family is
     checked exactly (machine precision) for several A.
     """
+    _check_args(locals())
+    _require(P <= D, f"P must be <= D (for P > D the linear kernel is singular), got P={P}, D={D}")
     rng = np.random.default_rng(seed + 11)
     X = rng.standard_normal((P, D))
     beta = rng.standard_normal(D)

@@ -168,3 +168,69 @@ def test_paper_sized_settings_pass():
     res = compare.run_checks(["unwhitened_phase1", "path_ntk", "intermediate_kernels", "transfer",
                               "finite_sigma_ntk"], full=True)
     assert all(r.passed for r in res), [r.notes for r in res if not r.passed]
+
+
+# --- every public compare_* validates its own arguments ------------------------------------------
+import inspect  # noqa: E402
+
+_COMPARES = [getattr(ln, n) for n in dir(ln) if n.startswith("compare_")]
+
+
+def _bad_values(name, default):
+    """Values outside the argument's domain, judged from its name and default."""
+    if name == "backend":
+        return ["nope", 3]
+    if name == "seed":
+        return [-1, 1.5, "0"]
+    if isinstance(default, bool):
+        return []
+    if isinstance(default, int):
+        return [0, -3, 2.5, True, "7"] if name not in ("depth",) else [0, 1.5, True]
+    if isinstance(default, float):
+        if name == "ridge":
+            return [-1.0, np.nan, "x"]
+        return [0.0, -1.0, np.nan, np.inf, "x", [1.0, 2.0]]
+    if isinstance(default, tuple) or default is None:
+        bad = [(), "abc", [[1.0]]]
+        if name in ("depths", "random_depths", "Ps"):
+            bad += [(0,), (2.5,)]
+        elif name == "alphas":
+            bad += [(1.5,)]
+        elif name == "As":
+            bad += [(-1.0,)]
+        elif name == "gammas":
+            bad += [(-0.5,), (np.nan,)]
+        else:
+            bad += [(0.1, -0.1), (np.nan,)]
+        return bad
+    return []
+
+
+@pytest.mark.parametrize("fn", _COMPARES, ids=lambda f: f.__name__)
+def test_every_compare_validates_its_own_arguments(fn):
+    """Bad input raises ValueError naming the comparison's own argument, before any simulation."""
+    sig = inspect.signature(fn)
+    assert len(_COMPARES) >= 14
+    checked = 0
+    for name, par in sig.parameters.items():
+        for bad in _bad_values(name, par.default):
+            with pytest.raises(ValueError) as err:
+                fn(**{name: bad})
+            assert name in str(err.value), (fn.__name__, name, bad, str(err.value))
+            checked += 1
+    assert checked >= 10
+
+
+def test_issue_examples_of_unclear_compare_errors():
+    with pytest.raises(ValueError, match=r"^N must be an integer >= 1"):
+        ln.compare_phase_one(N=0)
+    with pytest.raises(ValueError, match=r"^D must be an integer >= 1"):
+        ln.compare_kernel_gap(D=-1)
+    with pytest.raises(ValueError, match="Ps must be <= D"):
+        ln.compare_kernel_gap(Ps=(30,), D=20)
+    with pytest.raises(ValueError, match="P must be >= D"):
+        ln.compare_learning_curves(P=5, D=10)
+    with pytest.raises(ValueError, match="spectrum must have at most"):
+        ln.compare_mode_strengths(spectrum=(3.0, 2.0, 1.0), N=2)
+    with pytest.raises(ValueError, match="scales must have D"):
+        ln.compare_unwhitened_phase1(scales=(1.0, 2.0), D=4)
