@@ -24,6 +24,21 @@ stable = lam + k ** 2 * (lam1 / (P * lam1 + k) ** 2 + (D - 1) / (P + k) ** 2)
 check_zero("κ(1 − γ) = λ + κ²Σλ/(Pλ+κ)² on the κ equation",
       sp.simplify(k * (1 - gamma) - stable + eq))
 
+# conditioning forms used by transfer_kappa (theory/transfer.md, "Conditioning")
+bb = lam1 * (P - 1) + P - D + 1
+cc = P * lam1 * (P - D)
+check_zero("1 − λ1/(Pλ1+κ) − (D−1)/(P+κ) = (κ² + bκ + c)/((Pλ1+κ)(P+κ))",
+           sp.simplify(1 - lam1 / (P * lam1 + k) - (D - 1) / (P + k)
+                       - (k ** 2 + bb * k + cc) / ((P * lam1 + k) * (P + k))))
+m_k = k / (P + k / lam1) + (D - 1) * k / (P + k)
+check_zero("m(κ) = κ Σλ/(Pλ+κ) = Σ κ/(P + κ/λ)",
+           sp.simplify(m_k - k * (lam1 / (P * lam1 + k) + (D - 1) / (P + k))))
+check_zero("δ − m(λ + δ) at δ = κ − λ is the κ equation", sp.simplify((k - lam) - m_k + eq))
+r1, r2 = k / (P * lam1 + k), k / (P + k)
+Eg_ratio = k * (al ** 2 * r1 ** 2 + (1 - al ** 2) * r2 ** 2) / (lam + lam1 * r1 ** 2 + (D - 1) * r2 ** 2)
+Eg_stable = k ** 3 * (al ** 2 / (P * lam1 + k) ** 2 + (1 - al ** 2) / (P + k) ** 2) / stable
+check_zero("E_g in the ratios r = κ/(Pλ+κ) equals the stable form", sp.simplify(Eg_ratio - Eg_stable))
+
 # isotropic, ridgeless
 iso = {A: 0, lam: 0}
 check_zero("A = 0: κ = D − P solves the equation", sp.simplify(eq.subs(iso).subs(k, D - P)))
