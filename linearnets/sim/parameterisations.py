@@ -1,0 +1,359 @@
+"""Named parameterisations of a fully connected network, as keywords of the one model.
+
+A parameterisation is not a second model: it is a way of drawing the weights and
+choosing the forward ``multipliers``, the output scale ``alpha``, per-layer
+``lr_scales`` and the clock ``eta`` of the model of :func:`linearnets.gradient_flow`
+(docs/conventions.md, "Beyond linear networks")::
+
+    z_l = m_l W_l h_{l-1} + b_l,  h_l = phi(z_l),  f(x) = m_L W_L h_{L-1},
+    F = alpha f  (or alpha (f - f_0), centered),
+    L = 1/(alpha^2 P) sum_mu ell(F(x_mu), y_mu),
+    d theta_l/dt = -eta lr_scales[l-1] dL/d theta_l.
+
+Every helper returns a :class:`Parameterised`; ``p.flow_kwargs()`` are the
+keywords of ``gradient_flow`` and ``p.ntk_kwargs()`` those of ``empirical_ntk``::
+
+    p = init_parameterised((D, 256, 256, 1), "ntk", seed=0)
+    traj = ln.gradient_flow(p.weights, X, Y, t, activation="relu", **p.flow_kwargs())
+
+The conventions of each paper (in particular which quantity each calls alpha)
+are in ``docs/parameterisations.md``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from .._validation import check_positive
+from .network import check_layer_sizes, init_network
+
+__all__ = [
+    "Parameterised",
+    "PARAMETERISATIONS",
+    "init_parameterised",
+    "zhou_parameterisation",
+    "zhou_normalised",
+    "geiger_parameterisation",
+    "activation_normalisation",
+]
+
+PARAMETERISATIONS = ("standard", "ntk", "mean_field")
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameterised:
+    """Initial parameters and model keywords of a named parameterisation.
+
+    Attributes
+    ----------
+    weights : list of ndarray, ``W_l`` (N_l, N_{l-1})
+        The trained weights at t = 0.
+    biases : list of ndarray (N_l,) for l < L, or None
+        The trained hidden biases at t = 0 (None: no biases).
+    multipliers : tuple of float, length L
+        Forward multipliers ``m_l``.
+    alpha : float
+        Output scale of the model (``F = alpha f``).
+    lr_scales : tuple of float or None
+        Per-layer rate factors (None: all 1).
+    eta : float
+        The clock: ``gradient_flow(..., eta=eta)`` reproduces the source's time.
+    centered : bool
+        ``F = alpha (f - f_0)``.
+    activation, loss : str or tuple, or None
+        The source's activation and loss, where it fixes them (None: the caller's choice).
+    name : str
+    """
+
+    weights: list
+    biases: list | None
+    multipliers: tuple
+    alpha: float = 1.0
+    lr_scales: tuple | None = None
+    eta: float = 1.0
+    centered: bool = False
+    activation: object = None
+    loss: object = None
+    name: str = ""
+
+    def flow_kwargs(self):
+        """Keywords for :func:`linearnets.gradient_flow` (``eta`` included)."""
+        kw = dict(biases=self.biases, multipliers=self.multipliers, alpha=self.alpha,
+                  centered=self.centered, lr_scales=self.lr_scales, eta=self.eta)
+        if self.activation is not None:
+            kw["activation"] = self.activation
+        if self.loss is not None:
+            kw["loss"] = self.loss
+        return kw
+
+    def ntk_kwargs(self):
+        """Keywords for :func:`linearnets.empirical_ntk`."""
+        kw = dict(biases=self.biases, multipliers=self.multipliers, alpha=self.alpha)
+        if self.activation is not None:
+            kw["activation"] = self.activation
+        return kw
+
+
+def _check_sigma(sigma, name="sigma"):
+    return float(check_positive(sigma, name, ndim=0))
+
+
+def _check_bool(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def init_parameterised(layer_sizes, parameterisation="standard", sigma=1.0, seed=0, *,
+                       biases=False, bias_std=0.0):
+    """Draw a network in a named parameterisation.
+
+    With the same ``seed`` the three share one set of standard normal draws ``G_l``,
+    so at t = 0 they compute the same ``m_l W_l`` up to the output factor.
+
+    ``"standard"`` (LeCun / He-style fan-in scaling, as :func:`init_network`):
+        ``W_l = sigma G_l / sqrt(N_{l-1})`` ~ N(0, sigma^2/N_{l-1}), ``m_l = 1``.
+    ``"ntk"`` (Jacot, Gabriel & Hongler 2018, eq. (1): ``alpha^(l+1) = W^(l) alpha~^(l) / sqrt(n_l)``):
+        ``W_l = sigma G_l`` ~ N(0, sigma^2), ``m_l = 1/sqrt(N_{l-1})``.
+    ``"mean_field"`` (Mei, Montanari & Nguyen 2018; Chizat & Bach 2018:
+    ``f = (1/N) sum_i a_i phi(w_i . x)``):
+        as ``"ntk"`` but the output layer's multiplier is ``1/N_{L-1}``; for L = 2
+        with ``m_1 = 1/sqrt(D)`` this is their two-layer model with inputs scaled by
+        ``1/sqrt(D)``. Their particle clock runs ``N_{L-1}`` times faster
+        (``eta = N_{L-1}``); ``eta`` here is 1, the package's clock.
+
+    Parameters
+    ----------
+    layer_sizes : sequence of int, ``(D, N_1, ..., N_{L-1}, C)``
+    parameterisation : {"standard", "ntk", "mean_field"}
+    sigma : float
+        Weight scale, ``> 0``.
+    seed : int or numpy.random.Generator
+    biases : bool
+        Trained hidden biases ``b_l`` (N_l,), l < L.
+    bias_std : float
+        Biases drawn ``N(0, bias_std^2)`` (0: zeros), ``>= 0``.
+
+    Returns
+    -------
+    Parameterised
+        ``multipliers`` (L,), ``alpha = 1``, ``lr_scales = None``, ``eta = 1``.
+
+    Examples
+    --------
+    >>> p = init_parameterised((3, 4, 1), "ntk", seed=0)
+    >>> p.multipliers == (1 / 3 ** 0.5, 0.5)
+    True
+    """
+    sizes = check_layer_sizes(layer_sizes)
+    if parameterisation not in PARAMETERISATIONS:
+        raise ValueError(f"parameterisation must be one of {PARAMETERISATIONS}, "
+                         f"got {parameterisation!r}")
+    sigma = _check_sigma(sigma)
+    biases = _check_bool(biases, "biases")
+    bias_std = float(np.asarray(bias_std, dtype=np.float64))
+    if not (math.isfinite(bias_std) and bias_std >= 0):
+        raise ValueError(f"bias_std must be finite and >= 0, got {bias_std!r}")
+    rng = np.random.default_rng(seed)
+    ws = init_network(sizes, sigma, seed=rng)
+    fan_in = sizes[:-1]
+    if parameterisation == "standard":
+        mult = (1.0,) * len(ws)
+    else:
+        ws = [w * math.sqrt(n) for w, n in zip(ws, fan_in)]
+        mult = tuple(1.0 / math.sqrt(n) for n in fan_in)
+        if parameterisation == "mean_field":
+            mult = mult[:-1] + (1.0 / fan_in[-1],)
+    bs = None
+    if biases:
+        bs = [bias_std * rng.standard_normal(n) for n in sizes[1:-1]]
+    return Parameterised(weights=ws, biases=bs, multipliers=mult, name=parameterisation)
+
+
+def zhou_parameterisation(layer_sizes, betas, alpha, seed=0, *, form="direct", biases=False):
+    """Zhou et al. (2022)'s phase-diagram network on the model's keywords.
+
+    Their network (section 3, here for any depth; they study L = 3)::
+
+        f_theta(x) = (1/alpha_Z) a^T sigma(W^[2] sigma(W^[1] x)),
+        a_k ~ N(0, beta_3^2),  W^[2]_kk' ~ N(0, beta_2^2),  W^[1]_kk' ~ N(0, beta_1^2),
+
+    ReLU sigma, trained by gradient flow on ``R_S = 1/(2n) sum_i (f_theta(x_i) - y_i)^2``.
+    Biases, when asked for, are their expanded-input biases: ``b^[l]`` trained
+    with the weights and drawn like them, ``N(0, beta_l^2)``.
+
+    On the model: ``alpha = 1/alpha_Z`` (so ``F = f_theta``) and, since the model's
+    loss is ``1/alpha^2`` times theirs, ``eta = 1/alpha_Z^2`` reproduces their clock.
+
+    ``form="direct"``: ``W_l`` drawn ``N(0, beta_l^2)``, ``m_l = 1``.
+    ``form="init_network"``: ``W_l`` as :func:`init_network` draws them (``N(0, 1/N_{l-1})``)
+    with ``m_l = beta_l sqrt(N_{l-1})`` and ``lr_scales = 1/m_l^2``, so that ``m_l W_l``
+    follows their flow exactly (no biases in this form: a bias shares its layer's rate).
+
+    Parameters
+    ----------
+    layer_sizes : sequence of int, ``(d, m_1, ..., m_{L-1}, 1)``
+    betas : sequence of L positive floats
+        ``(beta_1, ..., beta_L)``: per-layer init standard deviations (``beta_L`` of ``a``).
+    alpha : float
+        Their scaling factor ``alpha_Z > 0`` (the output is divided by it).
+    seed : int or numpy.random.Generator
+    form : {"direct", "init_network"}
+    biases : bool
+
+    Returns
+    -------
+    Parameterised
+        With ``activation="relu"`` and ``loss="mse"``.
+    """
+    sizes = check_layer_sizes(layer_sizes)
+    L = len(sizes) - 1
+    if sizes[-1] != 1:
+        raise ValueError(f"layer_sizes must end with one output (Zhou et al.'s a^T), got {sizes}")
+    betas = check_positive(betas, "betas", ndim=1)
+    if betas.size != L:
+        raise ValueError(f"betas needs {L} entries (one per layer), got {betas.size}")
+    alpha_z = _check_sigma(alpha, "alpha")
+    if form not in ("direct", "init_network"):
+        raise ValueError(f"form must be 'direct' or 'init_network', got {form!r}")
+    biases = _check_bool(biases, "biases")
+    if biases and form != "direct":
+        raise ValueError("biases need form='direct' (a bias moves at its layer's lr_scale)")
+    rng = np.random.default_rng(seed)
+    g = init_network(sizes, 1.0, seed=rng)                # N(0, 1/N_{l-1})
+    fan_in = sizes[:-1]
+    if form == "direct":
+        ws = [b * math.sqrt(n) * w for b, n, w in zip(betas, fan_in, g)]
+        mult, lr = (1.0,) * L, None
+    else:
+        ws = g
+        mult = tuple(float(b) * math.sqrt(n) for b, n in zip(betas, fan_in))
+        lr = tuple(1.0 / m ** 2 for m in mult)
+    bs = [float(b) * rng.standard_normal(n) for b, n in zip(betas[:-1], sizes[1:-1])] \
+        if biases else None
+    return Parameterised(weights=ws, biases=bs, multipliers=mult, alpha=1.0 / alpha_z,
+                         lr_scales=lr, eta=1.0 / alpha_z ** 2, activation="relu", loss="mse",
+                         name=f"zhou-{form}")
+
+
+def zhou_normalised(betas, alpha):
+    """The normalised flow of Zhou et al.'s ReLU network, derived from its homogeneity.
+
+    With ``theta_l = beta_l theta~_l`` (``theta~_l`` standard normal at t = 0) and
+    ReLU's ``sigma(c u) = c sigma(u)`` (c > 0), ``f_theta = kappa f~(theta~)`` with
+    ``kappa = prod_l beta_l / alpha_Z``, ``f~`` the network of ``theta~`` and output
+    factor 1, and gradient flow on ``R_S`` becomes
+    ``d theta~_l/dt = -(kappa/beta_l^2) 1/n sum_i (kappa f~_i - y_i) d f~_i/d theta~_l``.
+    So a run is fixed, up to time, by ``kappa`` and the rate ratios
+    ``(beta_L/beta_l)^2``. (Zhou et al. take widths to infinity along these
+    quantities; their exponents gamma_l are limits of their logarithms over log m.)
+
+    Parameters
+    ----------
+    betas : sequence of L positive floats
+    alpha : float, ``> 0``
+
+    Returns
+    -------
+    dict
+        ``kappa`` (float), ``rates`` (L,) = ``kappa/beta_l^2``,
+        ``rate_ratios`` (L,) = ``(beta_L/beta_l)^2``.
+    """
+    betas = check_positive(betas, "betas", ndim=1)
+    alpha = _check_sigma(alpha, "alpha")
+    kappa = float(np.prod(betas) / alpha)
+    return {"kappa": kappa, "rates": kappa / betas ** 2,
+            "rate_ratios": (betas[-1] / betas) ** 2}
+
+
+_GRID = None
+
+
+def activation_normalisation(activation):
+    """``c = E[phi(z)^2]^{-1/2}`` for ``z ~ N(0, 1)``: Geiger et al.'s activation factor.
+
+    Exact for linear (1), relu (sqrt 2) and leaky_relu a (sqrt(2/(1+a^2))); by
+    the trapezoid rule (step 1e-3 on [-40, 40], spectrally accurate for these
+    analytic integrands) for tanh and softplus (their code estimates it from 1e5
+    samples, a 0.5 % scatter).
+
+    Parameters
+    ----------
+    activation : str or tuple, as in :func:`linearnets.gradient_flow`
+
+    Returns
+    -------
+    float
+    """
+    global _GRID
+    name, par = activation if isinstance(activation, (tuple, list)) else (activation, None)
+    if name == "linear":
+        return 1.0
+    if name == "relu":
+        return math.sqrt(2.0)
+    if name == "leaky_relu":
+        a = 0.01 if par is None else float(par)
+        return math.sqrt(2.0 / (1.0 + a * a))
+    if name not in ("tanh", "softplus"):
+        raise ValueError(f"activation must be linear, relu, leaky_relu, tanh or softplus, "
+                         f"got {activation!r}")
+    if _GRID is None:                     # trapezoid rule on [-40, 40], h = 1e-3
+        z = np.linspace(-40.0, 40.0, 80001)
+        w = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) * (z[1] - z[0])
+        _GRID = (z, w)
+    z, w = _GRID
+    if name == "tanh":
+        v = np.tanh(z)
+    else:
+        b = 1.0 if par is None else float(check_positive(par, "activation beta", ndim=0))
+        v = np.logaddexp(0.0, b * z) / b
+    return float(1.0 / math.sqrt(np.dot(w, v * v)))
+
+
+def geiger_parameterisation(layer_sizes, alpha, activation=("softplus", 5.0), sigma=1.0,
+                            seed=0, *, loss=("soft_hinge", 20.0), clock="paper"):
+    """Geiger, Spigler, Jacot & Wyart (2019)'s NTK-parameterised network with output scale alpha.
+
+    Their fully connected net (feature_lazy ``FC``, 2019): every weight ``N(0, 1)``,
+    every layer ``z = W h / sqrt(fan_in)``, the activation normalised to
+    ``c phi`` with ``E[(c phi(z))^2] = 1`` (:func:`activation_normalisation`), one
+    output ``f = W^L h / sqrt(h)``, trained centred, ``F = alpha (f - f_0)``, on the
+    soft hinge. Here ``m_1 = sigma/sqrt(D)``, ``m_l = sigma c / sqrt(N_{l-1})`` for
+    l > 1 (c absorbed into the next layer) and ``centered=True``. The lazy/feature
+    crossover is at ``alpha sqrt(h) ~ 1``.
+
+    ``clock="paper"``: the paper's loss ``1/(alpha^2 n) sum ell(F, y)`` is the model's,
+    ``eta = 1``. ``clock="code"``: their code minimises ``1/(alpha n) sum ell(F, y)``
+    (``softplus(1 - alpha f y)/alpha``), ``alpha`` times the paper's, so ``eta = alpha``.
+
+    Parameters
+    ----------
+    layer_sizes : sequence of int, ``(D, h, ..., h, 1)``
+    alpha : float, ``> 0``
+    activation : str or tuple
+        Default their Softplus with beta 5 (feature_lazy ``--spbeta``).
+    sigma : float
+        ``sigma_w``, ``> 0`` (1 in their experiments).
+    seed : int or numpy.random.Generator
+    loss : str or tuple
+        Default their soft hinge with beta_h = 20 (``--lossbeta``).
+    clock : {"paper", "code"}
+
+    Returns
+    -------
+    Parameterised
+    """
+    sizes = check_layer_sizes(layer_sizes)
+    alpha = _check_sigma(alpha, "alpha")
+    sigma = _check_sigma(sigma)
+    if clock not in ("paper", "code"):
+        raise ValueError(f"clock must be 'paper' or 'code', got {clock!r}")
+    c = activation_normalisation(activation)
+    rng = np.random.default_rng(seed)
+    ws = [rng.standard_normal((n_out, n_in)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]
+    mult = tuple(sigma * (1.0 if l == 0 else c) / math.sqrt(n) for l, n in enumerate(sizes[:-1]))
+    return Parameterised(weights=ws, biases=None, multipliers=mult, alpha=alpha,
+                         eta=1.0 if clock == "paper" else alpha, centered=True,
+                         activation=activation, loss=loss, name="geiger2019")
