@@ -23,7 +23,7 @@ from . import _rhs
 from ._solvers import SolverOptions, backends_for, get_solver
 from .flow import DEFAULT_MAX_STEPS, DENSE_METHODS, MIN_RTOL, Trajectory, _check_t_eval, _end_to_end_of
 
-__all__ = ["prepare_flow", "PreparedFlow"]
+__all__ = ["prepare_flow", "PreparedFlow", "warm"]
 
 
 def _shapes_of(layers):
@@ -176,3 +176,21 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
     options = SolverOptions(rtol=rtol, atol=atol, max_steps=int(max_steps), first_step=first_step,
                             dense=bool(dense))
     return PreparedFlow(shapes, problem, solver, options, t_eval, method, concrete)
+
+
+def warm():
+    """Load (or compile, the first time) the kernels of a small linear run: a sweep's worker warm-up.
+
+    ``[sweep] warmup = "linearnets.sim.prepared:warm"`` in a spec runs it once per
+    worker, so the first point of each worker does not pay for loading the
+    compiled kernels.
+    """
+    from ..data import scalar_teacher
+    from .network import init_network
+    from .flow import gradient_flow
+
+    X, y, _ = scalar_teacher(8, 3, 1.0, seed=0)
+    w = init_network((3, 4, 1), 0.3, seed=0)
+    t = np.array([0.5, 1.0])
+    gradient_flow(w, X, y, t, record=("ntk",))
+    prepare_flow(X, y, (3, 4, 1), t).run(w)

@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import os
+import sys
 from typing import Any
 
 __all__ = ["SpecError", "Axis", "SweepSpec", "make_axis", "load_spec", "canonical",
@@ -360,11 +361,13 @@ def load_spec(path, full=False):
 
     The file has ``[sweep]`` (``name``, ``function = "module:callable"``,
     ``version``, ``store`` relative to the spec file, optional ``entropy``,
+    ``description``,
     ``warmup = "module:callable"`` run once per worker, ``plot =
     "module:callable"``), ``[grid]`` (the axes, see :func:`make_axis`) and
     ``[fixed]`` (constants). An optional ``[full]`` table holds ``grid``,
     ``fixed`` and ``store`` overrides used with ``full=True`` (the paper-sized
-    run).
+    run). The spec's folder is put on ``sys.path``, so the function may live
+    in a module beside the spec.
 
     Parameters
     ----------
@@ -406,6 +409,10 @@ def load_spec(path, full=False):
         store = fu.get("store", store)
     base = os.path.dirname(os.path.abspath(path))
     store = store if os.path.isabs(store) else os.path.join(base, store)
+    # a spec's own modules (function, plot) may sit next to it: importable here and in local
+    # workers, which inherit this path; Dask workers need them installed or on their PYTHONPATH
+    if base not in sys.path:
+        sys.path.insert(0, base)
     for k in ("warmup", "plot"):
         if k in sw:
             resolve_function(sw[k])
