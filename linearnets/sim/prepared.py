@@ -60,6 +60,8 @@ class PreparedFlow:
         self._e2e, self._e2e_many = _end_to_end_of(problem, backend)
         C, D = problem.Syx.shape
         self._CD = (C, D)
+        self._skip = int(t_eval[0] > 0)
+        self._t_solve = np.concatenate(([0.0], t_eval)) if self._skip else t_eval
 
     def run(self, weights0):
         """Integrate from ``weights0`` (the state at t = 0) over the prepared output times.
@@ -86,22 +88,25 @@ class PreparedFlow:
             if not np.isfinite(w).all():
                 raise ValueError(f"weights0[{i}] has non-finite entries")
         T = self.t_eval.size
+        skip = self._skip
         C, D = self._CD
-        e2e = np.full((T, C, D), np.nan)
+        # solver outputs: t = 0 first where t_eval starts later (the weights are the state at t = 0)
+        e2e_all = np.full((T + skip, C, D), np.nan)
         end_to_end, end_to_end_many = self._e2e, self._e2e_many
 
         def observe(k, y):
-            end_to_end(y, e2e[k])
+            end_to_end(y, e2e_all[k])
 
         def observe_many(k, states):
-            end_to_end_many(states, e2e[k:k + states.shape[0]])
+            end_to_end_many(states, e2e_all[k:k + states.shape[0]])
 
         observe.many = observe_many
         y0 = _rhs.pack(ws)
         with np.errstate(over="ignore", invalid="ignore"):
-            raw = self._solver(self.problem, y0, self.t_eval, self._options, observe)
+            raw = self._solver(self.problem, y0, self._t_solve, self._options, observe)
+            e2e = e2e_all[skip:]
             loss = np.full(T, np.nan)
-            n = raw.n_done
+            n = max(raw.n_done - skip, 0)
             loss[:n] = _rhs.loss_from_end_to_end(e2e[:n], self.problem)
         final = tuple(np.array(w, copy=True) for w in _rhs.unpack(_backend.to_numpy(raw.y_last), shapes))
         return Trajectory(
