@@ -116,3 +116,16 @@ from ._compare_ext import (
 from .theory.lazy import lazy_prediction
 from .theory.balanced import init_lambda_balanced, lambda_balanced_flow, lambda_balanced_ntk
 from .theory.single_neuron import single_neuron_delta, single_neuron_implicit_bias, single_neuron_nu
+
+# --- simulation: the general simulator (models and stepping methods apart) ------------
+from .sim.models import Model, ModelOptions, model_names, register_model
+
+# --- simulation: named parameterisations (standard, NTK, mean field, Zhou et al., Geiger et al.) ---
+from .sim.parameterisations import (
+    Parameterised,
+    activation_normalisation,
+    geiger_parameterisation,
+    init_parameterised,
+    zhou_normalised,
+    zhou_parameterisation,
+)

@@ -101,6 +101,24 @@ class Trajectory:
     ntk_alignment : ndarray, shape (T,), or None
         Kernel-target alignment ``y^T K y / (|K|_F |y|^2)`` with the probe targets
         (outputs flattened sample-major for C > 1); None without targets.
+    biases : tuple of ndarray (N_l,), or None
+        Final trained hidden biases ``(b_1, ..., b_{L-1})`` (``biases=`` given).
+    biases_t : tuple of ndarray (T, N_l), or None
+        Recorded with ``record=("weights",)`` when the network has biases.
+    outputs : ndarray, shape (T, Q, C), or None
+        ``F`` on the probe inputs (on the training inputs without a probe), recorded with
+        ``record=("outputs",)``.
+    t_stop : float or None
+        Where the stop rule (``stop=``) fired; the outputs from then on are the stopped
+        state.  None if it did not fire (or no rule was given).
+    kinks, sliding_time, fallback_steps : int, float, int
+        Piecewise-smooth (ReLU-type) networks: switches of training pre-activations
+        crossed by accepted steps, the time covered by runs of consecutive crossing
+        steps (chattering along a kink: sliding), and the steps taken there by the
+        low-order pair (``linearnets.sim.methods.base``).  0 for smooth networks.
+    weights0, biases0 : tuple of ndarray, or None
+        The parameters at t = 0 (for regime diagnostics such as the relative change
+        per layer); set on the paths that take network options.
     """
 
     t: np.ndarray
@@ -126,14 +144,24 @@ class Trajectory:
     ntk_norm: Optional[np.ndarray] = None
     ntk_alignment: Optional[np.ndarray] = None
     dense: bool = False
+    biases: Optional[tuple] = None
+    biases_t: Optional[tuple] = None
+    outputs: Optional[np.ndarray] = None
+    t_stop: Optional[float] = None
+    kinks: int = 0
+    sliding_time: float = 0.0
+    fallback_steps: int = 0
+    weights0: Optional[tuple] = None
+    biases0: Optional[tuple] = None
 
     def __post_init__(self):
         for name in ("t", "loss", "end_to_end", "modes", "mode_s", "mode_u", "mode_v",
-                     "conservation", "ntk", "ntk_norm", "ntk_alignment"):
+                     "conservation", "ntk", "ntk_norm", "ntk_alignment", "outputs"):
             a = getattr(self, name)
             if a is not None:
                 a.setflags(write=False)
-        for group in (self.weights, self.weights_t):
+        for group in (self.weights, self.weights_t, self.biases, self.biases_t, self.weights0,
+                      self.biases0):
             for a in group or ():
                 a.setflags(write=False)
 
@@ -285,7 +313,9 @@ def _check_max_steps(max_steps):
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
                   method="DOP853", record=(), probe=None, max_steps=DEFAULT_MAX_STEPS,
-                  first_step=None, dense=False):
+                  first_step=None, dense=False, activation="linear", biases=None,
+                  multipliers=None, alpha=1.0, centered=False, loss="mse", lr_scales=None,
+                  stop=None, kink_rtol=None):
     """Integrate gradient flow of a deep linear network on the squared loss.
 
     Solves ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` from
@@ -342,6 +372,44 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         rtol 1e-5: rises of 7e-10 of the initial loss on a plateau).  Other
         methods raise ``ValueError`` (DOP853's order-7 extension misses a saddle
         escape by thousands of ``rtol``: ``benchmarks/study_dense_output.py``).
+    activation : str or tuple
+        ``"linear"`` (default), ``"relu"``, ``"leaky_relu"`` (slope 0.01, or
+        ``("leaky_relu", a)``), ``"softplus"`` (beta 1, or ``("softplus", beta)``),
+        ``"tanh"``: the network ``h_l = phi(m_l W_l h_{l-1} + b_l)``,
+        ``f = m_L W_L h_{L-1}`` (docs/conventions.md, "Beyond linear networks"; model in
+        ``linearnets.sim.models.mlp``).
+    biases : list of ndarray (N_l,), optional
+        ``[b_1, ..., b_{L-1}]``: trained hidden biases at t = 0.
+    multipliers : sequence of L floats > 0, optional
+        Forward multipliers ``m_l`` (all 1 by default).
+    alpha : float > 0
+        Output scale: ``F = alpha f``.
+    centered : bool
+        ``F = alpha (f - f_0)``, ``f_0`` the network at t = 0 (fixed).
+    loss : str or tuple
+        ``"mse"`` or ``"soft_hinge"`` (``beta_h = 20``, or ``("soft_hinge", beta_h)``; C = 1,
+        labels +-1); the loss is ``(1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)``.
+    lr_scales : sequence of L floats > 0, optional
+        Layer l (``W_l`` and ``b_l``) moves with ``eta * lr_scales[l-1]``.
+    stop : None, "margin" or ("loss", value)
+        Stop once every margin ``y F >= 1`` (soft hinge, where Geiger et al. stop) or once
+        the loss reaches ``value``; the time is located inside the step
+        (``Trajectory.t_stop``) and later outputs equal the stopped state.
+    kink_rtol : float, optional
+        Tolerance of the low-order pair at kinks of ReLU-type networks (default
+        ``max(rtol, 1e-4)``).  Accuracy on such a piecewise-smooth flow: ``rtol`` per step
+        away from kinks, ``kink_rtol`` on steps across them and while the flow slides
+        along one (``linearnets.sim.methods.base``).
+
+    A linear network with the squared loss, with or without ``alpha``, ``multipliers``,
+    ``centered``, ``lr_scales``, stays on the sufficient-statistics loops (targets
+    ``Y / (alpha M) (+ X W_0^T)``, rates ``eta M^2 lr_scales``, ``M = prod m_l``:
+    ``linearnets.sim.models.linear``); other networks (and stop rules) run on raw
+    samples through ``linearnets.sim.general``, where ``method`` is one of
+    ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``, ``"BS32"``, ``"HE21"`` (``"auto"``: DOP853),
+    ``backend="cupy"`` runs the numpy reference on CuPy arrays, and ``"numba"`` the
+    numpy reference.  ``end_to_end`` and ``"modes"`` exist only for linear activations
+    without biases (``end_to_end`` None otherwise, ``"modes"`` a ``ValueError``).
 
     Returns
     -------
@@ -363,7 +431,18 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     >>> bool(traj.success and traj.loss[-1] < 1e-10)
     True
     """
+    from . import general
+    if general.needs_general(activation, biases, multipliers, alpha, centered, loss, stop,
+                             record) or kink_rtol is not None:
+        return general.gradient_flow(
+            weights, X, Y, t_eval, eta, rtol, atol, backend, method=method, record=record,
+            probe=probe, max_steps=max_steps, first_step=first_step, dense=dense,
+            activation=activation, biases=biases, multipliers=multipliers, alpha=alpha,
+            centered=centered, loss=loss, lr_scales=lr_scales, stop=stop, kink_rtol=kink_rtol)
     ws = check_weights(weights)
+    if lr_scales is not None:
+        from .models import parse_options
+        lr_scales = parse_options(len(ws), lr_scales=lr_scales).lr_scales
     X = check_matrix(X, "X")
     Y = as_float_array(Y, "Y", ndim=(1, 2))
     Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
@@ -400,7 +479,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         Xp, Yp = _check_probe(probe if probe is not None else (X, Y), D, C)
         rec = rec | {"ntk"}
 
-    problem = _rhs.make_problem(shapes, X, Y, eta)
+    problem = _rhs.make_problem(shapes, X, Y, eta, lr_scale=lr_scales)
     concrete = _backend.resolve_backend(backend, problem.max_width, available)
     solver = get_solver(method, concrete)
     options = SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,

@@ -44,8 +44,17 @@ def _ntk(ws, X1, X2):
     return K[:, :, 0, 0].copy() if K.shape[2] == 1 else K
 
 
-def empirical_ntk(weights, X1, X2):
-    """Empirical NTK ``K_ij(x, x') = sum_l <df_i(x)/dW_l, df_j(x')/dW_l>_F``.
+def empirical_ntk(weights, X1, X2, *, activation="linear", biases=None, multipliers=None,
+                  alpha=1.0):
+    """Empirical NTK ``K_ij(x, x') = sum_theta dF_i(x)/dtheta dF_j(x')/dtheta``.
+
+    For the default linear network ``sum_l <df_i(x)/dW_l, df_j(x')/dW_l>_F`` from partial
+    products; with the network keywords (DESIGN.md, "Beyond linear networks") the NTK of
+    ``F = alpha f`` over all trained parameters (weights and biases), analytic from the
+    backpropagated vectors ``delta_l = df/dz_l``:
+    ``K = alpha^2 [m_L^2 h_{L-1}.h'_{L-1} I + sum_{l<L} (delta_l delta'_l^T)(m_l^2
+    h_{l-1}.h'_{l-1} + 1_bias)]`` (``linearnets.sim.models.mlp``).  Centering does not
+    change the NTK (``f_0`` is fixed).
 
     Parameters
     ----------
@@ -53,6 +62,12 @@ def empirical_ntk(weights, X1, X2):
         ``[W_1, ..., W_L]``, ``W_l`` of shape (N_l, N_{l-1}).
     X1 : array_like, shape (P1, D)
     X2 : array_like, shape (P2, D)
+    activation : str or tuple
+        As for ``gradient_flow``.
+    biases : list of ndarray (N_l,), optional
+        ``[b_1, ..., b_{L-1}]``.
+    multipliers : sequence of L floats > 0, optional
+    alpha : float > 0
 
     Returns
     -------
@@ -74,4 +89,14 @@ def empirical_ntk(weights, X1, X2):
     for X, nm in ((X1, "X1"), (X2, "X2")):
         if X.shape[1] != D:
             raise ValueError(f"{nm} has {X.shape[1]} columns but the network expects D={D}")
-    return _ntk(ws, X1, X2)
+    if (isinstance(activation, str) and activation == "linear" and biases is None
+            and multipliers is None and not isinstance(alpha, bool) and alpha == 1.0):
+        return _ntk(ws, X1, X2)
+    from .models import parse_options
+    from .models.mlp import MLP, check_biases
+
+    options = parse_options(len(ws), activation=activation, multipliers=multipliers,
+                            alpha=alpha)
+    bs = check_biases(biases, tuple(w.shape for w in ws))
+    net = MLP(ws, bs, options)
+    return net.ntk(net.y0, X1, X2)

@@ -201,6 +201,13 @@ class Result:
     fallback_steps: int = 0
 
 
+def _kink_factor(err, after_rejection):
+    """Step factor after a step across a kink: its error is ``O(h |jump|)``, first order in
+    ``h`` whatever the method's order, so the factor is ``SAFETY / err``."""
+    fac = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, max(MIN_FACTOR, SAFETY / err))
+    return min(1.0, fac) if after_rejection else fac
+
+
 def _locate_stop(stepper, t, y, f, h, g0, stop):
     """Illinois regula falsi on ``theta`` in [0, 1] for ``stop(y(t + theta h)) = 0``, ``y(.)``
     the stepper's own step from ``(t, y)``: ``(theta, y_theta, nfev)`` with
@@ -379,7 +386,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             if active is low and calm >= CALM_STEPS:
                 active = main
             kink_rejections = 0
-            h = step * active.factor(err, rejected)
+            h = step * (_kink_factor(err, rejected) if crossed and active is low
+                        else active.factor(err, rejected))
             rejected = False
             while k < T and t_eval[k] <= t:
                 observe(k, y)
@@ -392,6 +400,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
                     active = low
                     kink_rejections = 0
                     calm = 0
-            h = step * active.factor(err, True)
+            h = step * (_kink_factor(err, True) if crossed and active is low
+                        else active.factor(err, True))
             rejected = True
     return done(FlowStatus.SUCCESS)
