@@ -268,6 +268,10 @@ _PLOTTERS = {
 
 def plot(res):
     """Figure for a :class:`~linearnets.compare.Comparison`, dispatched on its ``kind``."""
+    if getattr(res, "exception", ""):
+        raise ValueError(f"{res.name} raised ({res.exception}); an ERROR row has no figure")
+    if res.kind not in _PLOTTERS:
+        raise ValueError(f"no figure for kind {res.kind!r}; known: {', '.join(_PLOTTERS)}")
     fig = _PLOTTERS[res.kind](res)
     _title(fig, res)
     return fig

@@ -45,6 +45,8 @@ def test_register_names_rows_after_their_check(monkeypatch):
     assert [r.name for r in rows] == ["dummy_one", "dummy_two.a", "dummy_two.b", "dummy_err"]
     assert [r.status for r in rows] == ["PASS", "PASS", "FAIL", "ERROR"]
     assert rows[-1].exception.startswith("ZeroDivisionError") and not rows[-1].passed
+    with pytest.raises(ValueError, match="no figure"):
+        rows[-1].plot()
     with pytest.raises(ValueError, match="already registered"):
         compare._register("dummy_one", "again")(lambda **kw: None)
     with pytest.raises(ValueError, match="identifier"):
