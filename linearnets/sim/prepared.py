@@ -117,8 +117,16 @@ class PreparedFlow:
             conservation=None, ntk=None, ntk_norm=None, ntk_alignment=None, dense=bool(self._options.dense))
 
 
+def _default_method():
+    """``gradient_flow``'s own default method, so that both paths integrate alike."""
+    import inspect
+
+    from .flow import gradient_flow
+    return inspect.signature(gradient_flow).parameters["method"].default
+
+
 def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
-                 method="DOP853", max_steps=DEFAULT_MAX_STEPS, first_step=None, dense=False, lr_scales=None):
+                 method=None, max_steps=DEFAULT_MAX_STEPS, first_step=None, dense=False, lr_scales=None):
     """Validate and summarise the data once, for many gradient-flow runs of one linear architecture.
 
     The flow is that of :func:`linearnets.gradient_flow`,
@@ -135,7 +143,7 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
     t_eval : array_like, shape (T,)
         Output times since initialisation (strictly increasing, >= 0).
     eta, rtol, atol, backend, method, max_steps, first_step, dense, lr_scales
-        As for :func:`linearnets.gradient_flow`.
+        As for :func:`linearnets.gradient_flow` (``method=None``: its default).
 
     Returns
     -------
@@ -143,6 +151,8 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
         ``prepared.run(weights0)`` returns the :class:`Trajectory` that
         ``gradient_flow(weights0, X, Y, t_eval, ...)`` returns.
     """
+    if method is None:
+        method = _default_method()
     shapes = _shapes_of(layers)
     X = check_matrix(X, "X")
     Y = as_float_array(Y, "Y", ndim=(1, 2))
