@@ -188,7 +188,7 @@ def test_pool_worker_sigkill_resubmits(tmp_path):
     store = str(tmp_path / "s.sqlite")
     xs = [float(i) for i in range(12)]
     df = ln.sweep(f"{TOY}:die_once", {"x": xs}, {"marker": marker, "kill_at": 3.0, "log": log, "sleep": 0.02},
-                  store=store, jobs=2, progress=False)
+                  store=store, jobs=1, progress=False)
     assert os.path.exists(marker)  # the kill happened
     assert (df["status"] == "done").all(), df["error"].tolist()
     assert np.array_equal(df["y"].to_numpy(), np.array(xs) ** 3)

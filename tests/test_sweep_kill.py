@@ -46,14 +46,14 @@ def test_driver_sigkill_then_resume(tmp_path):
             [grid]
             x = {{range = [0, {n}]}}
             [fixed]
-            sleep = 0.1
+            sleep = 0.05
             """) + f'log = "{log}"\n')
 
     # the log path is a fixed parameter, so both runs must use the same one for the keys to agree:
     # one log file, and the resume's calls are those appended after the kill
     write_spec(log1)
     store = str(tmp_path / "kill.sqlite")
-    proc = subprocess.Popen([sys.executable, "-m", "linearnets", "sweep", "run", str(spec), "--jobs", "2",
+    proc = subprocess.Popen([sys.executable, "-m", "linearnets", "sweep", "run", str(spec), "--jobs", "1",
                              "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
@@ -71,7 +71,7 @@ def test_driver_sigkill_then_resume(tmp_path):
     calls_before = len(_logged_x(log1))
     assert 8 <= len(stored) < n
     assert os.path.exists(store + ".lock")  # left behind by the killed driver: stale, by its pid
-    r = subprocess.run([sys.executable, "-m", "linearnets", "sweep", "run", str(spec), "--jobs", "2",
+    r = subprocess.run([sys.executable, "-m", "linearnets", "sweep", "run", str(spec), "--jobs", "1",
                         "--no-progress"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert f"{n}/{n} done" in r.stdout
