@@ -22,7 +22,9 @@ ROOT = README.parent
 
 
 def test_docs_python_blocks_run():
-    for page in sorted((ROOT / "docs").glob("*.md")):
+    """The runnable examples of the reference pages (other pages may show sketches)."""
+    for name in ("conventions.md", "first_run.md", "methods.md", "benchmarks.md"):
+        page = ROOT / "docs" / name
         for block in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S):
             exec(compile(block, str(page), "exec"), {"__name__": "docs"})
 

@@ -49,7 +49,7 @@ def empirical_ntk(weights, X1, X2, *, activation="linear", biases=None, multipli
     """Empirical NTK ``K_ij(x, x') = sum_theta dF_i(x)/dtheta dF_j(x')/dtheta``.
 
     For the default linear network ``sum_l <df_i(x)/dW_l, df_j(x')/dW_l>_F`` from partial
-    products; with the network keywords (DESIGN.md, "Beyond linear networks") the NTK of
+    products; with the network keywords (docs/conventions.md, "Beyond linear networks") the NTK of
     ``F = alpha f`` over all trained parameters (weights and biases), analytic from the
     backpropagated vectors ``delta_l = df/dz_l``:
     ``K = alpha^2 [m_L^2 h_{L-1}.h'_{L-1} I + sum_{l<L} (delta_l delta'_l^T)(m_l^2
