@@ -41,7 +41,7 @@ from .sim.ntk import empirical_ntk
 
 # --- simulation: networks, trajectories, data helpers, backends (extensions) ------
 from .sim.network import end_to_end, forward, init_balanced
-from .sim.flow import FlowStatus, Trajectory
+from .sim.flow import FlowError, FlowStatus, FlowWarning, Trajectory
 from .data import (
     partially_whitened,
     scalar_teacher,
@@ -129,3 +129,4 @@ from .sim.parameterisations import (
     zhou_normalised,
     zhou_parameterisation,
 )
+from .theory.diagonal import diagonal_implicit_bias, diagonal_potential, diagonal_q

@@ -1,0 +1,197 @@
+r"""The diagonal linear network β = w₊² − w₋², as a model of the general simulator.
+
+f(x) = βᵀx with β = w₊ ⊙ w₊ − w₋ ⊙ w₋ (Woodworth et al. 2020, "Kernel and rich regimes
+in overparametrized models"), trained on L = (1/2P)‖y − Xβ‖² (one output) by
+dθ/dt = −η·lr_scale·∂L/∂θ:
+
+    dw₊/dt = +2η₊ w₊ ⊙ g,   dw₋/dt = −2η₋ w₋ ⊙ g,   g = Xᵀ(y − Xβ)/P = Σxy − Σxx β,
+
+(η± = η·lr_scales[0 or 1]) on the sufficient statistics Σxx (D × D) and Σxy (D,),
+computed once.  The NTK of f is K(x, x′) = 4 Σ_i (w₊i² + w₋i²) x_i x′_i (no 1/P).  The
+state is [w₊, w₋]; ``weights`` for this model are the two vectors (D,) each.
+
+:func:`diagonal_flow` integrates it with a stepper of :mod:`linearnets.sim.methods`
+from w₊(0) = w₋(0) = α (Woodworth's initialisation, β(0) = 0) or from given vectors.
+Nothing here uses :mod:`linearnets.theory`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..._validation import as_float_array, check_matrix, check_positive
+from .base import Layout, Model, parse_options, register_model
+
+__all__ = ["DiagonalNet", "diagonal_flow", "DiagonalTrajectory"]
+
+
+class DiagonalNet(Model):
+    """w₊, w₋ (D,) each; F(x) = (w₊² − w₋²)ᵀx; the squared loss (module docstring)."""
+
+    name = "diagonal"
+    linear = True
+    smooth = True
+
+    def __init__(self, weights, biases, options, xp=np):
+        if biases is not None:
+            raise ValueError("biases: the 'diagonal' model has no biases")
+        if len(weights) != 2:
+            raise ValueError(f"weights: the 'diagonal' model takes [w_plus, w_minus], got {len(weights)} arrays")
+        wp = as_float_array(weights[0], "w_plus", ndim=1)
+        wm = as_float_array(weights[1], "w_minus", ndim=1)
+        if wp.shape != wm.shape:
+            raise ValueError(f"w_plus {wp.shape} and w_minus {wm.shape} must have the same shape")
+        if (options.activation != "linear" or options.loss != "mse" or options.alpha != 1.0
+                or options.centered or np.any(options.multipliers != 1.0)):
+            raise ValueError("the 'diagonal' model takes only eta and lr_scales (activation='linear', "
+                             "loss='mse', alpha=1, centered=False, no multipliers)")
+        self.xp = np
+        self.options = options
+        self.D = wp.size
+        self.layout = Layout([(self.D,), (self.D,)], ["w_plus", "w_minus"])
+        self.y0 = self.layout.pack([wp, wm])
+        self.rates = 2.0 * options.eta * np.asarray(options.lr_scales, dtype=np.float64)
+
+    def weights_of(self, y):
+        return self.layout.unpack(y)
+
+    def beta(self, y):
+        wp, wm = self.layout.unpack(y)
+        return wp * wp - wm * wm
+
+    def prepare(self, X, Y):
+        X = check_matrix(X, "X")
+        Y = as_float_array(Y, "Y", ndim=(1, 2)).reshape(len(X), -1)
+        if Y.shape[1] != 1:
+            raise ValueError(f"Y: the 'diagonal' model has one output, got {Y.shape[1]}")
+        if X.shape[1] != self.D:
+            raise ValueError(f"X must have {self.D} columns, got {X.shape[1]}")
+        P = X.shape[0]
+        self.Sxx = X.T @ X / P
+        self.Sxy = X.T @ Y[:, 0] / P
+        self._X, self._y = X, Y[:, 0].copy()     # the loss from the residual itself (no cancellation)
+        return self
+
+    def rhs(self, y, out=None):
+        wp, wm = self.layout.unpack(y)
+        g = self.Sxy - self.Sxx @ (wp * wp - wm * wm)
+        if out is None:
+            out = np.empty_like(y)
+        dp, dm = self.layout.unpack(out)
+        np.multiply(self.rates[0] * wp, g, out=dp)
+        np.multiply(-self.rates[1] * wm, g, out=dm)
+        return out
+
+    def loss(self, y):
+        r = self._y - self._X @ self.beta(y)
+        return 0.5 * float(r @ r) / len(r)
+
+    def end_to_end(self, y):
+        return self.beta(y)[None, :]
+
+    def outputs(self, y, Xp):
+        return np.asarray(Xp, dtype=np.float64) @ self.beta(y)[:, None]
+
+    def ntk(self, y, X1, X2):
+        wp, wm = self.layout.unpack(y)
+        return 4.0 * (np.asarray(X1) * (wp * wp + wm * wm)) @ np.asarray(X2).T
+
+
+register_model("diagonal", DiagonalNet)
+
+
+@dataclass(frozen=True)
+class DiagonalTrajectory:
+    """Result of :func:`diagonal_flow`.
+
+    Attributes
+    ----------
+    t : (T,) ndarray
+    beta : (T, D) ndarray
+        β(t) = w₊² − w₋².
+    loss : (T,) ndarray
+    w_plus, w_minus : (D,) ndarray
+        The final weights.
+    nfev : int
+    success : bool
+    message : str
+    """
+
+    t: np.ndarray
+    beta: np.ndarray
+    loss: np.ndarray
+    w_plus: np.ndarray
+    w_minus: np.ndarray
+    nfev: int
+    success: bool
+    message: str
+
+
+def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, atol=1e-14,
+                  method="DOP853", lr_scales=None, max_steps=1_000_000, stop_loss=None):
+    r"""Gradient flow of the diagonal linear network β = w₊² − w₋² on (1/2P)‖y − Xβ‖².
+
+    Parameters
+    ----------
+    X : (P, D) array_like
+    y : (P,) array_like
+    t_eval : (T,) array_like
+        Strictly increasing times since initialisation, ≥ 0.
+    alpha : float > 0, optional
+        Woodworth's initialisation w₊(0) = w₋(0) = α·1 (β(0) = 0).
+    weights : [w_plus (D,), w_minus (D,)], optional
+        Explicit initial weights instead of ``alpha`` (exactly one of the two).
+    eta : float > 0
+    rtol, atol : float
+        Local error tolerances of the stepper.
+    method : str
+        A stepper of :mod:`linearnets.sim.methods` (``"DOP853"``, ``"RK45"``, ...).
+    lr_scales : (2,) floats > 0, optional
+        Rates of w₊ and w₋ relative to eta.
+    max_steps : int
+    stop_loss : float > 0, optional
+        Stop where the loss first falls to this value (located inside the step); every
+        later output time gets that state (converged runs need no horizon guess).
+
+    Returns
+    -------
+    DiagonalTrajectory
+    """
+    from ..methods import STEPPERS, StepperOptions, integrate
+    X = check_matrix(X, "X")
+    P, D = X.shape
+    y = as_float_array(y, "y", ndim=1)
+    if y.shape != (P,):
+        raise ValueError(f"y must have shape ({P},), got {y.shape}")
+    if (alpha is None) == (weights is None):
+        raise ValueError("give exactly one of alpha and weights")
+    if alpha is not None:
+        a = float(check_positive(alpha, "alpha", ndim=0))
+        weights = [np.full(D, a), np.full(D, a)]
+    t_eval = as_float_array(t_eval, "t_eval", ndim=1)
+    if t_eval.size == 0 or t_eval[0] < 0 or np.any(np.diff(t_eval) <= 0):
+        raise ValueError("t_eval must be strictly increasing with every entry >= 0")
+    if method not in STEPPERS:
+        raise ValueError(f"method must be one of {tuple(STEPPERS)}, got {method!r}")
+    options = parse_options(2, eta=float(check_positive(eta, "eta", ndim=0)), lr_scales=lr_scales)
+    net = DiagonalNet(weights, None, options).prepare(X, y)
+    T = t_eval.size
+    beta = np.full((T, D), np.nan)
+    loss = np.full(T, np.nan)
+
+    def observe(k, state):
+        beta[k] = net.beta(state)
+        loss[k] = net.loss(state)
+
+    opts = StepperOptions(rtol=float(check_positive(rtol, "rtol", ndim=0)),
+                          atol=float(check_positive(atol, "atol", ndim=0)), max_steps=int(max_steps))
+    stop = None
+    if stop_loss is not None:
+        level = float(check_positive(stop_loss, "stop_loss", ndim=0))
+        stop = lambda s: net.loss(s) - level  # noqa: E731
+    with np.errstate(over="ignore", invalid="ignore"):
+        raw = integrate(lambda t, s: net.rhs(s), net.y0, t_eval, STEPPERS[method], opts, observe, stop=stop)
+    wp, wm = (np.array(v, copy=True) for v in net.layout.unpack(np.asarray(raw.y_last)))
+    return DiagonalTrajectory(t=t_eval.copy(), beta=beta, loss=loss, w_plus=wp, w_minus=wm,
+                              nfev=int(raw.nfev), success=bool(raw.status.success), message=str(raw.message))
