@@ -66,6 +66,7 @@ from linearnets import backend as B  # noqa: E402
 from linearnets.data import scalar_teacher, teacher_task  # noqa: E402
 from linearnets.sim import _explicit, _rhs, _stiff  # noqa: E402
 from linearnets.sim._solvers import backends_for  # noqa: E402
+from linearnets.sim.flow import DEFAULT_METHOD  # noqa: E402
 
 #: Relative accuracy of the end-to-end map at t_end that a run must reach.
 TARGET = 1e-4
@@ -460,6 +461,24 @@ def bench(name, quick, rate):
                 return tr.end_to_end[-1], tr.nfev, tr.nrejected
             res, ok = scan(run, Wref, rtols)
             report(f"gradient_flow {m}", b, res, ok)
+    # the defaults, as most calls run: method and backend left out, rtol scanned as above,
+    # and the call with nothing but the data (rtol 1e-8, atol 1e-12)
+    ln.gradient_flow(ws, X, Y, [0.0, 1e-3])  # compile (or load the cache) outside the timing
+
+    def run(rtol):
+        tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * ATOL_RATIO)
+        return tr.end_to_end[-1], tr.nfev, tr.nrejected
+    default_backend = ln.gradient_flow(ws, X, Y, [0.0, 1e-3]).backend
+    res, ok = scan(run, Wref, rtols)
+    report(f"default ({DEFAULT_METHOD})", default_backend, res, ok)
+
+    def as_called():
+        tr = ln.gradient_flow(ws, X, Y, [0.0, t_end])
+        return tr.end_to_end[-1], tr.nfev, tr.nrejected
+    W, nfev, nrej = as_called()
+    dt = time_call(as_called, 0.3)
+    err = rel_err(W, Wref)
+    report(f"default, default rtol", default_backend, (1e-8, dt, nfev, err, nrej), err <= TARGET)
     fixed_cost(ws, X, Y, t_end, rows_out)
 
     # the same RK45 without the stability cap (the plain step-size controller)
@@ -523,6 +542,22 @@ def bench(name, quick, rate):
                    default=np.nan)
         print(f"  {label}: lr = {lr:.3g} ({how}), {steps} steps x {per * 1e3:.3g} ms = "
               f"{total:.4g} s; best gradient_flow is {total / best:.0f}x faster")
+    summary(rows_out)
+
+
+def summary(rows_out):
+    """Print the best gradient_flow row beside the default one, both against scipy's RK45."""
+    rk45 = rows_out[0][2][1]
+    flows = [r for r in rows_out if r[0].startswith("gradient_flow") and r[3]]
+    default = [r for r in rows_out if r[0].startswith("default (") and r[3]]
+    if not flows or not default:
+        return
+    best = min(flows, key=lambda r: r[2][1])
+    d = default[0]
+    print(f"  best:    {best[0][len('gradient_flow '):]} on {best[1]}, {best[2][1]:.4g} s "
+          f"({rk45 / best[2][1]:.2f}x scipy RK45)\n"
+          f"  default: {d[0]} on {d[1]}, {d[2][1]:.4g} s ({rk45 / d[2][1]:.2f}x scipy RK45, "
+          f"{d[2][1] / best[2][1]:.2f}x the best time)")
 
 
 def main(argv=None):

@@ -61,7 +61,8 @@ MIN_SLOPE_TOL = 0.25
 # helpers
 # =============================================================================
 def _flow(weights, X, Y, t, eta, backend, record=None, probe=None):
-    kw = dict(eta=eta, rtol=RTOL, atol=ATOL, backend=backend)
+    # a failure raises FlowError (a RuntimeError, "gradient flow failed: ..."), not a warning
+    kw = dict(eta=eta, rtol=RTOL, atol=ATOL, backend=backend, raise_on_failure=True)
     if record:
         kw["record"] = tuple(record)
     if probe is not None:

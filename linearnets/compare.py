@@ -205,7 +205,8 @@ def _data():
 
 
 def _flow(weights, X, Y, t, eta, backend, record=None, method=None):
-    kw = dict(eta=eta, rtol=RTOL, atol=ATOL, backend=backend)
+    # a failure raises FlowError (a RuntimeError, "gradient flow failed: ..."), not a warning
+    kw = dict(eta=eta, rtol=RTOL, atol=ATOL, backend=backend, raise_on_failure=True)
     if method is not None:
         kw["method"] = method
     if record:

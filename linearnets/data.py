@@ -182,6 +182,7 @@ def sufficient_statistics(X, Y):
     Parameters
     ----------
     X : array_like, shape (P, D)
+        At least one sample (P >= 1; P = 0 is a ``ValueError`` naming X).
     Y : array_like, shape (P, C) or (P,)
 
     Returns
@@ -197,6 +198,8 @@ def sufficient_statistics(X, Y):
     array([[0.5, 1. ]])
     """
     X = check_matrix(X, "X")
+    if X.shape[0] < 1:
+        raise ValueError("X must hold at least one sample (P >= 1 rows), got P = 0")
     Y = as_float_array(Y, "Y", ndim=(1, 2))
     if Y.ndim == 1:
         Y = Y[:, None]

@@ -17,6 +17,9 @@ from linearnets.sim.network import init_balanced, init_network
 
 from test_flow import saxe
 
+#: Runs that fail on purpose here warn (FlowWarning); the tests read their status.
+pytestmark = pytest.mark.filterwarnings("ignore::linearnets.sim.flow.FlowWarning")
+
 numba_only = pytest.mark.skipif(not B.numba_available(), reason="numba not installed")
 
 THETAS = np.linspace(0.0, 1.0, 11)

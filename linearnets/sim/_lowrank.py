@@ -452,12 +452,14 @@ def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
     k = 1
     while k < t_eval.size:
         t_target, t_out = _explicit.dense_target(t_eval, k, options, tab)
-        code = kern.lowrank_advance(y, y_new, pbuf, BLOCK_ENTRIES, wtmp, th, t_target, t_out,
-                                    stats, int(options.max_steps), tab.A, tab.b, tab.e, e3, use_e3,
-                                    -1.0 / (tab.error_order + 1), float(options.rtol),
-                                    float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
-                                    _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, wd,
-                                    stiff, Sxx, Syx, eta_l, problem.white, ints, bufs)
+        code = _explicit.advance_in_chunks(
+            lambda budget: kern.lowrank_advance(
+                y, y_new, pbuf, BLOCK_ENTRIES, wtmp, th, t_target, t_out, stats, budget, tab.A,
+                tab.b, tab.e, e3, use_e3, -1.0 / (tab.error_order + 1), float(options.rtol),
+                float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
+                _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, wd, stiff, Sxx, Syx, eta_l,
+                problem.white, ints, bufs),
+            stats, options.max_steps, n, s)
         if code == _explicit.PENDING:
             k = _explicit.complete_pending(k, t_eval, th, y, y_new, interpolate, observe,
                                            lambda: kern.fsal(s, C, ints, bufs), interpolate_many)

@@ -391,14 +391,15 @@ def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
     k = 1
     while k < t_eval.size:
         t_target, t_out = _explicit.dense_target(t_eval, k, options, tab)
-        code = kern.ssp_advance(y, y_new, q1, q2, st.at, st.g, th, ref0, t_target, t_out, stats,
-                                int(options.max_steps), ERROR_SLOTS, ERROR_WEIGHTS,
-                                -1.0 / (tab.error_order + 1), float(options.rtol),
-                                float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
-                                _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, stiff,
-                                pbuf, ubuf, vbuf, gram, GRAM_MIN_REL, kern.DGEMM, ibuf, dbuf,
-                                BLOCK_ENTRIES, Sxx, Syx,
-                                eta_l, *lay, WT, SW, tbuf)
+        code = _explicit.advance_in_chunks(
+            lambda budget: kern.ssp_advance(
+                y, y_new, q1, q2, st.at, st.g, th, ref0, t_target, t_out, stats, budget,
+                ERROR_SLOTS, ERROR_WEIGHTS, -1.0 / (tab.error_order + 1), float(options.rtol),
+                float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
+                _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, stiff, pbuf, ubuf, vbuf,
+                gram, GRAM_MIN_REL, kern.DGEMM, ibuf, dbuf, BLOCK_ENTRIES, Sxx, Syx, eta_l, *lay,
+                WT, SW, tbuf),
+            stats, options.max_steps, n, tab.n_stages)
         if code == _explicit.PENDING:
             k = _explicit.complete_pending(k, t_eval, th, y, y_new, interpolate, observe,
                                            st.fsal, interpolate_many)

@@ -52,6 +52,7 @@ class FlowStatus(enum.Enum):
     STEP_UNDERFLOW = (-1, "step size fell below the floating-point resolution of t")
     NONFINITE = (-2, "the right-hand side or the state became non-finite (NaN or inf)")
     MAX_STEPS = (-3, "step budget max_steps exhausted")
+    BREAKDOWN = (-4, "step control broke down")
 
     def __init__(self, code, message):
         self.code = code

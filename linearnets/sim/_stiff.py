@@ -57,7 +57,8 @@ from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
 from ._explicit import (MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET,
                         PREDICTIVE_MIN_ERR, SAFETY, STABILITY_SAFETY, STIFFNESS_MEMORY,
                         _STATUS_BY_CODE,
-                        accept_step, interpolates, observe_step, select_initial_step, solve_numba,
+                        accept_step, advance_in_chunks, interpolates, observe_step,
+                        select_initial_step, solve_numba,
                         stability_cap, step_after_reject, stiffness_estimate)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
@@ -65,6 +66,10 @@ from ._tableaux import DOP853, TABLEAUX
 __all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF_STEPS",
            "SWITCH_BACKOFF", "rosw_run", "rosw_run_compiled", "erk_run", "solve", "cg_solve",
            "solve_auto_numba", "solve_rosw_numba", "CompiledFlow"]
+
+#: Evaluations counted per Rosenbrock step when its compiled loop is run in chunks
+#: (``_explicit.advance_in_chunks``): four stages and a few Krylov products.
+ROSW_CHUNK_EVALS = 16
 
 #: A Krylov solve stops when the residual, in the error norm of the step (units of
 #: ``atol + rtol |y|``), is below this: its effect on the step stays well under tol.
@@ -550,9 +555,13 @@ def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS
     code = 0
     T = t_eval.size
     while k < T:
-        code = sk.rosw_advance(y, f0, U, work, th, counts, float(t_eval[k]), budget, a, c, m, e,
-                               float(tab.gamma), ctl, flow.rhs_args, flow.scratch_args,
-                               flow.jvp_args)
+        # in chunks (_explicit.advance_in_chunks): a step is the stages plus the Krylov
+        # iterations' products, counted here as ROSW_CHUNK_EVALS evaluations
+        code = advance_in_chunks(
+            lambda chunk, t_k=float(t_eval[k]): sk.rosw_advance(
+                y, f0, U, work, th, counts, t_k, chunk, a, c, m, e, float(tab.gamma), ctl,
+                flow.rhs_args, flow.scratch_args, flow.jvp_args),
+            counts, budget, y.size, ROSW_CHUNK_EVALS)
         if code != 0:
             break
         observe(k, y)

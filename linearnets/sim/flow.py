@@ -15,7 +15,12 @@ estimate; run in its two-register low-storage form, ``_lowstorage``) on the
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
+import os
+import sys
+import threading
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -29,8 +34,8 @@ from ._tableaux import TABLEAUX
 from .network import check_weights
 from .ntk import _ntk
 
-__all__ = ["gradient_flow", "Trajectory", "FlowStatus", "RECORDABLE", "DEFAULT_MAX_STEPS",
-           "DENSE_METHODS"]
+__all__ = ["gradient_flow", "Trajectory", "FlowStatus", "FlowWarning", "FlowError",
+           "RECORDABLE", "DEFAULT_MAX_STEPS", "DEFAULT_METHOD", "DENSE_METHODS"]
 
 #: Quantities that ``record=`` can ask for.
 RECORDABLE = ("weights", "modes", "conservation", "ntk")
@@ -41,8 +46,29 @@ DENSE_METHODS = tuple(name for name, tab in TABLEAUX.items() if tab.dense_P is n
 #: Default budget of attempted steps.
 DEFAULT_MAX_STEPS = 1_000_000
 
+#: Default method of :func:`gradient_flow`: ``"auto"`` (DOP853, switching to the L-stable
+#: ROS34PW2 where converged modes hold DOP853's step at its stability limit, and back).
+#: Until that happens it is DOP853 itself (on numba the same compiled loop), so it is never
+#: much slower than DOP853 (``benchmarks/bench_flow.py --quick``: 0.97-1.0x its time on the
+#: small and medium problems), while a run far past convergence ("train to convergence"
+#: with a generous horizon) costs it little: on the 10-20-20-1 network of issue 23 to
+#: t = 1e8 DOP853 spends 12 million evaluations (173 s) and fails, auto finishes in ~1 s.
+DEFAULT_METHOD = "auto"
+
 #: Smallest accepted rtol: below it the error estimate is dominated by rounding.
 MIN_RTOL = 100 * np.finfo(np.float64).eps
+#: rtol must be below this: a local error of the size of the state itself is no control
+#: (DOP853 at rtol 5 recorded a loss of 9.7e18 after starting at 0.448).
+MAX_RTOL = 1.0
+#: atol must be below this: an absolute error of one per weight and step is no control on
+#: networks whose weights are O(1) or smaller (small initialisation).
+MAX_ATOL = 1.0
+#: An output whose loss exceeds the initial loss by more than this factor (and by more than
+#: the rounding of the loss, BREAKDOWN_ROUNDING of its terms) is not a state of gradient flow,
+#: whose loss never increases: the step control has broken down there, and neither it nor
+#: any later state is recorded (``FlowStatus.BREAKDOWN``).
+BREAKDOWN_RISE = 10.0
+BREAKDOWN_ROUNDING = 1e-6
 
 #: A successful explicit run whose stability cap shortened at least this many steps,
 #: and at least CAPPED_HINT_SHARE of them, says so in its message and names the method
@@ -50,6 +76,58 @@ MIN_RTOL = 100 * np.finfo(np.float64).eps
 #: a switch to ROS34PW2 itself waits for 15 capped steps in a row.)
 CAPPED_HINT_STEPS = 1000
 CAPPED_HINT_SHARE = 0.5
+
+
+class FlowWarning(RuntimeWarning):
+    """Issued by :func:`gradient_flow` when a run fails (``Trajectory.success`` False: step
+    budget spent, step-size underflow, non-finite state, step control broken down), unless
+    ``raise_on_failure=True``.  Attributed to the first caller outside ``linearnets``."""
+
+
+class FlowError(RuntimeError):
+    """Raised by ``gradient_flow(..., raise_on_failure=True)`` for a failed run; the
+    :class:`Trajectory` (outputs reached, status, message) is its ``trajectory``."""
+
+    def __init__(self, message, trajectory):
+        super().__init__(message)
+        self.trajectory = trajectory
+
+
+_QUIET = threading.local()
+
+
+@contextlib.contextmanager
+def _reported_once():
+    """Inner :func:`gradient_flow` calls (a model that runs the linear loops) report no
+    failure: the outer call reports the result it returns."""
+    _QUIET.depth = getattr(_QUIET, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _QUIET.depth -= 1
+
+
+def _outside_stacklevel():
+    """The ``stacklevel`` of a warning issued here that names the first frame outside the
+    package (a user's call, not the module of ``linearnets`` that passed it on)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _report_failure(traj, raise_on_failure):
+    """``traj``; a failed run warns (:class:`FlowWarning`) or raises (:class:`FlowError`)."""
+    if traj.success or getattr(_QUIET, "depth", 0) > 0:
+        return traj
+    msg = f"gradient flow failed: {traj.message}"
+    if raise_on_failure:
+        raise FlowError(msg, traj)
+    warnings.warn(f"{msg} (the outputs reached are kept, later ones are NaN; "
+                  f"raise_on_failure=True raises instead)", FlowWarning,
+                  stacklevel=_outside_stacklevel())
+    return traj
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +141,8 @@ class Trajectory:
     Attributes
     ----------
     t : ndarray, shape (T,)
-        The requested output times.
+        The requested output times, since initialisation (the weights passed in are the
+        state at t = 0).
     loss : ndarray, shape (T,)
         ``(1/2P) |Y - X W(t)^T|_F^2``.
     end_to_end : ndarray, shape (T, C, D)
@@ -92,7 +171,7 @@ class Trajectory:
         ``mode_s`` (r,), ``mode_u`` (C, r), ``mode_v`` (D, r) give the singular values
         and vectors.
     conservation : ndarray, shape (T,), or None
-        ``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at t[0])|_F``, zero for the
+        ``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at t = 0)|_F``, zero for the
         exact flow: an accuracy diagnostic (record ``"conservation"``; zeros for L = 1).
     ntk : ndarray, shape (T, Q, Q) or (T, Q, Q, C, C), or None
         Empirical NTK on the probe inputs (``probe=`` or record ``"ntk"``).
@@ -263,13 +342,98 @@ def _probe_ntk_of(problem, backend, Xp):
     return reference
 
 
+class _BreakdownGuard:
+    """Watches the loss at the outputs of a run for a rise no controlled integration of
+    gradient flow makes (:data:`BREAKDOWN_RISE`): the loss, a quadratic form in the
+    end-to-end map, is evaluated from the sufficient statistics (``O(C D^2)`` a map; its
+    cancellation is far below the rise it looks for).  ``broken`` is the first output that
+    rose (None while none has), ``last_y`` a copy of the last state before it."""
+
+    def __init__(self, problem):
+        self.Sxx, self.Syx = problem.Sxx, problem.Syx
+        self.syy = 0.5 * float(np.sum(problem.Y * problem.Y)) / problem.P
+        self.loss0 = None
+        self.loss_bad = None
+        self.broken = None
+        self.last_y = None
+
+    def _losses(self, W):
+        # 1/2 tr(W Sxx W^T) - tr(W Syx^T) + 1/2 tr Syy, and the size of its terms
+        quad = 0.5 * np.einsum("kcd,de,kce->k", W, self.Sxx, W)
+        lin = np.einsum("kcd,cd->k", W, self.Syx)
+        return quad - lin + self.syy, np.abs(quad) + np.abs(lin) + self.syy
+
+    def rose(self, k, W, states):
+        """Check the outputs ``k, k + 1, ...`` with maps ``W`` (m, C, D) and states (m, n)
+        or (n,); True (and ``broken`` set) if one rose."""
+        states = np.asarray(states)
+        states = states[None] if states.ndim == 1 else states
+        loss, size = self._losses(W)
+        if self.loss0 is None:
+            self.loss0 = float(loss[0])
+        with np.errstate(invalid="ignore"):
+            bad = ~((loss - self.loss0 <= max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0))
+                    | (loss - self.loss0 <= BREAKDOWN_ROUNDING * size))
+        if (k == 0 and not bad[1:].any()) or not bad.any():
+            self.last_y = np.array(states[-1], dtype=np.float64, copy=True)
+            return False
+        i = int(np.argmax(bad))
+        if i == 0 and k == 0:
+            i = int(np.argmax(bad[1:])) + 1
+        self.broken = k + i
+        self.loss_bad = float(loss[i])
+        if i > 0:
+            self.last_y = np.array(states[i - 1], dtype=np.float64, copy=True)
+        return True
+
+
 def _check_t_eval(t_eval):
+    """``t_eval`` as a float64 (T,) array: times since initialisation, strictly increasing
+    and ``>= 0`` (a ``ValueError`` naming ``t_eval`` otherwise)."""
     t = as_float_array(t_eval, "t_eval", ndim=(0, 1)).reshape(-1)
     if t.size == 0:
         raise ValueError("t_eval must contain at least one time")
     if t.size > 1 and not np.all(np.diff(t) > 0):
         raise ValueError("t_eval must be strictly increasing")
+    if t[0] < 0:
+        raise ValueError(f"t_eval: times are measured from initialisation (the weights are the "
+                         f"state at t = 0) and must be >= 0, got {t[0]!r}")
     return np.ascontiguousarray(t)
+
+
+def solver_times(t_eval):
+    """``(t_solve, skip)``: the times a solver integrates through for the checked output
+    times ``t_eval`` -- from t = 0, the time of the initial weights, so a leading 0 is
+    prepended where ``t_eval[0] > 0`` -- and how many leading solver outputs (0 or 1) are
+    not outputs of the run."""
+    if t_eval[0] > 0:
+        return np.concatenate(([0.0], t_eval)), 1
+    return t_eval, 0
+
+
+def _check_data(X, Y):
+    """``X`` (P, D) and ``Y`` (P, C) as float64 with P >= 1 (``ValueError`` naming X)."""
+    X = check_matrix(X, "X")
+    if X.shape[0] < 1:
+        raise ValueError("X must hold at least one sample (P >= 1 rows), got P = 0")
+    Y = as_float_array(Y, "Y", ndim=(1, 2))
+    return X, np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
+
+
+def _check_tolerances(rtol, atol):
+    """``(rtol, atol)`` as floats in ``MIN_RTOL <= rtol < MAX_RTOL`` and
+    ``0 < atol < MAX_ATOL`` (a ``ValueError`` naming the argument otherwise)."""
+    rtol = float(check_positive(rtol, "rtol", ndim=0))
+    atol = float(check_positive(atol, "atol", ndim=0))
+    if rtol < MIN_RTOL:
+        raise ValueError(f"rtol must be >= {MIN_RTOL:.3g} (rounding limit), got {rtol!r}")
+    if not rtol < MAX_RTOL:
+        raise ValueError(f"rtol must be < {MAX_RTOL:g}: a relative error of a whole state per "
+                         f"step is no error control, got {rtol!r}")
+    if not atol < MAX_ATOL:
+        raise ValueError(f"atol must be < {MAX_ATOL:g} (an absolute error per weight and "
+                         f"step), got {atol!r}")
+    return rtol, atol
 
 
 def _check_record(record):
@@ -312,42 +476,50 @@ def _check_max_steps(max_steps):
 
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
-                  method="DOP853", record=(), probe=None, max_steps=DEFAULT_MAX_STEPS,
+                  method=DEFAULT_METHOD, record=(), probe=None, max_steps=DEFAULT_MAX_STEPS,
                   first_step=None, dense=False, activation="linear", biases=None,
                   multipliers=None, alpha=1.0, centered=False, loss="mse", lr_scales=None,
-                  stop=None, kink_rtol=None):
+                  stop=None, kink_rtol=None, raise_on_failure=False):
     """Integrate gradient flow of a deep linear network on the squared loss.
 
     Solves ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` from
-    ``weights`` at time ``t_eval[0]`` with an adaptive, error-controlled method,
+    ``weights`` at time t = 0 (time is measured from initialisation, as in every closed
+    form: ``mode_strength(0, ...) = c0``) with an adaptive, error-controlled method,
     stepping exactly onto every output time (or, with ``dense=True``, interpolating
     between steps).
 
     Parameters
     ----------
     weights : list of ndarray
-        ``[W_1, ..., W_L]`` at ``t_eval[0]``, ``W_l`` of shape (N_l, N_{l-1});
+        ``[W_1, ..., W_L]``, the state at t = 0, ``W_l`` of shape (N_l, N_{l-1});
         never modified.
     X : array_like, shape (P, D)
         Inputs (need not be whitened).
     Y : array_like, shape (P, C) or (P,)
         Targets; 1-D means C = 1.
     t_eval : array_like, shape (T,)
-        Strictly increasing output times; may span many decades.
+        Strictly increasing output times since initialisation, all ``>= 0`` (a negative
+        time is a ``ValueError``); may span many decades.  They need not contain 0:
+        ``np.logspace(-2, 4, 49)`` integrates from t = 0 and returns those 49 times only.
     eta : float
         Learning rate, ``> 0``.
     rtol, atol : float
-        Relative (``>= 100 eps``) and absolute (``> 0``) local error tolerances.
+        Relative (``100 eps <= rtol < 1``) and absolute (``0 < atol < 1``) local error
+        tolerances.  Whatever the tolerances, an output whose loss rose above
+        ``BREAKDOWN_RISE`` times the initial loss (the loss of gradient flow never rises)
+        ends the run with ``FlowStatus.BREAKDOWN``: neither it nor any later state is
+        recorded.
     backend : {"auto", "numpy", "numba", "cupy"}
         Where the integration runs; results are numpy float64 arrays in any case.
     method : str
-        A registered method: ``"DOP853"`` (default), ``"RK45"``, ``"SSPRK104"``
+        A registered method: ``"auto"`` (default, :data:`DEFAULT_METHOD`: DOP853 until
+        converged modes hold its step at the stability limit, then the L-stable
+        ROS34PW2, and back where that is cheaper; safe for ``t_eval`` running far past
+        convergence, and as fast as DOP853 before; numpy, numba and cupy backends, on
+        numba with both phases compiled), ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``
         (ten stages, order 4, a real stability interval 2.5x longer per evaluation:
-        for runs whose step is held back by converged modes), ``"ROS34PW2"``,
-        ``"auto"`` (DOP853 until converged modes hold its step at the stability
-        limit, then the L-stable ROS34PW2, and back where that is cheaper: for
-        ``t_eval`` running far past convergence; numpy, numba and cupy backends, on
-        numba with both phases compiled) ...
+        for runs whose step is held back by converged modes, often the fastest to a
+        given accuracy on wide networks), ``"ROS34PW2"`` ...
     record : collection of str
         Any of ``"weights"``, ``"modes"``, ``"conservation"``, ``"ntk"``.
     probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
@@ -400,6 +572,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         ``max(rtol, 1e-4)``).  Accuracy on such a piecewise-smooth flow: ``rtol`` per step
         away from kinks, ``kink_rtol`` on steps across them and while the flow slides
         along one (``linearnets.sim.methods.base``).
+    raise_on_failure : bool
+        False (default): a failed run (``success`` False) issues a :class:`FlowWarning`
+        and returns its :class:`Trajectory`.  True: it raises :class:`FlowError` (a
+        ``RuntimeError``; the trajectory is its ``trajectory`` attribute).
 
     A linear network with the squared loss, with or without ``alpha``, ``multipliers``,
     ``centered``, ``lr_scales``, stays on the sufficient-statistics loops (targets
@@ -415,8 +591,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     -------
     Trajectory
         ``success`` is False, with a message, if the step size underflowed, the
-        state became non-finite or the step budget ran out; the outputs reached
-        until then are kept and later rows are NaN.  The message of a successful
+        state became non-finite, the step budget ran out or step control broke down
+        (``FlowStatus.BREAKDOWN``); the outputs reached until then are kept and later
+        rows are NaN, and a :class:`FlowWarning` says so (``raise_on_failure``).  The message of a successful
         explicit run whose steps were mostly held at the stability limit of
         converged modes (at least ``CAPPED_HINT_STEPS`` of them) says so and names
         ``method="auto"``.
@@ -434,18 +611,18 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     from . import general
     if general.needs_general(activation, biases, multipliers, alpha, centered, loss, stop,
                              record) or kink_rtol is not None:
-        return general.gradient_flow(
-            weights, X, Y, t_eval, eta, rtol, atol, backend, method=method, record=record,
-            probe=probe, max_steps=max_steps, first_step=first_step, dense=dense,
-            activation=activation, biases=biases, multipliers=multipliers, alpha=alpha,
-            centered=centered, loss=loss, lr_scales=lr_scales, stop=stop, kink_rtol=kink_rtol)
+        with _reported_once():
+            traj = general.gradient_flow(
+                weights, X, Y, t_eval, eta, rtol, atol, backend, method=method, record=record,
+                probe=probe, max_steps=max_steps, first_step=first_step, dense=dense,
+                activation=activation, biases=biases, multipliers=multipliers, alpha=alpha,
+                centered=centered, loss=loss, lr_scales=lr_scales, stop=stop, kink_rtol=kink_rtol)
+        return _report_failure(traj, raise_on_failure)
     ws = check_weights(weights)
     if lr_scales is not None:
         from .models import parse_options
         lr_scales = parse_options(len(ws), lr_scales=lr_scales).lr_scales
-    X = check_matrix(X, "X")
-    Y = as_float_array(Y, "Y", ndim=(1, 2))
-    Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
+    X, Y = _check_data(X, Y)
     shapes = tuple(w.shape for w in ws)
     D, C = shapes[0][1], shapes[-1][0]
     if X.shape[1] != D:
@@ -457,10 +634,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         raise ValueError(f"Y has {Y.shape[1]} outputs but weights[-1] has C={C} rows")
     t_eval = _check_t_eval(t_eval)
     eta = float(check_positive(eta, "eta", ndim=0))
-    rtol = float(check_positive(rtol, "rtol", ndim=0))
-    atol = float(check_positive(atol, "atol", ndim=0))
-    if rtol < MIN_RTOL:
-        raise ValueError(f"rtol must be >= {MIN_RTOL:.3g} (rounding limit), got {rtol!r}")
+    rtol, atol = _check_tolerances(rtol, atol)
     max_steps = _check_max_steps(max_steps)
     if first_step is not None:
         first_step = float(check_positive(first_step, "first_step", ndim=0))
@@ -485,7 +659,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     options = SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
                             dense=bool(dense))
 
-    T = t_eval.size
+    # the weights are the state at t = 0: the solver starts there, and an output time 0 it
+    # needs but the caller did not ask for is dropped from the outputs (row `skip`)
+    t_solve, skip = solver_times(t_eval)
+    T = t_solve.size
     L = len(shapes)
     nan = np.nan
     e2e = np.full((T, C, D), nan)
@@ -512,9 +689,15 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     drift = _balance_drift_of(problem, concrete) if cons is not None else None
     kernel = _probe_ntk_of(problem, concrete, Xp) if ntk is not None else None
 
+    guard = _BreakdownGuard(problem)
+
     def observe(k, y):
-        Wl = _rhs.unpack(y, shapes, problem.offsets) if need_layers else None
+        if guard.broken is not None:
+            return  # nothing is recorded once step control has broken down
         end_to_end(y, e2e[k])
+        if guard.rose(k, e2e[k:k + 1], y):
+            return
+        Wl = _rhs.unpack(y, shapes, problem.offsets) if need_layers else None
         if weights_t is not None:
             for i in range(L):
                 weights_t[i][k] = Wl[i]
@@ -538,8 +721,12 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
             for i, y in enumerate(states):
                 observe(k + i, y)
             return
+        if guard.broken is not None:
+            return
         m = states.shape[0]
         end_to_end_many(states, e2e[k:k + m])
+        if guard.rose(k, e2e[k:k + m], states):
+            m = guard.broken - k
         if modes is not None:
             for i in range(k, k + m):
                 modes[i] = np.einsum("ca,cd,da->a", U, e2e[i], V)
@@ -548,24 +735,37 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     y0 = _rhs.pack(ws)
     # a state that overflows is reported through the status, not through warnings
     with np.errstate(over="ignore", invalid="ignore"):
-        raw = solver(problem, y0, t_eval, options, observe)
-        loss = np.full(T, nan)
+        raw = solver(problem, y0, t_solve, options, observe)
         n = raw.n_done
+        status, message, t_last, y_last = raw.status, raw.message, raw.t_last, raw.y_last
+        if guard.broken is not None:
+            n = guard.broken
+            status, t_last, y_last = FlowStatus.BREAKDOWN, float(t_solve[n - 1]), guard.last_y
+            message = (f"{status.message}: the loss rose from {guard.loss0:.6g} at t=0 to "
+                       f"{guard.loss_bad:.6g} at t={t_solve[n]:.6g}; the outputs from there on "
+                       f"are not recorded (a tighter rtol or atol keeps control)")
+            e2e[n:] = nan
+        loss = np.full(T, nan)
         loss[:n] = _rhs.loss_from_end_to_end(e2e[:n], problem)
-    final = tuple(np.array(w, copy=True) for w in _rhs.unpack(_backend.to_numpy(raw.y_last),
+    final = tuple(np.array(w, copy=True) for w in _rhs.unpack(_backend.to_numpy(y_last),
                                                               shapes))
-    message = raw.message
-    if (raw.status.success and method in TABLEAUX and raw.ncapped >= CAPPED_HINT_STEPS
+    if (status.success and method in TABLEAUX and raw.ncapped >= CAPPED_HINT_STEPS
             and raw.ncapped >= CAPPED_HINT_SHARE * raw.nsteps):
         # converged modes, not accuracy, set the steps: the failure message of an
         # exhausted budget says the same (_explicit._failure_message)
         message += (f"; {raw.ncapped} of {raw.nsteps} steps were held at the stability limit "
                     f"of converged modes: method='auto' switches to the L-stable ROS34PW2 "
                     f"there")
-    return Trajectory(
-        t=t_eval.copy(), loss=loss, end_to_end=e2e, weights=final, t_last=float(raw.t_last),
-        nfev=int(raw.nfev), nsteps=int(raw.nsteps), nrejected=int(raw.nrejected),
-        success=raw.status.success, status=raw.status, message=message,
-        method=method, backend=concrete, weights_t=weights_t, modes=modes, mode_s=s_modes,
-        mode_u=U, mode_v=V, conservation=cons, ntk=ntk, ntk_norm=ntk_norm,
-        ntk_alignment=ntk_align, dense=bool(dense))
+    def out(a):
+        # the rows of the requested output times, owned by the result
+        return None if a is None else (a[skip:].copy() if skip else a)
+
+    return _report_failure(Trajectory(
+        t=t_eval.copy(), loss=out(loss), end_to_end=out(e2e), weights=final,
+        t_last=float(t_last), nfev=int(raw.nfev), nsteps=int(raw.nsteps),
+        nrejected=int(raw.nrejected), success=status.success, status=status, message=message,
+        method=method, backend=concrete,
+        weights_t=None if weights_t is None else tuple(out(w) for w in weights_t),
+        modes=out(modes), mode_s=s_modes, mode_u=U, mode_v=V, conservation=out(cons),
+        ntk=out(ntk), ntk_norm=out(ntk_norm), ntk_alignment=out(ntk_align), dense=bool(dense)),
+        raise_on_failure)
