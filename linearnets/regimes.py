@@ -1,0 +1,369 @@
+r"""Diagnostics of the lazy / rich regime of a trajectory (any network, linear or not).
+
+* :func:`kernel_drift` — ‖K − K0‖_F / ‖K0‖_F (Geiger et al. 2019; along a recorded NTK
+  path, ``traj.ntk``, with a leading time axis).
+* :func:`relative_change` — per layer ‖θ_l − θ_l(0)‖_F / ‖θ_l(0)‖_F, a layer's input
+  weights together with its bias (the RD of Luo et al. 2021 and Zhou et al. 2022).
+* :func:`rd_slope` — slope of log RD against log width with its standard error over
+  seeds, and the regime label (linear / critical / condensed).
+* :func:`condensation` — cosine similarities of hidden units' input weights and the
+  number of distinct orientations.
+* :func:`output_variance` — Var F across an ensemble of seeds (against width: the
+  fluctuations of Geiger et al. 2019 that a centered network removes).
+* :func:`laziness_ratio` — (|d∇f/dt|/|∇f|)·(L/|dL/dt|) of the silent-alignment paper's
+  App. I (Atanasov, Bordelon & Pehlevan 2022), predicted O(σ^{−L}) at small σ.
+* :func:`phase_coordinates` — the two-layer (γ, γ′) of Luo et al. (2021) with its regime,
+  and the three-layer coordinates of Zhou et al. (2022), from scaling exponents;
+  :func:`scaling_exponent` fits an exponent from values at several widths.
+
+Nothing here integrates anything: the functions read arrays (trajectories, kernels,
+weights) produced by :func:`linearnets.gradient_flow` or any other simulator.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._validation import as_float_array, check_positive
+
+__all__ = ["kernel_drift", "relative_change", "rd_slope", "condensation", "output_variance",
+           "laziness_ratio", "phase_coordinates", "scaling_exponent", "RD_Z", "CONDENSE_EPS"]
+
+#: A slope within RD_Z standard errors of 0 is "critical".
+RD_Z = 2.0
+#: Two units share an orientation when their cosine similarity exceeds 1 − CONDENSE_EPS.
+CONDENSE_EPS = 0.02
+
+
+def kernel_drift(K0, K):
+    r"""Relative kernel change ‖K − K0‖_F / ‖K0‖_F (Geiger et al. 2019, Sec. 3).
+
+    Parameters
+    ----------
+    K0 : array_like
+        The kernel at t = 0, e.g. (P, P) or (P, P, C, C).
+    K : array_like
+        One kernel of the shape of K0, or a path with extra leading axes (T, *K0.shape)
+        (``traj.ntk``).
+
+    Returns
+    -------
+    float or ndarray of the leading shape of K
+    """
+    K0 = as_float_array(K0, "K0")
+    K = as_float_array(K, "K")
+    if K0.ndim == 0 or K.shape[K.ndim - K0.ndim:] != K0.shape:
+        raise ValueError(f"K must have shape (..., {', '.join(map(str, K0.shape))}), got {K.shape}")
+    n0 = np.linalg.norm(K0)
+    if not n0 > 0:
+        raise ValueError("K0 must be nonzero")
+    axes = tuple(range(K.ndim - K0.ndim, K.ndim))
+    d = np.sqrt(np.sum((K - K0) ** 2, axis=axes)) / n0
+    return float(d) if np.ndim(d) == 0 else d
+
+
+def _layer_params(weights, biases, name):
+    ws = [as_float_array(w, f"{name}[{i}]") for i, w in enumerate(weights)]
+    if biases is None:
+        return ws
+    bs = list(biases)
+    if len(bs) > len(ws):
+        raise ValueError(f"more biases ({len(bs)}) than layers ({len(ws)})")
+    out = []
+    for i, w in enumerate(ws):
+        if i < len(bs) and bs[i] is not None:
+            b = as_float_array(bs[i], f"biases[{i}]")
+            if b.shape != w.shape[:-1]:
+                raise ValueError(f"bias {i} must have shape {w.shape[:-1]}, got {b.shape}")
+            w = np.concatenate([w, b[..., None]], axis=-1)
+        out.append(w)
+    return out
+
+
+def relative_change(theta0, theta, biases0=None, biases=None):
+    r"""Per-layer relative distance from initialisation, RD_l = ‖θ_l − θ_l(0)‖_F / ‖θ_l(0)‖_F.
+
+    θ_l = (W_l, b_l): a layer's input weights with its bias, as in the RD of Luo et
+    al. (2021) and Zhou et al. (2022) (the bias is the extra input weight of a hidden
+    neuron on the constant input).
+
+    Parameters
+    ----------
+    theta0 : list of (N_l, N_{l-1}) arrays
+        Weights at t = 0.
+    theta : list of arrays
+        Weights at t, each (N_l, N_{l-1}) or a path (T, N_l, N_{l-1}) (``traj.weights_t``).
+    biases0, biases : list of (N_l,) arrays (or (T, N_l) paths), optional
+        Hidden biases b_1 … b_{L−1}; the output layer has none.
+
+    Returns
+    -------
+    rd : (L,) or (T, L) ndarray
+    """
+    p0 = _layer_params(theta0, biases0, "theta0")
+    p = _layer_params(theta, biases, "theta")
+    if len(p0) != len(p):
+        raise ValueError(f"theta0 and theta have {len(p0)} and {len(p)} layers")
+    out = []
+    for l, (a0, a) in enumerate(zip(p0, p)):
+        if a.shape[a.ndim - a0.ndim:] != a0.shape:
+            raise ValueError(f"layer {l + 1}: shape {a.shape} does not end with {a0.shape}")
+        n0 = np.linalg.norm(a0)
+        if not n0 > 0:
+            raise ValueError(f"layer {l + 1} is zero at initialisation (RD undefined)")
+        out.append(np.sqrt(np.sum((a - a0) ** 2, axis=(-2, -1))) / n0)
+    return np.stack(out, axis=-1)
+
+
+def rd_slope(widths, rd, z=RD_Z):
+    r"""Slope of log RD against log width, its standard error over seeds, and the regime.
+
+    For each seed the least-squares slope of log RD(m) on log m; the reported slope is
+    their mean and the standard error their standard deviation / √n_seeds (a single
+    seed: the standard error of the regression slope).  The label (Luo et al. 2021;
+    Zhou et al. 2022) is ``"linear"`` if slope < −z·se (RD → 0 as m → ∞),
+    ``"condensed"`` if slope > z·se (RD → ∞), else ``"critical"`` (RD = O(1)).
+
+    Parameters
+    ----------
+    widths : (n_widths,) array_like, > 0
+    rd : (n_widths,) or (n_widths, n_seeds) array_like, > 0
+    z : float > 0
+        Standard errors a slope must clear to differ from 0 (default :data:`RD_Z`).
+
+    Returns
+    -------
+    dict with ``slope``, ``stderr``, ``label`` and ``per_seed`` (n_seeds,)
+    """
+    m = check_positive(widths, "widths", ndim=1)
+    rd = check_positive(rd, "rd", ndim=(1, 2))
+    if rd.ndim == 1:
+        rd = rd[:, None]
+    if rd.shape[0] != m.size or m.size < 2:
+        raise ValueError(f"rd must have one row per width (>= 2 widths), got widths {m.shape}, rd {rd.shape}")
+    z = float(check_positive(z, "z", ndim=0))
+    x = np.log(m)
+    xc = x - x.mean()
+    Y = np.log(rd)
+    slopes = (xc @ (Y - Y.mean(axis=0))) / (xc @ xc)
+    n = slopes.size
+    if n > 1:
+        slope, se = float(slopes.mean()), float(slopes.std(ddof=1) / math.sqrt(n))
+    else:
+        slope = float(slopes[0])
+        resid = Y[:, 0] - Y[:, 0].mean() - slope * xc
+        se = float(math.sqrt(resid @ resid / max(m.size - 2, 1) / (xc @ xc))) if m.size > 2 else float("nan")
+    if not np.isfinite(se):
+        label = "linear" if slope < 0 else "condensed" if slope > 0 else "critical"
+    else:
+        label = "linear" if slope < -z * se else "condensed" if slope > z * se else "critical"
+    return {"slope": slope, "stderr": se, "label": label, "per_seed": slopes}
+
+
+def condensation(W, b=None, eps=CONDENSE_EPS):
+    r"""Cosine similarities of hidden units' input weights and the number of distinct orientations.
+
+    Unit k's input weight is u_k = (w_k, b_k) (the bias as the weight of a constant
+    input, Luo et al. 2021).  C_kl = u_k·u_l / (‖u_k‖‖u_l‖).  The count: units are
+    joined when C_kl > 1 − ε and the orientations are the connected components of that
+    graph (single linkage).  Why: condensation means the units gather at a few isolated
+    directions (Luo et al. 2021; Zhou et al. 2022, Sec. 5), so within a cluster every
+    pair is nearly parallel and clusters are far apart — components count them without
+    choosing a number of clusters; opposite directions (C ≈ −1) stay distinct, as they
+    are different features for a ReLU unit.  Random (uncondensed) units in D ≥ 3
+    dimensions are almost never that close, so the count is then ≈ the width.  Units with
+    zero input weight are left out.
+
+    Parameters
+    ----------
+    W : (N, D) array_like
+        Input weights of the N hidden units.
+    b : (N,) array_like, optional
+        Their biases.
+    eps : float in (0, 1)
+
+    Returns
+    -------
+    cos : (N, N) ndarray
+        (NaN rows/columns for zero units.)
+    n_orientations : int
+    """
+    W = as_float_array(W, "W", ndim=2)
+    if b is not None:
+        b = as_float_array(b, "b", ndim=1)
+        if b.shape != (W.shape[0],):
+            raise ValueError(f"b must have shape ({W.shape[0]},), got {b.shape}")
+        W = np.concatenate([W, b[:, None]], axis=1)
+    eps = float(check_positive(eps, "eps", ndim=0))
+    if eps >= 1:
+        raise ValueError(f"eps must be in (0, 1), got {eps}")
+    norms = np.linalg.norm(W, axis=1)
+    live = norms > 0
+    U = np.full_like(W, np.nan)
+    U[live] = W[live] / norms[live, None]
+    cos = U @ U.T
+    idx = np.nonzero(live)[0]
+    adj = cos[np.ix_(idx, idx)] > 1.0 - eps
+    seen = np.zeros(idx.size, dtype=bool)
+    count = 0
+    for i in range(idx.size):
+        if seen[i]:
+            continue
+        count += 1
+        stack = [i]
+        seen[i] = True
+        while stack:
+            j = stack.pop()
+            nxt = np.nonzero(adj[j] & ~seen)[0]
+            seen[nxt] = True
+            stack.extend(nxt.tolist())
+    return cos, count
+
+
+def output_variance(F):
+    r"""Mean over inputs (and outputs) of the variance of F across an ensemble of seeds.
+
+    Geiger et al. (2019): at initialisation Var F ∝ α²/h^0 (it does not fall with width
+    h in their normalisation, with 1/√h output weights) and the fluctuations of the
+    trained function fall like 1/h in the lazy regime; a centered network has none at
+    t = 0.  Compare values at several widths with :func:`scaling_exponent`.
+
+    Parameters
+    ----------
+    F : (n_seeds, ...) array_like
+        Outputs of n_seeds ≥ 2 independently initialised networks on the same inputs.
+
+    Returns
+    -------
+    float
+        mean over the trailing axes of Var_seed F (ddof = 1).
+    """
+    F = as_float_array(F, "F")
+    if F.ndim < 1 or F.shape[0] < 2:
+        raise ValueError(f"F needs a leading axis of at least 2 seeds, got shape {F.shape}")
+    return float(np.mean(np.var(F, axis=0, ddof=1)))
+
+
+def laziness_ratio(t, grads, loss):
+    r"""The laziness ratio (|d∇f/dt| / |∇f|)·(L / |dL/dt|) along a trajectory.
+
+    Atanasov, Bordelon & Pehlevan (2022), App. I: for an L-homogeneous network at
+    initialisation scale σ, f ~ σ^L, ∇f ~ σ^{L−1}, ∇²f ~ σ^{L−2}, so the ratio is
+    O(σ^{−L}): the features (and the NTK) move much faster than the loss.  Time
+    derivatives are central differences on the recorded grid (second order on a
+    non-uniform grid), so the grid must resolve the motion.
+
+    Parameters
+    ----------
+    t : (T,) array_like, strictly increasing, T ≥ 3
+    grads : (T, ...) array_like
+        ∇_θ f along the path (e.g. the Jacobian of the outputs on the training set with
+        respect to all parameters, flattened), any trailing shape.
+    loss : (T,) array_like
+
+    Returns
+    -------
+    ratio : (T − 2,) ndarray
+        At the interior times t[1:-1].
+    """
+    t = as_float_array(t, "t", ndim=1)
+    if t.size < 3 or np.any(np.diff(t) <= 0):
+        raise ValueError("t must be strictly increasing with at least 3 entries")
+    G = as_float_array(grads, "grads")
+    if G.shape[0] != t.size:
+        raise ValueError(f"grads must have {t.size} rows, got {G.shape}")
+    G = G.reshape(t.size, -1)
+    Lv = as_float_array(loss, "loss", ndim=1)
+    if Lv.size != t.size:
+        raise ValueError(f"loss must have {t.size} entries, got {Lv.size}")
+    h0, h1 = np.diff(t)[:-1], np.diff(t)[1:]
+
+    def deriv(y):
+        ym, y0, yp = y[:-2], y[1:-1], y[2:]
+        w_m = -h1 / (h0 * (h0 + h1))
+        w_0 = (h1 - h0) / (h0 * h1)
+        w_p = h0 / (h1 * (h0 + h1))
+        sh = (-1,) + (1,) * (y.ndim - 1)
+        return w_m.reshape(sh) * ym + w_0.reshape(sh) * y0 + w_p.reshape(sh) * yp
+
+    dG = np.linalg.norm(deriv(G), axis=1) / np.linalg.norm(G[1:-1], axis=1)
+    dL = np.abs(deriv(Lv))
+    with np.errstate(divide="ignore"):
+        return dG * Lv[1:-1] / dL
+
+
+def scaling_exponent(widths, values):
+    r"""Least-squares exponent p of values ∝ widths^p (slope of log value on log width).
+
+    Parameters
+    ----------
+    widths, values : (n,) array_like, > 0, n ≥ 2
+
+    Returns
+    -------
+    float
+    """
+    m = check_positive(widths, "widths", ndim=1)
+    v = check_positive(values, "values", ndim=1)
+    if m.size != v.size or m.size < 2:
+        raise ValueError("widths and values must have the same length >= 2")
+    return float(np.polyfit(np.log(m), np.log(v), 1)[0])
+
+
+def phase_coordinates(alpha_exponent, beta_exponents):
+    r"""Phase-diagram coordinates from the width-scaling exponents of α and the β_l.
+
+    Convention of both papers: f(x) = (1/α) Σ_k a_k σ(w_kᵀx) (two layers, Luo et al.
+    2021) or f(x) = (1/α) aᵀσ(W²σ(W¹x)) (three layers, Zhou et al. 2022), with
+    W¹ ~ N(0, β₁²), (W²) ~ N(0, β₂²), a ~ N(0, β_L²) i.i.d. and α ~ m^{alpha_exponent},
+    β_l ~ m^{beta_exponents[l]} at width m.  **Their α divides the output**; this
+    package's α multiplies it (F = α f), so α_paper = 1/α_package (negate the exponent).
+
+    Two layers (Luo et al. 2021, Sec. 3):
+    γ = lim −log(β₁β₂/α)/log m = a − b₁ − b₂ and γ′ = lim −log(β₁/β₂)/log m = b₂ − b₁.
+    Regimes as the paper states them: linear when γ < 1 or γ′ > γ − 1; condensed when
+    γ > 1 and γ′ < γ − 1; critical on the boundary (γ = 1 with γ′ ≤ 0, or γ′ = γ − 1
+    with γ ≥ 1).  Examples: NTK (α = √m, β = 1) (1/2, 0) linear; mean field (α = m)
+    and Xavier (β ~ m^{−1/2}) (1, 0) critical.
+
+    Three layers (Zhou et al. 2022, Sec. 3): under their assumption β₂ = Bβ₃ (so
+    γ₁ = lim −log(β₂/β₃)/log m = 0) the normalised flow depends on two combinations;
+    the available text does not give their defining equations, so the coordinates here
+    are a **reconstruction** from the rescaling argument of Sec. 3 (normalised
+    parameters ā = a/β₃, W̄^l = W^l/β_l; output amplitude β₁β₂β₃/α; relative rate of
+    the input layer (β₃/β₁)²): γ₂ = lim −log(β₁/β₃)/log m = b₃ − b₁ and
+    γ₃ = lim −log(β₁β₂β₃/α)/log m = a − b₁ − b₂ − b₃.  No regime is returned for three
+    layers (the boundaries are drawn empirically in the paper, per layer).
+
+    Parameters
+    ----------
+    alpha_exponent : float
+        Exponent of the papers' α (the output divisor).
+    beta_exponents : (2,) or (3,) sequence of float
+        Exponents of β₁, β₂(, β₃).
+
+    Returns
+    -------
+    dict
+        Two layers: ``gamma``, ``gamma_prime``, ``regime`` ("linear" | "critical" |
+        "condensed"). Three layers: ``gamma1``, ``gamma2``, ``gamma3``,
+        ``reconstruction`` (True).
+    """
+    a = float(as_float_array(alpha_exponent, "alpha_exponent", ndim=0))
+    b = as_float_array(beta_exponents, "beta_exponents", ndim=1)
+    if b.size == 2:
+        g = a - b[0] - b[1]
+        gp = b[1] - b[0]
+        tol = 1e-12
+        if g < 1 - tol or gp > g - 1 + tol:
+            regime = "linear"
+        elif g > 1 + tol and gp < g - 1 - tol:
+            regime = "condensed"
+        else:
+            regime = "critical"
+        return {"gamma": float(g), "gamma_prime": float(gp), "regime": regime}
+    if b.size == 3:
+        return {"gamma1": float(b[2] - b[1]), "gamma2": float(b[2] - b[0]),
+                "gamma3": float(a - b[0] - b[1] - b[2]), "reconstruction": True}
+    raise ValueError(f"beta_exponents must have 2 (two layers) or 3 (three layers) entries, got {b.size}")

@@ -1,0 +1,96 @@
+"""Regime diagnostics: kernel drift, RD per layer, RD slopes, condensation, laziness, phase coordinates."""
+import numpy as np
+import pytest
+
+import linearnets as ln
+from linearnets import regimes
+
+
+def test_kernel_drift_single_and_path():
+    K0 = np.eye(3)
+    K = np.stack([np.eye(3), 2 * np.eye(3), np.eye(3) + np.ones((3, 3))])
+    np.testing.assert_allclose(regimes.kernel_drift(K0, K), [0.0, 1.0, np.sqrt(9 / 3)])
+    assert regimes.kernel_drift(K0, 3 * K0) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="K must have shape"):
+        regimes.kernel_drift(K0, np.ones((2, 2)))
+    with pytest.raises(ValueError, match="K0"):
+        regimes.kernel_drift(np.zeros((2, 2)), np.ones((2, 2)))
+
+
+def test_relative_change_with_bias_and_path():
+    W0 = [np.ones((2, 3)), np.ones((1, 2))]
+    b0 = [np.ones(2)]
+    W = [np.ones((2, 3)) * 2, np.ones((1, 2))]
+    rd = regimes.relative_change(W0, W, b0, [np.ones(2)])
+    # layer 1 = (W, b): |(1,1,1,0)| per row vs |(1,1,1,1)|
+    np.testing.assert_allclose(rd, [np.sqrt(6 / 8), 0.0])
+    path = [np.stack([W0[0], W[0]]), np.stack([W0[1], W[1]])]
+    np.testing.assert_allclose(regimes.relative_change(W0, path), [[0, 0], [1.0, 0]])
+
+
+def test_rd_slope_labels():
+    rng = np.random.default_rng(0)
+    m = np.array([100.0, 200.0, 400.0, 800.0])
+    for p, label in ((-0.5, "linear"), (0.0, "critical"), (0.4, "condensed")):
+        noise = 0.02 * rng.standard_normal((4, 6))
+        noise -= noise.mean(axis=1, keepdims=True)      # the seeds' slopes average to exactly p
+        rd = m[:, None] ** p * np.exp(noise)
+        r = regimes.rd_slope(m, rd)
+        assert r["label"] == label, r
+        assert abs(r["slope"] - p) < 1e-12 and r["stderr"] > 0
+    with pytest.raises(ValueError, match="rd"):
+        regimes.rd_slope(m, np.ones((3, 2)))
+
+
+def test_condensation_counts_orientations():
+    rng = np.random.default_rng(1)
+    dirs = np.array([[1.0, 0, 0], [0, 1.0, 0], [-1.0, 0, 0]])
+    W = np.repeat(dirs, 5, axis=0) * rng.uniform(0.5, 2, (15, 1)) + 1e-3 * rng.standard_normal((15, 3))
+    cos, n = regimes.condensation(W)
+    assert n == 3 and cos.shape == (15, 15)
+    _, n = regimes.condensation(rng.standard_normal((20, 5)))
+    assert n == 20
+    # the bias is part of the input weight: same w, opposite biases -> two orientations
+    _, n = regimes.condensation(np.ones((2, 2)), b=np.array([1.0, -1.0]))
+    assert n == 2
+
+
+def test_output_variance_and_scaling_exponent():
+    rng = np.random.default_rng(2)
+    F = rng.standard_normal((2000, 4)) * 3.0
+    assert regimes.output_variance(F) == pytest.approx(9.0, rel=0.1)
+    assert regimes.scaling_exponent([1, 2, 4], [1, 0.5, 0.25]) == pytest.approx(-1.0)
+
+
+def _two_layer_jacobian(W1, W2, X):
+    # f_mu = W2 W1 x_mu (C = 1): d f / d W1 = W2^T x^T, d f / d W2 = (W1 x)^T
+    return np.concatenate([np.einsum("n,pd->pnd", W2[0], X).reshape(len(X), -1), X @ W1.T], axis=1)
+
+
+def test_laziness_ratio_scales_as_sigma_to_minus_L():
+    X = ln.whitened_inputs(20, 6, seed=0)
+    y = X @ np.ones(6) / np.sqrt(6)
+    ratios = []
+    sigmas = np.array([0.1, 0.05, 0.025])
+    for s in sigmas:
+        w = ln.init_network((6, 8, 1), s, seed=3)
+        t = np.linspace(0.0, 0.2, 5)
+        tr = ln.gradient_flow(w, X, y, t, rtol=1e-11, atol=1e-15, record=("weights",))
+        G = np.stack([_two_layer_jacobian(tr.weights_t[0][k], tr.weights_t[1][k], X) for k in range(5)])
+        ratios.append(np.median(regimes.laziness_ratio(t, G, tr.loss)))
+    slope = np.polyfit(np.log(sigmas), np.log(ratios), 1)[0]
+    assert abs(slope + 2.0) < 0.2, (ratios, slope)
+
+
+def test_phase_coordinates_two_and_three_layers():
+    ntk = regimes.phase_coordinates(0.5, [0.0, 0.0])
+    assert ntk == {"gamma": 0.5, "gamma_prime": 0.0, "regime": "linear"}
+    assert regimes.phase_coordinates(1.0, [0.0, 0.0])["regime"] == "critical"        # mean field
+    assert regimes.phase_coordinates(0.0, [-0.5, -0.5])["regime"] == "critical"      # Xavier
+    assert regimes.phase_coordinates(2.0, [0.0, 0.0])["regime"] == "condensed"
+    assert regimes.phase_coordinates(2.0, [0.0, 1.5])["regime"] == "linear"          # gamma' > gamma - 1
+    assert regimes.phase_coordinates(3.0, [0.0, 1.0])["regime"] == "critical"        # gamma = 2, gamma' = 1
+    three = regimes.phase_coordinates(1.0, [-0.5, -0.5, -0.5])
+    assert three["gamma1"] == 0.0 and three["reconstruction"]
+    with pytest.raises(ValueError, match="beta_exponents"):
+        regimes.phase_coordinates(1.0, [0.0])
