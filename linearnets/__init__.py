@@ -116,6 +116,17 @@ from ._compare_ext import (
 from .theory.lazy import lazy_prediction
 from .theory.balanced import init_lambda_balanced, lambda_balanced_flow, lambda_balanced_ntk
 from .theory.single_neuron import single_neuron_delta, single_neuron_implicit_bias, single_neuron_nu
+from .theory.diagonal import diagonal_implicit_bias, diagonal_potential, diagonal_q
+from .regimes import (
+    condensation,
+    kernel_drift,
+    laziness_ratio,
+    output_variance,
+    phase_coordinates,
+    rd_slope,
+    relative_change,
+    scaling_exponent,
+)
 
 # --- simulation: the general simulator (models and stepping methods apart) ------------
 from .sim.models import Model, ModelOptions, model_names, register_model
@@ -129,4 +140,3 @@ from .sim.parameterisations import (
     zhou_normalised,
     zhou_parameterisation,
 )
-from .theory.diagonal import diagonal_implicit_bias, diagonal_potential, diagonal_q

@@ -1141,3 +1141,4 @@ def run_checks(names=None, full=False, seed=0, backend="auto", progress=False):
             bar.close()
     return results
 from . import _compare_ext  # noqa: E402,F401  registers the extended checks
+from . import _compare_regimes  # noqa: E402,F401  registers the lazy/rich checks

@@ -1,0 +1,480 @@
+"""Theory against simulation for the lazy / rich crossover of linear networks.
+
+Importing the module registers the ``verify`` rows ``lambda_balanced``,
+``balanced_ntk_drift``, ``lazy_limit``, ``single_neuron``, ``diagonal_bias`` and
+``laziness_ratio`` in :data:`~linearnets.compare.CHECKS`, and their figures.  Each
+routine returns a frozen :class:`~linearnets.compare.Comparison` whose tolerance is
+the error the theory predicts: the integrator's error for the exact solutions
+(``lambda_balanced_flow``, ``single_neuron_nu``, the implicit biases), the size of the
+first neglected order for the scaling laws (1/α, 1/λ, σ^{−L}).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import linearnets as _ln
+
+from . import _plotting
+from . import regimes as _regimes
+from .compare import ATOL, RTOL, SAFETY, Comparison, _loglog_slope, _register
+
+__all__ = ["compare_lambda_balanced", "compare_balanced_ntk_drift", "compare_lazy_limit",
+           "compare_single_neuron", "compare_diagonal_bias", "compare_laziness_ratio"]
+
+#: The integrator's global error on these short, non-stiff runs, in units of its rtol
+#: (a few hundred steps, each with local error <= rtol, on a contracting flow).
+GLOBAL_RTOL_FACTOR = 100.0
+#: Smallest tolerance on a fitted log-log slope (a fit over a factor 4-8 in the variable).
+MIN_SLOPE_TOL = 0.1
+
+
+def _flow(weights, X, Y, t, eta=1.0, backend="auto", **kw):
+    traj = _ln.gradient_flow(weights, X, Y, t, eta=eta, rtol=RTOL, atol=ATOL, backend=backend, **kw)
+    if not traj.success:
+        raise RuntimeError(f"gradient flow failed: {traj.message}")
+    return traj
+
+
+def _task(D, C, P, seed):
+    X = _ln.whitened_inputs(P, D, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    Wt = rng.standard_normal((C, D))
+    return X, X @ Wt.T
+
+
+# =============================================================================
+# 1. lambda-balanced exact flow (Dominé et al. 2024)
+# =============================================================================
+def compare_lambda_balanced(lams=(-2.0, 0.0, 2.0), D=4, N=3, C=3, P=20, sigma=0.3, t_max=30.0,
+                            n_times=60, eta=1.0, seed=0, backend="auto"):
+    """``lambda_balanced_flow`` against ``gradient_flow`` from λ-balanced weights.
+
+    The closed form is exact, so the error is the integrator's: max over λ and t of
+    ``|W_th - W_sim|`` (end-to-end map, and the blocks W1ᵀW1, W2W2ᵀ) over ``max(1, |W|)``,
+    tolerance ``SAFETY * GLOBAL_RTOL_FACTOR * RTOL``.  The figure shows the loss for each
+    λ: λ < 0 is delayed, λ = 0 sigmoidal (rich), λ > 0 fast and exponential (lazy).
+    """
+    X, Y = _task(D, C, P, seed)
+    Syx = Y.T @ X / P
+    t = np.concatenate([[0.0], np.geomspace(1e-2, t_max, n_times - 1)])
+    errs, losses, losses_th = [], [], []
+    for lam in lams:
+        W1, W2 = _ln.init_lambda_balanced((D, N, C), lam, sigma, seed=seed + 2)
+        W, A, B = _ln.lambda_balanced_flow(t, W1, W2, Syx, eta=eta)
+        tr = _flow([W1, W2], X, Y, t, eta=eta, backend=backend, record=("weights",))
+        W1t, W2t = tr.weights_t
+        scale = max(1.0, float(np.abs(tr.end_to_end).max()))
+        e = max(np.abs(W - tr.end_to_end).max(), np.abs(A - np.einsum("tnd,tne->tde", W1t, W1t)).max(),
+                np.abs(B - np.einsum("tcn,tdn->tcd", W2t, W2t)).max()) / scale
+        errs.append(e)
+        losses.append(tr.loss)
+        res = Y[None] - np.einsum("pd,tcd->tpc", X, W)
+        losses_th.append(0.5 * np.sum(res ** 2, axis=(1, 2)) / P)
+    err = float(max(errs))
+    tol = SAFETY * GLOBAL_RTOL_FACTOR * RTOL
+    return Comparison(
+        name="lambda_balanced", title="lambda-balanced exact flow vs gradient flow (Dominé et al. 2024)",
+        quantity="max |W_th - W_sim| / max(1, |W|) over lambda, t (W2W1, W1^T W1, W2W2^T)",
+        theory=0.0, simulation=err, error=err, tolerance=tol, passed=err <= tol,
+        arrays={"t": t, "lams": np.asarray(lams, float), "loss_sim": np.array(losses),
+                "loss_theory": np.array(losses_th), "errors": np.array(errs)},
+        params=dict(lams=tuple(lams), D=D, N=N, C=C, P=P, sigma=sigma, eta=eta, seed=seed),
+        notes=f"errors per lambda {np.array(errs)}; exact closed form, tolerance = SAFETY x "
+              f"{GLOBAL_RTOL_FACTOR:g} x rtol (the integrator's global error)",
+        kind="lambda_balanced")
+
+
+# =============================================================================
+# 2. NTK drift over lambda
+# =============================================================================
+def compare_balanced_ntk_drift(lams=(16.0, 32.0, 64.0, 128.0), D=3, N=3, C=3, P=12, sigma=0.3,
+                               t_end=1e3, seed=0, backend="auto"):
+    """The NTK of the λ-balanced network moves by O(1/λ) (relative O(1/λ²)) for large λ.
+
+    Same initial function at every λ (``init_lambda_balanced``): W1ᵀW1 ≈ WᵀW/λ and
+    W2W2ᵀ ≈ λ + WWᵀ/λ, so ‖K(∞) − K(0)‖ ∝ 1/λ while ‖K‖ ∝ λ.  Headline: the fitted slope
+    of log ‖ΔK‖ on log λ, theory −1, tolerance ``max(MIN_SLOPE_TOL, SAFETY s²/λ_min²)``
+    (the next order, s = ‖Σyx‖₂).  The closed-form path is checked against
+    ``empirical_ntk`` on the simulated weights at the largest λ (exact, integrator
+    tolerance) and the relative drift slope (theory −2) is reported.
+    """
+    X, Y = _task(D, C, P, seed)
+    Syx = Y.T @ X / P
+    s = float(np.linalg.norm(Syx, 2))
+    lams = np.asarray(lams, float)
+    absd, reld = [], []
+    for lam in lams:
+        W1, W2 = _ln.init_lambda_balanced((D, N, C), lam, sigma, seed=seed + 3)
+        K = _ln.lambda_balanced_ntk([0.0, t_end], W1, W2, Syx, X)
+        absd.append(np.linalg.norm(K[1] - K[0]))
+        reld.append(float(_regimes.kernel_drift(K[0], K[1])))
+    # the closed-form NTK against the simulated network (largest lambda, a short time)
+    tt = np.array([0.0, 0.05])
+    K = _ln.lambda_balanced_ntk(tt, W1, W2, Syx, X)
+    tr = _flow([W1, W2], X, Y, tt, backend=backend, record=("weights",))
+    Ke = _ln.empirical_ntk([w[-1] for w in tr.weights_t], X, X)
+    ntk_err = float(np.abs(K[-1] - Ke).max() / np.abs(Ke).max())
+    slope = _loglog_slope(lams, absd)
+    slope_rel = _loglog_slope(lams, reld)
+    tol = max(MIN_SLOPE_TOL, SAFETY * s * s / lams[0] ** 2)
+    ntk_tol = SAFETY * GLOBAL_RTOL_FACTOR * RTOL * lams[-1]
+    err = abs(slope + 1.0)
+    return Comparison(
+        name="balanced_ntk_drift", title="NTK drift of lambda-balanced networks ~ 1/lambda (lazy as lambda -> inf)",
+        quantity="slope of log ||K(inf) - K(0)||_F vs log lambda",
+        theory=-1.0, simulation=slope, error=err, tolerance=tol,
+        passed=err <= tol and abs(slope_rel + 2.0) <= tol and ntk_err <= ntk_tol,
+        arrays={"lams": lams, "absolute": np.array(absd), "relative": np.array(reld)},
+        params=dict(D=D, N=N, C=C, P=P, sigma=sigma, t_end=t_end, seed=seed),
+        notes=f"relative drift slope {slope_rel:.3f} (theory -2); closed-form NTK vs empirical_ntk "
+              f"on the simulated weights: {ntk_err:.2g} (tolerance {ntk_tol:.2g})",
+        kind="balanced_ntk_drift")
+
+
+# =============================================================================
+# 3. the lazy limit of centered networks
+# =============================================================================
+def compare_lazy_limit(alphas=(8.0, 16.0, 32.0, 64.0), D=6, N=40, P=4, Q=3, t_max=30.0, n_times=8, seed=0,
+                       backend="auto"):
+    """A centered linear network F = α(f − f₀) approaches ``lazy_prediction`` as 1/α.
+
+    Two layers, width N, ``init_network`` σ = 1, P < D so that training and test outputs
+    of the network and of its linearisation differ at every time.  The weights move by
+    O(1/α), so F − F_lazy = α δW₂ δW₁ x = O(1/α) and the NTK drift is O(1/α).  Headline:
+    slope of log max_t |F − F_lazy| on log α, theory −1; the kernel-drift slope must
+    also be −1.  Both quantities are c₁/α + c₂/α² + …, so a fitted slope deviates from −1
+    by O(c₂/(c₁ α_min)); tolerance ``max(MIN_SLOPE_TOL, 1/alpha_min)``, i.e. |c₂/c₁| ≤ 1
+    (measured: ≈ 0.3 for the distance, ≈ 0.7 for the drift, N = 40).
+    """
+    rng = np.random.default_rng(seed)
+    X, Xq = rng.standard_normal((P, D)), rng.standard_normal((Q, D))
+    Y = rng.standard_normal((P, 1))
+    w0 = _ln.init_network((D, N, 1), 1.0, seed=seed + 1)
+    K, Kq = _ln.empirical_ntk(w0, X, X), _ln.empirical_ntk(w0, Xq, X)
+    t = np.concatenate([[0.0], np.geomspace(0.1, t_max, n_times - 1)])
+    alphas = np.asarray(alphas, float)
+    dist, drift = [], []
+    for a in alphas:
+        Ftr, Fte = _ln.lazy_prediction(t, a * a * K, a * a * Kq, Y, alpha=a)
+        tr = _flow(w0, X, Y, t, backend=backend, alpha=a, centered=True, record=("outputs", "weights"),
+                   probe=Xq)
+        wl = [w[-1] for w in tr.weights_t]
+        Gtr = X @ (a * (wl[1] @ wl[0] - w0[1] @ w0[0])).T
+        dist.append(max(np.abs(tr.outputs - Fte).max(), np.abs(Gtr - Ftr[-1]).max()) / np.abs(Y).max())
+        drift.append(float(_regimes.kernel_drift(K, _ln.empirical_ntk(wl, X, X))))
+    slope = _loglog_slope(alphas, dist)
+    slope_k = _loglog_slope(alphas, drift)
+    tol = max(MIN_SLOPE_TOL, 1.0 / alphas[0])
+    err = max(abs(slope + 1.0), abs(slope_k + 1.0))
+    return Comparison(
+        name="lazy_limit", title="centered linear network -> lazy_prediction as 1/alpha; NTK drift ~ 1/alpha",
+        quantity="slope of log max|F - F_lazy| vs log alpha (and of the kernel drift)",
+        theory=-1.0, simulation=slope, error=err, tolerance=tol, passed=err <= tol,
+        arrays={"alphas": alphas, "distance": np.array(dist), "drift": np.array(drift)},
+        params=dict(D=D, N=N, P=P, Q=Q, t_max=t_max, seed=seed),
+        notes=f"distance {np.array(dist)}, kernel drift {np.array(drift)} (slope {slope_k:.3f}); "
+              "tolerance: the O(1/alpha) relative correction to both slopes. The ReLU version needs "
+              "empirical_ntk with activation=, not used here.",
+        kind="lazy_limit")
+
+
+# =============================================================================
+# 4. the single neuron (Kunin et al. 2024)
+# =============================================================================
+def compare_single_neuron(eta_a=0.25, eta_w=2.0, D=5, P=30, a0=0.1, w_scale=0.5, t_max=15.0, n_times=60,
+                          P_under=3, D_under=7, seed=0, backend="auto"):
+    """Kunin's ν(t) and the underdetermined implicit bias against a width-1 network with η_a ≠ η_w.
+
+    The network is ``gradient_flow`` on weights [w (1, D), a (1, 1)] with
+    ``lr_scales = (eta_w, eta_a)``.  Both closed forms are exact: errors max|ν_th − ν_sim|
+    / max|ν| along the path and |β_th − a∞w∞| / |β| at convergence, tolerance
+    ``SAFETY * GLOBAL_RTOL_FACTOR * RTOL`` (and the convergence level for the bias).
+    """
+    rng = np.random.default_rng(seed)
+    X = _ln.whitened_inputs(P, D, seed=seed)
+    beta = rng.standard_normal(D)
+    y = X @ beta
+    w0 = w_scale * rng.standard_normal(D) / np.sqrt(D)
+    t = np.linspace(0.0, t_max, n_times)
+    weights = [w0[None, :], np.array([[a0]])]
+    tr = _flow(weights, X, y, t, backend=backend, lr_scales=(eta_w, eta_a), record=("weights",))
+    w_t, a_t = tr.weights_t[0][:, 0, :], tr.weights_t[1][:, 0, 0]
+    nu_sim = (w_t @ beta) / a_t
+    nu = _ln.single_neuron_nu(t, a0, w0, beta, eta_a=eta_a, eta_w=eta_w)
+    err_nu = float(np.abs(nu - nu_sim).max() / np.abs(nu_sim).max())
+    delta = _ln.single_neuron_delta(a_t, w_t, eta_a, eta_w)
+    err_delta = float(np.abs(delta - delta[0]).max() / (eta_w * a0 ** 2 + eta_a * w0 @ w0))
+    # implicit bias, P < D
+    Xu = rng.standard_normal((P_under, D_under))
+    yu = rng.standard_normal(P_under)
+    wu = rng.standard_normal(D_under) / np.sqrt(D_under)
+    au = 1.2 * np.sqrt(eta_a / eta_w) * np.linalg.norm(wu)          # c = delta + eta_a |P_perp w|^2 > 0
+    b_th, a_inf = _ln.single_neuron_implicit_bias(Xu, yu, au, wu, eta_a, eta_w)
+    tl = np.array([0.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0])
+    tr2 = _flow([wu[None, :], np.array([[au]])], Xu, yu, tl, backend=backend, lr_scales=(eta_w, eta_a))
+    b_sim = tr2.end_to_end[-1, 0]
+    err_b = float(np.abs(b_sim - b_th).max() / np.abs(b_th).max())
+    conv = float(np.sqrt(2 * tr2.loss[-1] / (yu @ yu / P_under)))
+    tol = SAFETY * GLOBAL_RTOL_FACTOR * RTOL
+    tol_b = max(tol, SAFETY * conv)
+    err = max(err_nu, err_delta)
+    return Comparison(
+        name="single_neuron", title="single neuron with eta_a != eta_w: exact nu(t) and implicit bias (Kunin et al. 2024)",
+        quantity="max |nu_th - nu_sim| / max |nu| (and delta conserved, and the P < D limit)",
+        theory=0.0, simulation=err, error=err, tolerance=tol, passed=err <= tol and err_b <= tol_b,
+        arrays={"t": t, "nu_sim": nu_sim, "nu_theory": nu, "beta_sim": b_sim, "beta_theory": b_th},
+        params=dict(eta_a=eta_a, eta_w=eta_w, D=D, P=P, a0=a0, w_scale=w_scale, seed=seed),
+        notes=f"delta drift {err_delta:.2g}; implicit bias error {err_b:.2g} (tolerance {tol_b:.2g}: "
+              f"the residual left at t = {tl[-1]:g}, {conv:.2g}); a_inf = {a_inf:.4g}",
+        kind="single_neuron")
+
+
+# =============================================================================
+# 5. diagonal networks (Woodworth et al. 2020)
+# =============================================================================
+#: The diagonal flow stops at this loss / initial loss (residual ~1e-8 of |y|).
+DIAG_STOP = 1e-16
+
+
+def compare_diagonal_bias(alphas=(3.0, 1.0, 0.3, 0.1, 0.03, 0.01), P=5, D=12, seed=0, rtol=1e-10):
+    """Woodworth's implicit bias against the simulated diagonal network over α, ℓ² → ℓ¹.
+
+    Simulation: :func:`linearnets.sim.models.diagonal.diagonal_flow` (the ``"diagonal"``
+    model) from w± = α, stopped once the loss falls to DIAG_STOP × its initial value.
+    Theory: ``diagonal_implicit_bias``.  Error: max over α of |β_sim − β_th|∞ / |β_th|∞;
+    tolerance ``SAFETY * (sqrt(2 DIAG_STOP) * cond + GLOBAL_RTOL_FACTOR * rtol)`` (the
+    residual left at the stop, through the dual's condition, plus the integrator).
+    The figure shows ‖β‖₁ and the distance to the minimum-ℓ² solution against α.
+    """
+    from .sim.models.diagonal import diagonal_flow
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((P, D))
+    bt = np.zeros(D)
+    bt[:2] = [2.0, -1.5]
+    y = X @ bt
+    L0 = 0.5 * y @ y / P
+    b2 = np.linalg.pinv(X) @ y
+    errs, l1_sim, l1_th, d2 = [], [], [], []
+    for a in alphas:
+        tr = diagonal_flow(X, y, [0.0, 1e5], alpha=a, stop_loss=DIAG_STOP * L0, rtol=rtol, max_steps=200000)
+        if not tr.success:
+            raise RuntimeError(f"diagonal flow failed at alpha = {a}: {tr.message}")
+        b = _ln.diagonal_implicit_bias(X, y, a)
+        errs.append(float(np.abs(tr.beta[-1] - b).max() / np.abs(b).max()))
+        l1_sim.append(float(np.abs(tr.beta[-1]).sum()))
+        l1_th.append(float(np.abs(b).sum()))
+        d2.append(float(np.linalg.norm(tr.beta[-1] - b2) / np.linalg.norm(b2)))
+    sv = np.linalg.svd(X, compute_uv=False)
+    tol = SAFETY * (np.sqrt(2 * DIAG_STOP) * sv[0] / sv[-1] + GLOBAL_RTOL_FACTOR * rtol)
+    err = float(max(errs))
+    return Comparison(
+        name="diagonal_bias", title="diagonal network: flow limit = argmin Q_alpha (Woodworth et al. 2020), l2 -> l1",
+        quantity="max over alpha of |beta_sim - beta_th|_inf / |beta_th|_inf",
+        theory=0.0, simulation=err, error=err, tolerance=tol, passed=err <= tol and d2[0] < d2[-1],
+        arrays={"alphas": np.asarray(alphas, float), "errors": np.array(errs), "l1_sim": np.array(l1_sim),
+                "l1_theory": np.array(l1_th), "dist_l2": np.array(d2), "l1_min": float(np.abs(bt).sum())},
+        params=dict(P=P, D=D, seed=seed, rtol=rtol),
+        notes=f"errors {np.array(errs)}; l1 norms {np.array(l1_sim)} (min-l1 {np.abs(bt).sum():g}); "
+              f"distance to the min-l2 solution {np.array(d2)}",
+        kind="diagonal_bias")
+
+
+# =============================================================================
+# 6. the laziness ratio (silent alignment, App. I)
+# =============================================================================
+def _jacobian(weights, X):
+    """d f(x_mu) / d theta for a one-output linear network, (P, n_params)."""
+    L = len(weights)
+    cols = []
+    for l in range(L):
+        left = np.eye(weights[-1].shape[0])
+        for W in weights[:l:-1]:
+            left = left @ W
+        left = left[0] if L > 1 and l < L - 1 else np.ones(1)
+        right = X.T
+        for W in weights[:l]:
+            right = W @ right
+        if l == L - 1:
+            cols.append(right.T)                         # d f / d W_L = h_{L-1}^T
+        else:
+            cols.append(np.einsum("n,mp->pnm", left, right).reshape(X.shape[0], -1))
+    return np.concatenate(cols, axis=1)
+
+
+def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=20, t_max=0.2, seed=0,
+                           backend="auto"):
+    """(|d∇f/dt|/|∇f|)·(L/|dL/dt|) ~ σ^{−L} at small σ (silent alignment, App. I), L = 2, 3.
+
+    Linear networks from ``init_network`` at σ, whitened data, early window [0, t_max].
+    Headline: the worst deviation of the fitted slope of log(median ratio) on log σ from
+    −L, tolerance ``max(2 MIN_SLOPE_TOL, SAFETY σ_max²)`` (the relative size of the
+    neglected f ≈ 0 and next-order terms).
+    """
+    X = _ln.whitened_inputs(P, D, seed=seed)
+    y = X @ np.ones(D) / np.sqrt(D)
+    sigmas = np.asarray(sigmas, float)
+    t = np.linspace(0.0, t_max, 5)
+    slopes, ratios = [], []
+    for L in depths:
+        r = []
+        for s in sigmas:
+            w = _ln.init_network((D,) + (N,) * (L - 1) + (1,), s, seed=seed + 3)
+            tr = _flow(w, X, y, t, backend=backend, record=("weights",))
+            G = np.stack([_jacobian([wt[k] for wt in tr.weights_t], X) for k in range(t.size)])
+            r.append(float(np.median(_regimes.laziness_ratio(t, G, tr.loss))))
+        ratios.append(r)
+        slopes.append(_loglog_slope(sigmas, r))
+    err = float(max(abs(sl + L) for sl, L in zip(slopes, depths)))
+    tol = max(2 * MIN_SLOPE_TOL, SAFETY * sigmas[0] ** 2)
+    return Comparison(
+        name="laziness_ratio", title="laziness ratio ~ sigma^{-L} (silent alignment App. I), linear L = 2, 3",
+        quantity="max_L |slope of log ratio vs log sigma + L|",
+        theory=-float(depths[-1]), simulation=slopes[-1], error=err, tolerance=tol, passed=err <= tol,
+        arrays={"sigmas": sigmas, "depths": np.asarray(depths), "ratios": np.array(ratios),
+                "slopes": np.array(slopes)},
+        params=dict(depths=tuple(depths), D=D, N=N, P=P, t_max=t_max, seed=seed),
+        notes=f"slopes {np.array(slopes)} for depths {tuple(depths)}; ReLU networks not included",
+        kind="laziness_ratio")
+
+
+# =============================================================================
+# figures
+# =============================================================================
+def _plot_lambda_balanced(res):
+    a = res.arrays
+    fig, (ax, ax2) = _plotting._figure(2)
+    for lam, ls, lt, col in zip(a["lams"], a["loss_sim"], a["loss_theory"], _plotting._colors(len(a["lams"]))):
+        ax.semilogx(a["t"][1:], ls[1:], color=col, lw=2.5, alpha=0.8, label=fr"$\lambda$={lam:g}")
+        ax.semilogx(a["t"][1:], lt[1:], **_plotting._THEORY)
+    ax.set(xlabel="t", ylabel="loss", title="loss: simulation (solid), exact (dashed)")
+    ax.legend(fontsize=8)
+    ax2.semilogy(a["lams"], np.maximum(a["errors"], 1e-17), "o-")
+    ax2.axhline(res.tolerance, color="gray", ls=":", label="tolerance")
+    ax2.set(xlabel=r"$\lambda$", ylabel="max error", title="closed form vs integrator")
+    ax2.legend(fontsize=8)
+    return fig
+
+
+def _plot_loglog(res, x, ys, xlabel, labels, slopes):
+    a = res.arrays
+    fig, axes = _plotting._figure(1)
+    ax = axes[0]
+    for key, lab, p in zip(ys, labels, slopes):
+        v = a[key]
+        ax.loglog(a[x], v, "o-", label=lab)
+        ax.loglog(a[x], v[0] * (a[x] / a[x][0]) ** p, **_plotting._THEORY)
+    ax.set(xlabel=xlabel)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _plot_ntk_drift(res):
+    return _plot_loglog(res, "lams", ["absolute", "relative"], r"$\lambda$",
+                        [r"$\|K(\infty)-K(0)\|$ ($\propto 1/\lambda$)", r"relative drift ($\propto 1/\lambda^2$)"], [-1, -2])
+
+
+def _plot_lazy(res):
+    return _plot_loglog(res, "alphas", ["distance", "drift"], r"$\alpha$",
+                        [r"max $|F - F_{lazy}|$", "kernel drift"], [-1, -1])
+
+
+def _plot_single_neuron(res):
+    a = res.arrays
+    fig, (ax, ax2) = _plotting._figure(2)
+    ax.plot(a["t"], a["nu_sim"], lw=2.5, alpha=0.7, label="width-1 network")
+    ax.plot(a["t"], a["nu_theory"], **_plotting._THEORY, label="exact")
+    ax.set(xlabel="t", ylabel=r"$\nu = w^\top\beta / a$", title=r"$\eta_a \neq \eta_w$")
+    ax.legend(fontsize=8)
+    ax2.plot(a["beta_theory"], a["beta_sim"], "o")
+    lim = np.abs(a["beta_theory"]).max() * 1.1
+    ax2.plot([-lim, lim], [-lim, lim], **_plotting._THEORY)
+    ax2.set(xlabel=r"$\beta_\infty$ theory", ylabel="simulation", title="implicit bias, P < D")
+    return fig
+
+
+def _plot_diagonal(res):
+    a = res.arrays
+    fig, (ax, ax2) = _plotting._figure(2)
+    ax.semilogx(a["alphas"], a["l1_sim"], "o-", lw=2.5, alpha=0.7, label="simulation")
+    ax.semilogx(a["alphas"], a["l1_theory"], **_plotting._THEORY, label=r"argmin $Q_\alpha$")
+    ax.axhline(float(a["l1_min"]), color="gray", ls=":", label=r"min $\ell^1$")
+    ax.set(xlabel=r"$\alpha$", ylabel=r"$\|\beta\|_1$", title=r"rich ($\ell^1$) $\leftarrow$ $\rightarrow$ lazy ($\ell^2$)")
+    ax.legend(fontsize=8)
+    ax2.loglog(a["alphas"], a["dist_l2"], "o-", label=r"distance to min-$\ell^2$")
+    ax2.loglog(a["alphas"], np.maximum(a["errors"], 1e-17), "s-", label="|sim - theory|")
+    ax2.set(xlabel=r"$\alpha$")
+    ax2.legend(fontsize=8)
+    return fig
+
+
+def _plot_laziness(res):
+    a = res.arrays
+    fig, axes = _plotting._figure(1)
+    ax = axes[0]
+    for L, r, col in zip(a["depths"], a["ratios"], _plotting._colors(len(a["depths"]))):
+        ax.loglog(a["sigmas"], r, "o-", color=col, label=f"L = {L}")
+        ax.loglog(a["sigmas"], r[0] * (a["sigmas"] / a["sigmas"][0]) ** (-float(L)), **_plotting._THEORY)
+    ax.set(xlabel=r"$\sigma$", ylabel="laziness ratio", title=r"$\propto \sigma^{-L}$ (dashed)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+_plotting._PLOTTERS.update({
+    "lambda_balanced": _plot_lambda_balanced,
+    "balanced_ntk_drift": _plot_ntk_drift,
+    "lazy_limit": _plot_lazy,
+    "single_neuron": _plot_single_neuron,
+    "diagonal_bias": _plot_diagonal,
+    "laziness_ratio": _plot_laziness,
+})
+
+
+# =============================================================================
+# registry
+# =============================================================================
+@_register("lambda_balanced", "lambda-balanced exact flow vs gradient flow, lambda in {-2, 0, 2} (Dominé et al.)")
+def _check_lambda_balanced(full=False, seed=0, backend="auto"):
+    if full:
+        return [compare_lambda_balanced(lams=(-4.0, -2.0, -0.5, 0.0, 0.5, 2.0, 4.0), D=8, N=6, C=6, P=64,
+                                        n_times=200, seed=seed, backend=backend)]
+    return [compare_lambda_balanced(seed=seed, backend=backend)]
+
+
+@_register("balanced_ntk_drift", "NTK drift of lambda-balanced networks ~ 1/lambda")
+def _check_ntk_drift(full=False, seed=0, backend="auto"):
+    if full:
+        return [compare_balanced_ntk_drift(lams=(16.0, 32.0, 64.0, 128.0, 256.0, 512.0), D=6, N=5, C=5, P=24,
+                                           seed=seed, backend=backend)]
+    return [compare_balanced_ntk_drift(seed=seed, backend=backend)]
+
+
+@_register("lazy_limit", "centered linear network -> lazy_prediction, distance and NTK drift ~ 1/alpha")
+def _check_lazy(full=False, seed=0, backend="auto"):
+    if full:
+        return [compare_lazy_limit(alphas=(16.0, 32.0, 64.0, 128.0, 256.0), N=200, D=20, P=10, Q=10,
+                                   seed=seed, backend=backend)]
+    return [compare_lazy_limit(seed=seed, backend=backend)]
+
+
+@_register("single_neuron", "single neuron, eta_a != eta_w: exact nu(t), delta, implicit bias (Kunin et al.)")
+def _check_single_neuron(full=False, seed=0, backend="auto"):
+    if full:
+        return [compare_single_neuron(D=20, P=60, n_times=200, seed=seed, backend=backend),
+                compare_single_neuron(eta_a=4.0, eta_w=0.25, a0=0.02, w_scale=1.0, D=20, P=60, n_times=200,
+                                      seed=seed + 1, backend=backend)]
+    return [compare_single_neuron(seed=seed, backend=backend)]
+
+
+@_register("diagonal_bias", "diagonal network: flow limit = Woodworth's implicit bias, alpha from l2 to l1")
+def _check_diagonal(full=False, seed=0, backend="auto"):
+    if full:
+        return [compare_diagonal_bias(alphas=np.geomspace(10.0, 1e-4, 11), P=10, D=40, seed=seed)]
+    return [compare_diagonal_bias(seed=seed)]
+
+
+@_register("laziness_ratio", "laziness ratio ~ sigma^{-L}, L = 2, 3 (silent alignment App. I)")
+def _check_laziness(full=False, seed=0, backend="auto"):
+    if full:
+        return [compare_laziness_ratio(depths=(2, 3, 4), sigmas=(0.2, 0.1, 0.05, 0.025), N=16,
+                                       seed=seed, backend=backend)]
+    return [compare_laziness_ratio(seed=seed, backend=backend)]

@@ -1,0 +1,49 @@
+"""The lazy / rich verify rows pass on their defaults and fail when the theory is wrong."""
+import numpy as np
+import pytest
+
+import linearnets as ln
+from linearnets import _compare_regimes as cr
+from linearnets import compare
+
+ROWS = ("lambda_balanced", "balanced_ntk_drift", "lazy_limit", "single_neuron", "diagonal_bias",
+        "laziness_ratio")
+
+
+def test_registered():
+    for name in ROWS:
+        assert name in compare.CHECKS
+
+
+@pytest.mark.parametrize("fn", [cr.compare_lambda_balanced, cr.compare_balanced_ntk_drift, cr.compare_lazy_limit,
+                                cr.compare_single_neuron, cr.compare_diagonal_bias, cr.compare_laziness_ratio],
+                         ids=lambda f: f.__name__)
+def test_passes_and_plots(fn):
+    r = fn()
+    assert r.passed, r.notes
+    assert r.error <= r.tolerance
+    assert len(r.plot().axes) >= 1
+
+
+def test_lambda_balanced_fails_with_wrong_eta(monkeypatch):
+    true = ln.lambda_balanced_flow
+    monkeypatch.setattr(ln, "lambda_balanced_flow", lambda t, W1, W2, Syx, eta=1.0: true(t, W1, W2, Syx, eta=1.1 * eta))
+    assert not cr.compare_lambda_balanced().passed
+
+
+def test_single_neuron_fails_with_swapped_rates(monkeypatch):
+    true = ln.single_neuron_nu
+    monkeypatch.setattr(ln, "single_neuron_nu",
+                        lambda t, a0, w0, beta, eta_a=1.0, eta_w=1.0: true(t, a0, w0, beta, eta_a=eta_w, eta_w=eta_a))
+    assert not cr.compare_single_neuron().passed
+
+
+def test_diagonal_fails_with_the_l2_solution(monkeypatch):
+    monkeypatch.setattr(ln, "diagonal_implicit_bias", lambda X, y, alpha: np.linalg.pinv(X) @ y)
+    assert not cr.compare_diagonal_bias(alphas=(1.0, 0.1)).passed
+
+
+def test_lazy_limit_fails_with_the_wrong_loss_normalisation(monkeypatch):
+    true = ln.lazy_prediction
+    monkeypatch.setattr(ln, "lazy_prediction", lambda t, K, Kq, Y, alpha=1.0: true(t, K, Kq, Y, alpha=1.0))
+    assert not cr.compare_lazy_limit().passed
