@@ -1,0 +1,414 @@
+"""Gradient flow of nonlinear networks: ``ln.gradient_flow`` against two baselines, same run.
+
+Problems (issue 24):
+
+- small:  10-64-64-1 ReLU, P = 200, squared loss (He init, a ReLU teacher);
+- medium: 64-256-256-256-1 Softplus (beta 5), soft hinge (beta_h 20), Geiger et al.'s NTK
+  parameterisation (``geiger_parameterisation``, alpha = 1, centred), P = 1000;
+- large:  64-1024-1024-1 ReLU, P = 2000, squared loss.
+
+Measured: the wall time to the outputs ``F`` on the training inputs at ``t_end`` within
+``TARGET = 1e-4`` (max over outputs of the error, relative to ``max |F_ref|``) of a
+tight reference (``ln.gradient_flow`` at rtol 1e-10, kink_rtol 1e-7: the low-order
+pair that crosses ReLU kinks needs ~tol^(-1/2) steps, so a tighter kink tolerance is
+out of reach here; its agreement with an rtol 1e-9 / kink_rtol 1e-6 run is printed).
+The package's scan sets ``kink_rtol = rtol``.  For the package
+the loosest rtol in a scan that reaches it; for the baselines the largest step
+(setting) that reaches it:
+
+- GD: full-batch gradient descent ``theta -= dt grad L`` in PyTorch float64 autograd
+  (optional dependency of this script: skipped without torch), ``dt`` searched by
+  factors of 4; when a run meeting the target would exceed the step budget its dt
+  is extrapolated from the measured error (GD's global error is O(dt)) and the time
+  is steps x the timed per-step cost (marked "extrap.");
+- gradientflow rule: the adaptive Euler rule of Geiger et al.'s ``gradientflow``
+  package (start dt = 1; accept a trial step if max |dF| <= max_dout and
+  |g - g'|^2/(|g||g'|) <= max_dgrad, with 0.1 (= their 0.1/alpha on f) and 1e-4;
+  grow dt by 1.1 when both are below half their bound; otherwise dt /= 10 and retry),
+  on the same numpy gradient (one forward pass gives F and the gradient), with both
+  bounds tightened by s and s^2 until it reaches the target.
+
+Also printed on the large problem: one gradient evaluation's FLOP rate against this
+machine's float64 GEMM rate measured in the same run (target >= 50 %).
+
+Run: ``python benchmarks/bench_mlp.py [--quick] [--only small,medium,large]``.  On a
+shared machine pin every side to one thread (``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``):
+multi-threaded BLAS under a load of 10 on 2 cores was measured 75x slower per gradient.
+``--quick`` shrinks the medium and large networks (widths / 4, P / 2) and the horizons.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+import numpy as np
+from scipy.special import expit
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import linearnets as ln  # noqa: E402
+
+TARGET = 1e-4
+RTOLS = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 1e-7)
+
+
+# ---------------------------------------------------------------------------- problems
+def make(name, quick):
+    rng = np.random.default_rng({"small": 0, "medium": 1, "large": 2}[name])
+    if name == "small":
+        sizes, act, P, loss, t_end = (10, 64, 64, 1), "relu", 200, "mse", 0.5 if quick else 4.0
+    elif name == "medium":
+        h = 64 if quick else 256
+        sizes, act, P, loss = (64, h, h, h, 1), ("softplus", 5.0), 500 if quick else 1000, \
+            ("soft_hinge", 20.0)
+        t_end = 20.0 if quick else 40.0
+    else:
+        h = 256 if quick else 1024
+        sizes, act, P, loss = (64, h, h, 1), "relu", 1000 if quick else 2000, "mse"
+        t_end = 0.3 if quick else 2.0
+    X = rng.standard_normal((P, sizes[0]))
+    if loss == "mse":
+        teacher = ln.init_network((sizes[0], 8, 1), np.sqrt(2.0), seed=rng)
+        y = np.maximum(X @ teacher[0].T, 0) @ teacher[1].T
+        Y = y / y.std()
+        ws = ln.init_network(sizes, np.sqrt(2.0), seed=rng)         # He
+        kw = dict(activation=act, loss=loss)
+    else:
+        beta = rng.standard_normal(sizes[0])
+        Y = np.sign(X @ beta + 0.3 * np.sin(3 * X[:, 0]))[:, None]
+        p = ln.geiger_parameterisation(sizes, 1.0, act, seed=rng, loss=loss)
+        ws = p.weights
+        kw = p.flow_kwargs()
+        kw.pop("eta")
+        kw.pop("biases")
+    return dict(name=name, sizes=sizes, X=X, Y=Y, ws=ws, kw=kw, t_end=t_end)
+
+
+# ---------------------------------------------------------------------------- gradient
+class NumpyGrad:
+    """F and the flow's velocity -dL/dtheta from one forward pass (whole-batch GEMMs,
+    three (P x N) by (N x N) products per hidden layer, as the package's model)."""
+
+    def __init__(self, pb):
+        kw = pb["kw"]
+        self.X, self.Y = pb["X"], pb["Y"]
+        self.shapes = [w.shape for w in pb["ws"]]
+        self.L = len(self.shapes)
+        act = kw.get("activation", "linear")
+        self.act, self.a = (act if isinstance(act, tuple) else (act, None))
+        self.m = list(kw.get("multipliers") or [1.0] * self.L)
+        self.alpha = kw.get("alpha", 1.0)
+        loss = kw.get("loss", "mse")
+        self.loss, self.bh = (loss if isinstance(loss, tuple) else (loss, 20.0))
+        self.theta0 = np.concatenate([w.ravel() for w in pb["ws"]])
+        self.f0 = self._forward(self.theta0)[0] if kw.get("centered") else 0.0
+
+    def unpack(self, th):
+        out, k = [], 0
+        for a, b in self.shapes:
+            out.append(th[k:k + a * b].reshape(a, b))
+            k += a * b
+        return out
+
+    def _phi(self, z):
+        if self.act == "relu":
+            return np.maximum(z, 0.0), (z > 0).astype(np.float64)
+        if self.act == "softplus":
+            return np.logaddexp(0.0, self.a * z) / self.a, expit(self.a * z)
+        raise ValueError(self.act)
+
+    def _forward(self, th):
+        ws = self.unpack(th)
+        h, H, D = self.X, [self.X], []
+        for l in range(self.L - 1):
+            v, d = self._phi(self.m[l] * (h @ ws[l].T))
+            H.append(v)
+            D.append(d)
+            h = v
+        return self.m[-1] * (h @ ws[-1].T), H, D, ws
+
+    def outputs(self, th):
+        return self.alpha * (self._forward(th)[0] - self.f0)
+
+    def __call__(self, th):
+        f, H, D, ws = self._forward(th)
+        F = self.alpha * (f - self.f0)
+        if self.loss == "mse":
+            g = F - self.Y
+        else:
+            g = -self.Y * expit(self.bh * (1.0 - self.Y * F))
+        G = g / (self.alpha * len(self.X))
+        grads = [None] * self.L
+        for l in range(self.L - 1, -1, -1):
+            grads[l] = self.m[l] * (G.T @ H[l])
+            if l:
+                G = (self.m[l] * (G @ ws[l])) * D[l - 1]
+        return F, -np.concatenate([gw.ravel() for gw in grads])
+
+    def flops(self):
+        """Multiply-adds x 2 of one evaluation: forward, weight gradients, back-propagation."""
+        P = len(self.X)
+        per = [2 * P * a * b for a, b in self.shapes]
+        return 2 * sum(per) + sum(per[1:])
+
+
+def package_rhs(pb):
+    """The package's own right-hand side (linearnets.sim.models), or None if unavailable."""
+    try:
+        from linearnets.sim.models import get_model, parse_options
+        kw = dict(pb["kw"])
+        opts = parse_options(len(pb["ws"]), **{k: v for k, v in kw.items()
+                                               if k in ("activation", "multipliers", "alpha",
+                                                        "centered", "loss", "lr_scales")})
+        model = get_model("mlp")(pb["ws"], None, opts).prepare(pb["X"], pb["Y"])
+        y = np.array(model.y0)
+        return lambda: model.rhs(y)
+    except Exception:                       # an internal interface: the bench can do without
+        return None
+
+
+# ---------------------------------------------------------------------------- helpers
+def time_call(f, min_time=0.3):
+    f()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        f()
+        n += 1
+        t = time.perf_counter() - t0
+        if t >= min_time and n >= 3:
+            return t / n
+
+
+def gemm_rate():
+    best = 0.0
+    for n in (1024, 2048):
+        a = np.random.default_rng(0).standard_normal((n, n))
+        a @ a
+        for _ in range(3):
+            t0 = time.perf_counter()
+            a @ a
+            best = max(best, 2 * n ** 3 / (time.perf_counter() - t0))
+    return best
+
+
+def err_of(F, Fref):
+    return float(np.abs(F - Fref).max() / np.abs(Fref).max())
+
+
+def reference(pb):
+    t0 = time.perf_counter()
+    tr = ln.gradient_flow(pb["ws"], pb["X"], pb["Y"], [pb["t_end"]], rtol=1e-10, atol=1e-14,
+                          backend="numpy", record=("outputs",), kink_rtol=1e-7, **pb["kw"])
+    if not tr.success:
+        raise RuntimeError(f"reference failed: {tr.message}")
+    check = ln.gradient_flow(pb["ws"], pb["X"], pb["Y"], [pb["t_end"]], rtol=1e-9, atol=1e-13,
+                             backend="numpy", record=("outputs",), kink_rtol=1e-6, **pb["kw"])
+    F = tr.outputs[-1]
+    return F, err_of(check.outputs[-1], F), time.perf_counter() - t0, tr
+
+
+# ---------------------------------------------------------------------------- the runs
+def run_package(pb, Fref):
+    rows = []
+    for rtol in RTOLS:
+        best = np.inf
+        for _ in range(2):
+            t0 = time.perf_counter()
+            tr = ln.gradient_flow(pb["ws"], pb["X"], pb["Y"], [pb["t_end"]], rtol=rtol,
+                                  backend="auto", record=("outputs",), kink_rtol=rtol,
+                                  **pb["kw"])
+            best = min(best, time.perf_counter() - t0)
+            if best > 2.0:
+                break
+        e = err_of(tr.outputs[-1], Fref) if tr.success else np.inf
+        rows.append((rtol, best, tr.nfev, e, getattr(tr, "kinks", 0)))
+        if e <= TARGET:
+            return rows[-1], True, rows
+    return rows[-1], False, rows
+
+
+def run_gd_torch(pb, Fref, budget):
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+    torch.set_default_dtype(torch.float64)
+    kw = pb["kw"]
+    X, Y = torch.from_numpy(pb["X"]), torch.from_numpy(pb["Y"])
+    act = kw.get("activation")
+    act, a = act if isinstance(act, tuple) else (act, None)
+    m = list(kw.get("multipliers") or [1.0] * len(pb["ws"]))
+    alpha = kw.get("alpha", 1.0)
+    loss = kw.get("loss")
+    lname, bh = loss if isinstance(loss, tuple) else (loss, None)
+    phi = torch.relu if act == "relu" else (lambda z: torch.nn.functional.softplus(z, beta=a))
+    P = X.shape[0]
+
+    def net(Ws):
+        h = X
+        for l, w in enumerate(Ws[:-1]):
+            h = phi(m[l] * (h @ w.T))
+        return m[-1] * (h @ Ws[-1].T)
+
+    W0 = [torch.tensor(w) for w in pb["ws"]]
+    with torch.no_grad():
+        f0 = net(W0) if kw.get("centered") else torch.zeros(1)
+
+    def loss_fn(Ws):
+        F = alpha * (net(Ws) - f0)
+        if lname == "mse":
+            return 0.5 * ((Y - F) ** 2).sum() / (alpha ** 2 * P), F
+        return torch.nn.functional.softplus(1 - Y * F, beta=bh).sum() / (alpha ** 2 * P), F
+
+    def run(dt, n):
+        Ws = [w.clone().requires_grad_(True) for w in W0]
+        for k in range(n):
+            step = min(dt, pb["t_end"] - k * dt)
+            L, _ = loss_fn(Ws)
+            gs = torch.autograd.grad(L, Ws)
+            with torch.no_grad():
+                for w, g in zip(Ws, gs):
+                    w -= step * g
+        with torch.no_grad():
+            return (alpha * (net(Ws) - f0)).numpy()
+
+    dt = pb["t_end"] / 25
+    tried = []
+    spent = 0
+    while True:
+        n = int(np.ceil(pb["t_end"] / dt - 1e-9))
+        if spent + n > budget:
+            break
+        t0 = time.perf_counter()
+        F = run(dt, n)
+        took = time.perf_counter() - t0
+        spent += n
+        e = err_of(F, Fref) if np.all(np.isfinite(F)) else np.inf
+        tried.append((dt, n, took, e))
+        if e <= TARGET:
+            return dict(setting=f"dt={dt:.2e}", time=took, evals=n, err=e, how="run")
+        dt /= 4
+    finite = [r for r in tried if np.isfinite(r[3]) and r[3] < 0.5]
+    if not finite:
+        return dict(setting="none stable", time=np.nan, evals=0, err=np.inf, how="-")
+    dt1, n1, took1, e1 = finite[-1]
+    dt_ok = 0.9 * dt1 * TARGET / e1
+    n = int(np.ceil(pb["t_end"] / dt_ok))
+    return dict(setting=f"dt={dt_ok:.2e}", time=took1 / n1 * n, evals=n,
+                err=f"~{TARGET:.0e}", how=f"extrap. from dt={dt1:.1e} err={e1:.1e}")
+
+
+def run_gradientflow_rule(pb, Fref, grad, s, max_evals):
+    """Geiger et al.'s adaptive Euler rule with bounds (0.1 s, 1e-4 s^2)."""
+    max_dout, max_dgrad = 0.1 * s, 1e-4 * s * s
+    t, dt, t_end = 0.0, 1.0, pb["t_end"]
+    x = grad.theta0.copy()
+    F, v = grad(x)
+    evals = 1
+    t0 = time.perf_counter()
+    while t < t_end and evals < max_evals:
+        while True:
+            step = min(dt, t_end - t)
+            xn = x + step * v
+            Fn, vn = grad(xn)
+            evals += 1
+            dout = float(np.abs(Fn - F).max())
+            nv, nvn = np.linalg.norm(v), np.linalg.norm(vn)
+            dgrad = 0.0 if nv == 0 or nvn == 0 else float(np.linalg.norm(v - vn) ** 2 / (nv * nvn))
+            if dout <= max_dout and dgrad <= max_dgrad:
+                if dout <= 0.5 * max_dout and dgrad <= 0.5 * max_dgrad:
+                    dt *= 1.1
+                break
+            dt /= 10
+            if evals >= max_evals:
+                break
+        x, F, v, t = xn, Fn, vn, t + step
+    took = time.perf_counter() - t0
+    if t < t_end:
+        return dict(setting=f"s={s:g}", time=took, evals=evals, err=np.inf,
+                    how=f"budget out at t={t:.3g}")
+    return dict(setting=f"s={s:g}", time=took, evals=evals, err=err_of(F, Fref), how="run")
+
+
+# ---------------------------------------------------------------------------- main
+def bench(name, quick, rate):
+    pb = make(name, quick)
+    print(f"\n== {name}: {'-'.join(map(str, pb['sizes']))}, P={len(pb['X'])}, "
+          f"{pb['kw'].get('activation')}, {pb['kw'].get('loss')}, t_end={pb['t_end']}", flush=True)
+    Fref, self_err, tref, trref = reference(pb)
+    F0 = NumpyGrad(pb).outputs(NumpyGrad(pb).theta0)
+    print(f"reference: rtol 1e-10 in {tref:.1f} s (with its rtol 1e-9 check), agreement "
+          f"{self_err:.1e}; nfev {trref.nfev}, kinks {getattr(trref, 'kinks', '?')}; "
+          f"outputs moved {np.abs(Fref - F0).max() / np.abs(Fref).max():.2f} of max|F|, loss "
+          f"{trref.loss[-1]:.3g}", flush=True)
+    pkg, ok, scan = run_package(pb, Fref)
+    for r in scan:
+        print(f"  package rtol={r[0]:.0e}: {r[1]:.3f} s, nfev {r[2]}, err {r[3]:.1e}, kinks {r[4]}")
+    rows = [("ln.gradient_flow", f"rtol={pkg[0]:.0e}", pkg[1], pkg[2], pkg[3],
+             "run" if ok else "NOT REACHED")]
+    grad = NumpyGrad(pb)
+    per_eval = time_call(lambda: grad(grad.theta0))
+    prhs = package_rhs(pb)
+    per_pkg = time_call(prhs) if prhs is not None else np.nan
+    print(f"  one gradient: bench numpy {per_eval * 1e3:.2f} ms, package rhs "
+          f"{per_pkg * 1e3:.2f} ms", flush=True)
+    if name == "large":
+        fl = grad.flops()
+        best = min(per_eval, per_pkg) if np.isfinite(per_pkg) else per_eval
+        print(f"  FLOP rate of a gradient: {fl / best / 1e9:.1f} GFLOP/s = "
+              f"{fl / best / rate:.0%} of GEMM ({rate / 1e9:.1f} GFLOP/s) [target >= 50 %]")
+    budget = (300 if quick else 3000) if name != "large" else (40 if quick else 200)
+    gd = run_gd_torch(pb, Fref, budget)
+    if gd is None:
+        print("  (torch not installed: GD baseline skipped)")
+    else:
+        rows.append(("GD (PyTorch f64)", gd["setting"], gd["time"], gd["evals"], gd["err"],
+                     gd["how"]))
+    max_evals = (4000 if quick else 20000) if name != "large" else (300 if quick else 2000)
+    for s in (1.0, 0.3, 0.1, 0.03, 0.01):
+        est = run_gradientflow_rule(pb, Fref, grad, s, max_evals)
+        print(f"  gradientflow rule {est['setting']}: {est['time']:.2f} s, {est['evals']} evals, "
+              f"err {est['err']:.1e} ({est['how']})", flush=True)
+        if est["err"] <= TARGET or est["how"] != "run":
+            break
+    if est["err"] <= TARGET:
+        how = "run"
+    elif est["how"] == "run":
+        how = "NOT REACHED"
+    else:  # ran out of evaluations: its time to t_end at the pace it had (a lower bound:
+        # its step only shrank), the setting's accuracy not known
+        t_at = float(est["how"].rsplit("=", 1)[1])
+        est["time"] *= pb["t_end"] / t_at
+        est["evals"] = int(est["evals"] * pb["t_end"] / t_at)
+        est["err"] = "?"
+        how = f"extrap. from t={t_at:.3g} (lower bound)"
+    rows.append(("gradientflow rule", est["setting"], est["time"], est["evals"], est["err"], how))
+    print(f"\n| {name} | setting | time (s) | evals | err | ratio to package | target | note |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, setting, tm, ev, e, how in rows:
+        ratio = tm / rows[0][2] if np.isfinite(tm) else np.nan
+        target = {"GD (PyTorch f64)": ">= 10x", "gradientflow rule": ">= 5x"}.get(label, "")
+        es = e if isinstance(e, str) else f"{e:.1e}"
+        print(f"| {label} | {setting} | {tm:.3f} | {ev} | {es} | {ratio:.1f}x | {target} | {how} |")
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="small,medium,large")
+    args = ap.parse_args(argv)
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
+    rate = gemm_rate()
+    print(f"float64 GEMM rate: {rate / 1e9:.1f} GFLOP/s; numpy {np.__version__}; "
+          f"torch {'yes' if importlib.util.find_spec('torch') else 'absent'}")
+    for name in args.only.split(","):
+        bench(name.strip(), args.quick, rate)
+
+
+if __name__ == "__main__":
+    main()
