@@ -12,6 +12,9 @@ from linearnets.sim._tableaux import TABLEAUX
 from linearnets.sim.flow import gradient_flow
 from linearnets.sim.network import init_network
 
+#: Runs that fail on purpose here warn (FlowWarning); the tests read their status.
+pytestmark = pytest.mark.filterwarnings("ignore::linearnets.sim.flow.FlowWarning")
+
 # (layer sizes, teacher singular values, whitened inputs, sigma, per-layer learning rates)
 PROBLEMS = {
     # DOP853 (13 slots, C = 3): layer 1 (50 x 60) factored, layer 0 (60 x 12) and the top dense

@@ -9,6 +9,9 @@ from linearnets.sim._tableaux import TABLEAUX
 from linearnets.sim.flow import gradient_flow
 from linearnets.sim.network import init_network
 
+#: Runs that fail on purpose here warn (FlowWarning); the tests read their status.
+pytestmark = pytest.mark.filterwarnings("ignore::linearnets.sim.flow.FlowWarning")
+
 
 def _stability_function(tab, z):
     s = tab.n_stages

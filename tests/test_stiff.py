@@ -14,6 +14,9 @@ from linearnets.sim._tableaux import DOP853
 from linearnets.sim.flow import gradient_flow
 from linearnets.sim.network import init_network
 
+#: Runs that fail on purpose here warn (FlowWarning); the tests read their status.
+pytestmark = pytest.mark.filterwarnings("ignore::linearnets.sim.flow.FlowWarning")
+
 
 def _problem(sizes, sigma, svals, seed=0, whiten=True, eta=1.0, lr_scale=None, P=40):
     X, Y = teacher_task(P, sizes[0], svals, seed=seed, whiten=whiten)
