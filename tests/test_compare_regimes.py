@@ -25,6 +25,12 @@ def test_passes_and_plots(fn):
     assert len(r.plot().axes) >= 1
 
 
+def test_lazy_limit_relu_passes():
+    r = cr.compare_lazy_limit(activation="relu")
+    assert r.passed, r.notes
+    assert r.name == "lazy_limit_relu"
+
+
 def test_lambda_balanced_fails_with_wrong_eta(monkeypatch):
     true = ln.lambda_balanced_flow
     monkeypatch.setattr(ln, "lambda_balanced_flow", lambda t, W1, W2, Syx, eta=1.0: true(t, W1, W2, Syx, eta=1.1 * eta))
