@@ -290,30 +290,32 @@ def compare_diagonal_bias(alphas=(3.0, 1.0, 0.3, 0.1, 0.03, 0.01), P=5, D=12, se
 # =============================================================================
 # 6. the laziness ratio (silent alignment, App. I)
 # =============================================================================
-def _jacobian(weights, X):
-    """d f(x_mu) / d theta for a one-output linear network, (P, n_params)."""
-    L = len(weights)
-    cols = []
-    for l in range(L):
-        left = np.eye(weights[-1].shape[0])
-        for W in weights[:l:-1]:
-            left = left @ W
-        left = left[0] if L > 1 and l < L - 1 else np.ones(1)
-        right = X.T
-        for W in weights[:l]:
-            right = W @ right
-        if l == L - 1:
-            cols.append(right.T)                         # d f / d W_L = h_{L-1}^T
-        else:
-            cols.append(np.einsum("n,mp->pnm", left, right).reshape(X.shape[0], -1))
-    return np.concatenate(cols, axis=1)
+def _jacobian(weights, X, activation="linear"):
+    """d f(x_mu) / d theta for a one-output network f = W_L phi(... phi(W_1 x)), (P, n_params),
+    phi the identity or ReLU (back-propagation, per sample)."""
+    relu = activation == "relu"
+    hs, zs = [X], []
+    for W in weights[:-1]:
+        z = hs[-1] @ W.T
+        zs.append(z)
+        hs.append(np.maximum(z, 0.0) if relu else z)
+    delta = np.ones((X.shape[0], 1))
+    blocks = []
+    for l in range(len(weights) - 1, -1, -1):
+        blocks.append(np.einsum("pn,pm->pnm", delta, hs[l]).reshape(X.shape[0], -1))
+        if l > 0:
+            delta = delta @ weights[l]
+            if relu:
+                delta = delta * (zs[l - 1] > 0)
+    return np.concatenate(blocks[::-1], axis=1)
 
 
 def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=20, t_max=0.2, seed=0,
-                           backend="auto"):
+                           backend="auto", activation="linear"):
     """(|d∇f/dt|/|∇f|)·(L/|dL/dt|) ~ σ^{−L} at small σ (silent alignment, App. I), L = 2, 3.
 
-    Linear networks from ``init_network`` at σ, whitened data, early window [0, t_max].
+    Linear or ReLU networks (both homogeneous) from ``init_network`` at σ, whitened data,
+    early window [0, t_max].
     Headline: the worst deviation of the fitted slope of log(median ratio) on log σ from
     −L, tolerance ``max(2 MIN_SLOPE_TOL, SAFETY σ_max²)`` (the relative size of the
     neglected f ≈ 0 and next-order terms).
@@ -327,21 +329,22 @@ def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=2
         r = []
         for s in sigmas:
             w = _ln.init_network((D,) + (N,) * (L - 1) + (1,), s, seed=seed + 3)
-            tr = _flow(w, X, y, t, backend=backend, record=("weights",))
-            G = np.stack([_jacobian([wt[k] for wt in tr.weights_t], X) for k in range(t.size)])
+            tr = _flow(w, X, y, t, backend=backend, record=("weights",), activation=activation)
+            G = np.stack([_jacobian([wt[k] for wt in tr.weights_t], X, activation) for k in range(t.size)])
             r.append(float(np.median(_regimes.laziness_ratio(t, G, tr.loss))))
         ratios.append(r)
         slopes.append(_loglog_slope(sigmas, r))
     err = float(max(abs(sl + L) for sl, L in zip(slopes, depths)))
     tol = max(2 * MIN_SLOPE_TOL, SAFETY * sigmas[0] ** 2)
     return Comparison(
-        name="laziness_ratio", title="laziness ratio ~ sigma^{-L} (silent alignment App. I), linear L = 2, 3",
+        name="laziness_ratio" if activation == "linear" else f"laziness_ratio_{activation}",
+        title=f"laziness ratio ~ sigma^{{-L}} (silent alignment App. I), {activation} L = 2, 3",
         quantity="max_L |slope of log ratio vs log sigma + L|",
         theory=-float(depths[-1]), simulation=slopes[-1], error=err, tolerance=tol, passed=err <= tol,
         arrays={"sigmas": sigmas, "depths": np.asarray(depths), "ratios": np.array(ratios),
                 "slopes": np.array(slopes)},
-        params=dict(depths=tuple(depths), D=D, N=N, P=P, t_max=t_max, seed=seed),
-        notes=f"slopes {np.array(slopes)} for depths {tuple(depths)}; ReLU networks not included",
+        params=dict(depths=tuple(depths), D=D, N=N, P=P, t_max=t_max, seed=seed, activation=activation),
+        notes=f"slopes {np.array(slopes)} for depths {tuple(depths)}",
         kind="laziness_ratio")
 
 
@@ -480,9 +483,9 @@ def _check_diagonal(full=False, seed=0, backend="auto"):
     return [compare_diagonal_bias(seed=seed)]
 
 
-@_register("laziness_ratio", "laziness ratio ~ sigma^{-L}, L = 2, 3 (silent alignment App. I)")
+@_register("laziness_ratio", "laziness ratio ~ sigma^{-L}, L = 2, 3, linear and ReLU (silent alignment App. I)")
 def _check_laziness(full=False, seed=0, backend="auto"):
     if full:
         return [compare_laziness_ratio(depths=(2, 3, 4), sigmas=(0.2, 0.1, 0.05, 0.025), N=16,
-                                       seed=seed, backend=backend)]
-    return [compare_laziness_ratio(seed=seed, backend=backend)]
+                                       seed=seed, backend=backend, activation=act) for act in ("linear", "relu")]
+    return [compare_laziness_ratio(seed=seed, backend=backend, activation=act) for act in ("linear", "relu")]

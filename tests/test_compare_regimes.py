@@ -31,6 +31,17 @@ def test_lazy_limit_relu_passes():
     assert r.name == "lazy_limit_relu"
 
 
+@pytest.mark.parametrize("act", ["linear", "relu"])
+def test_jacobian_gives_the_empirical_ntk_and_relu_laziness(act):
+    X = np.random.default_rng(0).standard_normal((5, 4))
+    w = ln.init_network((4, 6, 5, 1), 0.8, seed=1)
+    J = cr._jacobian(w, X, act)
+    np.testing.assert_allclose(J @ J.T, ln.empirical_ntk(w, X, X, activation=act), rtol=1e-12, atol=1e-14)
+    if act == "relu":
+        r = cr.compare_laziness_ratio(activation="relu")
+        assert r.passed and r.name == "laziness_ratio_relu", r.notes
+
+
 def test_lambda_balanced_fails_with_wrong_eta(monkeypatch):
     true = ln.lambda_balanced_flow
     monkeypatch.setattr(ln, "lambda_balanced_flow", lambda t, W1, W2, Syx, eta=1.0: true(t, W1, W2, Syx, eta=1.1 * eta))
