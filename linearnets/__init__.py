@@ -140,3 +140,6 @@ from .sim.parameterisations import (
     zhou_normalised,
     zhou_parameterisation,
 )
+
+# --- simulation: the ensemble axis (B initialisations of one network in one call) ------
+from .sim.ensemble import EnsembleTrajectory, gradient_flow_ensemble

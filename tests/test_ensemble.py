@@ -1,0 +1,214 @@
+"""The ensemble axis: each member of ``gradient_flow_ensemble`` against a tight separate run.
+
+Tolerances are in units of the ensemble's ``rtol`` (``kink_rtol`` for ReLU, whose
+accuracy near kinks is that of the low-order pair), against ``gradient_flow`` of the
+same member at rtol 1e-11: an independent path (the compiled sufficient-statistics
+loops for linear networks, the unbatched raw-sample model otherwise).  Step counts
+are never compared.
+"""
+import numpy as np
+import pytest
+
+import linearnets as ln
+from linearnets.sim.ensemble import EnsembleTrajectory, gradient_flow_ensemble
+
+RTOL = 1e-8
+ATOL = 1e-12
+REF = dict(rtol=1e-11, atol=1e-15)
+#: global error of a run at ``rtol`` in units of ``rtol`` (times the size of the quantity)
+K_GLOBAL = 100.0
+
+
+def _linear_data():
+    X, y, _ = ln.scalar_teacher(30, 6, 1.0, seed=1)
+    return X, y
+
+
+def _mlp_data(P=24, D=4, labels=False):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((P, D))
+    y = np.tanh(X[:, 0] - 0.5 * X[:, 1])
+    if labels:
+        y = np.where(y >= 0, 1.0, -1.0)
+    return X, y
+
+
+def _close(a, b, tol, what):
+    scale = max(1.0, float(np.max(np.abs(b))))
+    err = float(np.max(np.abs(a - b)))
+    assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol:.3g} x {scale:.3g}"
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_linear_members_match_separate_runs(centered):
+    X, y = _linear_data()
+    t = np.geomspace(0.5, 60.0, 7)          # from t = 0, which is not an output time
+    nets = [ln.init_network((6, 8, 5, 1), 0.3, seed=s) for s in range(4)]
+    alpha = np.array([1.0, 0.5, 2.0, 1.3])
+    kw = dict(multipliers=[1.0, 0.8, 1.1], centered=centered, lr_scales=[1.0, 2.0, 0.5])
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, alpha=alpha, **kw)
+    assert isinstance(ens, EnsembleTrajectory) and ens.model == "linear"
+    assert ens.all_success and ens.loss.shape == (4, t.size)
+    assert ens.end_to_end.shape == (4, t.size, 1, 6)
+    for b in range(4):
+        ref = ln.gradient_flow(nets[b], X, y, t, alpha=float(alpha[b]), **kw, **REF)
+        _close(ens.end_to_end[b], ref.end_to_end, K_GLOBAL * RTOL, f"end_to_end[{b}]")
+        _close(ens.loss[b], ref.loss, K_GLOBAL * RTOL * ref.loss[0], f"loss[{b}]")
+        for w, wr in zip(ens.weights, ref.weights):
+            _close(w[b], wr, K_GLOBAL * RTOL, f"weights[{b}]")
+    # the loss decreases and the members differ (the data are shared, the inits are not)
+    assert np.all(np.diff(ens.loss, axis=1) <= 1e-12)
+    assert np.ptp(ens.loss[:, 0]) > 0
+
+
+def test_linear_batched_statistics_agree_with_raw_samples():
+    """The sufficient-statistics ensemble against the raw-sample ensemble (model='mlp')."""
+    X, y = _linear_data()
+    t = [1.0, 5.0, 20.0]
+    nets = [ln.init_network((6, 8, 1), 0.5, seed=s) for s in range(3)]
+    alpha = [0.7, 1.0, 1.6]
+    a = gradient_flow_ensemble(nets, X, y, t, rtol=1e-11, atol=1e-15, alpha=alpha,
+                               centered=True)
+    b = gradient_flow_ensemble(nets, X, y, t, rtol=1e-11, atol=1e-15, alpha=alpha,
+                               centered=True, model="mlp")
+    assert a.model == "linear" and b.model == "mlp"
+    _close(a.end_to_end, b.end_to_end, 1e-8, "end_to_end")
+    _close(a.loss, b.loss, 1e-8 * float(a.loss[0, 0]), "loss")
+
+
+@pytest.mark.parametrize("activation", ["tanh", "softplus", ("leaky_relu", 0.1)])
+def test_smooth_mlp_members_match_separate_runs(activation):
+    X, y = _mlp_data()
+    t = np.array([0.25, 1.0, 3.0])
+    B = 3
+    nets = [ln.init_network((4, 12, 1), 1.0, seed=s) for s in range(B)]
+    biases = [[0.1 * np.random.default_rng(10 + s).standard_normal(12)] for s in range(B)]
+    alpha = np.array([1.0, 0.6, 1.8])
+    # leaky_relu is piecewise smooth: accuracy kink_rtol near kinks
+    rtol = 1e-6 if activation[0] == "leaky_relu" else RTOL
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, activation=activation,
+                                 biases_list=biases, alpha=alpha, centered=True,
+                                 record=("outputs", "weights"), kink_rtol=rtol)
+    assert ens.all_success and ens.model == "mlp" and ens.end_to_end is None
+    assert ens.outputs.shape == (B, t.size, X.shape[0], 1)
+    assert ens.weights_t[0].shape == (B, t.size, 12, 4) and ens.biases_t[0].shape == (B, t.size, 12)
+    for b in range(B):
+        ref = ln.gradient_flow(nets[b], X, y, t, activation=activation, biases=biases[b],
+                               alpha=float(alpha[b]), centered=True, record=("outputs",),
+                               kink_rtol=1e-9 if rtol > RTOL else None, **REF)
+        _close(ens.outputs[b], ref.outputs, K_GLOBAL * rtol, f"outputs[{b}]")
+        _close(ens.loss[b], ref.loss, K_GLOBAL * rtol * ref.loss[0], f"loss[{b}]")
+        _close(ens.weights[0][b], ref.weights[0], K_GLOBAL * rtol, f"W1[{b}]")
+        _close(ens.biases[0][b], ref.biases[0], K_GLOBAL * rtol, f"b1[{b}]")
+
+
+def test_relu_members_match_separate_runs():
+    X, y = _mlp_data(P=16, D=3)
+    t = np.array([0.5, 1.0])             # crossings, and some sliding along a kink
+    B = 3
+    nets = [ln.init_network((3, 10, 1), 1.0, seed=s) for s in range(B)]
+    alpha = np.array([1.0, 0.8, 1.5])
+    kink_rtol = 1e-6
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, activation="relu",
+                                 alpha=alpha, kink_rtol=kink_rtol, record=("outputs",))
+    assert ens.all_success
+    assert np.sum(ens.kinks) > 0            # the test crosses kinks
+    for b in range(B):
+        ref = ln.gradient_flow(nets[b], X, y, t, activation="relu", alpha=float(alpha[b]),
+                               record=("outputs",), kink_rtol=1e-9, **REF)
+        _close(ens.outputs[b], ref.outputs, K_GLOBAL * kink_rtol, f"outputs[{b}]")
+        _close(ens.weights[1][b], ref.weights[1], K_GLOBAL * kink_rtol, f"W2[{b}]")
+
+
+def test_soft_hinge_members_match_separate_runs():
+    X, y = _mlp_data(labels=True)
+    t = np.array([0.5, 2.0])
+    nets = [ln.init_network((4, 10, 1), 1.0, seed=s) for s in range(3)]
+    alpha = [1.0, 3.0, 10.0]
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, activation="softplus",
+                                 loss="soft_hinge", alpha=alpha, centered=True,
+                                 record=("outputs",))
+    assert ens.all_success
+    for b in range(3):
+        ref = ln.gradient_flow(nets[b], X, y, t, activation="softplus", loss="soft_hinge",
+                               alpha=alpha[b], centered=True, record=("outputs",), **REF)
+        _close(ens.outputs[b], ref.outputs, K_GLOBAL * RTOL, f"outputs[{b}]")
+        _close(ens.loss[b], ref.loss, K_GLOBAL * RTOL * ref.loss[0], f"loss[{b}]")
+
+
+def test_stacked_input_member_view_and_probe():
+    X, y = _mlp_data()
+    t = [0.5, 1.0]
+    nets = [ln.init_network((4, 6, 1), 1.0, seed=s) for s in range(3)]
+    stacked = [np.stack([n[i] for n in nets]) for i in range(2)]
+    a = gradient_flow_ensemble(nets, X, y, t, activation="tanh")
+    b = gradient_flow_ensemble(stacked, X, y, t, activation="tanh")
+    np.testing.assert_allclose(b.loss, a.loss, rtol=1e-12, atol=0)
+    m = a.member(1)
+    assert isinstance(m, ln.Trajectory) and m.loss.shape == (2,)
+    np.testing.assert_array_equal(m.weights[0], a.weights[0][1])
+    np.testing.assert_array_equal(a.weights0[0][2], nets[2][0])
+    Xp = X[:5] * 2.0
+    p = gradient_flow_ensemble(nets, X, y, t, activation="tanh", probe=Xp)
+    assert p.outputs.shape == (3, 2, 5, 1)
+    ref = ln.gradient_flow(nets[0], X, y, t, activation="tanh", probe=Xp, record=("outputs",),
+                           **REF)
+    _close(p.outputs[0], ref.outputs, K_GLOBAL * 1e-8, "probe outputs")
+
+
+def test_a_failing_member_leaves_the_others():
+    X, y = _linear_data()
+    t = [1.0, 50.0]
+    nets = [ln.init_network((6, 8, 1), 0.3, seed=s) for s in range(3)]
+    nets[1] = [w * 3.0 for w in nets[1]]        # large weights: a stiffer flow, more steps
+    ok = gradient_flow_ensemble(nets, X, y, t, rtol=1e-6, atol=1e-9)
+    assert ok.all_success
+    budget = int(np.max(ok.nsteps[[0, 2]] + ok.nrejected[[0, 2]]))
+    assert ok.nsteps[1] + ok.nrejected[1] > budget
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=1e-6, atol=1e-9, max_steps=budget)
+    assert list(ens.success) == [True, False, True] and not ens.all_success
+    assert ens.status[1] is ln.FlowStatus.MAX_STEPS and "max_steps" in ens.message[1]
+    assert np.isnan(ens.loss[1, -1]) and ens.t_last[1] < 50.0
+    np.testing.assert_allclose(ens.loss[[0, 2]], ok.loss[[0, 2]], rtol=1e-10)
+
+
+def test_bad_input_names_the_argument():
+    X, y = _linear_data()
+    t = [1.0]
+    nets = [ln.init_network((6, 8, 1), 0.3, seed=s) for s in range(3)]
+    ragged = list(nets)
+    ragged[2] = ln.init_network((6, 9, 1), 0.3, seed=2)
+    with pytest.raises(ValueError, match=r"weights_list\[2\]"):
+        gradient_flow_ensemble(ragged, X, y, t)
+    with pytest.raises(ValueError, match=r"weights_list\[1\]"):
+        gradient_flow_ensemble([nets[0], [nets[1][0]], nets[2]], X, y, t)
+    with pytest.raises(ValueError, match="alpha"):
+        gradient_flow_ensemble(nets, X, y, t, alpha=[1.0, 2.0])
+    with pytest.raises(ValueError, match="alpha"):
+        gradient_flow_ensemble(nets, X, y, t, alpha=[1.0, -2.0, 1.0])
+    with pytest.raises(ValueError, match="alpha"):
+        gradient_flow_ensemble(nets, X, y, t, alpha=np.ones((3, 1)))
+    with pytest.raises(ValueError, match="weights_list"):
+        gradient_flow_ensemble([], X, y, t)
+    stacked = [np.stack([n[0] for n in nets]), np.stack([n[1] for n in nets[:2]])]
+    with pytest.raises(ValueError, match=r"weights_list\[1\]"):
+        gradient_flow_ensemble(stacked, X, y, t)
+    with pytest.raises(ValueError, match="biases_list"):
+        gradient_flow_ensemble(nets, X, y, t, activation="tanh", biases_list=[[np.zeros(8)]] * 2)
+    with pytest.raises(ValueError, match=r"biases_list\[1\]"):
+        gradient_flow_ensemble(nets, X, y, t, activation="tanh",
+                               biases_list=[[np.zeros(8)], [np.zeros(7)], [np.zeros(8)]])
+    with pytest.raises(ValueError, match="record"):
+        gradient_flow_ensemble(nets, X, y, t, record=("ntk",))
+    with pytest.raises(ValueError, match="t_eval"):
+        gradient_flow_ensemble(nets, X, y, [-1.0, 1.0])
+    with pytest.raises(ValueError, match="rtol"):
+        gradient_flow_ensemble(nets, X, y, t, rtol=0.0)
+    with pytest.raises(ValueError, match="activation"):
+        gradient_flow_ensemble(nets, X, y, t, activation="sigmoid")
+    with pytest.raises(ValueError, match="X"):
+        gradient_flow_ensemble(nets, X[:, :5], y, t)
+    with pytest.raises(ValueError, match="backend"):
+        gradient_flow_ensemble(nets, X, y, t, backend="cupy")
+    with pytest.raises(ValueError, match="b must"):
+        gradient_flow_ensemble(nets, X, y, t).member(3)
