@@ -487,7 +487,7 @@ def test_breakdown_of_step_control_is_not_recorded():
         for w, wt in zip(tr.weights, tr.weights_t):
             assert np.array_equal(w, wt[n - 1])
     # at a sound tolerance the same run is gradient flow: the loss never rises
-    ok = gradient_flow(ws, X, Y, t, rtol=1e-6, backend="numpy", method="DOP853")
+    ok = gradient_flow(ws, X, Y, t, rtol=1e-6, backend="numba", method="DOP853")
     assert ok.success and np.all(np.diff(ok.loss) <= 1e-14 * ok.loss[0])
 
 
