@@ -23,8 +23,11 @@ rejections whose trial state lies on the other side of some switch; after
 ``KINK_REJECTIONS`` of them it continues with the low-order ``fallback`` stepper at
 the tolerance ``kink_rtol``, and returns to the primary one after ``CALM_STEPS``
 accepted steps without a crossing.  It counts the switches crossed by accepted
-steps (``kinks``) and the time covered by runs of consecutive crossing steps
-(``sliding_time``, the chattering that is the discrete image of sliding).
+steps (``kinks``) and the time spent sliding (``sliding_time``: the time between
+crossings at most ``CALM_STEPS`` accepted steps apart, the chattering that is the
+discrete image of sliding).  While the fallback runs, a step across a kink sets the
+next step by ``SAFETY / err`` (its error is first order in ``h``) and no step grows by
+more than ``KINK_GROWTH``.
 
 Accuracy on a non-smooth flow: away from kinks the local error per step is held
 below ``atol + rtol |y|`` as usual.  On a step that crosses a kink the error
@@ -55,6 +58,8 @@ MAX_FACTOR = 10.0
 KINK_REJECTIONS = 3
 #: Accepted steps without a crossing after which the primary stepper resumes.
 CALM_STEPS = 16
+#: Largest step growth while the fallback stepper runs.
+KINK_GROWTH = 2.0
 #: Illinois iterations and tolerance (fraction of the step) locating a stop inside a step.
 STOP_ITERATIONS = 60
 STOP_XTOL = 1e-12
@@ -182,7 +187,7 @@ class Result:
     kinks : int
         Switches crossed by accepted steps.
     sliding_time : float
-        Time covered by runs of two or more consecutive crossing steps.
+        Time between kink crossings at most ``CALM_STEPS`` accepted steps apart.
     fallback_steps : int
         Accepted steps taken by the fallback stepper.
     """
@@ -325,7 +330,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         nfev += 1
     active = main
     kink_rejections = calm = 0
-    prev_cross = False
+    last_cross = None
     rejected = False
     nonfinite = False
     attempts = 0
@@ -375,19 +380,23 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
                 counters["fallback_steps"] += 1
             if crossed:
                 counters["kinks"] += crossed
-                if prev_cross:
-                    sliding += step
-                prev_cross = True
+                if calm <= CALM_STEPS and last_cross is not None:
+                    sliding += t - last_cross
+                last_cross = t
                 calm = 0
                 pat = pat_new.copy()
             else:
-                prev_cross = False
                 calm += 1
             if active is low and calm >= CALM_STEPS:
                 active = main
             kink_rejections = 0
-            h = step * (_kink_factor(err, rejected) if crossed and active is low
-                        else active.factor(err, rejected))
+            if active is low:
+                # near a kink: a crossing step's error is first order in h, and growth is
+                # held to KINK_GROWTH (a step grown past the next crossing is rejected)
+                fac = _kink_factor(err, rejected) if crossed else active.factor(err, rejected)
+                h = step * min(fac, KINK_GROWTH)
+            else:
+                h = step * active.factor(err, rejected)
             rejected = False
             while k < T and t_eval[k] <= t:
                 observe(k, y)

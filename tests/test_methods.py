@@ -1,0 +1,102 @@
+"""The network-agnostic steppers and their one adaptive loop (linearnets.sim.methods)."""
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from linearnets.sim._solvers import FlowStatus
+from linearnets.sim.methods import STEPPERS, StepperOptions, integrate
+from linearnets.sim.methods import base as mbase
+
+A = np.array([[-1.0, 2.0], [-2.0, -0.5]])
+
+
+def _rhs(t, y):
+    return A @ y + np.array([np.sin(y[0]), 0.0])
+
+
+def _run(rhs, y0, te, cls, **kw):
+    out = np.full((len(te), len(y0)), np.nan)
+
+    def obs(k, y):
+        out[k] = y
+    stop = kw.pop("stop", None)
+    switches = kw.pop("switches", None)
+    fallback = kw.pop("fallback", None)
+    r = integrate(rhs, np.asarray(y0, float), np.asarray(te, float), cls, StepperOptions(**kw),
+                  obs, stop=stop, switches=switches, fallback=fallback)
+    return r, out
+
+
+@pytest.mark.parametrize("name", sorted(STEPPERS))
+def test_steppers_match_solve_ivp(name):
+    rtol = 1e-6 if name == "HE21" else 1e-8
+    te = [0.0, 0.5, 1.0, 3.0, 10.0]
+    r, out = _run(_rhs, [1.0, 0.5], te, STEPPERS[name], rtol=rtol, atol=1e-12)
+    ref = solve_ivp(_rhs, (0, 10), [1.0, 0.5], t_eval=te, method="DOP853", rtol=1e-13,
+                    atol=1e-15).y.T
+    assert r.status is FlowStatus.SUCCESS and r.n_done == len(te)
+    assert np.array_equal(out[0], [1.0, 0.5])
+    # global error of a few local tolerances over ~10 decay times
+    assert np.max(np.abs(out - ref)) <= 50 * rtol
+
+
+def test_step_factor_rules():
+    s = STEPPERS["DOP853"](_rhs, 2, 1e-8, 1e-12)
+    assert s.factor(0.0) == mbase.MAX_FACTOR
+    assert s.factor(1e-30) == mbase.MAX_FACTOR and s.factor(1e30) == mbase.MIN_FACTOR
+    assert s.factor(1e-30, after_rejection=True) == 1.0
+    assert s.factor(2.0) == pytest.approx(mbase.SAFETY * 2.0 ** (-1 / 8))
+    h = s.initial_step(0.0, np.array([1.0, 0.5]), _rhs(0, np.array([1.0, 0.5])), 10.0)
+    assert 0 < h <= 10.0
+
+
+def test_budget_keeps_outputs_reached():
+    te = [0.0, 1e-3, 10.0]
+    r, out = _run(_rhs, [1.0, 0.5], te, STEPPERS["RK45"], rtol=1e-10, max_steps=5,
+                  first_step=1e-3)
+    assert r.status is FlowStatus.MAX_STEPS and r.n_done == 2
+    assert np.all(np.isfinite(out[:2])) and np.all(np.isnan(out[2]))
+    assert "t = " in r.message
+
+
+def test_blow_up_fails_cleanly():
+    te = [0.5, 2.0]
+    r, out = _run(lambda t, y: y * y, [1.0], te, STEPPERS["DOP853"], rtol=1e-8)
+    assert not r.status.success and r.n_done == 1
+    assert out[0, 0] == pytest.approx(2.0, rel=1e-6)          # 1/(1 - t)
+    assert np.isnan(out[1, 0]) and r.t_last < 1.0 + 1e-6      # the pole at t = 1
+
+
+def test_stop_rule_located_inside_a_step():
+    te = [0.0, 0.3, 5.0, 10.0]
+    r, out = _run(lambda t, y: -y, [1.0], te, STEPPERS["DOP853"], rtol=1e-10,
+                  stop=lambda y: float(y[0]) - 0.5)
+    assert r.status.success and r.n_done == 4
+    assert abs(r.t_stop - np.log(2.0)) <= 1e-8
+    assert out[1, 0] == pytest.approx(np.exp(-0.3), rel=1e-9)
+    assert np.all(out[2:, 0] == out[2, 0]) and abs(out[2, 0] - 0.5) <= 1e-8
+
+
+def test_sliding_surface_does_not_stall():
+    """x' = 0.5 - sign(x - 1), t' = 1 from x = 2: the flow hits x = 1 at t = 2 and slides
+    there (x' = -0.5 above, +1.5 below), the Filippov solution x = 1.  The loop switches to
+    BS32 at the kink, chatters across it within about kink_rtol of the state, and finishes.
+    (The surface is away from x = 0: a componentwise relative tolerance means nothing for a
+    component sliding along 0.)"""
+    state = {}
+
+    def rhs(t, y):
+        state["p"] = np.array([y[0] > 1.0])
+        return np.array([0.5 - (1.0 if y[0] > 1.0 else -1.0), 1.0])
+    te = [0.0, 1.0, 3.0, 10.0]
+    kink_rtol = 1e-3
+    r, out = _run(rhs, [2.0, 0.0], te, STEPPERS["DOP853"], rtol=1e-8, kink_rtol=kink_rtol,
+                  max_steps=20000, switches=lambda: state["p"], fallback=STEPPERS["BS32"])
+    assert r.status.success, r.message
+    assert out[1, 0] == pytest.approx(1.5, abs=1e-7)
+    # the chatter: local errors of kink_rtol times the state (|y| <= 10)
+    assert np.max(np.abs(out[2:, 0] - 1.0)) <= 10 * kink_rtol * 10.0
+    np.testing.assert_allclose(out[:, 1], te, rtol=1e-7)
+    assert r.kinks > 10 and r.sliding_time > 0.5 * 8 and r.fallback_steps > 0
+    assert r.nsteps + r.nrejected < 20000
+    assert "kink" in r.message
