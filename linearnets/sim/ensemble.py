@@ -47,6 +47,7 @@ from ._solvers import FlowStatus
 from .methods import STEPPERS
 from .methods.base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FACTOR,
                            SAFETY)
+from ._explicit import PREDICTIVE_MIN_ERR
 from .models import parse_options
 from .models.base import Layout
 from .models.mlp import activation_functions, check_biases
@@ -335,9 +336,14 @@ def _initial_steps(main, rhs, y0, f0, h_max):
     return np.minimum(np.minimum(100 * h0, h1), h_max)
 
 
-def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe):
+def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predictive=False):
     """Per-member adaptive integration of all rows of ``y0`` (B, n) from t = 0 onto ``t_eval``;
-    the rules of :func:`linearnets.sim.methods.base.integrate`, member by member."""
+    the rules of :func:`linearnets.sim.methods.base.integrate`, member by member.
+
+    With ``predictive`` the step-size rule of the compiled linear loops
+    (:mod:`linearnets.sim._explicit`) instead: a step shortened onto an output time keeps
+    the step planned before it for the next interval, and after two accepted steps the
+    next is held to Gustafsson's predictive step (``_explicit.accept_step``)."""
     B, n = y0.shape
     eps = np.finfo(np.float64).eps
     T = t_eval.size
@@ -386,6 +392,8 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe):
     last_cross = np.full(B, np.nan)
     rejected = np.zeros(B, dtype=bool)
     nonfinite = np.zeros(B, dtype=bool)
+    h_prev = np.zeros(B)          # predictive memory: the previous accepted step, its error
+    err_prev = np.zeros(B)
     while active.any():
         act = np.flatnonzero(active)
         # budget
@@ -396,14 +404,15 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe):
         act = act[~over]
         target = t_eval[k[act]]
         ta, ha = t[act], h[act]
-        t_new = np.where((ha >= target - ta) | (ta + ha >= target - 4 * eps * np.abs(target)),
-                         target, ta + ha)
+        clip = (ha >= target - ta) | (ta + ha >= target - 4 * eps * np.abs(target))
+        t_new = np.where(clip, target, ta + ha)
         step = t_new - ta
         under = step <= 10 * eps * np.maximum(np.abs(ta), 1e-300)
         for b in act[under]:
             status[b] = FlowStatus.NONFINITE if nonfinite[b] else FlowStatus.STEP_UNDERFLOW
             active[b] = False
         act, t_new, step = act[~under], t_new[~under], step[~under]
+        h_plan, clip = ha[~under], clip[~under]
         if act.size == 0:
             continue
         err = np.empty(act.size)
@@ -462,6 +471,18 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe):
             if low is not None and lo.any():
                 fl = np.where(cr > 0, _kink_factor(ea, ra), low.factor(ea, ra))
                 hm = np.where(lo, sa * np.minimum(fl, KINK_GROWTH), hm)
+            if predictive:
+                ca = clip[acc]
+                hm = np.where(ca & ~ra, np.maximum(hm, h_plan[acc]), hm)
+                hp, ep = h_prev[a], err_prev[a]
+                use = ~ca & (hp > 0) & (ea > 0)
+                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                    pred = SAFETY * sa * (sa / np.where(hp > 0, hp, 1.0)) * (
+                        ep / np.where(ea > 0, ea, 1.0) ** 2) ** (-main.exponent)
+                hm = np.where(use, np.minimum(hm, np.maximum(pred, MIN_FACTOR * sa)), hm)
+                keep = ~ca
+                h_prev[a[keep]] = sa[keep]
+                err_prev[a[keep]] = np.maximum(ea[keep], PREDICTIVE_MIN_ERR)
             h[a] = hm
             rejected[a] = False
             observe_reached(a)
@@ -481,7 +502,8 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe):
                 calm[sw] = 0
             er, sr = err[rej], step[rej]
             lo = use_low[r]
-            hr = sr * main.factor(er, True)
+            hr = (sr * np.maximum(MIN_FACTOR, SAFETY * er ** main.exponent) if predictive
+                  else sr * main.factor(er, True))
             if low is not None and lo.any():
                 hl = np.where(cr > 0, _kink_factor(er, True), low.factor(er, True))
                 hr = np.where(lo, sr * hl, hr)
@@ -857,7 +879,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     main = _BatchedERK(STEPPERS[name].tableau, rtol, atol)
     low = None if net.smooth else _BatchedERK(STEPPERS[FALLBACK].tableau, kink_rtol, atol)
     with np.errstate(over="ignore", invalid="ignore"):
-        raw = _integrate(net, Y0, t_eval, main, low, max_steps, first_step, observe)
+        raw = _integrate(net, Y0, t_eval, main, low, max_steps, first_step, observe,
+                         predictive=model == "linear")
     status = tuple(raw["status"])
     success = np.array([s.success for s in status], dtype=bool)
     messages = []
