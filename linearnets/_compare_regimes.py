@@ -1,8 +1,8 @@
 """Theory against simulation for the lazy / rich crossover of linear networks.
 
 Importing the module registers the ``verify`` rows ``lambda_balanced``,
-``balanced_ntk_drift``, ``lazy_limit``, ``single_neuron``, ``diagonal_bias`` and
-``laziness_ratio`` in :data:`~linearnets.compare.CHECKS`, and their figures.  Each
+``balanced_ntk_drift``, ``lazy_limit``, ``lazy_limit_relu``, ``single_neuron``,
+``diagonal_bias``, ``laziness_ratio`` and ``laziness_ratio_relu`` in :data:`~linearnets.compare.CHECKS`, and their figures.  Each
 routine returns a frozen :class:`~linearnets.compare.Comparison` whose tolerance is
 the error the theory predicts: the integrator's error for the exact solutions
 (``lambda_balanced_flow``, ``single_neuron_nu``, the implicit biases), the size of the
@@ -446,46 +446,60 @@ _plotting._PLOTTERS.update({
 @_register("lambda_balanced", "lambda-balanced exact flow vs gradient flow, lambda in {-2, 0, 2} (Dominé et al.)")
 def _check_lambda_balanced(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_lambda_balanced(lams=(-4.0, -2.0, -0.5, 0.0, 0.5, 2.0, 4.0), D=8, N=6, C=6, P=64,
-                                        n_times=200, seed=seed, backend=backend)]
-    return [compare_lambda_balanced(seed=seed, backend=backend)]
+        return compare_lambda_balanced(lams=(-4.0, -2.0, -0.5, 0.0, 0.5, 2.0, 4.0), D=8, N=6, C=6, P=64,
+                                        n_times=200, seed=seed, backend=backend)
+    return compare_lambda_balanced(seed=seed, backend=backend)
 
 
 @_register("balanced_ntk_drift", "NTK drift of lambda-balanced networks ~ 1/lambda")
 def _check_ntk_drift(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_balanced_ntk_drift(lams=(16.0, 32.0, 64.0, 128.0, 256.0, 512.0), D=6, N=5, C=5, P=24,
-                                           seed=seed, backend=backend)]
-    return [compare_balanced_ntk_drift(seed=seed, backend=backend)]
+        return compare_balanced_ntk_drift(lams=(16.0, 32.0, 64.0, 128.0, 256.0, 512.0), D=6, N=5, C=5, P=24,
+                                          seed=seed, backend=backend)
+    return compare_balanced_ntk_drift(seed=seed, backend=backend)
 
 
-@_register("lazy_limit", "centered linear and ReLU networks -> lazy_prediction, distance and NTK drift ~ 1/alpha")
+@_register("lazy_limit", "centered linear network -> lazy_prediction, distance and NTK drift ~ 1/alpha")
 def _check_lazy(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_lazy_limit(alphas=(32.0, 64.0, 128.0, 256.0, 512.0), N=200, D=20, P=10, Q=10,
-                                   seed=seed, backend=backend, activation=act) for act in ("linear", "relu")]
-    return [compare_lazy_limit(seed=seed, backend=backend, activation=act) for act in ("linear", "relu")]
+        return compare_lazy_limit(alphas=(16.0, 32.0, 64.0, 128.0, 256.0), N=200, D=20, P=10, Q=10,
+                                  seed=seed, backend=backend)
+    return compare_lazy_limit(seed=seed, backend=backend)
+
+
+@_register("lazy_limit_relu", "centered ReLU network -> lazy_prediction, distance and NTK drift ~ 1/alpha")
+def _check_lazy_relu(full=False, seed=0, backend="auto"):
+    if full:
+        return compare_lazy_limit(alphas=(32.0, 64.0, 128.0, 256.0, 512.0), N=200, D=20, P=10, Q=10,
+                                  seed=seed, backend=backend, activation="relu")
+    return compare_lazy_limit(seed=seed, backend=backend, activation="relu")
 
 
 @_register("single_neuron", "single neuron, eta_a != eta_w: exact nu(t), delta, implicit bias (Kunin et al.)")
 def _check_single_neuron(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_single_neuron(D=20, P=60, n_times=200, seed=seed, backend=backend),
-                compare_single_neuron(eta_a=4.0, eta_w=0.25, a0=0.02, w_scale=1.0, D=20, P=60, n_times=200,
-                                      seed=seed + 1, backend=backend)]
-    return [compare_single_neuron(seed=seed, backend=backend)]
+        return compare_single_neuron(D=20, P=60, n_times=200, seed=seed, backend=backend)
+    return compare_single_neuron(seed=seed, backend=backend)
 
 
 @_register("diagonal_bias", "diagonal network: flow limit = Woodworth's implicit bias, alpha from l2 to l1")
 def _check_diagonal(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_diagonal_bias(alphas=np.geomspace(10.0, 1e-4, 11), P=10, D=40, seed=seed)]
-    return [compare_diagonal_bias(seed=seed)]
+        return compare_diagonal_bias(alphas=np.geomspace(10.0, 1e-4, 11), P=10, D=40, seed=seed)
+    return compare_diagonal_bias(seed=seed)
 
 
-@_register("laziness_ratio", "laziness ratio ~ sigma^{-L}, L = 2, 3, linear and ReLU (silent alignment App. I)")
+@_register("laziness_ratio", "laziness ratio ~ sigma^{-L}, linear L = 2, 3 (silent alignment App. I)")
 def _check_laziness(full=False, seed=0, backend="auto"):
     if full:
-        return [compare_laziness_ratio(depths=(2, 3, 4), sigmas=(0.2, 0.1, 0.05, 0.025), N=16,
-                                       seed=seed, backend=backend, activation=act) for act in ("linear", "relu")]
-    return [compare_laziness_ratio(seed=seed, backend=backend, activation=act) for act in ("linear", "relu")]
+        return compare_laziness_ratio(depths=(2, 3, 4), sigmas=(0.2, 0.1, 0.05, 0.025), N=16,
+                                      seed=seed, backend=backend)
+    return compare_laziness_ratio(seed=seed, backend=backend)
+
+
+@_register("laziness_ratio_relu", "laziness ratio ~ sigma^{-L}, ReLU L = 2, 3 (silent alignment App. I)")
+def _check_laziness_relu(full=False, seed=0, backend="auto"):
+    if full:
+        return compare_laziness_ratio(depths=(2, 3, 4), sigmas=(0.2, 0.1, 0.05, 0.025), N=16,
+                                      seed=seed, backend=backend, activation="relu")
+    return compare_laziness_ratio(seed=seed, backend=backend, activation="relu")

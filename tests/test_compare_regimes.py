@@ -6,13 +6,15 @@ import linearnets as ln
 from linearnets import _compare_regimes as cr
 from linearnets import compare
 
-ROWS = ("lambda_balanced", "balanced_ntk_drift", "lazy_limit", "single_neuron", "diagonal_bias",
-        "laziness_ratio")
+ROWS = ("lambda_balanced", "balanced_ntk_drift", "lazy_limit", "lazy_limit_relu", "single_neuron",
+        "diagonal_bias", "laziness_ratio", "laziness_ratio_relu")
 
 
-def test_registered():
+def test_registered_one_row_each():
     for name in ROWS:
         assert name in compare.CHECKS
+    rows = compare.run_checks(["lazy_limit_relu", "balanced_ntk_drift"])
+    assert [r.name for r in rows] == ["lazy_limit_relu", "balanced_ntk_drift"] and all(r.passed for r in rows)
 
 
 @pytest.mark.parametrize("fn", [cr.compare_lambda_balanced, cr.compare_balanced_ntk_drift, cr.compare_lazy_limit,
