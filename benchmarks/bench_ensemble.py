@@ -89,6 +89,10 @@ def main(argv=None):
                                  for w in inits])
     pf = prepare_flow(X, y, LIN_SIZES, LIN_T, **TOL)
     prep_t, _ = _timed(lambda: [pf.run(w) for w in inits])
+    ln.gradient_flow_ensemble(inits[:B], X, y, LIN_T, backend="numpy", **TOL)
+    ensnp_t, _ = _timed(lambda: [ln.gradient_flow_ensemble(
+        inits[g * B:(g + 1) * B], X, y, LIN_T, backend="numpy", **TOL)
+        for g in range(args.groups)])
     ens_t, ens = _timed(lambda: [ln.gradient_flow_ensemble(inits[g * B:(g + 1) * B], X, y, LIN_T,
                                                            **TOL) for g in range(args.groups)])
     loss_e = np.concatenate([e.loss[:, -1] for e in ens])
@@ -98,7 +102,9 @@ def main(argv=None):
     rows += [(label, "serial gradient_flow", serial_t, n, 1.0, ""),
              (label, "serial, method='DOP853'", dop_t, n, serial_t / dop_t, ""),
              (label, "serial prepare_flow.run", prep_t, n, serial_t / prep_t, ""),
-             (label, f"ensemble (B = {B})", ens_t, n, serial_t / ens_t,
+             (label, f"ensemble (B = {B}), numpy", ensnp_t, n, serial_t / ensnp_t,
+              f"vs DOP853 serial {dop_t / ensnp_t:.2f}x"),
+             (label, f"ensemble (B = {B}), {ens[0].backend}", ens_t, n, serial_t / ens_t,
               f"final loss vs serial: {dev:.1e} of loss(0); "
               f"{serial_t / ens_t * dop_t / serial_t:.2f}x... see below"[:60])]
     rows[-1] = rows[-1][:5] + (f"final loss vs serial: {dev:.1e} of loss(0); vs DOP853 serial "
@@ -131,7 +137,7 @@ def main(argv=None):
     dev = float(np.max(np.abs(loss_e - loss_s)) / serial[0].loss[0])
     label = "ReLU 5-32-1"
     rows += [(label, "serial gradient_flow", serial_t, n, 1.0, ""),
-             (label, f"ensemble (B = {B})", ens_t, n, serial_t / ens_t,
+             (label, f"ensemble (B = {B}), {ens[0].backend}", ens_t, n, serial_t / ens_t,
               f"final loss vs serial: {dev:.1e} of loss(0)")]
     nfev_s = sum(r.nfev for r in serial)
     nfev_e = sum(int(e.nfev.sum()) for e in ens)
@@ -144,10 +150,10 @@ def main(argv=None):
     floors.append((label, serial_t / nfev_s, None, ens_t / nfev_e, rhs_t / reps))
 
     print(f"\nB = {B} members per ensemble call")
-    print(f"{'network':16s} {'path':26s} {'points':>6s} {'wall s':>8s} {'points/s':>9s} "
+    print(f"{'network':16s} {'path':30s} {'points':>6s} {'wall s':>8s} {'points/s':>9s} "
           f"{'vs serial':>9s}")
     for label, path, dt, npts, ratio, note in rows:
-        print(f"{label:16s} {path:26s} {npts:6d} {dt:8.3f} {npts / dt:9.1f} {ratio:8.2f}x  {note}")
+        print(f"{label:16s} {path:30s} {npts:6d} {dt:8.3f} {npts / dt:9.1f} {ratio:8.2f}x  {note}")
     print("\nfloor: us per gradient evaluation of one member (wall / evaluations), and one batched "
           f"rhs of {B} members")
     print(f"{'network':16s} {'serial':>9s} {'prepared':>9s} {'ensemble':>9s} "

@@ -39,15 +39,18 @@ def _close(a, b, tol, what):
     assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol:.3g} x {scale:.3g}"
 
 
-@pytest.mark.parametrize("centered", [False, True])
-def test_linear_members_match_separate_runs(centered):
+@pytest.mark.parametrize("centered,backend", [(False, "numpy"), (True, "numpy"), (True, "auto")])
+def test_linear_members_match_separate_runs(centered, backend):
     X, y = _linear_data()
     t = np.geomspace(0.5, 60.0, 7)          # from t = 0, which is not an output time
     nets = [ln.init_network((6, 8, 5, 1), 0.3, seed=s) for s in range(4)]
     alpha = np.array([1.0, 0.5, 2.0, 1.3])
     kw = dict(multipliers=[1.0, 0.8, 1.1], centered=centered, lr_scales=[1.0, 2.0, 0.5])
-    ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, alpha=alpha, **kw)
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, alpha=alpha,
+                                 backend=backend, **kw)
     assert isinstance(ens, EnsembleTrajectory) and ens.model == "linear"
+    if backend == "numpy":
+        assert ens.backend == "numpy"
     assert ens.all_success and ens.loss.shape == (4, t.size)
     assert ens.end_to_end.shape == (4, t.size, 1, 6)
     for b in range(4):

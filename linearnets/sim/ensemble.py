@@ -62,6 +62,10 @@ ENSEMBLE_RECORDABLE = ("weights", "outputs")
 KINK_RTOL = 1e-4
 FALLBACK = "BS32"
 
+#: ``backend="auto"``: the linear model's attempts run compiled (numba, plain loops) up to
+#: this width, with batched BLAS products (numpy) above it.
+COMPILED_MAX_WIDTH = 64
+
 
 # ----------------------------------------------------------------------------------------
 # batched models: rhs(Ys (m, n), idx) -> (m, n) for the members idx (an index array or a
@@ -211,6 +215,11 @@ class _BatchedLinear:
         self.Syx = np.ascontiguousarray(Syx)
         self.rates = [options.eta * self.M2 * float(s) for s in options.lr_scales]
         self.C = shapes[-1][0]
+        # for the compiled attempt (_ensemble_kernels)
+        self.rates_arr = np.ascontiguousarray(self.rates, dtype=np.float64)
+        self.rows = np.array([r for r, _ in shapes], dtype=np.int64)
+        self.cols = np.array([c for _, c in shapes], dtype=np.int64)
+        self.offs = np.ascontiguousarray(self.layout.offsets[:-1], dtype=np.int64)
 
     def rhs(self, Ys, idx):
         out = np.empty_like(Ys)
@@ -271,9 +280,31 @@ class _BatchedERK:
         self.rtol, self.atol = float(rtol), float(atol)
         self.exponent = -1.0 / (tableau.error_order + 1)
         self.n_evals = self.s
+        self.compiled = None
+
+    def use_compiled(self, net):
+        """Run every attempt through ``_ensemble_kernels.linear_attempt`` for the linear
+        model ``net`` (the same formulas, compiled)."""
+        tab = self.tableau
+        self.compiled = (net, np.ascontiguousarray(tab.A, dtype=np.float64),
+                         np.ascontiguousarray(self.e),
+                         np.zeros_like(self.e) if self.e3 is None else np.ascontiguousarray(self.e3),
+                         self.e3 is not None)
 
     def attempt(self, rhs, idx, y, f, h):
         m, n = y.shape
+        if self.compiled is not None:
+            from ._ensemble_kernels import linear_attempt
+            net, A, e, e3, use_e3 = self.compiled
+            y = np.ascontiguousarray(y)
+            y_new = np.empty_like(y)
+            f_new = np.empty_like(y)
+            err = np.empty(m)
+            linear_attempt(y, np.ascontiguousarray(f), np.ascontiguousarray(h, dtype=np.float64),
+                           net.Sxx, np.ascontiguousarray(net.Syx[idx]), net.rates_arr,
+                           net.rows, net.cols, net.offs, A, self.b, e, e3, use_e3, self.rtol,
+                           self.atol, y_new, f_new, err)
+            return y_new, f_new, err
         s = self.s
         K = np.empty((s + 1, m, n))
         K[0] = f
@@ -748,8 +779,10 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     eta, rtol, atol : float
         As for :func:`linearnets.gradient_flow` (``100 eps <= rtol < 1``, ``0 < atol < 1``),
         the same for every member.
-    backend : {"auto", "numpy"}
-        The ensemble runs on numpy (batched BLAS products).
+    backend : {"auto", "numpy", "numba"}
+        ``"numba"``: the linear model's attempts run compiled, member by member
+        (``_ensemble_kernels``); ``"auto"`` does so up to width ``COMPILED_MAX_WIDTH``
+        where numba is installed; otherwise (and for the MLP) batched numpy products.
     method : {"DOP853", "RK45", "SSPRK104", "BS32", "HE21"}
     record : collection of str
         Any of ``"weights"``, ``"outputs"``.
@@ -815,9 +848,9 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         first_step = float(check_positive(first_step, "first_step", ndim=0))
     kink_rtol = (max(rtol, KINK_RTOL) if kink_rtol is None
                  else float(check_positive(kink_rtol, "kink_rtol", ndim=0)))
-    if backend not in ("auto", "numpy"):
-        raise ValueError(f"backend must be 'auto' or 'numpy' on the ensemble path, got "
-                         f"{backend!r}")
+    if backend not in ("auto", "numpy", "numba"):
+        raise ValueError(f"backend must be 'auto', 'numpy' or 'numba' on the ensemble path, "
+                         f"got {backend!r}")
     if not isinstance(method, str) or method not in STEPPERS:
         raise ValueError(f"method must be one of {tuple(STEPPERS)}, got {method!r}")
     options = parse_options(L, activation=activation, multipliers=multipliers, alpha=1.0,
@@ -878,6 +911,15 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     name = method
     main = _BatchedERK(STEPPERS[name].tableau, rtol, atol)
     low = None if net.smooth else _BatchedERK(STEPPERS[FALLBACK].tableau, kink_rtol, atol)
+    concrete = "numpy"
+    if model == "linear" and backend != "numpy":
+        from .. import backend as _backend
+        if not _backend.numba_available():
+            if backend == "numba":
+                raise ValueError("backend='numba' needs numba, which is not installed")
+        elif backend == "numba" or max(max(sh) for sh in shapes) <= COMPILED_MAX_WIDTH:
+            main.use_compiled(net)
+            concrete = "numba"
     with np.errstate(over="ignore", invalid="ignore"):
         raw = _integrate(net, Y0, t_eval, main, low, max_steps, first_step, observe,
                          predictive=model == "linear")
@@ -897,7 +939,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     return EnsembleTrajectory(
         t=t_eval.copy(), loss=lossv, end_to_end=e2e, weights=final_w, t_last=t_last,
         nfev=raw["nfev"], nsteps=raw["nsteps"], nrejected=raw["nrejected"], success=success,
-        status=status, message=tuple(messages), method=name, backend="numpy", model=model,
+        status=status, message=tuple(messages), method=name, backend=concrete, model=model,
         alpha=alphas, biases=final_b, weights_t=None if wt is None else wt[:L],
         biases_t=None if wt is None or bs is None else wt[L:], outputs=outs,
         kinks=raw["kinks"], sliding_time=raw["sliding"], fallback_steps=raw["fallback_steps"],
