@@ -52,7 +52,7 @@ from .models import parse_options
 from .models.base import Layout
 from .models.mlp import activation_functions, check_biases
 
-__all__ = ["gradient_flow_ensemble", "EnsembleTrajectory", "ENSEMBLE_RECORDABLE"]
+__all__ = ["gradient_flow_ensemble", "EnsembleTrajectory", "ENSEMBLE_RECORDABLE", "warm"]
 
 #: What ``record=`` can ask for on the ensemble path.
 ENSEMBLE_RECORDABLE = ("weights", "outputs")
@@ -103,22 +103,35 @@ class _BatchedMLP:
         self.Y = Y
         self.P = X.shape[0]
         self.pattern = None
+        self._buffers = {}
         self.f0 = self.forward(Y0, X) if options.centered else None
         self.y0 = Y0
+
+    def _buffer(self, tag, shape):
+        # temporaries of the right-hand side, reused from call to call: a fresh array of a
+        # few hundred kB costs page faults that take longer than the arithmetic on it
+        key = (tag, shape)
+        buf = self._buffers.get(key)
+        if buf is None:
+            buf = self._buffers[key] = np.empty(shape)
+        return buf
 
     def forward(self, Ys, X, keep=False):
         vs = _views(Ys, self.layout)
         Ws, bs = vs[:self.L], (vs[self.L:] if self.has_biases else None)
         H, Z = [X], []
         h = X
+        m = Ys.shape[0]
         for l in range(self.L - 1):
-            z = np.matmul(h, Ws[l].transpose(0, 2, 1))
+            shape = (m, X.shape[0], self.shapes[l][0])
+            z = (np.matmul(h, Ws[l].transpose(0, 2, 1), out=self._buffer(("z", l), shape))
+                 if keep else np.matmul(h, Ws[l].transpose(0, 2, 1)))
             if self.m[l] != 1.0:
                 z *= self.m[l]
             if bs is not None:
                 z += bs[l][:, None, :]
             Z.append(z)
-            h = self.phi(z)
+            h = _phi_into(self.options, z, self._buffer(("h", l), shape) if keep else None)
             H.append(h)
         f = np.matmul(h, Ws[-1].transpose(0, 2, 1))
         if self.m[-1] != 1.0:
@@ -150,10 +163,10 @@ class _BatchedMLP:
             if self.has_biases and l < L - 1:
                 gs[L + l][...] = G.sum(axis=1) * (-self.rates[L + l])
             if l > 0:
-                G = np.matmul(G, Ws[l])
+                G = np.matmul(G, Ws[l], out=self._buffer(("G", l), Z[l - 1].shape))
                 if self.m[l] != 1.0:
                     G *= self.m[l]
-                G *= self.dphi(Z[l - 1])
+                G *= _dphi_into(self.options, Z[l - 1], self._buffer(("d", l), G.shape))
         return out
 
     def loss(self, Ys, idx):
@@ -178,6 +191,53 @@ class _BatchedMLP:
         if self.options.centered:
             W = W - _chain(_views(self.y0[idx], self.layout)[:self.L])
         return (self.alpha[idx] * float(np.prod(self.m))) * W
+
+
+def _phi_into(options, z, out):
+    """The activation of ``z``, written into ``out`` (a new array if None)."""
+    name, a = options.activation, options.activation_param
+    if out is None:
+        out = np.empty_like(z)
+    if name == "linear":
+        out[...] = z
+    elif name == "relu":
+        np.maximum(z, 0.0, out=out)
+    elif name == "leaky_relu":
+        np.multiply(z, a, out=out)
+        np.maximum(z, out, out=out)          # max(z, a z), 0 <= a < 1
+    elif name == "tanh":
+        np.tanh(z, out=out)
+    else:                                    # softplus: max(z, 0) + log1p(e^{-b|z|}) / b
+        np.abs(z, out=out)
+        out *= -a
+        np.exp(out, out=out)
+        np.log1p(out, out=out)
+        out /= a
+        out += np.maximum(z, 0.0)
+    return out
+
+
+def _dphi_into(options, z, out):
+    """The activation's derivative at ``z`` (``relu'(0) = 0``), written into ``out``."""
+    name, a = options.activation, options.activation_param
+    if name == "linear":
+        out[...] = 1.0
+    elif name == "relu":
+        np.greater(z, 0.0, out=out)
+    elif name == "leaky_relu":
+        np.greater(z, 0.0, out=out)
+        out *= 1.0 - a
+        out += a
+    elif name == "tanh":
+        np.tanh(z, out=out)
+        np.square(out, out=out)
+        np.subtract(1.0, out, out=out)
+    else:                                    # softplus: (1 + tanh(b z / 2)) / 2
+        np.multiply(z, 0.5 * a, out=out)
+        np.tanh(out, out=out)
+        out += 1.0
+        out *= 0.5
+    return out
 
 
 def _chain(Ws):
@@ -945,3 +1005,16 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         kinks=raw["kinks"], sliding_time=raw["sliding"], fallback_steps=raw["fallback_steps"],
         weights0=tuple(np.array(a) for a in stacked),
         biases0=None if bs is None else tuple(np.array(a) for a in bs))
+
+
+def warm():
+    """Load (or compile, the first time) the kernels of the linear ensemble: a small run on
+    ``backend="numba"`` (for ``linearnets._warmup`` and a sweep's worker warm-up)."""
+    from .. import backend as _backend
+    if not _backend.numba_available():
+        return
+    from ..data import scalar_teacher
+    from .network import init_network
+    X, y, _ = scalar_teacher(8, 3, 1.0, seed=0)
+    nets = [init_network((3, 4, 1), 0.3, seed=s) for s in range(2)]
+    gradient_flow_ensemble(nets, X, y, [0.5, 1.0], backend="numba")
