@@ -54,6 +54,12 @@ def _theory():
         mode_time(np.clip(c[1:], 2e-3, 0.9), 1.0, 1e-3, depth=depth)
 
 
+def _ensemble():
+    from .sim.ensemble import warm
+
+    warm()
+
+
 _SMALL = (4, 5, 5, 2)         # every layer narrower than (stages + 1) C: dense stages
 _WIDE = (4, 64, 64, 1)        # wider than 14 C: the factored (rank-C) stage updates
 _LARGE = (8, 600, 600, 1)     # a state over 4 MiB: SSPRK104 as factored Butcher stages
@@ -79,6 +85,7 @@ TASKS = (
     ("observations, factored", _flow(_WIDE, "DOP853", record=_RECORD)),
     ("observations, SSPRK104", _flow(_SMALL, "SSPRK104", record=_RECORD)),
     ("observations, auto", _flow(_SMALL, "auto", t_end=1e4, record=_RECORD)),
+    ("ensemble", _ensemble),
 )
 
 
