@@ -197,7 +197,7 @@ class Trajectory:
         low-order pair (``linearnets.sim.methods.base``).  0 for smooth networks.
     weights0, biases0 : tuple of ndarray, or None
         The parameters at t = 0 (for regime diagnostics such as the relative change
-        per layer); set on the paths that take network options.
+        per layer); ``biases0`` is None without trained biases.
     """
 
     t: np.ndarray
@@ -539,7 +539,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         Hermite interpolant on the step's ends and their derivatives, order 3 like its
         error estimate; neither costs an evaluation.  Many output times then cost
         little more than two (``benchmarks/bench_outputs.py``); the interpolation
-        error is of the order of the step's local error, i.e. of ``rtol``, and the loss
+        error is of the order of the step's local error, a few ``rtol`` on plateaus and
+        where the flow is smooth, but more inside a saddle escape, where a step is long
+        and the state turns fast (400 outputs on the small problem of
+        ``benchmarks/bench_flow.py``: RK45 off by 64 ``rtol``, SSPRK104 by 185); the loss
         along interpolated outputs is non-increasing only up to such errors (SSPRK104 at
         rtol 1e-5: rises of 7e-10 of the initial loss on a plateau).  Other
         methods raise ``ValueError`` (DOP853's order-7 extension misses a saddle
@@ -767,5 +770,6 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         method=method, backend=concrete,
         weights_t=None if weights_t is None else tuple(out(w) for w in weights_t),
         modes=out(modes), mode_s=s_modes, mode_u=U, mode_v=V, conservation=out(cons),
-        ntk=out(ntk), ntk_norm=out(ntk_norm), ntk_alignment=out(ntk_align), dense=bool(dense)),
+        ntk=out(ntk), ntk_norm=out(ntk_norm), ntk_alignment=out(ntk_align), dense=bool(dense),
+        weights0=tuple(np.array(w, copy=True) for w in ws)),
         raise_on_failure)

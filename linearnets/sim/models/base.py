@@ -292,7 +292,8 @@ def register_model(name, cls):
     return cls
 
 
-_BUILTIN = ("linearnets.sim.models.linear", "linearnets.sim.models.mlp")
+_BUILTIN = ("linearnets.sim.models.linear", "linearnets.sim.models.mlp",
+            "linearnets.sim.models.diagonal")
 
 
 def _load_builtin():
