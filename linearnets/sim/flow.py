@@ -411,13 +411,23 @@ def solver_times(t_eval):
     return t_eval, 0
 
 
-def _check_data(X, Y):
-    """``X`` (P, D) and ``Y`` (P, C) as float64 with P >= 1 (``ValueError`` naming X)."""
+def _check_data(X, Y, shapes):
+    """``X`` (P, D) and ``Y`` (P, C) as float64 with P >= 1 and the D and C of the layer
+    ``shapes`` (``ValueError`` naming X or Y)."""
     X = check_matrix(X, "X")
     if X.shape[0] < 1:
         raise ValueError("X must hold at least one sample (P >= 1 rows), got P = 0")
     Y = as_float_array(Y, "Y", ndim=(1, 2))
-    return X, np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
+    Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
+    D, C = shapes[0][1], shapes[-1][0]
+    if X.shape[1] != D:
+        raise ValueError(f"X has {X.shape[1]} columns but weights[0] expects D={D}")
+    if Y.shape[0] != X.shape[0]:
+        raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and "
+                         f"{Y.shape[0]}")
+    if Y.shape[1] != C:
+        raise ValueError(f"Y has {Y.shape[1]} outputs but weights[-1] has C={C} rows")
+    return X, Y
 
 
 def _check_tolerances(rtol, atol):
@@ -436,7 +446,8 @@ def _check_tolerances(rtol, atol):
     return rtol, atol
 
 
-def _check_record(record):
+def _check_record(record, allowed=RECORDABLE):
+    """``record`` as a frozenset of names from ``allowed`` (``ValueError`` naming record)."""
     if record is None:
         return frozenset()
     if isinstance(record, str):
@@ -444,10 +455,10 @@ def _check_record(record):
     try:
         rec = frozenset(record)
     except TypeError as exc:
-        raise ValueError(f"record must be a collection of names from {RECORDABLE}") from exc
-    bad = [r for r in rec if r not in RECORDABLE]
+        raise ValueError(f"record must be a collection of names from {allowed}") from exc
+    bad = [r for r in rec if r not in allowed]
     if bad:
-        raise ValueError(f"record: unknown quantity {bad[0]!r}; choose from {RECORDABLE}")
+        raise ValueError(f"record: unknown quantity {bad[0]!r}; choose from {allowed}")
     return rec
 
 
@@ -625,16 +636,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     if lr_scales is not None:
         from .models import parse_options
         lr_scales = parse_options(len(ws), lr_scales=lr_scales).lr_scales
-    X, Y = _check_data(X, Y)
     shapes = tuple(w.shape for w in ws)
+    X, Y = _check_data(X, Y, shapes)
     D, C = shapes[0][1], shapes[-1][0]
-    if X.shape[1] != D:
-        raise ValueError(f"X has {X.shape[1]} columns but weights[0] expects D={D}")
-    if Y.shape[0] != X.shape[0]:
-        raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and "
-                         f"{Y.shape[0]}")
-    if Y.shape[1] != C:
-        raise ValueError(f"Y has {Y.shape[1]} outputs but weights[-1] has C={C} rows")
     t_eval = _check_t_eval(t_eval)
     eta = float(check_positive(eta, "eta", ndim=0))
     rtol, atol = _check_tolerances(rtol, atol)

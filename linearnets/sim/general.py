@@ -78,34 +78,12 @@ def _check_labels(Y, options):
 
 
 def _record_set(record):
-    if record is None:
-        return frozenset()
-    if isinstance(record, str):
-        record = (record,)
-    try:
-        rec = frozenset(record)
-    except TypeError as exc:
-        raise ValueError(f"record must be a collection of names from "
-                         f"{GENERAL_RECORDABLE}") from exc
-    bad = [r for r in rec if r not in GENERAL_RECORDABLE]
-    if bad:
-        raise ValueError(f"record: unknown quantity {bad[0]!r}; choose from {GENERAL_RECORDABLE}")
-    return rec
+    return _flow._check_record(record, GENERAL_RECORDABLE)
 
 
 def _check_data(weights, X, Y):
     ws = check_weights(weights)
-    X = check_matrix(X, "X")
-    Y = as_float_array(Y, "Y", ndim=(1, 2))
-    Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
-    D, C = ws[0].shape[1], ws[-1].shape[0]
-    if X.shape[1] != D:
-        raise ValueError(f"X has {X.shape[1]} columns but weights[0] expects D={D}")
-    if Y.shape[0] != X.shape[0]:
-        raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and "
-                         f"{Y.shape[0]}")
-    if Y.shape[1] != C:
-        raise ValueError(f"Y has {Y.shape[1]} outputs but weights[-1] has C={C} rows")
+    X, Y = _flow._check_data(X, Y, tuple(w.shape for w in ws))
     return ws, X, Y
 
 
