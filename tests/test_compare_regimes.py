@@ -66,3 +66,25 @@ def test_lazy_limit_fails_with_the_wrong_loss_normalisation(monkeypatch):
     true = ln.lazy_prediction
     monkeypatch.setattr(ln, "lazy_prediction", lambda t, K, Kq, Y, alpha=1.0: true(t, K, Kq, Y, alpha=1.0))
     assert not cr.compare_lazy_limit().passed
+
+
+def test_relu_kernel_gap_whitened_digits():
+    pytest.importorskip("sklearn")
+    r = cr.compare_relu_kernel_gap(gammas=(0.0,))
+    # the whitened run interpolates the training set, so the gap is the network's distance
+    # from the kernel machine of its final NTK, not a residual training error
+    assert r.arrays["loss_end"][0] <= 1e-10 * 0.5
+    assert np.isfinite(r.error) and 0.0 < r.error < 1.0
+    assert r.error == r.arrays["gap"][0] and r.name == "relu_kernel_gap"
+
+
+def test_relu_kernel_gap_bad_input(monkeypatch):
+    pytest.importorskip("sklearn")
+    with pytest.raises(ValueError, match="classes"):
+        cr.compare_relu_kernel_gap(classes=(3, 3))
+    with pytest.raises(ValueError, match="P"):
+        cr.compare_relu_kernel_gap(P=400, Q=100)
+    import sys
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(ImportError, match="scikit-learn"):
+        cr.compare_relu_kernel_gap(gammas=(0.0,))
