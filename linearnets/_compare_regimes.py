@@ -354,7 +354,7 @@ def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=2
 # =============================================================================
 def _digits_task(classes, P, Q, seed):
     """Two digit classes of scikit-learn's bundled ``load_digits`` as +-1 targets: P training
-    and Q test images (64 pixels), centred on the training mean."""
+    and Q test images (64 pixels), centred."""
     try:
         from sklearn.datasets import load_digits
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -370,7 +370,10 @@ def _digits_task(classes, P, Q, seed):
     idx = np.random.default_rng(seed).permutation(X.shape[0])
     y = np.where(lab == classes[0], 1.0, -1.0)
     tr, te = idx[:P], idx[P:P + Q]
-    mu = X[tr].mean(axis=0)
+    # centred on the mean of all images of the two classes, not of the P training images:
+    # that would leave P <= D training inputs of rank P - 1, and the whitened network's
+    # NTK singular on them
+    mu = X.mean(axis=0)
     return X[tr] - mu, X[te] - mu, y[tr]
 
 
