@@ -41,7 +41,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._validation import as_float_array, check_matrix, check_positive
+from .._validation import as_float_array, check_positive
 from . import flow as _flow
 from ._solvers import FlowStatus
 from .methods import STEPPERS
@@ -886,19 +886,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     """
     B, shapes, stacked = _stack_members(weights_list)
     L = len(shapes)
-    X = check_matrix(X, "X")
-    if X.shape[0] < 1:
-        raise ValueError("X must hold at least one sample (P >= 1 rows), got P = 0")
-    Y = as_float_array(Y, "Y", ndim=(1, 2))
-    Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
+    X, Y = _flow._check_data(X, Y, shapes)
     D, C = shapes[0][1], shapes[-1][0]
-    if X.shape[1] != D:
-        raise ValueError(f"X has {X.shape[1]} columns but weights_list[0][0] expects D={D}")
-    if Y.shape[0] != X.shape[0]:
-        raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and "
-                         f"{Y.shape[0]}")
-    if Y.shape[1] != C:
-        raise ValueError(f"Y has {Y.shape[1]} outputs but the last layer has C={C} rows")
     t_eval = _flow._check_t_eval(t_eval)
     eta = float(check_positive(eta, "eta", ndim=0))
     rtol, atol = _flow._check_tolerances(rtol, atol)

@@ -20,7 +20,7 @@ import numbers
 import numpy as np
 
 from .. import backend as _backend
-from .._validation import as_float_array, check_matrix, check_positive
+from .._validation import check_positive
 from . import flow as _flow
 from .methods import STEPPERS, StepperOptions, integrate
 from .models import get_model, parse_options
