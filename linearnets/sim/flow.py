@@ -491,9 +491,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
                   first_step=None, dense=False, activation="linear", biases=None,
                   multipliers=None, alpha=1.0, centered=False, loss="mse", lr_scales=None,
                   stop=None, kink_rtol=None, raise_on_failure=False):
-    """Integrate gradient flow of a deep linear network on the squared loss.
+    """Integrate gradient flow of a network: a deep linear one by default, any other
+    through the network keywords below.
 
-    Solves ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` from
+    For a linear network on the squared loss, solves ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` from
     ``weights`` at time t = 0 (time is measured from initialisation, as in every closed
     form: ``mode_strength(0, ...) = c0``) with an adaptive, error-controlled method,
     stepping exactly onto every output time (or, with ``dense=True``, interpolating
