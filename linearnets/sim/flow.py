@@ -494,7 +494,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     """Integrate gradient flow of a network: a deep linear one by default, any other
     through the network keywords below.
 
-    For a linear network on the squared loss, solves ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` from
+    For a linear network on the squared loss, solves
+    ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` from
     ``weights`` at time t = 0 (time is measured from initialisation, as in every closed
     form: ``mode_strength(0, ...) = c0``) with an adaptive, error-controlled method,
     stepping exactly onto every output time (or, with ``dense=True``, interpolating
