@@ -18,10 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _backend
-from .._validation import as_float_array, check_matrix, check_positive
+from .._validation import check_positive
 from . import _rhs
 from ._solvers import SolverOptions, backends_for, get_solver
-from .flow import DEFAULT_MAX_STEPS, DENSE_METHODS, MIN_RTOL, Trajectory, _check_t_eval, _end_to_end_of
+from .flow import (DEFAULT_MAX_STEPS, DENSE_METHODS, Trajectory, _check_data, _check_max_steps,
+                   _check_t_eval, _check_tolerances, _end_to_end_of)
 
 __all__ = ["prepare_flow", "PreparedFlow", "warm"]
 
@@ -154,26 +155,12 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
     if method is None:
         method = _default_method()
     shapes = _shapes_of(layers)
-    X = check_matrix(X, "X")
-    Y = as_float_array(Y, "Y", ndim=(1, 2))
-    Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
+    X, Y = _check_data(X, Y, shapes)
     D, C = shapes[0][1], shapes[-1][0]
-    if X.shape[1] != D:
-        raise ValueError(f"X has {X.shape[1]} columns but layers expect D={D}")
-    if Y.shape[0] != X.shape[0]:
-        raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and {Y.shape[0]}")
-    if Y.shape[1] != C:
-        raise ValueError(f"Y has {Y.shape[1]} outputs but layers end with C={C}")
     t_eval = _check_t_eval(t_eval)
-    if t_eval[0] < 0:
-        raise ValueError(f"t_eval: times are since initialisation and must be >= 0, got {t_eval[0]!r}")
     eta = float(check_positive(eta, "eta", ndim=0))
-    rtol = float(check_positive(rtol, "rtol", ndim=0))
-    atol = float(check_positive(atol, "atol", ndim=0))
-    if rtol < MIN_RTOL:
-        raise ValueError(f"rtol must be >= {MIN_RTOL:.3g} (rounding limit), got {rtol!r}")
-    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    rtol, atol = _check_tolerances(rtol, atol)
+    max_steps = _check_max_steps(max_steps)
     if first_step is not None:
         first_step = float(check_positive(first_step, "first_step", ndim=0))
     if dense and method not in DENSE_METHODS:
