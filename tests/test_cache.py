@@ -67,7 +67,7 @@ def test_second_process_loads_kernels_from_user_cache_and_package_stays_clean(tm
     assert err1.count("linearnets: compiling numba kernels") == 1  # once per process
     written = [f for _, _, fs in os.walk(first["dir"]) for f in fs]
     assert any(f.startswith("_kernels.times_transpose") and f.endswith(".nbi") for f in written)
-    assert any(f.startswith("_kernels.sumsq") and f.endswith(".nbc") for f in written)
+    assert any(f.startswith("_erk_kernels.sumsq") and f.endswith(".nbc") for f in written)
 
     second, err2 = _run(_CALL, env, tmp_path)
     assert second["dir"] == first["dir"]
@@ -83,7 +83,8 @@ def test_cache_key_follows_kernel_sources_and_their_imports(tmp_path):
     shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     sources = {os.path.relpath(p, copy).replace(os.sep, "/") for p in _numba_cache.kernel_sources(str(copy))}
     # the kernel modules and what they import (a callee's constant lives in _rhs.py)
-    assert {"sim/_kernels.py", "sim/_stiff_kernels.py", "sim/_rhs.py", "theory/_kernels.py"} <= sources
+    assert {"sim/_kernels.py", "sim/_rhs.py", "theory/_kernels.py", "sim/methods/_erk_kernels.py",
+            "sim/methods/_rosw_kernels.py", "sim/models/_linear_kernels.py"} <= sources
     assert "compare.py" not in sources and "cli.py" not in sources
     key = _numba_cache.cache_key(str(copy), version="9.9")
     assert key.startswith("9.9-") and key == _numba_cache.cache_key(str(copy), version="9.9")
@@ -93,7 +94,13 @@ def test_cache_key_follows_kernel_sources_and_their_imports(tmp_path):
     assert _numba_cache.cache_key(str(copy), version="9.9") == key
     with open(copy / "sim" / "_rhs.py", "a") as f:  # imported by sim/_kernels.py
         f.write("\n# edited\n")
-    assert _numba_cache.cache_key(str(copy), version="9.9") != key
+    key2 = _numba_cache.cache_key(str(copy), version="9.9")
+    assert key2 != key
+    # the factory of the compiled loops: its loop is cached inside another module's entry
+    # point (models/_linear_kernels.py), which numba alone would not see change
+    with open(copy / "sim" / "methods" / "_erk_kernels.py", "a") as f:
+        f.write("\n# edited\n")
+    assert _numba_cache.cache_key(str(copy), version="9.9") != key2
 
 
 def test_unusable_cache_dir_falls_back_and_user_code_keeps_numbas_default(tmp_path):
@@ -133,7 +140,10 @@ def test_nothing_compiles_at_import_and_warmup_lists_every_kernel(tmp_path):
     out, err = _run(code, {"LINEARNETS_CACHE_DIR": str(tmp_path / "cache")}, tmp_path)
     assert out["compiles"] == 0 and "compiling" not in err
     names = set(out["kernels"])
-    assert {"sim._kernels.rhs_flat", "sim._kernels.erk_advance", "theory._kernels.strength_deep"} <= names
+    assert {"sim._kernels.rhs_flat", "sim.models._linear_kernels.erk_advance",
+            "sim.models._linear_kernels.rosw_advance", "sim.models._linear_kernels.rhs",
+            "sim.models._linear_kernels.jvp", "sim.methods._erk_kernels.accept_step",
+            "theory._kernels.strength_deep"} <= names
     assert len(names) >= 50
 
 
@@ -141,6 +151,49 @@ def test_warmup_is_a_cli_command():
     from linearnets.cli import main
 
     assert main(["warmup", "--help"]) == 0
+
+
+# Runs of the linear network through the compiled loops' entry points: RK45 and DOP853 on
+# dense stages (the loop of methods/_erk_kernels.make_erk_advance), ROS34PW2 (that of
+# methods/_rosw_kernels.make_rosw_advance), "auto" (both, switching).
+_ENTRY_POINTS = ("erk_advance", "rosw_advance", "rhs", "jvp")
+_RUNS = textwrap.dedent("""
+    import json, time
+    import numpy as np
+    t0 = time.perf_counter()
+    import linearnets as ln
+    from linearnets import _numba_cache
+    from linearnets.sim.models import _linear_kernels as lk
+    X, Y = ln.teacher_task(12, 4, [1.0, 0.5], seed=0)[:2]
+    w = ln.init_network((4, 5, 5, 2), 0.3, seed=1)
+    seconds = {}
+    for method in ("RK45", "DOP853", "ROS34PW2", "auto"):
+        t1 = time.perf_counter()
+        tr = ln.gradient_flow(w, X, Y, np.linspace(0.0, 50.0, 4), backend="numba", method=method,
+                              rtol=1e-6, atol=1e-9)
+        assert tr.success, tr.message
+        seconds[method] = time.perf_counter() - t1
+    print(json.dumps({
+        "compiles": _numba_cache.compile_count(), "seconds": seconds,
+        "total": time.perf_counter() - t0,
+        "hits": {n: sum(getattr(lk, n).stats.cache_hits.values()) for n in %r},
+        "misses": {n: sum(getattr(lk, n).stats.cache_misses.values()) for n in %r},
+    }))
+""" % (_ENTRY_POINTS, _ENTRY_POINTS))
+
+
+@pytest.mark.slow
+def test_second_process_loads_the_compiled_loops_entry_points_from_cache(tmp_path):
+    """The factory-built loops compile into the linear model's cached entry points: a
+    second process takes every one from the cache and compiles nothing."""
+    env = {"LINEARNETS_CACHE_DIR": str(tmp_path / "cache")}
+    cold, _ = _run(_RUNS, env, tmp_path)
+    assert cold["compiles"] > 0 and all(cold["misses"][n] >= 1 for n in ("erk_advance", "rosw_advance"))
+    warm, err = _run(_RUNS, env, tmp_path)
+    assert warm["compiles"] == 0 and "compiling numba kernels" not in err
+    assert all(warm["misses"][n] == 0 for n in _ENTRY_POINTS), warm["misses"]
+    assert warm["hits"]["erk_advance"] >= 1 and warm["hits"]["rosw_advance"] >= 1
+    print(f"cold {cold['seconds']}, warm {warm['seconds']} (seconds per first run)")
 
 
 @pytest.mark.slow

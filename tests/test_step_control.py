@@ -11,7 +11,7 @@ import pytest
 
 from linearnets.data import scalar_teacher
 from linearnets.sim import _explicit
-from linearnets.sim import _kernels as kern
+from linearnets.sim.methods import _erk_kernels as kern
 from linearnets.sim._solvers import SolverOptions
 from linearnets.sim._tableaux import TABLEAUX
 from linearnets.sim.flow import gradient_flow

@@ -471,7 +471,7 @@ def test_auto_numba_agrees_with_numpy_to_1e10(case):
         assert np.abs(wa - wb).max() <= 1e-10 * np.abs(wa).max()
 
 
-# --- ROS34PW2 with its stepping compiled (_stiff_kernels.rosw_advance) ---------------------------
+# --- ROS34PW2 with its stepping compiled (_linear_kernels.rosw_advance) -------------------------
 @numba_only
 @pytest.mark.parametrize("switch", [False, True])
 @pytest.mark.parametrize("rtol", [1e-4, 1e-6, 1e-8])

@@ -1,7 +1,9 @@
 """Adaptive embedded explicit Runge-Kutta integration: one generic stepper for every tableau.
 
 The numpy stepper (:func:`erk_solve`) is the reference; the numba backend runs
-the same algorithm compiled (``_kernels.erk_advance``), one call per output
+the same algorithm compiled (:func:`erk_compiled`: the loop of
+``methods/_erk_kernels.make_erk_advance`` through a model's cached entry point, for the
+linear network ``models/_linear_kernels.erk_advance``), one call per output
 interval, so there is no Python per step.  On networks wide enough that a
 layer's stage updates are cheaper kept as rank-C factors, both backends hand
 the same tableau to the factored-stage stepper of ``_lowrank`` (same control,
@@ -71,7 +73,7 @@ __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP
            "stability_cap", "predictive_step", "NO_PREVIOUS_STEP", "accept_step",
            "select_initial_step",
            "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
-           "compiled_result", "compiled_start", "chain_layout", "PENDING", "observe_step",
+           "compiled_result", "compiled_start", "erk_compiled", "chain_layout", "PENDING", "observe_step",
            "interpolates", "dense_target", "complete_pending", "STIFF", "NONSTIFF_RESET",
            "DENSE_BATCH_BYTES", "dense_batch_rows", "INTERRUPT_STEPS", "INTERRUPT_WORK",
            "MIN_CHUNK_STEPS",
@@ -633,7 +635,8 @@ def chain_layout(problem):
 
 
 def numba_rhs_args(problem):
-    """The trailing arguments of ``_kernels.rhs_flat`` (data, layout and scratch) for ``problem``."""
+    """The trailing arguments of ``_kernels.rhs_flat`` (data, layout and scratch) for ``problem``:
+    the data tuple of the linear model's compiled loops (``models/_linear_kernels.rhs``)."""
     shapes = problem.shapes
     C, D = problem.Syx.shape
     rows, cols, offs, aoff, goff = chain_layout(problem)
@@ -655,9 +658,11 @@ def stiffness_args(tab, stiff_steps=0):
     return wd, stiff
 
 
-def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
+def compiled_start(first, rhs_args, y, t_eval, tab, options, observe, rhs=None):
     """:func:`_start` for a compiled loop: ``first()`` evaluates ``f(y)`` into the loop's
-    own storage, the initial-step selection uses ``_kernels.rhs_flat(..., *rhs_args)``.
+    own storage, the initial-step selection uses ``rhs(v, out, rhs_args)`` (a model's
+    compiled right-hand side and its data tuple), by default the linear network's
+    ``_kernels.rhs_flat(v, out, *rhs_args)``.
 
     Returns ``(early, th, stats)``: the loop's state ``th = [t, h, rho, h_prev,
     err_prev, h_step, t_new, n_stiff, n_nonstiff]`` (``h_step, t_new``: the step a
@@ -665,11 +670,16 @@ def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
     counters ``stats = [nfev, accepted, rejected, nonfinite, capped]``, unless the run ends
     here (``early``, as in :func:`_start`).
     """
-    from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
+    if rhs is None:
+        from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
 
-    def dense_rhs(v, out):
-        kern.rhs_flat(v, out, *rhs_args)
-        return out
+        def dense_rhs(v, out):
+            kern.rhs_flat(v, out, *rhs_args)
+            return out
+    else:
+        def dense_rhs(v, out):
+            rhs(v, out, rhs_args)
+            return out
 
     with np.errstate(all="ignore"):
         early, h, nfev = _start(first, dense_rhs, y, t_eval, tab, options, observe)
@@ -678,11 +688,16 @@ def compiled_start(first, rhs_args, y, t_eval, tab, options, observe):
     return early, th, stats
 
 
-def _erk_numba(problem, y0, t_eval, tab, options, observe):
-    """The numba twin of :func:`erk_solve`: Python only at output times."""
-    from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
+def erk_compiled(advance, rhs, data, y0, t_eval, tab, options, observe):
+    """The numba twin of :func:`erk_solve` for any model: Python only at output times.
 
-    rhs_args = numba_rhs_args(problem)
+    ``advance`` is the model's cached entry point into the loop of
+    ``methods._erk_kernels.make_erk_advance``, ``rhs(y, out, data)`` its compiled
+    right-hand side (called from here for the first evaluation and the initial step)
+    and ``data`` the tuple both take.  Same contract as :func:`erk_solve` (a RawResult).
+    """
+    from .methods import _erk_kernels as ek  # numba compiles (or loads its cache) on first use
+
     rtol, atol = float(options.rtol), float(options.atol)
     s = tab.n_stages
     n = y0.size
@@ -691,10 +706,10 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     K = np.empty((s + 1, n))
 
     def first():
-        kern.rhs_flat(y, K[0], *rhs_args)
+        rhs(y, K[0], data)
         return K[0]
 
-    early, th, stats = compiled_start(first, rhs_args, y, t_eval, tab, options, observe)
+    early, th, stats = compiled_start(first, data, y, t_eval, tab, options, observe, rhs=rhs)
     if early is not None:
         return early
     use_e3 = tab.e3 is not None
@@ -704,14 +719,14 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     wd, stiff = stiffness_args(tab, options.stiff_steps)
 
     def interpolate(theta):
-        kern.stage_state(y, K, tab.dense_weights(theta), th[5], out)
+        ek.stage_state(y, K, tab.dense_weights(theta), th[5], out)
         return out
 
     # the states of the outputs inside a step (observe_step passes at most this many)
     batch = np.empty((dense_batch_rows(n), n)) if interpolates(options, tab) else None
 
     def interpolate_many(thetas):
-        kern.stage_states(y, K, tab.dense_weights(thetas), th[5], batch)
+        ek.stage_states(y, K, tab.dense_weights(thetas), th[5], batch)
         return batch
 
     def fsal():
@@ -722,10 +737,10 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
     while k < T:
         t_target, t_out = dense_target(t_eval, k, options, tab)
         code = advance_in_chunks(
-            lambda budget: kern.erk_advance(
+            lambda budget: advance(
                 y, K, y_new, th, t_target, t_out, stats, budget, tab.A, tab.b, tab.e, e3, use_e3,
                 -1.0 / (tab.error_order + 1), rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR,
-                PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff, *rhs_args),
+                PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff, data),
             stats, options.max_steps, n, s)
         if code == PENDING:
             k = complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal,
@@ -740,6 +755,15 @@ def _erk_numba(problem, y0, t_eval, tab, options, observe):
             code = STIFF
             break
     return compiled_result(code, k, y, th, stats, options, tab.stability_boundary)
+
+
+def _erk_numba(problem, y0, t_eval, tab, options, observe):
+    """:func:`erk_compiled` on the linear network: the entry point
+    ``models._linear_kernels.erk_advance`` with the data tuple :func:`numba_rhs_args`."""
+    from .models import _linear_kernels as lk  # numba compiles (or loads its cache) on first use
+
+    return erk_compiled(lk.erk_advance, lk.rhs, numba_rhs_args(problem), y0, t_eval, tab,
+                        options, observe)
 
 
 def chunk_budget(attempted, max_steps, n, s):

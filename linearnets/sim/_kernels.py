@@ -1,4 +1,4 @@
-"""Numba kernels of the simulator (compiled with ``cache=True``; nothing else lives here).
+"""Numba kernels of the linear network (compiled with ``cache=True``; nothing else lives here).
 
 * :func:`chains` / :func:`rhs_flat` -- the partial products of the gradient and the
   gradient-flow right-hand side on the flat state, the same narrow-side product
@@ -7,9 +7,14 @@
   state, from the products :func:`rhs_flat` left (``_stiff.CompiledFlow``);
 * :func:`end_to_end`, :func:`balance_drift`, :func:`probe_ntk` -- the end-to-end
   map, the conservation diagnostic and the empirical NTK of the flat state, for the
-  observations of a numba run (``flow.gradient_flow``);
-* :func:`erk_advance` -- the generic embedded Runge-Kutta stepper of
-  ``_explicit.erk_solve``, advancing to one output time without returning to Python.
+  observations of a numba run (``flow.gradient_flow``).
+
+The stepping loops that call them live apart from the network: the adaptive
+embedded Runge-Kutta loop and its step control in ``methods/_erk_kernels.py``, the
+Rosenbrock-W loop in ``methods/_rosw_kernels.py``, and the linear model's cached
+entry points into them in ``models/_linear_kernels.py``.  The step-control helpers
+are re-exported here for the linear model's factored fast paths
+(``_lowrank_kernels``, ``_lowstorage_kernels``).
 
 Every argument is a C-contiguous float64 (or int64) array or a scalar of fixed
 type, so each kernel compiles to exactly one signature.  Products go through
@@ -21,12 +26,15 @@ import numpy as np
 from numba import njit
 
 from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
+# the step control of the compiled loops, for the factored fast paths that import it here
+from .methods._erk_kernels import (ACCEPTED, NONFINITE_TRIAL, PENDING, REJECTED, STIFF,  # noqa: F401
+                                   accept_step, capped_step, count_stiff, error_norm, exchange,
+                                   hold_step, judge_step, predictive_step, stability_cap,
+                                   stage_state, stage_states, step_after_accept, step_guard,
+                                   stiffness_estimate, sumsq, trial_step)
 
 __all__ = ["times_transpose", "chains", "rhs_flat", "jvp_flat", "end_to_end", "balance_drift",
-           "probe_ntk", "error_norm", "step_after_accept", "predictive_step", "accept_step", "sumsq", "stiffness_estimate",
-           "stability_cap", "capped_step", "ACCEPTED", "REJECTED", "NONFINITE_TRIAL",
-           "step_guard", "trial_step", "judge_step", "erk_advance", "stage_state", "hold_step",
-           "exchange", "PENDING", "STIFF", "count_stiff", "stage_states", "end_to_end_many"]
+           "probe_ntk", "end_to_end_many"]
 
 
 @njit(cache=True)
@@ -307,310 +315,3 @@ def probe_ntk(y, rows, cols, offs, Xp, out, abuf, tt, hbuf, hh):
                 for a in range(C):
                     for b in range(C):
                         out[p, q, a, b] += v * tt[i, a, b]
-
-
-@njit(cache=True)
-def error_norm(e5, e3, use_e3, h, n):
-    """``_explicit._error_norm`` from the scaled error sums: RMS, or Hairer's DOP853 norm."""
-    if not use_e3:
-        return abs(h) * np.sqrt(e5 / n)
-    if e5 == 0.0 and e3 == 0.0:
-        return 0.0
-    return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
-
-
-@njit(cache=True)
-def step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped):
-    """``_explicit.step_after_accept`` for the compiled loops (same operations)."""
-    factor = max_factor if err == 0.0 else min(max_factor, safety * err ** exponent)
-    if rejected:
-        factor = min(1.0, factor)
-    h_next = h_try * factor
-    if clipped and not rejected:
-        h_next = max(h_next, h)
-    return h_next
-
-
-@njit(cache=True)
-def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev, safety, min_factor):
-    """``_explicit.predictive_step`` for the compiled loops (same operations)."""
-    if h_prev <= 0.0 or err == 0.0:
-        return h_next
-    h_pred = safety * h_try * (h_try / h_prev) * (err_prev / err / err) ** (-exponent)
-    return min(h_next, max(h_pred, min_factor * h_try))
-
-
-@njit(cache=True)
-def accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejected, clipped,
-                th, min_err):
-    """The step after an accepted ``h_try``, as in ``_explicit.adaptive_run``: the standard
-    controller, then (unless ``clipped``) the predictive step from the previous accepted
-    step ``th[3]`` and its floored error ``th[4]``, which this step then replaces."""
-    h = step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped)
-    if not clipped:
-        h = predictive_step(h, h_try, err, exponent, th[3], th[4], safety, min_factor)
-        th[3] = h_try
-        th[4] = max(err, min_err)
-    return h
-
-
-@njit(cache=True)
-def sumsq(X):
-    """``sum X^2`` left to right (``_explicit._sequential_sumsq``)."""
-    acc = 0.0
-    for v in X.ravel():
-        acc += v * v
-    return acc
-
-
-@njit(cache=True)
-def stiffness_estimate(num, dd, ref, wsum, h, yy, min_rel, ulps_eps):
-    """``_explicit.stiffness_estimate`` for the compiled loops (same operations)."""
-    rel2 = min_rel * min_rel
-    if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
-        return 0.0
-    res = ulps_eps / h
-    rho = np.sqrt(num / max(dd, res * res * yy)) / abs(h)
-    return rho if np.isfinite(rho) else 0.0
-
-
-@njit(cache=True)
-def stability_cap(h_next, rho, stiff):
-    """``_explicit.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum,
-    state_ulps * eps]`` (``_explicit.stiffness_args``)."""
-    if not (rho > 0.0 and stiff[0] > 0.0):
-        return h_next
-    return min(h_next, stiff[1] * stiff[0] / rho)
-
-
-@njit(cache=True)
-def count_stiff(h_capped, h_free, th, stiff, stats):
-    """After an accepted step: ``stats[4]`` counts the steps the stability cap shortened
-    (``h_capped < h_free``); the stiffness test of ``_stiff.erk_run``: ``th[7]`` counts
-    such steps in a row, ``th[8]`` the uncapped ones since; ``stiff[6]``
-    (NONSTIFF_RESET) uncapped steps reset the count.  True once it reaches ``stiff[7]``
-    (the test is off where that is 0)."""
-    if h_capped < h_free:
-        stats[4] += 1
-    if stiff[7] <= 0.0:
-        return False
-    if h_capped < h_free:
-        th[8] = 0.0
-        th[7] += 1.0
-    else:
-        th[8] += 1.0
-        if th[8] == stiff[6]:
-            th[7] = 0.0
-    return th[7] >= stiff[7]
-
-
-@njit(cache=True)
-def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
-    """The next step after the stability cap: updates the remembered estimate ``th[2]``
-    from the accepted step's sums (``_explicit.adaptive_run``; ``yy = |y_new|^2``) and
-    caps ``h``."""
-    rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, yy, stiff[3], stiff[5]),
-              stiff[2] * th[2])
-    th[2] = rho
-    return stability_cap(h, rho, stiff)
-
-
-#: Verdicts of :func:`judge_step`.
-ACCEPTED, REJECTED, NONFINITE_TRIAL = 0, 1, 2
-
-#: Return code of a loop holding an accepted step across an output time (``_explicit.PENDING``).
-PENDING = 1
-#: Return code of a loop whose stiffness test fired (:func:`count_stiff`) after an
-#: accepted step that did not end on ``t_target``: ``y``, ``K[0]`` and ``th`` hold its end.
-STIFF = 2
-
-
-@njit(cache=True)
-def step_guard(h, min_step, stats, max_steps, nonfinite):
-    """The checks before an attempted step of the compiled loops: -3 when the step budget
-    ``max_steps`` is spent, -1 when ``h < min_step`` (``stats[3]`` then records whether
-    non-finite trial steps drove it there), else 0."""
-    if stats[1] + stats[2] >= max_steps:
-        return -3
-    if h < min_step:
-        stats[3] = 1 if nonfinite else 0
-        return -1
-    return 0
-
-
-@njit(cache=True)
-def trial_step(t, h, t_target):
-    """``(h_try, clipped)``: ``h``, shortened to land on ``t_target`` when it would pass it."""
-    clipped = t + h >= t_target
-    return (t_target - t if clipped else h), clipped
-
-
-@njit(cache=True)
-def judge_step(err, h, h_try, exponent, max_factor, safety, min_factor, rejected, clipped, th,
-               min_err, stats):
-    """``(verdict, h_next)`` after a trial step of error ``err``, as in
-    ``_explicit.adaptive_run``: ACCEPTED with :func:`accept_step`, else the rejection is
-    counted in ``stats[2]`` and the step shrunk (by ``min_factor`` after a non-finite trial)."""
-    if not np.isfinite(err):
-        stats[2] += 1
-        return NONFINITE_TRIAL, h_try * min_factor
-    if err < 1.0:
-        return ACCEPTED, accept_step(h, h_try, err, exponent, max_factor, safety, min_factor,
-                                     rejected, clipped, th, min_err)
-    stats[2] += 1
-    return REJECTED, h_try * max(min_factor, safety * err ** exponent)
-
-
-@njit(cache=True)
-def exchange(a, b):
-    """Swap the contents of ``a`` and ``b`` (n,): a loop whose state and trial state swapped
-    roles hands the step's start back in ``a`` and its end in ``b``."""
-    for m in range(a.shape[0]):
-        v = a[m]
-        a[m] = b[m]
-        b[m] = v
-
-
-@njit(cache=True)
-def hold_step(th, t, h, h_try, t_new, y, y_new, swapped):
-    """Hand back an accepted step ``t -> t_new`` of length ``h_try``: record it in ``th``
-    (``h``: the step proposed next) and return :data:`PENDING`, the step's start in ``y``
-    and its end in ``y_new`` (exchanged first if the loop ``swapped`` their roles)."""
-    th[0] = t
-    th[1] = h
-    th[5] = h_try
-    th[6] = t_new
-    if swapped:
-        exchange(y, y_new)
-    return PENDING
-
-
-@njit(cache=True)
-def stage_state(y, K, w, h, out):
-    """``out = (sum_j w_j K_j) h + y`` over the nonzero ``w_j`` (``len(w)`` rows of ``K``),
-    in the order of :func:`erk_advance`'s stages: the states of the continuous extension
-    (``_explicit.erk_solve`` forms them the same way)."""
-    n = y.shape[0]
-    for m in range(n):
-        out[m] = 0.0
-    for j in range(w.shape[0]):
-        a = w[j]
-        if a != 0.0:
-            for m in range(n):
-                out[m] += a * K[j, m]
-    for m in range(n):
-        out[m] = out[m] * h + y[m]
-
-
-@njit(cache=True)
-def stage_states(y, K, W, h, out):
-    """:func:`stage_state` for each row of ``W`` (m, s + 1) into the first m rows of
-    ``out``: the outputs of a step's continuous extension in one call."""
-    for i in range(W.shape[0]):
-        stage_state(y, K, W[i], h, out[i])
-
-
-@njit(cache=True)
-def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3, use_e3, exponent,
-                rtol, atol, safety, min_factor, max_factor, min_err, ulps, wd, stiff,
-                Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
-    """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
-
-    ``K`` (at least s+1 rows, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
-    ``th = [t, h, rho, h_prev, err_prev, h_step, t_new, n_stiff, n_nonstiff]`` (time,
-    proposed step, remembered stiffness estimate, the last accepted unclipped step and
-    its floored error, see :func:`accept_step`; the pending step; the counts of the
-    stiffness test, see :func:`count_stiff`) and
-    ``stats = [nfev, accepted, rejected, nonfinite, capped]`` are updated in place
-    (``nonfinite`` = 1 when an underflow followed non-finite trial steps); ``wd``
-    are the tableau's stiffness weights and ``stiff`` the stability-cap constants
-    (see :func:`stability_cap`).  Returns 0 on success, -1 step-size underflow,
-    -3 step budget exhausted (codes of ``FlowStatus``); on failure ``y`` and ``th``
-    hold the last accepted state.  An accepted step that ends at or after ``t_out``
-    (dense output; infinite otherwise) returns :data:`PENDING` before its bookkeeping:
-    ``y`` and ``K`` are still the step's, ``y_new`` its end state at
-    ``th[6] = t_new``, ``th[5]`` its length; the caller completes it.  With the
-    stiffness test on (``stiff[7] > 0``) a step after which it fires returns
-    :data:`STIFF` unless it ended on ``t_target`` (then 0: the caller reads ``th[7]``).
-    """
-    s = b.shape[0]
-    n = y.shape[0]
-    t = th[0]
-    h = th[1]
-    nonfinite = False
-    while True:
-        min_step = ulps * (np.nextafter(t, np.inf) - t)
-        if h < min_step:
-            h = min_step
-        rejected = False
-        while True:
-            code = step_guard(h, min_step, stats, max_steps, nonfinite)
-            if code != 0:
-                th[0] = t
-                th[1] = h
-                return code
-            h_try, clipped = trial_step(t, h, t_target)
-            for i in range(1, s + 1):
-                stage_state(y, K, (b if i == s else A[i])[:i], h_try, y_new)
-                rhs_flat(y_new, K[i], Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
-                         WT, SW, tbuf)
-            stats[0] += s
-            # error norm (RMS, or Hairer's DOP853 combination of err5 and err3)
-            e5 = 0.0
-            e3n = 0.0
-            for m in range(n):
-                sc = atol + rtol * max(abs(y[m]), abs(y_new[m]))
-                acc = 0.0
-                acc3 = 0.0
-                for j in range(s + 1):  # zero weights skipped, as in the numpy stepper
-                    if e[j] != 0.0:
-                        acc += e[j] * K[j, m]
-                    if use_e3 and e3[j] != 0.0:
-                        acc3 += e3[j] * K[j, m]
-                acc /= sc
-                e5 += acc * acc
-                if use_e3:
-                    acc3 /= sc
-                    e3n += acc3 * acc3
-            err = error_norm(e5, e3n, use_e3, h_try, n)
-            verdict, h = judge_step(err, h, h_try, exponent, max_factor, safety, min_factor,
-                                    rejected, clipped, th, min_err, stats)
-            if verdict == ACCEPTED:
-                nonfinite = False
-                break
-            nonfinite = nonfinite or verdict == NONFINITE_TRIAL
-            rejected = True
-        stats[1] += 1
-        # stiffness estimate from the accepted step's stages (_explicit.erk_solve)
-        ref = 0.0
-        num = 0.0
-        dd = 0.0
-        yy = 0.0
-        for m in range(n):
-            yy += y_new[m] * y_new[m]
-            ref += K[0, m] * K[0, m]
-            dv = K[s, m] - K[s - 1, m]
-            num += dv * dv
-            acc = 0.0
-            for j in range(s):
-                if wd[j] != 0.0:
-                    acc += wd[j] * K[j, m]
-            dd += acc * acc
-        h_free = h
-        h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
-        stiff_now = count_stiff(h, h_free, th, stiff, stats)
-        t_new = t_target if clipped else t + h_try
-        if t_new >= t_out:
-            return hold_step(th, t, h, h_try, t_new, y, y_new, False)
-        for m in range(n):
-            y[m] = y_new[m]
-            K[0, m] = K[s, m]
-        if clipped:
-            th[0] = t_target
-            th[1] = h
-            return 0
-        t = t + h_try
-        if stiff_now:
-            th[0] = t
-            th[1] = h
-            return STIFF

@@ -1,5 +1,9 @@
 """Embedded Runge-Kutta stepping with the stages of a linear network kept in factored form.
 
+The linear model's fast path for the explicit pairs on wide networks (rank-C factored
+stages, on the sufficient statistics); every other model, and the linear one on narrow
+networks, steps through the generic loops of ``methods/`` (``_explicit.erk_compiled``).
+
 Why
 ---
 For a linear network every stage derivative is low rank in each layer:

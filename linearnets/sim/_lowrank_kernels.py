@@ -1,5 +1,8 @@
 """Numba kernels of the factored-stage stepper (``_lowrank.py`` is the numpy reference).
 
+The linear model's fast path for the explicit pairs on wide networks: a loop of its own
+with rank-C factored stages, on the step control of ``methods/_erk_kernels.py``.
+
 * :func:`stage` -- the factors of ``f(y + sum_{j<k} w_j K_j)`` into one stage slot;
 * :func:`combination` -- ``sum_j w_j K_j`` as a dense flat vector (:func:`combinations`:
   ``y +`` that for many weight vectors, the outputs inside a step);
@@ -481,7 +484,7 @@ def lowrank_advance(y, y_new, pbuf, block_entries, wtmp, th, t_target, t_out, st
                     min_err, ulps, wd, stiff, Sxx, Syx, eta_l, white, ints, bufs):
     """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target``; slot 0 holds ``f(y)``.
 
-    The loop of ``_kernels.erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
+    The loop of ``_erk_kernels.make_erk_advance`` with factored stages (``_lowrank.lowrank_solve``):
     ``th`` and ``stats`` (as there) updated in
     place; returns 0 on success, -1 step-size underflow, -3 step budget exhausted,
     ``PENDING`` after an accepted step reaching ``t_out`` (as ``erk_advance``: ``y`` and

@@ -1,5 +1,8 @@
 """SSPRK104 in Ketcheson's low-storage form, every stage derivative kept as layer factors.
 
+The linear model's fast path for SSPRK104 (stage derivatives as layer factors, on the
+sufficient statistics); the tableau form runs through the generic loops of ``methods/``.
+
 Why
 ---
 SSPRK104 is the method for the stretch where converged modes, not accuracy, cap

@@ -1,5 +1,8 @@
 """Numba kernels of the low-storage SSPRK104 stepper (``_lowstorage.py`` is the numpy reference).
 
+The linear model's fast path for SSPRK104: a loop of its own with factored stages, on the
+step control of ``methods/_erk_kernels.py``.
+
 * :func:`add_stage` -- ``q += c K`` for a stage derivative held as layer factors;
 * :func:`hermite_states` -- the interpolated states of the outputs inside a step;
 * :func:`error_sums` -- the scaled error sum and ``|y_new - q1|^2`` in one pass;
@@ -324,7 +327,7 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_s
     of ``f(y)`` on entry and exit.
 
     One attempted step is ``_lowstorage.ssp_trial`` and the step control is that of
-    ``_kernels.erk_advance``: ``th = [t, h, rho, h_prev, err_prev, h_step, t_new, ...]``
+    ``_erk_kernels.make_erk_advance``'s loop: ``th = [t, h, rho, h_prev, err_prev, h_step, t_new, ...]``
     (this loop has no stiffness test: it leaves the last two entries alone),
     ``ref0 = [|f(y)|^2]`` and ``stats = [nfev, accepted, rejected, nonfinite, capped]`` are
     updated in place; returns 0 on success, -1 step-size underflow, -3 step budget

@@ -39,9 +39,10 @@ What
   that is cheaper per unit time).  Each switch back multiplies the stiff steps
   in a row that the next switch needs by ``SWITCH_BACKOFF``.
 * The numba backend: ``"ROS34PW2"`` (:func:`solve_rosw_numba`) steps with
-  :func:`rosw_run_compiled`, the loop of :func:`rosw_run` compiled in
-  ``_stiff_kernels`` on the buffers of a :class:`CompiledFlow` (right-hand side
-  and Jacobian-vector product compiled); ``"auto"`` (:func:`solve_auto_numba`)
+  :func:`rosw_run_compiled`, the loop of :func:`rosw_run` compiled
+  (``methods/_rosw_kernels``, through the linear model's entry point in
+  ``models/_linear_kernels``) on the buffers of a :class:`CompiledFlow` (right-hand
+  side and Jacobian-vector product compiled); ``"auto"`` (:func:`solve_auto_numba`)
   runs the same phases as on numpy, the DOP853 ones in the compiled loops of
   ``_explicit``/``_lowrank`` (whose stiffness test, ``SolverOptions.stiff_steps``,
   counts as :func:`erk_run` does), the ROS34PW2 ones by :func:`rosw_run_compiled`.
@@ -194,16 +195,21 @@ class CompiledFlow:
     :meth:`jvp` then differentiates; the caller leaves ``y`` unchanged meanwhile).
 
     ``rhs_args`` (the kept state's products), ``scratch_args`` (the other states') and
-    ``jvp_args`` are the trailing arguments of the kernels; :func:`rosw_run_compiled`
-    hands them to ``_stiff_kernels.rosw_advance``.
+    ``jvp_args`` are the trailing arguments of the kernels, the data tuples of the linear
+    model's compiled ``rhs``/``jvp`` (``models/_linear_kernels``); :func:`rosw_run_compiled`
+    hands them to the model's entry point ``rosw_advance`` into the loop of
+    ``methods/_rosw_kernels.make_rosw_advance``.
     """
 
     def __init__(self, problem):
         from . import _kernels  # numba compiles (or loads its cache) on first use only
         from ._explicit import numba_rhs_args
+        from .models import _linear_kernels
 
         self.xp = np
         self._kern = _kernels
+        #: the model's cached entry point into the compiled Rosenbrock-W loop
+        self.rosw_advance = _linear_kernels.rosw_advance
         self.nfev = 0
         self.njev = 0
         # two sets of product buffers: those of the kept state, and scratch for the others
@@ -525,15 +531,16 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
 
 def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
                       switch_back=None):
-    """:func:`rosw_run` with its stepping compiled: ``_stiff_kernels.rosw_advance``, one
-    call per output time, on the buffers of a :class:`CompiledFlow` ``flow``.
+    """:func:`rosw_run` with its stepping compiled: ``flow.rosw_advance`` (a model's entry
+    point into ``methods/_rosw_kernels.make_rosw_advance``'s loop), one call per output
+    time, on the buffers of a :class:`CompiledFlow` ``flow``.
 
     Same arguments, contract and return value ``(status, t, y, h, k, nonstiff)``; the
     counters of ``flow`` (``nfev``, ``njev``) and ``stats`` advance as they would there.
     The steps are those of :func:`rosw_run` up to the rounding of the inner products
     (``np.dot`` in compiled code against numpy's ``vdot``).
     """
-    from . import _stiff_kernels as sk  # numba compiles (or loads its cache) on first use only
+    from .methods._rosw_kernels import NONSTIFF  # numba compiles on first use only
 
     y = np.array(y, dtype=np.float64, copy=True)
     n = y.size
@@ -558,7 +565,7 @@ def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS
         # in chunks (_explicit.advance_in_chunks): a step is the stages plus the Krylov
         # iterations' products, counted here as ROSW_CHUNK_EVALS evaluations
         code = advance_in_chunks(
-            lambda chunk, t_k=float(t_eval[k]): sk.rosw_advance(
+            lambda chunk, t_k=float(t_eval[k]): flow.rosw_advance(
                 y, f0, U, work, th, counts, t_k, chunk, a, c, m, e, float(tab.gamma), ctl,
                 flow.rhs_args, flow.scratch_args, flow.jvp_args),
             counts, budget, y.size, ROSW_CHUNK_EVALS)
@@ -571,7 +578,7 @@ def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS
     stats.nsteps += int(counts[1])
     stats.nrej += int(counts[2])
     stats.ncg += int(counts[3])
-    nonstiff = code == sk.NONSTIFF
+    nonstiff = code == NONSTIFF
     status = FlowStatus.SUCCESS if nonstiff else _STATUS_BY_CODE[code]
     return status, float(th[0]), y, float(th[1]), k, nonstiff
 

@@ -1,0 +1,260 @@
+"""Compiled Rosenbrock-W loop, for any model with a Jacobian-vector product (numba).
+
+``_stiff.py`` is the numpy reference (``_stiff.rosw_run``, ``_stiff.cg_solve``); this
+module knows nothing of networks.
+
+The factory
+-----------
+``make_rosw_advance(rhs, jvp)`` takes the model's numba functions
+``rhs(y, out, data)`` (``dy/dt`` at ``y`` into ``out``, as for
+``_erk_kernels.make_erk_advance``) and ``jvp(v, out, y, jdata)`` (``J(y) v`` into
+``out``; ``jdata`` may share buffers in which ``rhs(y, ., data)`` left what the
+product needs) and returns ``(rosw_advance, cg_solve)``, both ``@njit(nogil=True)``
+and uncached:
+
+* ``cg_solve`` -- conjugate gradients on ``(I - hg J) x = b`` with ``jvp``;
+* ``rosw_advance(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma,
+  ctl, base, scratch, jv) -> int`` -- ``_stiff.rosw_run`` advancing to one output time
+  without returning to Python: stages, Krylov solves, error control and the test that
+  hands back to an explicit pair.  ``base`` and ``scratch`` are two data tuples of
+  ``rhs`` (the step's start keeps its products in ``base``, the stages use
+  ``scratch``), ``jv`` that of ``jvp``.
+
+As for the explicit loop, a model calls ``rosw_advance`` from a module-level
+``@njit(cache=True, nogil=True)`` entry point of its own module (the linear model's:
+``models/_linear_kernels.rosw_advance``), so that numba caches it.
+
+The same operations in the same order as the numpy reference, elementwise sums as
+loops and inner products through ``np.dot`` (BLAS ``ddot``): the two backends take
+the same steps up to the rounding of those inner products.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._erk_kernels import accept_step
+
+__all__ = ["make_rosw_advance", "NONSTIFF", "CTL_FIELDS", "ROSW_ADVANCE_ARGS"]
+
+#: Return code of ``rosw_advance`` when, for the required number of accepted
+#: steps in a row, the explicit pair would have advanced more cheaply (``_stiff.rosw_run``
+#: with ``switch_back``).
+NONSTIFF = 3
+
+#: The entries of the ``ctl`` argument of ``rosw_advance``, in order.
+CTL_FIELDS = ("exponent", "rtol", "atol", "safety", "min_factor", "max_factor", "min_err",
+              "min_step_ulps", "krylov_tol", "max_krylov", "boundary", "explicit_stages",
+              "switch_steps")
+
+#: The arguments of a loop built by :func:`make_rosw_advance`, in order.
+ROSW_ADVANCE_ARGS = ("y", "f0", "U", "work", "th", "stats", "t_target", "max_steps", "a", "c",
+                     "mw", "ew", "gamma", "ctl", "base", "scratch", "jv")
+
+
+@njit(cache=True)
+def _scaled_rms(x, scale):
+    """``sqrt(mean((x / scale)^2))`` (0 for an empty vector)."""
+    n = x.shape[0]
+    if n == 0:
+        return 0.0
+    acc = 0.0
+    for m in range(n):
+        v = x[m] / scale[m]
+        acc += v * v
+    return np.sqrt(acc / n)
+
+
+def make_rosw_advance(rhs, jvp):
+    """Build the Rosenbrock-W loop around ``rhs(y, out, data)`` and ``jvp(v, out, y, jdata)``.
+
+    Parameters
+    ----------
+    rhs, jvp : numba dispatchers
+        The model's right-hand side and Jacobian-vector product (module docstring).
+
+    Returns
+    -------
+    rosw_advance, cg_solve : numba dispatchers
+        ``@njit(nogil=True)``, not cached: call ``rosw_advance`` from a module-level
+        cached entry point.
+    """
+
+    @njit(nogil=True)
+    def cg_solve(x, b, hg, scale, tol, maxiter, r, p, Jv, y, jv):
+        """Solve ``(I - hg J) x = b`` into ``x`` (n,) by conjugate gradients from ``x = b``.
+
+        ``J`` is the Jacobian at ``y``, applied as ``jvp(v, out, y, jv)`` (``jv``: the
+        model's data tuple, holding what ``rhs`` left of ``y``); ``r``, ``p``, ``Jv`` are
+        (n,) scratch.  The iteration stops when ``rms(r / scale) <= tol``.
+
+        Returns ``(converged, iterations, rho)``: not converged after ``maxiter``
+        Jacobian-vector products or on non-positive curvature; ``rho`` the largest
+        Rayleigh quotient ``-p.Jp / p.p`` met (``_stiff.cg_solve``).
+        """
+        n = x.shape[0]
+        for m in range(n):
+            x[m] = b[m]
+        jvp(x, Jv, y, jv)
+        xx = np.dot(x, x)
+        rho = -np.dot(x, Jv) / xx if xx > 0.0 else 0.0
+        for m in range(n):
+            r[m] = Jv[m] * hg                   # r = b - (x - hg J x) = hg J x
+        it = 1
+        if _scaled_rms(r, scale) <= tol:
+            return True, it, rho
+        for m in range(n):
+            p[m] = r[m]
+        rr = np.dot(r, r)
+        pp = rr
+        while it < maxiter:
+            jvp(p, Jv, y, jv)
+            it += 1
+            for m in range(n):
+                Jv[m] = p[m] - hg * Jv[m]       # A p, in place of J p
+            pAp = np.dot(p, Jv)
+            if not pAp > 0.0:
+                return False, it, rho
+            rho = max(rho, (pAp - pp) / hg / pp)
+            alpha = rr / pAp
+            for m in range(n):
+                x[m] += alpha * p[m]
+                r[m] -= alpha * Jv[m]
+            if _scaled_rms(r, scale) <= tol:
+                return True, it, rho
+            rr_new = np.dot(r, r)
+            beta = rr_new / rr
+            for m in range(n):
+                p[m] = p[m] * beta + r[m]
+            rr = rr_new
+            pp = np.dot(p, p)
+        return False, it, rho
+
+    @njit(nogil=True)
+    def rosw_advance(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl,
+                     base, scratch, jv):
+        """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with Rosenbrock-W steps.
+
+        ``f0 = f(y)``, evaluated as ``rhs(y, f0, base)`` (``base``: the model's data tuple,
+        which the Jacobian-vector products ``jvp(v, out, y, jv)`` differentiate: ``jv``
+        shares what ``rhs`` left in ``base``), on entry and exit; the stages are evaluated
+        with ``rhs(Y_i, f_i, scratch)``; ``U`` (s, n) the stage solutions and ``work`` (7, n)
+        scratch; ``a, c, mw, ew`` the transformed coefficients of
+        ``_stiff.RosenbrockW.transformed`` and ``gamma`` its diagonal; ``ctl`` the
+        settings named by :data:`CTL_FIELDS` (``boundary`` 0: no hand-back test).
+        ``th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]`` (time, proposed step,
+        the largest Rayleigh quotient of the last accepted step, the memory of
+        ``_erk_kernels.accept_step``, the steps in a row the explicit pair would have taken
+        more cheaply and the cost counter at the last of them) and ``stats = [nfev,
+        accepted, rejected, njev]`` are updated in place.
+
+        Returns 0 on reaching ``t_target``, -1 step-size underflow, -2 a non-finite
+        right-hand side (after the step that produced it: ``y`` holds its end, ``th[0]``
+        its start), -3 step budget ``max_steps`` (accepted plus rejected) exhausted, or
+        :data:`NONSTIFF` after an accepted step that did not end on ``t_target`` once
+        ``n_cheaper`` reached ``switch_steps``.
+        """
+        s = mw.shape[0]
+        n = y.shape[0]
+        exponent, rtol, atol = ctl[0], ctl[1], ctl[2]
+        safety, min_factor, max_factor, min_err, ulps = ctl[3], ctl[4], ctl[5], ctl[6], ctl[7]
+        ktol, kmax = ctl[8], int(ctl[9])
+        boundary, s_erk, switch_steps = ctl[10], ctl[11], ctl[12]
+        Yi, fi, bi, r, p, Jv, scale = work[0], work[1], work[2], work[3], work[4], work[5], work[6]
+        t = th[0]
+        h = th[1]
+        rejected = False
+        rho = 0.0
+        while True:
+            if stats[1] + stats[2] >= max_steps:
+                th[0] = t
+                th[1] = h
+                return -3
+            if h < ulps * (np.nextafter(t, np.inf) - t):
+                th[0] = t
+                th[1] = h
+                return -1
+            clipped = t + h >= t_target
+            h_try = t_target - t if clipped else h
+            hg = h_try * gamma
+            for m in range(n):
+                scale[m] = atol + rtol * abs(y[m])
+            ok = True
+            for i in range(s):
+                if i == 0:
+                    for m in range(n):
+                        fi[m] = f0[m]
+                else:
+                    for m in range(n):
+                        acc = y[m]
+                        for j in range(i):
+                            if a[i, j] != 0.0:
+                                acc += a[i, j] * U[j, m]
+                        Yi[m] = acc
+                    rhs(Yi, fi, scratch)
+                    stats[0] += 1
+                for m in range(n):
+                    acc = fi[m] * hg
+                    for j in range(i):
+                        if c[i, j] != 0.0:
+                            acc += (gamma * c[i, j]) * U[j, m]
+                    bi[m] = acc
+                ok, its, rho_i = cg_solve(U[i], bi, hg, scale, ktol, kmax, r, p, Jv, y, jv)
+                stats[3] += its
+                rho = max(rho, rho_i)
+                if not ok:
+                    break
+            err = np.inf
+            if ok:
+                # the new state (into Yi) and the scaled error, in one pass
+                e2 = 0.0
+                for m in range(n):
+                    yn = y[m]
+                    ev = 0.0
+                    for i in range(s):
+                        yn += mw[i] * U[i, m]
+                        ev += ew[i] * U[i, m]
+                    Yi[m] = yn
+                    v = ev / (atol + rtol * max(abs(y[m]), abs(yn)))
+                    e2 += v * v
+                err = np.sqrt(e2 / n) if n else 0.0
+            if not err < 1.0:
+                stats[2] += 1
+                h = h_try * (min_factor if not np.isfinite(err)
+                             else max(min_factor, safety * err ** exponent))
+                rejected = True
+                continue
+            if boundary > 0.0 and not clipped:
+                # the explicit pair's step would be min(h, boundary / rho), at s_erk
+                # right-hand sides each; this method paid (rhs + 2 jvp) since the last step
+                cost = stats[0] + 2.0 * stats[3]
+                h_erk = h_try if rho <= 0.0 else min(h_try, boundary / rho)
+                cheaper = s_erk / h_erk < (cost - th[6]) / h_try
+                th[5] = th[5] + 1.0 if cheaper else 0.0
+                th[6] = cost
+            th[2] = rho
+            rho = 0.0
+            h = accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejected,
+                            clipped, th, min_err)
+            rejected = False
+            stats[1] += 1
+            for m in range(n):
+                y[m] = Yi[m]
+            rhs(y, f0, base)
+            stats[0] += 1
+            for m in range(n):
+                if not np.isfinite(f0[m]):
+                    th[0] = t
+                    th[1] = h
+                    return -2
+            if clipped:
+                th[0] = t_target
+                th[1] = h
+                return 0
+            t = t + h_try
+            if switch_steps > 0.0 and th[5] >= switch_steps:
+                th[0] = t
+                th[1] = h
+                return NONSTIFF
+
+    return rosw_advance, cg_solve
