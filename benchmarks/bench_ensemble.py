@@ -8,15 +8,24 @@ Two small networks, as in ``bench_sweep.py``:
   sigma = 1, 10 output times up to 5, rtol 1e-6, atol 1e-9.
 
 Rows, all measured in this run: serial ``ln.gradient_flow`` calls (the baseline; for the
-linear network also with ``method="DOP853"``, the ensemble's method),
-serial ``prepare_flow(...).run`` (linear only), and the ensemble path (B = 16
-members per call).  Accuracy is equal by construction (the ensemble controls each
-member's error as a run of it alone does, at the same rtol); the table prints the
-largest difference of the final losses between the two, relative to the initial
-loss.  Then the floor of each path: microseconds per gradient evaluation of one
-member (wall time / total evaluations; the linear serial and prepared columns are the
-DOP853 runs), and the cost of one batched right-hand
-side for B members against B serial evaluations.
+linear network also with ``method="DOP853"``, the batched loop's method), serial
+``prepare_flow(...).run`` (linear only, default method and DOP853), and the ensemble
+path (B = 16 members per call): for the linear network its batched loop on numpy and
+on numba (forced by setting ``PER_MEMBER_MAX_WIDTH`` to 0) and its default (member by
+member through ``prepare_flow``, method ``"auto"``).  Ratios against serial calls in
+wall time and in CPU time of this process (the machine may be shared; the linear
+timings are the faster of two interleaved rounds).  Accuracy is equal by construction
+(the ensemble controls each member's error as a run of it alone does, at the same
+rtol); the table prints the largest difference of the final losses, relative to the
+initial loss.
+
+The floor of the linear paths: per member, the wall time spent inside the compiled
+loops (every call from Python into the package's numba kernels timed) against the
+whole run; the compiled work of a member is what no ensemble that takes each
+member's own steps can save, so ``serial call / compiled work`` bounds its speed-up.
+Then microseconds per gradient evaluation of one member (wall time / total
+evaluations; DOP853 runs), and the cost of one batched right-hand side for B members
+against B serial evaluations.
 
 Target (issue 26): the ensemble path >= 5x serial calls for B = 16 small networks.
 
@@ -62,17 +71,63 @@ def relu_init(seed):
     return w, b
 
 
+#: Modules whose compiled (numba) entry points the floor measurement times.
+COMPILED_MODULES = ("linearnets.sim._kernels", "linearnets.sim.models._linear_kernels",
+                    "linearnets.sim.methods._rosw_kernels", "linearnets.sim._stiff_kernels",
+                    "linearnets.sim._ensemble_kernels", "linearnets.sim._lowrank_kernels")
+
+
+def _in_compiled(f):
+    """``(wall, cpu, compiled, out)``: ``f()``'s wall and CPU seconds, and the wall seconds spent
+    inside calls from Python into the package's numba kernels (every dispatcher of
+    ``COMPILED_MODULES`` wrapped with a timer for the call; kernels called from compiled code
+    are not wrapped, so the total is the time inside the compiled loops)."""
+    import importlib
+    from numba.core.registry import CPUDispatcher
+    acc = [0.0]
+    saved = []
+    for name in COMPILED_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        for attr, fn in list(vars(mod).items()):
+            if isinstance(fn, CPUDispatcher):
+                def timed(*a, _fn=fn):
+                    t = time.perf_counter()
+                    try:
+                        return _fn(*a)
+                    finally:
+                        acc[0] += time.perf_counter() - t
+                setattr(mod, attr, timed)
+                saved.append((mod, attr, fn))
+    try:
+        c0, t0 = time.process_time(), time.perf_counter()
+        out = f()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        for mod, attr, fn in saved:
+            setattr(mod, attr, fn)
+    return wall, cpu, acc[0], out
+
+
+def _nfev(out):
+    return sum(int(np.sum(o.nfev)) for o in out)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--groups", type=int, default=4, help="ensembles of 16 (linear)")
     ap.add_argument("--relu-groups", type=int, default=1, help="ensembles of 16 (ReLU)")
     args = ap.parse_args(argv)
     import linearnets as ln
+    from linearnets.sim import ensemble as ens_mod
     from linearnets.sim.ensemble import _BatchedLinear, _BatchedMLP
     from linearnets.sim.models import parse_options
     from linearnets.sim.prepared import prepare_flow, warm
 
     warm()
+    ens_mod.warm()
     rows = []
     floors = []
 
@@ -80,37 +135,68 @@ def main(argv=None):
     X, y = linear_case()
     n = args.groups * B
     inits = [ln.init_network(LIN_SIZES, 0.01, seed=s) for s in range(n)]
-    ln.gradient_flow(inits[0], X, y, LIN_T, **TOL)
-    ln.gradient_flow_ensemble(inits[:B], X, y, LIN_T, **TOL)
-    serial_t, serial = _timed(lambda: [ln.gradient_flow(w, X, y, LIN_T, **TOL) for w in inits])
-    # the same explicit method as the ensemble (the default "auto" switches to the L-stable
-    # ROS34PW2 once converged modes make the flow stiff, here from t ~ 47 on)
-    dop_t, dop = _timed(lambda: [ln.gradient_flow(w, X, y, LIN_T, method="DOP853", **TOL)
-                                 for w in inits])
+    groups = [inits[g * B:(g + 1) * B] for g in range(args.groups)]
     pf = prepare_flow(X, y, LIN_SIZES, LIN_T, **TOL)
-    prep_t, _ = _timed(lambda: [pf.run(w) for w in inits])
-    ln.gradient_flow_ensemble(inits[:B], X, y, LIN_T, backend="numpy", **TOL)
-    ensnp_t, _ = _timed(lambda: [ln.gradient_flow_ensemble(
-        inits[g * B:(g + 1) * B], X, y, LIN_T, backend="numpy", **TOL)
-        for g in range(args.groups)])
-    ens_t, ens = _timed(lambda: [ln.gradient_flow_ensemble(inits[g * B:(g + 1) * B], X, y, LIN_T,
-                                                           **TOL) for g in range(args.groups)])
-    loss_e = np.concatenate([e.loss[:, -1] for e in ens])
-    loss_s = np.array([r.loss[-1] for r in serial])
-    dev = float(np.max(np.abs(loss_e - loss_s)) / serial[0].loss[0])
+    pfd = prepare_flow(X, y, LIN_SIZES, LIN_T, method="DOP853", **TOL)
+
+    def batched(backend):
+        # the batched loop, also where the member-by-member route would be taken
+        keep = ens_mod.PER_MEMBER_MAX_WIDTH
+        ens_mod.PER_MEMBER_MAX_WIDTH = 0
+        try:
+            return [ln.gradient_flow_ensemble(g, X, y, LIN_T, backend=backend, method="DOP853",
+                                              **TOL) for g in groups]
+        finally:
+            ens_mod.PER_MEMBER_MAX_WIDTH = keep
+
+    paths = [
+        ("serial gradient_flow", lambda: [ln.gradient_flow(w, X, y, LIN_T, **TOL) for w in inits]),
+        ("serial, method='DOP853'", lambda: [ln.gradient_flow(w, X, y, LIN_T, method="DOP853", **TOL)
+                                             for w in inits]),
+        ("serial prepare_flow.run", lambda: [pf.run(w) for w in inits]),
+        ("serial prepare_flow.run, DOP853", lambda: [pfd.run(w) for w in inits]),
+        (f"ensemble (B = {B}), batched numpy", lambda: batched("numpy")),
+        (f"ensemble (B = {B}), batched numba", lambda: batched("numba")),
+        (f"ensemble (B = {B}), default", lambda: [ln.gradient_flow_ensemble(g, X, y, LIN_T, **TOL)
+                                                 for g in groups]),
+    ]
+    for _, f in paths:          # warm every path once
+        f()
+    meas = {}
+    for rep in range(2):        # the faster of two rounds, interleaved (a shared machine)
+        for name, f in paths:
+            m = _in_compiled(f)
+            if name not in meas or m[0] < meas[name][0]:
+                meas[name] = m
+    base_w, base_c = meas["serial gradient_flow"][:2]
+    ref_loss = np.array([r.loss[-1] for r in meas["serial gradient_flow"][3]])
     label = "linear 10-16-1"
-    rows += [(label, "serial gradient_flow", serial_t, n, 1.0, ""),
-             (label, "serial, method='DOP853'", dop_t, n, serial_t / dop_t, ""),
-             (label, "serial prepare_flow.run", prep_t, n, serial_t / prep_t, ""),
-             (label, f"ensemble (B = {B}), numpy", ensnp_t, n, serial_t / ensnp_t,
-              f"vs DOP853 serial {dop_t / ensnp_t:.2f}x"),
-             (label, f"ensemble (B = {B}), {ens[0].backend}", ens_t, n, serial_t / ens_t,
-              f"final loss vs serial: {dev:.1e} of loss(0); "
-              f"{serial_t / ens_t * dop_t / serial_t:.2f}x... see below"[:60])]
-    rows[-1] = rows[-1][:5] + (f"final loss vs serial: {dev:.1e} of loss(0); vs DOP853 serial "
-                               f"{dop_t / ens_t:.2f}x",)
-    nfev_s = sum(r.nfev for r in dop)
-    nfev_e = sum(int(e.nfev.sum()) for e in ens)
+    for name, _ in paths:
+        wall, cpu, comp, out = meas[name]
+        note = ""
+        if name.startswith("ensemble"):
+            loss = np.concatenate([e.loss[:, -1] for e in out])
+            note = (f"{out[0].method}/{out[0].backend}; final loss vs serial "
+                    f"{float(np.max(np.abs(loss - ref_loss)) / out[0].loss[0, 0]):.1e} of loss(0)")
+        rows.append((label, name, wall, n, base_w / wall, f"cpu {base_c / cpu:.2f}x  {note}"))
+    print(f"\nfloor of the linear paths, per member (10-16-1, {n} members; wall ms, CPU ms, the "
+          f"wall ms inside the compiled loops, evaluations):")
+    for name, _ in paths:
+        wall, cpu, comp, out = meas[name]
+        print(f"  {name:36s} wall {wall / n * 1e3:7.3f}  cpu {cpu / n * 1e3:7.3f}  compiled "
+              f"{comp / n * 1e3:7.3f} ({100 * comp / wall:3.0f}% of wall)  nfev {_nfev(out) / n:6.0f}")
+    serial_per = base_w / n
+    for name in ("serial prepare_flow.run", "serial prepare_flow.run, DOP853"):
+        comp = meas[name][2] / n
+        print(f"  compiled work per member on {name.split(', ')[-1] if ',' in name else 'auto'}: "
+              f"{comp * 1e3:.3f} ms = {comp / serial_per:.2f} of a serial call: an ensemble taking "
+              f"each member's own steps is at most {serial_per / comp:.1f}x serial calls "
+              f"(target 5x{' ruled out' if comp > serial_per / 5 else ' reachable'})")
+    nfev_s = _nfev(meas["serial, method='DOP853'"][3])
+    nfev_e = _nfev(meas[f"ensemble (B = {B}), batched numba"][3])
+    dop_t = meas["serial, method='DOP853'"][0]
+    prep_t = meas["serial prepare_flow.run, DOP853"][0]
+    ens_t = meas[f"ensemble (B = {B}), batched numba"][0]
     serial_t = dop_t
     # one batched rhs of B members against the compiled serial loop's cost per evaluation
     Y0 = np.stack([np.concatenate([w.ravel() for w in inits[b]]) for b in range(B)])
@@ -126,9 +212,9 @@ def main(argv=None):
     inits = [relu_init(s) for s in range(n)]
     kw = dict(activation="relu", **TOL)
     ln.gradient_flow(inits[0][0], X, y, RELU_T[:2], biases=inits[0][1], **kw)
-    serial_t, serial = _timed(lambda: [ln.gradient_flow(w, X, y, RELU_T, biases=b, **kw)
-                                       for w, b in inits])
-    ens_t, ens = _timed(lambda: [ln.gradient_flow_ensemble(
+    serial_t, serial_c, _, serial = _in_compiled(
+        lambda: [ln.gradient_flow(w, X, y, RELU_T, biases=b, **kw) for w, b in inits])
+    ens_t, ens_c, _, ens = _in_compiled(lambda: [ln.gradient_flow_ensemble(
         [w for w, _ in inits[g * B:(g + 1) * B]], X, y, RELU_T,
         biases_list=[b for _, b in inits[g * B:(g + 1) * B]], **kw)
         for g in range(args.relu_groups)])
@@ -136,9 +222,9 @@ def main(argv=None):
     loss_s = np.array([r.loss[-1] for r in serial])
     dev = float(np.max(np.abs(loss_e - loss_s)) / serial[0].loss[0])
     label = "ReLU 5-32-1"
-    rows += [(label, "serial gradient_flow", serial_t, n, 1.0, ""),
+    rows += [(label, "serial gradient_flow", serial_t, n, 1.0, "cpu 1.00x"),
              (label, f"ensemble (B = {B}), {ens[0].backend}", ens_t, n, serial_t / ens_t,
-              f"final loss vs serial: {dev:.1e} of loss(0)")]
+              f"cpu {serial_c / ens_c:.2f}x  final loss vs serial: {dev:.1e} of loss(0)")]
     nfev_s = sum(r.nfev for r in serial)
     nfev_e = sum(int(e.nfev.sum()) for e in ens)
     Y0 = np.stack([np.concatenate([w.ravel() for w in inits[b][0]] + [inits[b][1][0]])
@@ -150,10 +236,10 @@ def main(argv=None):
     floors.append((label, serial_t / nfev_s, None, ens_t / nfev_e, rhs_t / reps))
 
     print(f"\nB = {B} members per ensemble call")
-    print(f"{'network':16s} {'path':30s} {'points':>6s} {'wall s':>8s} {'points/s':>9s} "
+    print(f"{'network':16s} {'path':36s} {'points':>6s} {'wall s':>8s} {'points/s':>9s} "
           f"{'vs serial':>9s}")
     for label, path, dt, npts, ratio, note in rows:
-        print(f"{label:16s} {path:30s} {npts:6d} {dt:8.3f} {npts / dt:9.1f} {ratio:8.2f}x  {note}")
+        print(f"{label:16s} {path:36s} {npts:6d} {dt:8.3f} {npts / dt:9.1f} {ratio:8.2f}x  {note}")
     print("\nfloor: us per gradient evaluation of one member (wall / evaluations), and one batched "
           f"rhs of {B} members")
     print(f"{'network':16s} {'serial':>9s} {'prepared':>9s} {'ensemble':>9s} "

@@ -39,18 +39,26 @@ def _close(a, b, tol, what):
     assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol:.3g} x {scale:.3g}"
 
 
-@pytest.mark.parametrize("centered,backend", [(False, "numpy"), (True, "numpy"), (True, "auto")])
-def test_linear_members_match_separate_runs(centered, backend):
+@pytest.mark.parametrize("centered,backend,method,record", [
+    (False, "numpy", "DOP853", ()), (True, "numpy", "DOP853", ()),     # batched numpy
+    (True, "auto", "DOP853", ("weights",)),                             # batched, compiled
+    (False, "auto", "auto", ()), (True, "auto", "auto", ()),            # member by member
+    (True, "auto", "DOP853", ())])
+def test_linear_members_match_separate_runs(centered, backend, method, record):
     X, y = _linear_data()
     t = np.geomspace(0.5, 60.0, 7)          # from t = 0, which is not an output time
     nets = [ln.init_network((6, 8, 5, 1), 0.3, seed=s) for s in range(4)]
     alpha = np.array([1.0, 0.5, 2.0, 1.3])
     kw = dict(multipliers=[1.0, 0.8, 1.1], centered=centered, lr_scales=[1.0, 2.0, 0.5])
     ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, alpha=alpha,
-                                 backend=backend, **kw)
+                                 backend=backend, method=method, record=record, **kw)
     assert isinstance(ens, EnsembleTrajectory) and ens.model == "linear"
+    assert ens.method == method
     if backend == "numpy":
         assert ens.backend == "numpy"
+    if record:
+        assert ens.weights_t[0].shape == (4, t.size, 8, 6)
+        np.testing.assert_array_equal(ens.weights_t[-1][:, -1], ens.weights[-1])
     assert ens.all_success and ens.loss.shape == (4, t.size)
     assert ens.end_to_end.shape == (4, t.size, 1, 6)
     for b in range(4):
@@ -62,6 +70,33 @@ def test_linear_members_match_separate_runs(centered, backend):
     # the loss decreases and the members differ (the data are shared, the inits are not)
     assert np.all(np.diff(ens.loss, axis=1) <= 1e-12)
     assert np.ptp(ens.loss[:, 0]) > 0
+
+
+def test_linear_member_route_matches_gradient_flow_and_probe():
+    """Member by member (method 'auto'): each member against gradient_flow's own default run
+    at a tight rtol, F on a probe = X_p end_to_end^T, and the failure of one member kept to it."""
+    X, y = _linear_data()
+    t = np.array([0.0, 2.0, 30.0, 400.0])    # t = 0 an output time; past convergence (stiff)
+    nets = [ln.init_network((6, 10, 1), 0.2, seed=s) for s in range(3)]
+    alpha = [0.5, 0.5, 2.0]                  # two preparations, one shared
+    Xp = X[:4] * 1.5
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, alpha=alpha, probe=Xp)
+    assert ens.method == "auto" and ens.all_success and ens.outputs.shape == (3, 4, 4, 1)
+    for b in range(3):
+        ref = ln.gradient_flow(nets[b], X, y, t, alpha=alpha[b], **REF)
+        _close(ens.end_to_end[b], ref.end_to_end, K_GLOBAL * RTOL, f"end_to_end[{b}]")
+        _close(ens.loss[b], ref.loss, K_GLOBAL * RTOL * ref.loss[0], f"loss[{b}]")
+        _close(ens.outputs[b], np.einsum("qd,tcd->tqc", Xp, ref.end_to_end),
+               K_GLOBAL * RTOL, f"outputs[{b}]")
+        m = ens.member(b)
+        assert m.nfev == ens.nfev[b] > 0 and m.status is ln.FlowStatus.SUCCESS
+    np.testing.assert_allclose(ens.end_to_end[:, 0], np.stack(
+        [a * (n[1] @ n[0]) for a, n in zip(alpha, nets)]), rtol=1e-13, atol=0)  # t = 0: W(0)
+    budget = int(ens.nsteps[0] + ens.nrejected[0])
+    short = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, alpha=alpha,
+                                   max_steps=max(budget // 3, 1))
+    assert not short.success[0] and short.status[0] is ln.FlowStatus.MAX_STEPS
+    assert np.isnan(short.loss[0, -1]) and short.t_last[0] < t[-1]
 
 
 def test_linear_batched_statistics_agree_with_raw_samples():

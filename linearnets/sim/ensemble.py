@@ -21,6 +21,19 @@ has reached the last output time, or has failed, is dropped from the batch; the
 others go on.  So every member meets its own tolerance whatever the others do,
 and a stiff or slow member costs the batch only its own extra steps.
 
+Small linear networks: member by member
+---------------------------------------
+For a linear network the per-member work of the compiled loops is already most of
+a ``gradient_flow`` call (``benchmarks/bench_ensemble.py``, 10-16-1: the compiled
+loop is ~3/4 of a ``prepare_flow(...).run`` and ~1/2 of a serial call), so batching
+the stages saves little, and the batched loop has no stiffness switch: DOP853 needs
+~3x the evaluations of ``gradient_flow``'s default ``"auto"`` on a run to
+convergence.  So ``method="auto"`` (the default) runs the members one after another
+through :func:`~linearnets.sim.prepared.prepare_flow` (one preparation per
+``alpha``), and so do the explicit methods it shares up to width
+``PER_MEMBER_MAX_WIDTH``; ``record=("weights",)``, other methods and wider networks
+take the batched loop below.
+
 Models
 ------
 * linear activation, no biases, squared loss (any ``alpha``, ``multipliers``,
@@ -65,6 +78,16 @@ FALLBACK = "BS32"
 #: ``backend="auto"``: the linear model's attempts run compiled (numba, plain loops) up to
 #: this width, with batched BLAS products (numpy) above it.
 COMPILED_MAX_WIDTH = 64
+
+#: Methods that the linear model can also run member by member through
+#: :func:`linearnets.sim.prepared.prepare_flow` (the compiled loops of ``gradient_flow``).
+PER_MEMBER_METHODS = ("auto", "DOP853", "RK45", "SSPRK104")
+#: An explicit method on the linear model (numba available, backend not "numpy") runs member
+#: by member through the prepared compiled loop up to this width, batched above it
+#: (``benchmarks/bench_ensemble.py``: at widths 16 and 64 the prepared loop takes 0.8-0.9x
+#: the CPU time of the batched compiled attempts per member, and 0.5-0.6x that of batched
+#: numpy); ``method="auto"`` always runs member by member.
+PER_MEMBER_MAX_WIDTH = 64
 
 
 # ----------------------------------------------------------------------------------------
@@ -803,7 +826,7 @@ def _check_alphas(alpha, B):
 
 
 def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12,
-                           backend="auto", *, method="DOP853", record=(), probe=None,
+                           backend="auto", *, method="auto", record=(), probe=None,
                            max_steps=None, first_step=None, activation="linear",
                            biases_list=None, multipliers=None, alpha=1.0, centered=False,
                            loss="mse", lr_scales=None, kink_rtol=None, model=None):
@@ -824,7 +847,12 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     by ``linearnets.sim.methods.integrate`` (the raw-sample loop of
     :func:`linearnets.gradient_flow`), so each meets its own ``rtol``/``atol``; the
     stages of all unfinished members are evaluated together, and finished or failed
-    members drop out of the batch.
+    members drop out of the batch.  A linear network on ``method="auto"`` (and, up to
+    width ``PER_MEMBER_MAX_WIDTH`` on numba, on ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``),
+    without ``record=("weights",)``, runs its members one after another through the
+    compiled loops of :func:`linearnets.prepare_flow` instead: for small networks that is
+    faster than batching (``benchmarks/bench_ensemble.py``), and each member is then the
+    run ``gradient_flow`` itself makes.
 
     Parameters
     ----------
@@ -840,10 +868,14 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         As for :func:`linearnets.gradient_flow` (``100 eps <= rtol < 1``, ``0 < atol < 1``),
         the same for every member.
     backend : {"auto", "numpy", "numba"}
-        ``"numba"``: the linear model's attempts run compiled, member by member
+        Batched linear model: ``"numba"`` runs the attempts compiled, member by member
         (``_ensemble_kernels``); ``"auto"`` does so up to width ``COMPILED_MAX_WIDTH``
         where numba is installed; otherwise (and for the MLP) batched numpy products.
-    method : {"DOP853", "RK45", "SSPRK104", "BS32", "HE21"}
+        Member by member: the backend of ``prepare_flow``.
+    method : {"auto", "DOP853", "RK45", "SSPRK104", "BS32", "HE21"}
+        ``"auto"`` (default): for a linear network ``gradient_flow``'s default (DOP853,
+        switching to the L-stable ROS34PW2 where converged modes make the flow stiff),
+        member by member; for other networks DOP853, batched (as ``gradient_flow``).
     record : collection of str
         Any of ``"weights"``, ``"outputs"``.
     probe : ndarray, shape (Q, D), optional
@@ -900,8 +932,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     if backend not in ("auto", "numpy", "numba"):
         raise ValueError(f"backend must be 'auto', 'numpy' or 'numba' on the ensemble path, "
                          f"got {backend!r}")
-    if not isinstance(method, str) or method not in STEPPERS:
-        raise ValueError(f"method must be one of {tuple(STEPPERS)}, got {method!r}")
+    if not isinstance(method, str) or (method != "auto" and method not in STEPPERS):
+        raise ValueError(f"method must be one of {('auto',) + tuple(STEPPERS)}, got {method!r}")
     options = parse_options(L, activation=activation, multipliers=multipliers, alpha=1.0,
                             centered=centered, loss=loss, lr_scales=lr_scales, eta=eta)
     alphas = _check_alphas(alpha, B)
@@ -932,6 +964,13 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     if model == "linear" and not linear_ok:
         raise ValueError("model='linear' needs activation='linear', no biases and loss='mse'")
 
+    if model == "linear" and "weights" not in rec and method in PER_MEMBER_METHODS:
+        from .. import backend as _backend
+        width = max(max(sh) for sh in shapes)
+        if method == "auto" or (backend != "numpy" and _backend.numba_available()
+                                and width <= PER_MEMBER_MAX_WIDTH):
+            return _linear_members(stacked, shapes, X, Y, t_eval, options, alphas, rec, Xo,
+                                   method, backend, rtol, atol, max_steps, first_step)
     Y0 = np.ascontiguousarray(np.concatenate(
         [a.reshape(B, -1) for a in stacked + list(bs or [])], axis=1))
     if model == "linear":
@@ -957,7 +996,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
             for arr, v in zip(wt, _views(states, net.layout)):
                 arr[members, ks] = v
 
-    name = method
+    name = "DOP853" if method == "auto" else method
     main = _BatchedERK(STEPPERS[name].tableau, rtol, atol)
     low = None if net.smooth else _BatchedERK(STEPPERS[FALLBACK].tableau, kink_rtol, atol)
     concrete = "numpy"
@@ -996,6 +1035,66 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         biases0=None if bs is None else tuple(np.array(a) for a in bs))
 
 
+def _linear_members(stacked, shapes, X, Y, t_eval, options, alphas, rec, Xo, method, backend,
+                    rtol, atol, max_steps, first_step):
+    """The linear model's members one after another through ``prepare_flow(...).run``.
+
+    Member b is the standard problem of :mod:`linearnets.sim.models.linear` (as
+    ``gradient_flow``'s own linear fast path): targets ``Y'_b = Y / (alpha_b M)``
+    (``+ X W_{0,b}^T`` when centered), rates ``eta M^2 lr_scales``; its observations map
+    back as ``loss = M^2 loss'``, ``end_to_end = alpha_b M (W - W_{0,b})``.  One
+    :class:`~.prepared.PreparedFlow` serves all members of one ``alpha`` (one per member
+    when centered, since ``Y'_b`` holds its ``W_0``)."""
+    from .prepared import prepare_flow
+
+    B, L = stacked[0].shape[0], len(shapes)
+    T = t_eval.size
+    C, D = shapes[-1][0], shapes[0][1]
+    M = float(np.prod(options.multipliers))
+    M2 = M * M
+    lr = np.asarray(options.lr_scales, dtype=np.float64)
+    lossv = np.full((B, T), np.nan)
+    e2e = np.full((B, T, C, D), np.nan)
+    final = [np.empty_like(a) for a in stacked]
+    stats = {k: np.zeros(B, dtype=np.int64) for k in ("nfev", "nsteps", "nrejected")}
+    t_last = np.empty(B)
+    status, messages = [], []
+    prepared = {}
+    concrete = None
+    for b in range(B):
+        ws = [np.ascontiguousarray(a[b]) for a in stacked]
+        scale = float(alphas[b]) * M
+        W0 = _chain(ws) if options.centered else None
+        key = b if options.centered else float(alphas[b])
+        pf = prepared.get(key)
+        if pf is None:
+            Yp = Y / scale if W0 is None else Y / scale + X @ W0.T
+            pf = prepared[key] = prepare_flow(
+                X, Yp, shapes, t_eval, eta=options.eta * M2, rtol=rtol, atol=atol,
+                backend=backend, method=method, max_steps=max_steps, first_step=first_step,
+                lr_scales=lr)
+        tr = pf.run(ws)
+        concrete = tr.backend
+        lossv[b] = M2 * tr.loss
+        e2e[b] = scale * (tr.end_to_end if W0 is None else tr.end_to_end - W0)
+        for i in range(L):
+            final[i][b] = tr.weights[i]
+        for k in stats:
+            stats[k][b] = getattr(tr, k)
+        t_last[b] = tr.t_last
+        status.append(tr.status)
+        messages.append(tr.message)
+    outs = np.einsum("qd,btcd->btqc", Xo, e2e) if "outputs" in rec else None
+    zeros = np.zeros(B, dtype=np.int64)
+    return EnsembleTrajectory(
+        t=t_eval.copy(), loss=lossv, end_to_end=e2e, weights=tuple(final), t_last=t_last,
+        nfev=stats["nfev"], nsteps=stats["nsteps"], nrejected=stats["nrejected"],
+        success=np.array([s.success for s in status], dtype=bool), status=tuple(status),
+        message=tuple(messages), method=method, backend=concrete, model="linear", alpha=alphas,
+        outputs=outs, kinks=zeros, sliding_time=np.zeros(B), fallback_steps=zeros.copy(),
+        weights0=tuple(np.array(a) for a in stacked))
+
+
 def warm():
     """Load (or compile, the first time) the kernels of the linear ensemble: a small run on
     ``backend="numba"`` (for ``linearnets._warmup`` and a sweep's worker warm-up)."""
@@ -1006,4 +1105,6 @@ def warm():
     from .network import init_network
     X, y, _ = scalar_teacher(8, 3, 1.0, seed=0)
     nets = [init_network((3, 4, 1), 0.3, seed=s) for s in range(2)]
-    gradient_flow_ensemble(nets, X, y, [0.5, 1.0], backend="numba")
+    gradient_flow_ensemble(nets, X, y, [0.5, 1.0], backend="numba")       # member by member
+    gradient_flow_ensemble(nets, X, y, [0.5, 1.0], backend="numba", method="DOP853",
+                           record=("weights",))                            # batched attempts
