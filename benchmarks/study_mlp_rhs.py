@@ -1,27 +1,34 @@
-"""How close the MLP model's numpy gradient is to the cost of its matrix products alone.
+"""How close the MLP model's gradient is to the cost of its matrix products alone.
 
 For the three problems of the MLP benchmark (issue sizes) this times one right-hand side
-evaluation of ``linearnets.sim.models.mlp.MLP`` (forward pass kept, backpropagation, the
-elementwise activation work and the per-layer scalings) against the same GEMMs alone on
-arrays of the same shapes, in the same run, and prints the ratio and the GEMM rate.  A
-ratio near 1 leaves nothing for a compiled kernel to win on the products; what is left
-is the elementwise and Python overhead, which the ratio measures.
+evaluation of ``linearnets.sim.models.mlp.MLP`` (numpy reference) and of ``MLPNumba``
+(the compiled kernels of ``_mlp_kernels``: fused activation/derivative loops around the
+same GEMMs) against the same GEMMs alone on arrays of the same shapes, in the same run,
+and prints the ratios, the FLOP rate of one evaluation and its fraction of this
+machine's float64 GEMM rate (``bench_flow.gemm_rate``, 1024^2 and 2048^2 products,
+measured in the same run).  A ratio to the GEMMs near 1 leaves nothing to win on the
+products; what is left is the elementwise and Python overhead, which the ratio measures.
 
-    python benchmarks/study_mlp_rhs.py [--quick]
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/study_mlp_rhs.py [--quick]
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 import numpy as np
 
-from linearnets.sim.models import get_model, parse_options
-from linearnets.sim.network import init_network
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_flow import gemm_rate  # noqa: E402
+from linearnets.sim.models import parse_options  # noqa: E402
+from linearnets.sim.models.mlp import MLP, MLPNumba  # noqa: E402
+from linearnets.sim.network import init_network  # noqa: E402
 
 PROBLEMS = {
     "small": ((10, 64, 64, 1), 200, "relu", "mse"),
-    "medium": ((64, 256, 256, 256, 1), 1000, "softplus", "soft_hinge"),
+    "medium": ((64, 256, 256, 256, 1), 1000, ("softplus", 5.0), "soft_hinge"),
     "large": ((64, 1024, 1024, 1), 2000, "relu", "mse"),
 }
 
@@ -39,7 +46,10 @@ def best_time(fn, budget=0.3, min_reps=3, max_reps=200):
 
 def main(quick=False):
     rng = np.random.default_rng(0)
-    print(f"{'problem':8s} {'rhs ms':>9s} {'GEMMs ms':>9s} {'ratio':>6s} {'GFLOP/s':>8s}")
+    rate = gemm_rate()
+    print(f"float64 GEMM rate (1024^2/2048^2 products): {rate / 1e9:.1f} GFLOP/s")
+    print(f"{'problem':8s} {'numpy ms':>9s} {'numba ms':>9s} {'np/nb':>6s} {'GEMMs ms':>9s} "
+          f"{'nb/GEMMs':>8s} {'nb GFLOP/s':>10s} {'of GEMM':>8s}")
     for name, (sizes, P, act, loss) in PROBLEMS.items():
         if quick and name == "large":
             continue
@@ -47,10 +57,14 @@ def main(quick=False):
         X = rng.standard_normal((P, sizes[0]))
         Y = np.sign(rng.standard_normal((P, 1)))
         L = len(ws)
-        net = get_model("mlp")(ws, None, parse_options(L, activation=act, loss=loss)).prepare(X, Y)
+        opts = parse_options(L, activation=act, loss=loss)
+        net = MLP(ws, None, opts).prepare(X, Y)
+        nb = MLPNumba(ws, None, opts).prepare(X, Y)
         y = net.y0.copy()
         out = np.empty_like(y)
         t_rhs = best_time(lambda: net.rhs(y, out))
+        nb.rhs(y, out)                             # compile (or load from the cache)
+        t_nb = best_time(lambda: nb.rhs(y, out))
         # the products alone: forward H W^T, backward G^T H and G W, per layer
         Hs = [rng.standard_normal((P, n)) for n in sizes[:-1]]
         Gs = [rng.standard_normal((P, n)) for n in sizes[1:]]
@@ -65,8 +79,9 @@ def main(quick=False):
                 if l > 0:
                     Gs[l] @ ws[l]
         t_gemm = best_time(gemms)
-        print(f"{name:8s} {1e3 * t_rhs:9.3f} {1e3 * t_gemm:9.3f} {t_rhs / t_gemm:6.2f} "
-              f"{flops / t_gemm / 1e9:8.1f}")
+        print(f"{name:8s} {1e3 * t_rhs:9.3f} {1e3 * t_nb:9.3f} {t_rhs / t_nb:6.2f} "
+              f"{1e3 * t_gemm:9.3f} {t_nb / t_gemm:8.2f} {flops / t_nb / 1e9:10.1f} "
+              f"{flops / t_nb / rate:8.0%}")
 
 
 if __name__ == "__main__":

@@ -232,3 +232,130 @@ def test_methods_on_the_general_path():
     with pytest.raises(ValueError, match="dense"):
         ln.gradient_flow(ws, X, Y, [0.0, 1.0], backend="numpy", activation="tanh", dense=True,
                          method="RK45")
+
+
+# ------------------------------------------------------------------ the compiled model
+NB_ACTS = ["linear", "relu", ("leaky_relu", 0.1), ("softplus", 2.0), "tanh"]
+NB_CASES = [(act, b, a, c, loss) for act in NB_ACTS for b in (False, True)
+            for a in (1e-2, 1.0, 1e2) for c in (False, True)
+            for loss in ("mse", ("soft_hinge", 5.0))]
+
+
+def _nb_problem(act, biases, alpha, centered, loss, seed=0, C=None):
+    rng = np.random.default_rng(seed)
+    C = (2 if loss == "mse" else 1) if C is None else C
+    ws = init_network((3, 7, 5, C), 1.0, seed=seed + 1)
+    bs = [0.3 * rng.standard_normal(7), 0.3 * rng.standard_normal(5)] if biases else None
+    X = rng.standard_normal((11, 3))
+    Y = rng.standard_normal((11, C)) if loss == "mse" else np.sign(rng.standard_normal((11, 1)))
+    opts = parse_options(3, activation=act, alpha=alpha, centered=centered, loss=loss,
+                         multipliers=(0.8, 1.3, 0.7), lr_scales=(1.0, 0.5, 2.0), eta=0.7)
+    return ws, bs, X, Y, opts
+
+
+@pytest.mark.parametrize("act,biases,alpha,centered,loss", NB_CASES)
+def test_numba_model_equals_reference(act, biases, alpha, centered, loss):
+    """MLPNumba's rhs, gradient, loss, margins and switch pattern against the numpy MLP at a
+    perturbed state, for every activation x biases x alpha x centered x loss (multipliers
+    and lr_scales on): the same sums in another order (BLAS vs numpy, a fused softplus),
+    so a few ulps of the largest entry; a wrong term would be O(1) off."""
+    pytest.importorskip("numba")
+    from linearnets.sim.models.mlp import MLP, MLPNumba
+    ws, bs, X, Y, opts = _nb_problem(act, biases, alpha, centered, loss)
+    ref = MLP(ws, bs, opts).prepare(X, Y)
+    nb = MLPNumba(ws, bs, opts).prepare(X, Y)
+    y = ref.y0 + 0.2 * np.random.default_rng(3).standard_normal(ref.y0.size)
+    tol = 1e-13
+    for a, b in ((ref.rhs(y), nb.rhs(y)), (ref.gradient(y), nb.gradient(y))):
+        assert np.max(np.abs(a - b)) <= tol * np.max(np.abs(a))
+    # the pattern of the latest gradient call (the same state for both)
+    if ref.smooth:
+        assert nb.switches() is None
+    else:
+        assert np.array_equal(nb.switches(), ref.switches())
+    assert nb.loss(y) == pytest.approx(ref.loss(y), rel=tol)
+    if loss != "mse":
+        np.testing.assert_allclose(nb.margins(y), ref.margins(y), rtol=0,
+                                   atol=tol * np.max(np.abs(ref.margins(y))))
+    # centered: F = alpha (f - f_0) vanishes at t = 0 on both
+    if centered:
+        assert nb.loss(nb.y0) == pytest.approx(ref.loss(ref.y0), rel=tol)
+    # rhs into a caller's buffer
+    out = np.empty_like(y)
+    assert nb.rhs(y, out) is out and np.max(np.abs(out - ref.rhs(y))) <= tol * np.max(np.abs(out))
+
+
+NB_FLOW = [("tanh", False, 1.0, False, "mse"), (("softplus", 2.0), True, 1e-2, True, "mse"),
+           ("linear", True, 1e2, True, ("soft_hinge", 5.0)),
+           (("softplus", 2.0), False, 1e2, False, ("soft_hinge", 5.0)),
+           ("relu", True, 1.0, False, "mse"), (("leaky_relu", 0.1), False, 1e2, True, "mse")]
+
+
+@pytest.mark.parametrize("case", NB_FLOW, ids=[str(i) for i in range(len(NB_FLOW))])
+def test_numba_trajectory_equals_reference(case):
+    """gradient_flow on backend 'numba' against 'numpy' (rtol 1e-9): the same vector field to
+    rounding, so the two runs differ by at most the sum of their global errors, each within
+    50 rtol of the state (test_trajectory_matches_solve_ivp): 100 rtol.  ReLU-type: a
+    horizon before sliding, kinks at kink_rtol = rtol.  Every recording agrees."""
+    pytest.importorskip("numba")
+    act, biases, alpha, centered, loss = case
+    ws, bs, X, Y, opts = _nb_problem(act, biases, alpha, centered, loss, seed=2)
+    kinked = act in ("relu", ("leaky_relu", 0.1))
+    te = np.array([0.0, 0.1, 0.3] if kinked else [0.0, 1.0, 4.0]) * min(alpha, 1.0)
+    rtol = 1e-9
+    kw = dict(activation=act, biases=bs, alpha=alpha, centered=centered, loss=loss,
+              multipliers=(0.8, 1.3, 0.7), lr_scales=(1.0, 0.5, 2.0), eta=0.7, rtol=rtol,
+              atol=1e-14, kink_rtol=rtol, record=("weights", "outputs", "ntk"))
+    a = ln.gradient_flow(ws, X, Y, te, backend="numpy", **kw)
+    b = ln.gradient_flow(ws, X, Y, te, backend="numba", **kw)
+    assert a.success and b.success, (a.message, b.message)
+    assert a.backend == "numpy" and b.backend == "numba"
+    bound = 100 * rtol
+    for wa, wb in zip(a.weights_t, b.weights_t):
+        assert np.max(np.abs(wa - wb)) <= bound * np.max(np.abs(wa))
+    for ba, bb in zip(a.biases_t or (), b.biases_t or ()):
+        assert np.max(np.abs(ba - bb)) <= bound * max(np.max(np.abs(ba)), 1.0)
+    scale = np.max(np.abs(a.outputs[1:]))
+    assert np.max(np.abs(a.outputs - b.outputs)) <= bound * scale
+    assert np.max(np.abs(a.ntk - b.ntk)) <= bound * np.max(np.abs(a.ntk))
+    np.testing.assert_allclose(b.loss, a.loss, rtol=bound)
+    # the run moved: a wrong right-hand side would be seen
+    assert np.max(np.abs(a.outputs[-1] - a.outputs[0])) > 0.05 * scale
+
+
+def test_numba_backend_stop_rules_and_auto():
+    """The stop rules on the compiled model (margin located to 1e-9; the loss threshold),
+    'auto' picking it, a ReLU run that slides agreeing with numpy within the kink
+    tolerance, and the 'linear' model (no compiled twin) saying numpy."""
+    pytest.importorskip("numba")
+    X, Y, ws = _classification()
+    te = np.linspace(0, 400, 9)
+    tr = ln.gradient_flow(ws, X, Y, te, backend="numba", activation="tanh", loss="soft_hinge",
+                          stop="margin", record=("outputs",), rtol=1e-9)
+    assert tr.success and tr.backend == "numba" and 0 < tr.t_stop < te[-1], tr.message
+    margins = (Y[None, :, 0] * tr.outputs[:, :, 0]).min(axis=1)
+    after = te >= tr.t_stop
+    assert np.all(margins[~after] < 1.0) and np.all(np.abs(margins[after] - 1.0) <= 1e-9)
+    ref = ln.gradient_flow(ws, X, Y, te, backend="numpy", activation="tanh",
+                           loss="soft_hinge", stop="margin", record=("outputs",), rtol=1e-9)
+    # the stop time is a root of a smooth function of the state: within the state's error
+    assert abs(tr.t_stop - ref.t_stop) <= 1e-6 * ref.t_stop
+
+    ws2, bs, X2, Y2 = _data(seed=2)
+    lo = ln.gradient_flow(ws2, X2, Y2, [0.0, 1.0, 1e3], backend="auto", activation="softplus",
+                          biases=bs, stop=("loss", 0.05), rtol=1e-9)
+    assert lo.backend == "numba" and lo.t_stop is not None and abs(lo.loss[2] - 0.05) <= 1e-9
+
+    wr, Xr, Yr = _relu_problem()
+    kw = dict(activation="relu", record=("outputs",), rtol=1e-8, kink_rtol=1e-3, max_steps=2000)
+    te = np.array([0.0, 0.5, 1.0, 3.0])
+    a = ln.gradient_flow(wr, Xr, Yr, te, backend="numpy", **kw)
+    b = ln.gradient_flow(wr, Xr, Yr, te, backend="numba", **kw)
+    assert a.success and b.success and b.kinks > 10 and b.sliding_time > 1.0
+    # each within ~kink_rtol per step of the Filippov solution over ~3 sliding time units
+    # (test_relu_random_data_reaches_kinks_and_finishes): 10 kink_rtol of the outputs
+    size = np.max(np.abs(a.outputs))
+    assert np.max(np.abs(a.outputs - b.outputs)) <= 10 * 1e-3 * size
+
+    lin = ln.gradient_flow(ws2, X2, Y2, [0.0, 1.0], backend="numba", stop=("loss", 1e-9))
+    assert lin.backend == "numpy"

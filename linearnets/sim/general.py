@@ -183,10 +183,16 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         concrete = "cupy"
     else:
         xp = np
-        # (no compiled MLP kernels: "numba" runs the numpy reference, and says so)
         concrete = "numpy"
         if backend == "numba" and not _backend.numba_available():
             raise ValueError("backend='numba' needs numba, which is not installed")
+        # a model's compiled twin (the MLP's MLPNumba): on "numba", and on "auto" where
+        # numba is installed (measured faster on every bench_mlp problem: study_mlp_rhs.py);
+        # a model without one runs its numpy reference and the trajectory says numpy
+        compiled = getattr(cls, "numba_model", None)
+        if compiled is not None and backend in ("numba", "auto") and _backend.numba_available():
+            cls = compiled
+            concrete = "numba"
     net = cls(ws, bs, options, xp=xp) if cls.name != "linear" else cls(ws, bs, options)
     if net.xp is not xp:
         concrete = "numpy"

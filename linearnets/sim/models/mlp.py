@@ -37,7 +37,9 @@ With ``delta_l^(i)(x) = df_i/dz_l`` (``delta_{L-1}^(i) = m_L W_L[i] * phi'(z_{L-
 never a per-parameter Jacobian.
 
 Arrays go through the namespace ``xp`` (numpy, or CuPy for ``backend="cupy"``):
-this module is the reference for every backend.
+this module is the reference for every backend.  :class:`MLPNumba` (``backend="numba"``)
+is the same model with its right-hand side, loss and switch pattern compiled
+(:mod:`._mlp_kernels`); its observations (outputs on a probe, NTK) are the reference's.
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ import numpy as np
 
 from .base import Layout, Model, register_model
 
-__all__ = ["MLP", "activation_functions", "check_biases"]
+__all__ = ["MLP", "MLPNumba", "activation_functions", "check_biases"]
 
 
 def activation_functions(name, param, xp=np):
@@ -297,5 +299,115 @@ class MLP(Model):
             W = W - prod(self.y0)
         return self.alpha * M * W
 
+
+class MLPNumba(MLP):
+    """:class:`MLP` with its right-hand side, gradient, loss, margins and switch pattern
+    compiled (:mod:`._mlp_kernels`; numba, ``cache=True``, ``nogil=True``).
+
+    Same constructor and interface as :class:`MLP` (numpy arrays only); the outputs on
+    a probe, the NTK and ``end_to_end`` are the reference's.  The products are the
+    reference's GEMMs; what is compiled is the elementwise work around them (fused
+    activation and derivative, bias sums, loss) and the Python between them.  Agrees
+    with :class:`MLP` to rounding (different summation order, not bit for bit).
+    """
+
+    backend = "numba"
+
+    def __init__(self, weights, biases, options, xp=np):
+        if xp is not np:
+            raise ValueError("MLPNumba runs on numpy arrays (backend='numba')")
+        super().__init__(weights, biases, options, np)
+        from . import _mlp_kernels as K
+        self._K = K
+        L = self.L
+        off = self.layout.offsets
+        lay = np.full((L, 4), -1, dtype=np.int64)
+        for l, (r, c) in enumerate(self.shapes):
+            lay[l, :3] = (off[l], r, c)
+            if self.has_biases and l < L - 1:
+                lay[l, 3] = off[L + l]
+        self._lay = lay
+        self._m = np.array(self.m, dtype=np.float64)
+        self._rhs_scales = -np.array([options.eta * float(s) for s in options.lr_scales])
+        self._grad_scales = np.ones(L)
+        a = options.activation_param
+        self._iopt = np.array([K.ACT_CODES[options.activation], K.LOSS_CODES[options.loss],
+                               int(self.has_biases)], dtype=np.int64)
+        self._fopt = np.array([0.0 if a is None else float(a),
+                               0.0 if options.loss_param is None else float(options.loss_param),
+                               float(self.alpha)])
+        self._data = self._grad_data = None
+        self._fresh = False
+
+    def prepare(self, X, Y):
+        self.X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
+        self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64))
+        self.P = P = int(self.X.shape[0])
+        C = self.shapes[-1][0]
+        hidden = [r for r, _ in self.shapes[:-1]]
+        hoffs = np.concatenate(([0], np.cumsum([P * r for r in hidden]))).astype(np.int64)
+        widest = max([r for r, _ in self.shapes] + [1])
+        H = np.empty(int(hoffs[-1]))
+        Dv = np.empty(int(hoffs[-1]))
+        G1, G2 = np.empty(P * widest), np.empty(P * widest)
+        F = np.empty((P, C))
+        zeros = np.zeros((P, C))
+
+        def data(scales, f0):
+            return (self.X, self.Y, f0, self._lay, self._m, scales, self._iopt, self._fopt, H,
+                    Dv, hoffs[:-1].copy(), G1, G2, F)
+        if self.options.centered:
+            d0 = data(self._rhs_scales, zeros)
+            self._K.mlp_forward(self.y0, self.X, d0, False)
+            self.f0 = F.copy()
+        else:
+            self.f0 = None
+        f0 = self.f0 if self.f0 is not None else zeros
+        self._data = data(self._rhs_scales, f0)
+        self._grad_data = data(self._grad_scales, f0)
+        self._Dv = Dv
+        self._pat = np.empty(Dv.size, dtype=bool)
+        self._fresh = False
+        return self
+
+    @staticmethod
+    def _flat(y):
+        return np.ascontiguousarray(y, dtype=np.float64)
+
+    def _eval(self, y, out, data):
+        y = self._flat(y)
+        if out is None:
+            out = np.empty(self.layout.size)
+        self._K.mlp_rhs(y, out, data)
+        self._fresh = True
+        return out
+
+    def gradient(self, y, out=None):
+        """``dL/dtheta`` (n,) at ``y`` (compiled)."""
+        return self._eval(y, out, self._grad_data)
+
+    def rhs(self, y, out=None):
+        return self._eval(y, out, self._data)
+
+    def loss(self, y):
+        return float(self._K.mlp_loss(self._flat(y), self._data))
+
+    def margins(self, y):
+        if self.options.loss != "soft_hinge":
+            raise ValueError("stop='margin' needs loss='soft_hinge'")
+        F = self._K.mlp_outputs(self._flat(y), self._data)
+        return (self.Y * F).reshape(-1)
+
+    def switches(self):
+        """``z > 0`` of the training pre-activations at the latest ``rhs``/``gradient`` (a
+        reused buffer: copy it to keep it), read off ``phi' == 1``; None if smooth."""
+        if self.smooth or not self._fresh:
+            return None
+        np.equal(self._Dv, 1.0, out=self._pat)
+        return self._pat
+
+
+#: The compiled twin that ``backend="numba"`` (and ``"auto"``) runs.
+MLP.numba_model = MLPNumba
 
 register_model("mlp", MLP)
