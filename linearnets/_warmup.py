@@ -60,6 +60,29 @@ def _ensemble():
     warm()
 
 
+def _mlp():
+    """The compiled MLP (``sim/models/_mlp_kernels.py``): every kernel, through a ReLU run
+    (kinks: the switch pattern), a soft-hinge run with biases and a margin stop, and
+    the gradient."""
+    from .sim.general import gradient_flow
+    from .sim.models import parse_options
+    from .sim.models.mlp import MLPNumba
+
+    weights, X, y = _problem((4, 6, 5, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gradient_flow(weights, X, y, [0.0, 0.2], backend="numba", activation="relu",
+                      rtol=1e-5, atol=1e-8)
+        labels = np.where(y >= np.median(y), 1.0, -1.0).reshape(-1, 1)
+        biases = [np.zeros(6), np.zeros(5)]
+        gradient_flow(weights, X, labels, [0.0, 0.2], backend="numba", activation="tanh",
+                      biases=biases, loss="soft_hinge", stop="margin", centered=True,
+                      rtol=1e-5, atol=1e-8)
+    net = MLPNumba(weights, None, parse_options(3, activation="softplus")).prepare(
+        X, y.reshape(-1, 1))
+    net.gradient(net.y0)
+
+
 _SMALL = (4, 5, 5, 2)         # every layer narrower than (stages + 1) C: dense stages
 _WIDE = (4, 64, 64, 1)        # wider than 14 C: the factored (rank-C) stage updates
 _LARGE = (8, 600, 600, 1)     # a state over 4 MiB: SSPRK104 as factored Butcher stages
@@ -86,6 +109,7 @@ TASKS = (
     ("observations, SSPRK104", _flow(_SMALL, "SSPRK104", record=_RECORD)),
     ("observations, auto", _flow(_SMALL, "auto", t_end=1e4, record=_RECORD)),
     ("ensemble", _ensemble),
+    ("MLP", _mlp),
 )
 
 

@@ -210,3 +210,35 @@ def test_warmup_compiles_every_kernel_then_loads_them(tmp_path):
     assert "compiling numba kernels" not in err  # the bar replaces the notice
     warm, _ = _run(code, env, tmp_path)
     assert warm["compiled"] == 0 and warm["loaded"] > 0
+
+
+_MLP_CALL = textwrap.dedent("""
+    import json
+    import numpy as np
+    import linearnets as ln
+    from linearnets import _numba_cache
+    from linearnets.sim.models import _mlp_kernels as k
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6, 2)); Y = np.sign(rng.standard_normal((6, 1)))
+    ws = ln.init_network((2, 3, 1), 1.0, seed=0)
+    tr = ln.gradient_flow(ws, X, Y, [0.0, 0.1], backend="numba", activation="relu",
+                          loss="soft_hinge", centered=True, stop="margin", rtol=1e-4)
+    kernels = (k.mlp_rhs, k.mlp_loss, k.mlp_forward, k.mlp_outputs)
+    print(json.dumps({
+        "backend": tr.backend,
+        "compiles": _numba_cache.compile_count(),
+        "hits": [sum(d.stats.cache_hits.values()) for d in kernels],
+        "misses": sum(sum(d.stats.cache_misses.values()) for d in kernels),
+    }))
+""")
+
+
+def test_second_process_loads_the_compiled_mlp_from_cache(tmp_path):
+    """The MLP's kernels (sim/models/_mlp_kernels.py) through gradient_flow on backend
+    'numba': compiled in a first process, every one loaded from the cache in a second."""
+    env = {"LINEARNETS_CACHE_DIR": str(tmp_path / "cache")}
+    first, _ = _run(_MLP_CALL, env, tmp_path)
+    assert first["backend"] == "numba" and first["compiles"] >= 4 and first["misses"] >= 4
+    second, err = _run(_MLP_CALL, env, tmp_path)
+    assert second["compiles"] == 0 and second["misses"] == 0 and min(second["hits"]) >= 1
+    assert "compiling numba kernels" not in err

@@ -341,8 +341,8 @@ class MLPNumba(MLP):
 
     def prepare(self, X, Y):
         self.X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
-        self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64))
         self.P = P = int(self.X.shape[0])
+        self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64).reshape(P, -1))
         C = self.shapes[-1][0]
         hidden = [r for r, _ in self.shapes[:-1]]
         hoffs = np.concatenate(([0], np.cumsum([P * r for r in hidden]))).astype(np.int64)
