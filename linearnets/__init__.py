@@ -126,6 +126,7 @@ from .regimes import (
     rd_slope,
     relative_change,
     scaling_exponent,
+    variance_slope,
 )
 
 # --- simulation: the general simulator (models and stepping methods apart) ------------

@@ -20,7 +20,7 @@ from .compare import ATOL, RTOL, SAFETY, Comparison, _loglog_slope, _register
 
 __all__ = ["compare_lambda_balanced", "compare_balanced_ntk_drift", "compare_lazy_limit",
            "compare_single_neuron", "compare_diagonal_bias", "compare_laziness_ratio",
-           "compare_relu_kernel_gap"]
+           "compare_relu_kernel_gap", "compare_output_variance"]
 
 #: The integrator's global error on these short, non-stiff runs, in units of its rtol
 #: (a few hundred steps, each with local error <= rtol, on a contracting flow).
@@ -440,6 +440,70 @@ def compare_relu_kernel_gap(gammas=(0.0, 0.5, 1.0), classes=(0, 1), P=30, Q=100,
 
 
 # =============================================================================
+# 8. output fluctuations against width (Geiger et al. 2019)
+# =============================================================================
+def compare_output_variance(widths=(16, 32, 64, 128), n_seeds=32, D=8, P=4, Q=8, alpha=10.0, t_end=400.0,
+                            activation="softplus", centered=True, seed=0, backend="auto"):
+    """Var F of the trained centered network across seeds falls as 1/h (Geiger et al. 2019).
+
+    Two layers of width h in the NTK parameterisation (``init_parameterised(..., "ntk")``:
+    W ~ N(0, 1), m_l = 1/√N_{l−1}), trained centered, F = α(f − f₀), with the squared
+    loss from n_seeds independent initialisations per width (``gradient_flow_ensemble``)
+    on P Gaussian inputs; F is read on Q test inputs at ``t_end``.  In the lazy regime
+    (α√h ≫ 1) the trained function is the linearised one,
+    F_t(x) = K₀(x, X) K₀⁻¹ (I − e^{−K₀ t/P}) Y with K₀ the NTK of f at t = 0, an average
+    of h i.i.d. unit terms: K₀ = K̄ + δK with δK = O(h^{−1/2}), so
+    Var F = ⟨(∂F/∂K · δK)²⟩ + O(h^{−2}) = c/h · (1 + O(1/h)) ("Var F ∼ 1/h", Geiger et
+    al. 2019; the nonlinear corrections are O(1/(α√h)) in F).  Headline: the slope of
+    log Var F on log h (``variance_slope``: least squares, jackknife standard error
+    over seeds), theory −1; tolerance ``RD_Z * stderr + 1/h_min`` (the sampling error and
+    the O(1/h) correction).  Also reported: the uncentered output at t = 0, Var f₀ = O(1)
+    (slope 0 within its error), which is what centering removes: with ``centered=False``
+    the trained F keeps α f₀'s O(α²) fluctuations, flat in h, and the row fails.
+    """
+    if len(widths) < 2 or int(n_seeds) < 3:
+        raise ValueError(f"need >= 2 widths and n_seeds >= 3, got widths={widths!r}, n_seeds={n_seeds!r}")
+    if not alpha > 0 or not t_end > 0:
+        raise ValueError(f"alpha and t_end must be > 0, got alpha={alpha!r}, t_end={t_end!r}")
+    rng = np.random.default_rng(seed)
+    X, Xq = rng.standard_normal((P, D)), rng.standard_normal((Q, D))
+    y = rng.standard_normal(P)
+    widths = np.asarray(widths, int)
+    F_end, F_init, loss_ratio, drift = [], [], [], []
+    for i, h in enumerate(widths):
+        ps = [_ln.init_parameterised((D, int(h), 1), "ntk", seed=[seed, i, k]) for k in range(int(n_seeds))]
+        W0 = [p.weights for p in ps]
+        kw = dict(activation=activation, multipliers=ps[0].multipliers, backend=backend, record=("outputs",),
+                  probe=Xq)
+        tr = _ln.gradient_flow_ensemble(W0, X, y, [0.0, t_end], rtol=1e-8, atol=ATOL, alpha=alpha,
+                                        centered=bool(centered), **kw)
+        if not np.all(tr.success):
+            raise RuntimeError(f"gradient flow failed at width {h}: {tr.message}")
+        f0 = _ln.gradient_flow_ensemble(W0, X, y, [0.0], **kw)
+        F_end.append(tr.outputs[:, -1, :, 0])
+        F_init.append(f0.outputs[:, 0, :, 0])
+        loss_ratio.append(float(np.max(tr.loss[:, -1] / tr.loss[:, 0])))
+    fit = _regimes.variance_slope(widths, F_end)
+    fit0 = _regimes.variance_slope(widths, F_init)
+    tol = _regimes.RD_Z * fit["stderr"] + 1.0 / widths[0]
+    err = abs(fit["slope"] + 1.0)
+    ok0 = abs(fit0["slope"]) <= _regimes.RD_Z * fit0["stderr"] + 1.0 / widths[0]
+    return Comparison(
+        name="output_variance", title=f"Var F across seeds ~ 1/h, trained centered {activation} network (Geiger et al. 2019)",
+        quantity="slope of log Var_seeds F(t_end) vs log width h (jackknife standard error)",
+        theory=-1.0, simulation=fit["slope"], error=err, tolerance=tol, passed=bool(err <= tol and ok0),
+        arrays={"widths": widths.astype(float), "var_trained": fit["variance"], "se_trained": fit["log_stderr"],
+                "var_init": fit0["variance"], "se_init": fit0["log_stderr"], "loss_ratio": np.array(loss_ratio)},
+        params=dict(widths=tuple(int(h) for h in widths), n_seeds=int(n_seeds), D=D, P=P, Q=Q, alpha=alpha,
+                    t_end=t_end, activation=activation, centered=bool(centered), seed=seed),
+        notes=f"slope {fit['slope']:.3f} +- {fit['stderr']:.3f} (theory -1); uncentered f0 at t = 0: slope "
+              f"{fit0['slope']:.3f} +- {fit0['stderr']:.3f} (theory 0, {'holds' if ok0 else 'FAILS'}); "
+              f"worst L(t_end)/L(0) {max(loss_ratio):.2g}; alpha sqrt(h_min) = {alpha * np.sqrt(widths[0]):.3g}; "
+              f"tolerance = {_regimes.RD_Z:g} x stderr + 1/h_min",
+        kind="output_variance")
+
+
+# =============================================================================
 # figures
 # =============================================================================
 def _plot_lambda_balanced(res):
@@ -521,6 +585,24 @@ def _plot_laziness(res):
     return fig
 
 
+def _plot_output_variance(res):
+    a = res.arrays
+    fig, axes = _plotting._figure(1)
+    ax = axes[0]
+    h = a["widths"]
+    for key, se, lab, p in (("var_trained", "se_trained", r"trained, centered: Var $F$", -1.0),
+                            ("var_init", "se_init", r"$t = 0$, uncentered: Var $f_0$", 0.0)):
+        v = a[key]
+        ax.errorbar(h, v, yerr=[v * (1 - np.exp(-a[se])), v * (np.exp(a[se]) - 1)], fmt="o-", capsize=3, label=lab)
+        ax.loglog(h, v[0] * (h / h[0]) ** p, **_plotting._THEORY)
+    ax.set_xticks(h, [f"{int(x)}" for x in h], minor=False)
+    ax.set_xticks([], minor=True)
+    ax.set(xlabel="width h", ylabel="variance across seeds",
+           title=fr"slope {res.simulation:.2f} (theory $-1$, dashed); $f_0$: slope 0")
+    ax.legend(fontsize=8)
+    return fig
+
+
 _plotting._PLOTTERS.update({
     "lambda_balanced": _plot_lambda_balanced,
     "balanced_ntk_drift": _plot_ntk_drift,
@@ -528,6 +610,7 @@ _plotting._PLOTTERS.update({
     "single_neuron": _plot_single_neuron,
     "diagonal_bias": _plot_diagonal,
     "laziness_ratio": _plot_laziness,
+    "output_variance": _plot_output_variance,
 })
 
 
@@ -594,3 +677,10 @@ def _check_laziness_relu(full=False, seed=0, backend="auto"):
         return compare_laziness_ratio(depths=(2, 3, 4), sigmas=(0.2, 0.1, 0.05, 0.025), N=16,
                                       seed=seed, backend=backend, activation="relu")
     return compare_laziness_ratio(seed=seed, backend=backend, activation="relu")
+
+
+@_register("output_variance", "Var F across seeds ~ 1/h, trained centered network (Geiger et al. 2019)")
+def _check_output_variance(full=False, seed=0, backend="auto"):
+    if full:
+        return compare_output_variance(widths=(16, 32, 64, 128, 256, 512), n_seeds=64, seed=seed, backend=backend)
+    return compare_output_variance(seed=seed, backend=backend)

@@ -9,7 +9,8 @@ r"""Diagnostics of the lazy / rich regime of a trajectory (any network, linear o
 * :func:`condensation` — cosine similarities of hidden units' input weights and the
   number of distinct orientations.
 * :func:`output_variance` — Var F across an ensemble of seeds (against width: the
-  fluctuations of Geiger et al. 2019 that a centered network removes).
+  fluctuations of Geiger et al. 2019 that a centered network removes);
+  :func:`variance_slope` fits its slope against log width with a standard error.
 * :func:`laziness_ratio` — (|d∇f/dt|/|∇f|)·(L/|dL/dt|) of the silent-alignment paper's
   App. I (Atanasov, Bordelon & Pehlevan 2022), predicted O(σ^{−L}) at small σ.
 * :func:`phase_coordinates` — the two-layer (γ, γ′) of Luo et al. (2021) with its regime,
@@ -27,7 +28,7 @@ import numpy as np
 
 from ._validation import as_float_array, check_positive
 
-__all__ = ["kernel_drift", "relative_change", "rd_slope", "condensation", "output_variance",
+__all__ = ["kernel_drift", "relative_change", "rd_slope", "condensation", "output_variance", "variance_slope",
            "laziness_ratio", "phase_coordinates", "scaling_exponent", "RD_Z", "CONDENSE_EPS"]
 
 #: A slope within RD_Z standard errors of 0 is "critical".
@@ -243,6 +244,55 @@ def output_variance(F):
     if F.ndim < 1 or F.shape[0] < 2:
         raise ValueError(f"F needs a leading axis of at least 2 seeds, got shape {F.shape}")
     return float(np.mean(np.var(F, axis=0, ddof=1)))
+
+
+def variance_slope(widths, outputs):
+    r"""Slope of log Var F against log width, with its standard error over seeds.
+
+    ``V(h) = output_variance(outputs[i])`` at each width h; the slope is the least-squares
+    slope p of log V(h) = p log h + c (Geiger et al. 2019: p = −1 for the trained
+    network, "Var F ∼ 1/h in both regimes").  Standard error: the widths are independent
+    ensembles, so Var p̂ = Σ_i c_i² Var(log V_i) with the regression weights
+    c_i = (x_i − x̄)/Σ(x_j − x̄)², x = log h, and Var(log V_i) the delete-one-seed
+    jackknife estimate at width i (no assumption on the distribution of F).
+
+    Parameters
+    ----------
+    widths : (n_widths,) array_like, > 0, n_widths ≥ 2
+    outputs : sequence of n_widths arrays, each (n_seeds_i, ...), n_seeds_i ≥ 3
+        The outputs of independently initialised networks at each width, on the same
+        inputs (the seed counts may differ between widths).
+
+    Returns
+    -------
+    dict with ``slope``, ``stderr``, ``variance`` (n_widths,) and ``log_stderr``
+    (n_widths,), the jackknife standard error of each log V(h)
+    """
+    h = check_positive(widths, "widths", ndim=1)
+    if h.size < 2 or len(outputs) != h.size:
+        raise ValueError(f"outputs must hold one ensemble per width (>= 2 widths), got {len(outputs)} "
+                         f"ensembles for widths of shape {h.shape}")
+    if np.unique(h).size < 2:
+        raise ValueError("widths must contain at least two different values")
+    V, se_log = [], []
+    for i, F in enumerate(outputs):
+        F = as_float_array(F, f"outputs[{i}]")
+        n = F.shape[0] if F.ndim else 0
+        if F.ndim < 1 or n < 3:
+            raise ValueError(f"outputs[{i}] needs a leading axis of at least 3 seeds, got shape {F.shape}")
+        v = output_variance(F)
+        if not v > 0:
+            raise ValueError(f"outputs[{i}] has no variance across seeds (Var F = {v})")
+        loo = np.log([output_variance(np.delete(F, j, axis=0)) for j in range(n)])
+        V.append(v)
+        se_log.append(math.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2)))
+    x = np.log(h)
+    xc = x - x.mean()
+    c = xc / (xc @ xc)
+    logV = np.log(V)
+    slope = float(c @ (logV - logV.mean()))
+    se = float(math.sqrt(np.sum((c * np.array(se_log)) ** 2)))
+    return {"slope": slope, "stderr": se, "variance": np.array(V), "log_stderr": np.array(se_log)}
 
 
 def laziness_ratio(t, grads, loss):

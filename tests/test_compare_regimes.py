@@ -7,7 +7,7 @@ from linearnets import _compare_regimes as cr
 from linearnets import compare
 
 ROWS = ("lambda_balanced", "balanced_ntk_drift", "lazy_limit", "lazy_limit_relu", "single_neuron",
-        "diagonal_bias", "laziness_ratio", "laziness_ratio_relu")
+        "diagonal_bias", "laziness_ratio", "laziness_ratio_relu", "output_variance")
 
 
 def test_registered_one_row_each():
@@ -88,3 +88,15 @@ def test_relu_kernel_gap_bad_input(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
     with pytest.raises(ImportError, match="scikit-learn"):
         cr.compare_relu_kernel_gap(gammas=(0.0,))
+
+
+def test_output_variance_row_passes_and_fails_uncentered():
+    r = compare.run_checks(["output_variance"])[0]
+    assert r.name == "output_variance" and r.passed, r.notes
+    assert r.error <= r.tolerance < 0.5
+    a = r.arrays
+    assert np.all(a["loss_ratio"] < 1e-2)           # trained, not at initialisation
+    assert len(r.plot().axes) == 1
+    # uncentered, the trained F keeps alpha f0's width-independent fluctuations
+    bad = cr.compare_output_variance(centered=False)
+    assert not bad.passed and abs(bad.simulation) < 0.5

@@ -94,3 +94,35 @@ def test_phase_coordinates_two_and_three_layers():
     assert three["gamma1"] == 0.0 and three["reconstruction"]
     with pytest.raises(ValueError, match="beta_exponents"):
         regimes.phase_coordinates(1.0, [0.0])
+
+
+def test_variance_slope_recovers_the_exponent_and_its_error():
+    # F ~ N(0, 1/h) independently per seed: slope -1; the jackknife error of log s^2 for
+    # Gaussian data is sqrt(2/(n-1)) per width, so the slope's error is that / sqrt(sum xc^2)
+    rng = np.random.default_rng(5)
+    widths = np.array([8, 16, 32, 64])
+    n = 400
+    fit = regimes.variance_slope(widths, [rng.standard_normal((n, 1)) / np.sqrt(h) for h in widths])
+    xc = np.log(widths) - np.log(widths).mean()
+    se_theory = np.sqrt(2 / (n - 1)) / np.sqrt(xc @ xc)
+    assert fit["stderr"] == pytest.approx(se_theory, rel=0.25)
+    assert abs(fit["slope"] + 1.0) <= 3 * fit["stderr"]
+    np.testing.assert_allclose(fit["log_stderr"], np.sqrt(2 / (n - 1)), rtol=0.25)
+    # flat in width: slope 0 within the error, and far from -1
+    flat = regimes.variance_slope(widths, [rng.standard_normal((n, 3)) for _ in widths])
+    assert abs(flat["slope"]) <= 3 * flat["stderr"] and abs(flat["slope"] + 1) > 10 * flat["stderr"]
+    assert fit["variance"].shape == (4,) and ln.variance_slope is regimes.variance_slope
+
+
+def test_variance_slope_bad_input():
+    F = np.random.default_rng(0).standard_normal((5, 2))
+    with pytest.raises(ValueError, match="outputs"):
+        regimes.variance_slope([1, 2], [F])
+    with pytest.raises(ValueError, match="outputs\\[1\\]"):
+        regimes.variance_slope([1, 2], [F, F[:2]])
+    with pytest.raises(ValueError, match="outputs\\[0\\]"):
+        regimes.variance_slope([1, 2], [np.ones((5, 2)), F])
+    with pytest.raises(ValueError, match="widths"):
+        regimes.variance_slope([1, -2], [F, F])
+    with pytest.raises(ValueError, match="widths"):
+        regimes.variance_slope([2, 2], [F, F])
