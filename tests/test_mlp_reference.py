@@ -138,7 +138,8 @@ def test_reference_linear_defaults_match_linear_path():
 
 
 # ------------------------------------------------------------------ 2. trajectories
-def compare_flow(case, c, rtol=RTOL, seed=0, record_weights=True, require_motion=True):
+def compare_flow(case, c, rtol=RTOL, seed=0, record_weights=True, require_motion=True,
+                 backend="numpy"):
     act, biases, alpha, centered, loss, lr, mult = case
     ws, bs, X, Y, tau, _ = make_problem(*case, seed=seed)
     kw = dict(activation=act, biases=bs, multipliers=mult, alpha=alpha, centered=centered,
@@ -151,10 +152,11 @@ def compare_flow(case, c, rtol=RTOL, seed=0, record_weights=True, require_motion
         c /= 4                       # keep the comparison on the smooth part of the flow
     else:
         raise AssertionError("no kink-free horizon found")
-    traj = ln.gradient_flow(ws, X, Y, t, rtol=rtol, atol=1e-12, backend="numpy",
+    traj = ln.gradient_flow(ws, X, Y, t, rtol=rtol, atol=1e-12, backend=backend,
                             record=("outputs", "weights") if record_weights else ("outputs",),
                             **kw)
     assert traj.success, traj.message
+    assert traj.backend == backend
     np.testing.assert_array_equal(traj.t, t)
     scale = np.abs(ref.outputs).max()
     err_out = np.abs(traj.outputs - ref.outputs).max() / scale
@@ -197,6 +199,14 @@ def test_flow_matches_reference(case, c):
     compare_flow(case, c)
 
 
+@needs_keywords
+@pytest.mark.parametrize("case,c", FLOW_CASES, ids=[str(i) for i in range(len(FLOW_CASES))])
+def test_flow_matches_reference_numba(case, c):
+    """The compiled MLP (backend 'numba') against the same independent witness."""
+    pytest.importorskip("numba")
+    compare_flow(case, c, backend="numba")
+
+
 def _sweep():
     for act, biases, alpha, centered, loss in itertools.product(
             ACTIVATIONS, [False, True], [1e-2, 1.0, 1e2], [False, True],
@@ -211,9 +221,12 @@ def _sweep():
 @pytest.mark.slow
 @needs_keywords
 @pytest.mark.parametrize("case,c", list(_sweep()))
-def test_flow_matches_reference_sweep(case, c):
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_flow_matches_reference_sweep(case, c, backend):
     # (some corners barely move: uncentred alpha = 100 with the soft hinge starts fitted)
-    compare_flow(case, c, seed=5, record_weights=False, require_motion=False)
+    if backend == "numba":
+        pytest.importorskip("numba")
+    compare_flow(case, c, seed=5, record_weights=False, require_motion=False, backend=backend)
 
 
 # ------------------------------------------------------------------ 3. the NTK
