@@ -7,7 +7,7 @@ from linearnets import _compare_regimes as cr
 from linearnets import compare
 
 ROWS = ("lambda_balanced", "balanced_ntk_drift", "lazy_limit", "lazy_limit_relu", "single_neuron",
-        "diagonal_bias", "laziness_ratio", "laziness_ratio_relu", "output_variance")
+        "diagonal_bias", "laziness_ratio", "laziness_ratio_relu", "output_variance", "relu_kernel_gap")
 
 
 def test_registered_one_row_each():
@@ -68,14 +68,44 @@ def test_lazy_limit_fails_with_the_wrong_loss_normalisation(monkeypatch):
     assert not cr.compare_lazy_limit().passed
 
 
-def test_relu_kernel_gap_whitened_digits():
+def test_relu_kernel_gap_falls_with_sigma_on_whitened_digits():
     pytest.importorskip("sklearn")
-    r = cr.compare_relu_kernel_gap(gammas=(0.0,))
-    # the whitened run interpolates the training set, so the gap is the network's distance
-    # from the kernel machine of its final NTK, not a residual training error
-    assert r.arrays["loss_end"][0] <= 1e-10 * 0.5
-    assert np.isfinite(r.error) and 0.0 < r.error < 1.0
-    assert r.error == r.arrays["gap"][0] and r.name == "relu_kernel_gap"
+    r = cr.compare_relu_kernel_gap(gammas=(0.25,), n_draws=1)
+    gap = r.arrays["gap"]
+    assert gap.shape == (1, 2, 1) and np.all(np.isfinite(gap)) and np.all((gap > 0) & (gap < 0.1))
+    # trained to the stop rule (interpolation), so the gap is not a residual training error
+    assert np.all(r.arrays["loss_ratio"] <= 1.01 * cr.RELU_GAP_STOP)
+    assert r.passed and r.simulation == pytest.approx(gap[0, 1, 0] / gap[0, 0, 0]), r.notes
+    assert r.tolerance == pytest.approx(np.sqrt(0.1))
+
+
+def test_relu_kernel_gap_fails_against_a_ridge_kernel_machine(monkeypatch):
+    # a regularised kernel machine does not interpolate: its gap to the network is O(1)
+    # whatever sigma, and the row must fail
+    pytest.importorskip("sklearn")
+    true = ln.kernel_regression
+    monkeypatch.setattr(ln, "kernel_regression",
+                        lambda K, Kx, y, ridge=0.0: true(K, Kx, y, ridge=0.1 * np.trace(K) / len(K)))
+    r = cr.compare_relu_kernel_gap(gammas=(0.25,), n_draws=1)
+    assert not r.passed and r.simulation > 0.5
+
+
+def test_relu_kernel_gap_skips_without_scikit_learn(monkeypatch):
+    import sys
+    from linearnets import cli
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    rows = compare.run_checks(["relu_kernel_gap"])
+    assert len(rows) == 1 and rows[0].status == "SKIP" and rows[0].passed
+    assert "scikit-learn" in rows[0].notes and "SKIP" in cli.format_table(rows)
+    assert len(rows[0].plot().axes) == 1
+
+
+@pytest.mark.slow
+def test_relu_kernel_gap_row_passes():
+    pytest.importorskip("sklearn")
+    r = compare.run_checks(["relu_kernel_gap"])[0]
+    assert r.name == "relu_kernel_gap" and r.passed, r.notes
+    assert r.arrays["gap"].shape == (3, 2, 3) and len(r.plot().axes) == 2
 
 
 def test_relu_kernel_gap_bad_input(monkeypatch):
@@ -84,10 +114,16 @@ def test_relu_kernel_gap_bad_input(monkeypatch):
         cr.compare_relu_kernel_gap(classes=(3, 3))
     with pytest.raises(ValueError, match="P"):
         cr.compare_relu_kernel_gap(P=400, Q=100)
+    with pytest.raises(ValueError, match="gammas"):
+        cr.compare_relu_kernel_gap(gammas=(0.0,))
+    with pytest.raises(ValueError, match="sigmas"):
+        cr.compare_relu_kernel_gap(sigmas=(1e-3, 1e-2))
+    with pytest.raises(ValueError, match="n_draws"):
+        cr.compare_relu_kernel_gap(n_draws=0)
     import sys
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
     with pytest.raises(ImportError, match="scikit-learn"):
-        cr.compare_relu_kernel_gap(gammas=(0.0,))
+        cr.compare_relu_kernel_gap(gammas=(0.25,))
 
 
 def test_output_variance_row_passes_and_fails_uncentered():
@@ -98,5 +134,5 @@ def test_output_variance_row_passes_and_fails_uncentered():
     assert np.all(a["loss_ratio"] < 1e-2)           # trained, not at initialisation
     assert len(r.plot().axes) == 1
     # uncentered, the trained F keeps alpha f0's width-independent fluctuations
-    bad = cr.compare_output_variance(centered=False)
+    bad = cr.compare_output_variance(widths=(16, 64), n_seeds=16, centered=False)
     assert not bad.passed and abs(bad.simulation) < 0.5
