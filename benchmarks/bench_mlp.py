@@ -9,11 +9,15 @@ Problems (issue 24):
 
 Measured: the wall time to the outputs ``F`` on the training inputs at ``t_end`` within
 ``TARGET = 1e-4`` (max over outputs of the error, relative to ``max |F_ref|``) of a
-tight reference (``ln.gradient_flow`` at rtol 1e-10, kink_rtol 1e-7: the low-order
-pair that crosses ReLU kinks needs ~tol^(-1/2) steps, so a tighter kink tolerance is
-out of reach here; its agreement with an rtol 1e-9 / kink_rtol 1e-6 run is printed).
-The package's scan sets ``kink_rtol = rtol``.  For the package
-the loosest rtol in a scan that reaches it; for the baselines the largest step
+tight reference (``ln.gradient_flow`` at rtol 1e-10, kink_rtol 1e-7 by default,
+``--ref-rtol``/``--ref-kink-rtol`` otherwise: the low-order pair that crosses ReLU
+kinks needs ~tol^(-1/2) steps, so a tighter kink tolerance is out of reach here; its
+agreement with a run 10x looser in both is printed).  ``--ref-cache DIR`` keeps each
+reference in an .npz keyed on the problem and its settings, so that a rerun (or a
+reference computed apart) is not paid twice.  The package's scan sets ``kink_rtol =
+rtol`` and runs ``backend="auto"`` (the compiled MLP where numba is installed); the
+numpy reference of the model is timed at the rtol found, as a second row.  For the
+package the loosest rtol in a scan that reaches it; for the baselines the largest step
 (setting) that reaches it:
 
 - GD: full-batch gradient descent ``theta -= dt grad L`` in PyTorch float64 autograd
@@ -28,8 +32,14 @@ the loosest rtol in a scan that reaches it; for the baselines the largest step
   on the same numpy gradient (one forward pass gives F and the gradient), with both
   bounds tightened by s and s^2 until it reaches the target.
 
-Also printed on the large problem: one gradient evaluation's FLOP rate against this
-machine's float64 GEMM rate measured in the same run (target >= 50 %).
+Also printed: one evaluation of the benchmark's numpy gradient, of the package's numpy
+model and of its compiled model (``MLPNumba``), and on the large problem the FLOP rate of
+a gradient evaluation against this machine's float64 GEMM rate measured in the same run
+(target >= 50 %).
+
+Budgets (``--gd-steps``, ``--rule-evals``, ``--pkg-steps``) bound each side's work; a side
+that runs out is extrapolated as described above and marked so.  ``--t-end NAME=T``
+changes a problem's horizon.
 
 Run: ``python benchmarks/bench_mlp.py [--quick] [--only small,medium,large]``.  On a
 shared machine pin every side to one thread (``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``):
@@ -157,17 +167,22 @@ class NumpyGrad:
         return 2 * sum(per) + sum(per[1:])
 
 
-def package_rhs(pb):
-    """The package's own right-hand side (linearnets.sim.models), or None if unavailable."""
+def package_rhs(pb, compiled=False):
+    """The package's own right-hand side (linearnets.sim.models: the numpy ``MLP``, or with
+    ``compiled`` its numba twin ``MLPNumba``), or None if unavailable."""
     try:
         from linearnets.sim.models import get_model, parse_options
         kw = dict(pb["kw"])
         opts = parse_options(len(pb["ws"]), **{k: v for k, v in kw.items()
                                                if k in ("activation", "multipliers", "alpha",
                                                         "centered", "loss", "lr_scales")})
-        model = get_model("mlp")(pb["ws"], None, opts).prepare(pb["X"], pb["Y"])
+        cls = get_model("mlp")
+        if compiled:
+            cls = cls.numba_model
+        model = cls(pb["ws"], None, opts).prepare(pb["X"], pb["Y"])
         y = np.array(model.y0)
-        return lambda: model.rhs(y)
+        out = np.empty_like(y)
+        return lambda: model.rhs(y, out)
     except Exception:                       # an internal interface: the bench can do without
         return None
 
@@ -188,35 +203,60 @@ def err_of(F, Fref):
     return float(np.abs(F - Fref).max() / np.abs(Fref).max())
 
 
-def reference(pb):
+def reference(pb, rtol=1e-10, kink_rtol=1e-7, cache=None):
+    """``(F_ref, agreement with a 10x looser run, seconds, info)``; from ``cache`` (a folder)
+    when a reference of the same problem and settings is there."""
+    key = (f"{pb['name']}-{'-'.join(map(str, pb['sizes']))}-P{len(pb['X'])}-t{pb['t_end']:g}"
+           f"-r{rtol:g}-k{kink_rtol:g}")
+    path = os.path.join(cache, f"ref-{key}.npz") if cache else None
+    if path and os.path.exists(path):
+        z = np.load(path)
+        return z["F"], float(z["agree"]), float(z["seconds"]), dict(
+            nfev=int(z["nfev"]), kinks=int(z["kinks"]), loss=float(z["loss"]), cached=True)
     t0 = time.perf_counter()
-    tr = ln.gradient_flow(pb["ws"], pb["X"], pb["Y"], [pb["t_end"]], rtol=1e-10, atol=1e-14,
-                          backend="numpy", record=("outputs",), kink_rtol=1e-7, **pb["kw"])
+    run = dict(backend="auto", record=("outputs",), max_steps=10 ** 7, **pb["kw"])
+    tr = ln.gradient_flow(pb["ws"], pb["X"], pb["Y"], [pb["t_end"]], rtol=rtol,
+                          atol=rtol * 1e-4, kink_rtol=kink_rtol, **run)
     if not tr.success:
         raise RuntimeError(f"reference failed: {tr.message}")
-    check = ln.gradient_flow(pb["ws"], pb["X"], pb["Y"], [pb["t_end"]], rtol=1e-9, atol=1e-13,
-                             backend="numpy", record=("outputs",), kink_rtol=1e-6, **pb["kw"])
+    check = ln.gradient_flow(pb["ws"], pb["X"], pb["Y"], [pb["t_end"]], rtol=10 * rtol,
+                             atol=rtol * 1e-3, kink_rtol=10 * kink_rtol, **run)
     F = tr.outputs[-1]
-    return F, err_of(check.outputs[-1], F), time.perf_counter() - t0, tr
+    agree = err_of(check.outputs[-1], F)
+    seconds = time.perf_counter() - t0
+    info = dict(nfev=tr.nfev, kinks=tr.kinks, loss=float(tr.loss[-1]), cached=False)
+    if path:
+        os.makedirs(cache, exist_ok=True)
+        np.savez(path, F=F, agree=agree, seconds=seconds, **{k: v for k, v in info.items()
+                                                              if k != "cached"})
+    return F, agree, seconds, info
 
 
 # ---------------------------------------------------------------------------- the runs
-def run_package(pb, Fref):
+def package_run(pb, rtol, backend, max_steps):
+    """``(seconds (best of 2 when under 2 s), trajectory)`` of one package run."""
+    best = np.inf
+    for _ in range(2):
+        t0 = time.perf_counter()
+        tr = ln.gradient_flow(pb["ws"], pb["X"], pb["Y"], [pb["t_end"]], rtol=rtol,
+                              backend=backend, record=("outputs",), kink_rtol=rtol,
+                              max_steps=max_steps, **pb["kw"])
+        best = min(best, time.perf_counter() - t0)
+        if best > 2.0:
+            break
+    return best, tr
+
+
+def run_package(pb, Fref, max_steps=10 ** 6):
     rows = []
     for rtol in RTOLS:
-        best = np.inf
-        for _ in range(2):
-            t0 = time.perf_counter()
-            tr = ln.gradient_flow(pb["ws"], pb["X"], pb["Y"], [pb["t_end"]], rtol=rtol,
-                                  backend="auto", record=("outputs",), kink_rtol=rtol,
-                                  **pb["kw"])
-            best = min(best, time.perf_counter() - t0)
-            if best > 2.0:
-                break
+        best, tr = package_run(pb, rtol, "auto", max_steps)
         e = err_of(tr.outputs[-1], Fref) if tr.success else np.inf
-        rows.append((rtol, best, tr.nfev, e, getattr(tr, "kinks", 0)))
+        rows.append((rtol, best, tr.nfev, e, getattr(tr, "kinks", 0), tr.backend))
         if e <= TARGET:
             return rows[-1], True, rows
+        if not tr.success:
+            break
     return rows[-1], False, rows
 
 
@@ -323,40 +363,53 @@ def run_gradientflow_rule(pb, Fref, grad, s, max_evals):
 
 
 # ---------------------------------------------------------------------------- main
-def bench(name, quick, rate):
+def bench(name, quick, rate, args):
     pb = make(name, quick)
+    if name in args.t_end:
+        pb["t_end"] = args.t_end[name]
     print(f"\n== {name}: {'-'.join(map(str, pb['sizes']))}, P={len(pb['X'])}, "
           f"{pb['kw'].get('activation')}, {pb['kw'].get('loss')}, t_end={pb['t_end']}", flush=True)
-    Fref, self_err, tref, trref = reference(pb)
+    Fref, self_err, tref, info = reference(pb, args.ref_rtol, args.ref_kink_rtol,
+                                           args.ref_cache)
     F0 = NumpyGrad(pb).outputs(NumpyGrad(pb).theta0)
-    print(f"reference: rtol 1e-10 in {tref:.1f} s (with its rtol 1e-9 check), agreement "
-          f"{self_err:.1e}; nfev {trref.nfev}, kinks {getattr(trref, 'kinks', '?')}; "
+    print(f"reference: rtol {args.ref_rtol:g}, kink_rtol {args.ref_kink_rtol:g} in {tref:.1f} s"
+          f"{' (cached)' if info['cached'] else ''} (with its 10x looser check), agreement "
+          f"{self_err:.1e}; nfev {info['nfev']}, kinks {info['kinks']}; "
           f"outputs moved {np.abs(Fref - F0).max() / np.abs(Fref).max():.2f} of max|F|, loss "
-          f"{trref.loss[-1]:.3g}", flush=True)
-    pkg, ok, scan = run_package(pb, Fref)
-    for r in scan:
-        print(f"  package rtol={r[0]:.0e}: {r[1]:.3f} s, nfev {r[2]}, err {r[3]:.1e}, kinks {r[4]}")
-    rows = [("ln.gradient_flow", f"rtol={pkg[0]:.0e}", pkg[1], pkg[2], pkg[3],
-             "run" if ok else "NOT REACHED")]
+          f"{info['loss']:.3g}", flush=True)
     grad = NumpyGrad(pb)
     per_eval = time_call(lambda: grad(grad.theta0))
-    prhs = package_rhs(pb)
+    prhs, nrhs = package_rhs(pb), package_rhs(pb, compiled=True)
     per_pkg = time_call(prhs) if prhs is not None else np.nan
-    print(f"  one gradient: bench numpy {per_eval * 1e3:.2f} ms, package rhs "
-          f"{per_pkg * 1e3:.2f} ms", flush=True)
+    per_nb = time_call(nrhs) if nrhs is not None else np.nan
+    print(f"  one gradient: bench numpy {per_eval * 1e3:.2f} ms, package rhs numpy "
+          f"{per_pkg * 1e3:.2f} ms, numba {per_nb * 1e3:.2f} ms ({per_pkg / per_nb:.2f}x)",
+          flush=True)
     if name == "large":
         fl = grad.flops()
-        best = min(per_eval, per_pkg) if np.isfinite(per_pkg) else per_eval
-        print(f"  FLOP rate of a gradient: {fl / best / 1e9:.1f} GFLOP/s = "
-              f"{fl / best / rate:.0%} of GEMM ({rate / 1e9:.1f} GFLOP/s) [target >= 50 %]")
-    budget = (300 if quick else 3000) if name != "large" else (40 if quick else 200)
+        for label, t in (("numba", per_nb), ("numpy", per_pkg), ("bench numpy", per_eval)):
+            print(f"  FLOP rate of a gradient ({label}): {fl / t / 1e9:.1f} GFLOP/s = "
+                  f"{fl / t / rate:.0%} of GEMM ({rate / 1e9:.1f} GFLOP/s) [target >= 50 %]")
+    pkg, ok, scan = run_package(pb, Fref, args.pkg_steps or 10 ** 6)
+    for r in scan:
+        print(f"  package rtol={r[0]:.0e} ({r[5]}): {r[1]:.3f} s, nfev {r[2]}, err {r[3]:.1e}, "
+              f"kinks {r[4]}", flush=True)
+    rows = [(f"ln.gradient_flow ({pkg[5]})", f"rtol={pkg[0]:.0e}", pkg[1], pkg[2], pkg[3],
+             "run" if ok else "NOT REACHED")]
+    t_np, tr_np = package_run(pb, pkg[0], "numpy", args.pkg_steps or 10 ** 6)
+    e_np = err_of(tr_np.outputs[-1], Fref) if tr_np.success else np.inf
+    rows.append(("ln.gradient_flow (numpy)", f"rtol={pkg[0]:.0e}", t_np, tr_np.nfev, e_np,
+                 "run" if e_np <= TARGET else "NOT REACHED"))
+    budget = args.gd_steps or ((300 if quick else 3000) if name != "large"
+                               else (40 if quick else 200))
     gd = run_gd_torch(pb, Fref, budget)
     if gd is None:
         print("  (torch not installed: GD baseline skipped)")
     else:
         rows.append(("GD (PyTorch f64)", gd["setting"], gd["time"], gd["evals"], gd["err"],
                      gd["how"]))
-    max_evals = (4000 if quick else 20000) if name != "large" else (300 if quick else 2000)
+    max_evals = args.rule_evals or ((4000 if quick else 20000) if name != "large"
+                                    else (300 if quick else 2000))
     for s in (1.0, 0.3, 0.1, 0.03, 0.01):
         est = run_gradientflow_rule(pb, Fref, grad, s, max_evals)
         print(f"  gradientflow rule {est['setting']}: {est['time']:.2f} s, {est['evals']} evals, "
@@ -381,7 +434,8 @@ def bench(name, quick, rate):
         ratio = tm / rows[0][2] if np.isfinite(tm) else np.nan
         target = {"GD (PyTorch f64)": ">= 10x", "gradientflow rule": ">= 5x"}.get(label, "")
         es = e if isinstance(e, str) else f"{e:.1e}"
-        print(f"| {label} | {setting} | {tm:.3f} | {ev} | {es} | {ratio:.1f}x | {target} | {how} |")
+        print(f"| {label} | {setting} | {tm:.3f} | {ev} | {es} | {ratio:.3g}x | {target} | "
+              f"{how} |")
     return rows
 
 
@@ -389,7 +443,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="small,medium,large")
+    ap.add_argument("--ref-rtol", type=float, default=1e-10)
+    ap.add_argument("--ref-kink-rtol", type=float, default=1e-7)
+    ap.add_argument("--ref-cache", default=None, help="folder keeping the references (.npz)")
+    ap.add_argument("--gd-steps", type=int, default=None, help="GD's step budget")
+    ap.add_argument("--rule-evals", type=int, default=None, help="the rule's evaluation budget")
+    ap.add_argument("--pkg-steps", type=int, default=None, help="the package's max_steps")
+    ap.add_argument("--t-end", action="append", default=[], metavar="NAME=T")
     args = ap.parse_args(argv)
+    args.t_end = {k: float(v) for k, v in (item.split("=") for item in args.t_end)}
     if importlib.util.find_spec("torch") is not None:
         import torch
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
@@ -397,7 +459,7 @@ def main(argv=None):
     print(f"float64 GEMM rate: {rate / 1e9:.1f} GFLOP/s; numpy {np.__version__}; "
           f"torch {'yes' if importlib.util.find_spec('torch') else 'absent'}")
     for name in args.only.split(","):
-        bench(name.strip(), args.quick, rate)
+        bench(name.strip(), args.quick, rate, args)
 
 
 if __name__ == "__main__":

@@ -378,7 +378,12 @@ class MLPNumba(MLP):
         y = self._flat(y)
         if out is None:
             out = np.empty(self.layout.size)
-        self._K.mlp_rhs(y, out, data)
+        if out.dtype != np.float64 or not out.flags.c_contiguous or out.ndim != 1:
+            tmp = np.empty(self.layout.size)       # the kernel's one signature
+            self._K.mlp_rhs(y, tmp, data)
+            out[...] = tmp
+        else:
+            self._K.mlp_rhs(y, out, data)
         self._fresh = True
         return out
 
