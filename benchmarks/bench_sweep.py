@@ -1,4 +1,4 @@
-"""Sweep throughput: points per second for serial calls, the prepared path, the local pool and Dask.
+"""Sweep throughput: points per second for serial calls, the prepared path, the ensemble, the local pool and Dask.
 
 A 1,000-point sweep (``--points``) of a small network: a 10-16-1 linear network
 (P = 40 whitened samples, a scalar teacher, sigma = 0.01) trained by
@@ -12,7 +12,10 @@ Rows, all measured in this run on this machine:
 - ``local pool (2)``: ``ln.sweep(..., jobs=2)``; wall time with the pool's start-up,
   and the rate once started (start-up measured on a 2-point sweep, subtracted);
 - ``LocalCluster (2)``: a loopback 2-worker Dask cluster (processes, 1 thread each),
-  the cluster's start excluded.
+  the cluster's start excluded;
+- ``ensemble path``: the same points through ``gradient_flow_ensemble``, ``B_ENS`` = 16
+  initialisations per call, in this process (for the linear network its default:
+  members one after another through ``prepare_flow``'s compiled loops).
 
 Then the engine's own cost per point with a trivial function, in process: the
 store's commit (SQLite WAL, synchronous=FULL, one transaction per point: an
@@ -66,6 +69,31 @@ def relu_point(seed, sigma=0.5):
     w0 = ln.init_network(SIZES, sigma, seed=seed)
     tr = ln.gradient_flow(w0, X, y, np.geomspace(0.1, 40.0, 20), rtol=1e-6, atol=1e-9, activation="relu")
     return {"loss": float(tr.loss[-1]), "nsteps": float(tr.nsteps)}
+
+
+#: Members per ``gradient_flow_ensemble`` call on the ensemble path.
+B_ENS = 16
+
+
+def ensemble_points(seeds, relu=False):
+    """The points of ``seeds`` through ``gradient_flow_ensemble``, B_ENS initialisations per
+    call (in this process): the ensemble path's equivalent of ``linear_point`` / ``relu_point``."""
+    import linearnets as ln
+    X, y = _data()
+    seeds = list(seeds)
+    out = []
+    for i in range(0, len(seeds), B_ENS):
+        chunk = seeds[i:i + B_ENS]
+        if relu:
+            nets = [ln.init_network(SIZES, 0.5, seed=s) for s in chunk]
+            ens = ln.gradient_flow_ensemble(nets, X, y, np.geomspace(0.1, 40.0, 20), rtol=1e-6,
+                                            atol=1e-9, activation="relu")
+        else:
+            nets = [ln.init_network(SIZES, SIGMA, seed=s) for s in chunk]
+            ens = ln.gradient_flow_ensemble(nets, X, y, T_EVAL, rtol=1e-6, atol=1e-9)
+        out += [{"loss": float(ens.loss[b, -1]), "nsteps": float(ens.nsteps[b])}
+                for b in range(len(chunk))]
+    return out
 
 
 _PREPARED = {}
@@ -212,7 +240,13 @@ def main(argv=None):
             if cluster is not None:
                 dk = _sweep_rate(ref, n, tmp, f"{label}-dask", scheduler=cluster.scheduler_address)
                 _row(rows, label, "LocalCluster (2)", dk, serial / dk, n)
-            _row(rows, label, "ensemble path", None, None, n)
+            relu = label.startswith("ReLU")
+            ensemble_points(range(2), relu=relu)
+            ens, got = _timed(lambda: ensemble_points(range(n), relu=relu))
+            want = [f(s)["loss"] for s in range(min(n, 4))]
+            dev = max(abs(g["loss"] - w) for g, w in zip(got, want))
+            _row(rows, label, f"ensemble path (B = {B_ENS})", ens, serial / ens, n)
+            print(f"{'':16s}   (final loss vs serial calls, first points: {dev:.1e})", flush=True)
         if cluster is not None:
             cluster.close()
         per_point, commit = engine_overhead(tmp)
