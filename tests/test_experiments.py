@@ -1,0 +1,155 @@
+"""The shipped experiments (``experiments/*/spec.toml``): each spec parses, one small point runs.
+
+Keep each experiment's tests in functions named after it (``test_luo_*``, ``test_zhou_*``).
+"""
+from __future__ import annotations
+
+import importlib
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import linearnets as ln
+from linearnets.sweep.spec import load_spec
+
+EXP = pathlib.Path(__file__).resolve().parents[1] / "experiments"
+
+
+def _module(folder, name):
+    path = str(EXP / folder)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    return importlib.import_module(name)
+
+
+def _frame(axes, values):
+    """A results frame as ``ln.sweep`` returns it: MultiIndex over the axes, fields, status."""
+    import pandas as pd
+
+    idx = pd.MultiIndex.from_tuples(list(values), names=axes)
+    rows = list(values.values())
+    df = pd.DataFrame(rows, index=idx)
+    df["status"] = "done"
+    return df
+
+
+# -- experiment 2: Luo et al. (2021), two layers --------------------------------------------------
+
+def test_luo_spec_parses():
+    spec = load_spec(str(EXP / "luo_two_layer" / "spec.toml"))
+    assert [a.name for a in spec.axes] == ["gamma", "gamma_prime", "m", "seed"]
+    assert spec.shape == (5, 5, 4, 3)
+    assert spec.fixed["loss_stop"] == 1e-4
+    full = load_spec(str(EXP / "luo_two_layer" / "spec.toml"), full=True)
+    assert full.shape == (9, 9, 7, 3)
+    assert max(full.axes[2].values) == 32000
+    assert spec.store != full.store
+
+
+def test_luo_coordinates_and_paper_rule():
+    luo = _module("luo_two_layer", "luo")
+    for g, gp in [(0.2, -0.8), (1.0, 0.0), (1.4, 0.8), (1.8, -0.4)]:
+        e_w, e_a = luo.exponents(g, gp)
+        c = ln.phase_coordinates(0.0, [e_a, e_w])
+        assert c["gamma"] == pytest.approx(g, abs=1e-12)
+        assert c["gamma_prime"] == pytest.approx(gp, abs=1e-12)
+        assert e_w - e_a == pytest.approx(gp, abs=1e-12)   # gamma' > 0: input weights larger
+    assert luo.paper_regime(0.5, 0.0) == "linear"            # NTK scaling
+    assert luo.paper_regime(1.4, 0.8) == "linear"            # gamma' > gamma - 1
+    assert luo.paper_regime(1.8, -0.8) == "condensed"
+    assert luo.paper_regime(1.0, -0.4) == "critical"         # gamma = 1, gamma' <= 0
+    assert luo.paper_regime(1.4, 0.4) == "critical"          # gamma' = gamma - 1
+
+
+def test_luo_point_runs_and_is_lazy_at_ntk_scaling():
+    luo = _module("luo_two_layer", "luo")
+    r50 = luo.point(0.5, 0.0, 50, 0)
+    r400 = luo.point(0.5, 0.0, 400, 0)
+    for r in (r50, r400):
+        assert r["converged"] == 1.0
+        assert r["loss_end"] <= 1e-4 * (1 + 1e-9)
+        assert 0 < r["rd_w"] < 1 and np.isfinite(r["rd_a"])
+    # linear regime: RD of the input layer falls with width (lazy estimate m^{gamma - 1} = m^{-1/2})
+    assert r400["rd_w"] < 0.7 * r50["rd_w"]
+    with pytest.raises(ValueError, match="m must be"):
+        luo.point(0.5, 0.0, 1, 0)
+
+
+def test_luo_table_recovers_slopes_and_plot_writes(tmp_path):
+    luo = _module("luo_two_layer", "luo")
+    spec = load_spec(str(EXP / "luo_two_layer" / "spec.toml"))
+    rng = np.random.default_rng(0)
+    truth = {(0.2, 0.0): -0.8, (1.8, -0.8): 0.8, (1.0, 0.0): 0.0}
+    vals = {}
+    for (g, gp), s in truth.items():
+        for m in (100, 200, 400):
+            for seed in range(3):
+                vals[(g, gp, m, seed)] = dict(rd_w=float(m ** s * np.exp(0.01 * rng.standard_normal())))
+    df = _frame(["gamma", "gamma_prime", "m", "seed"], vals)
+    rows = {(r["gamma"], r["gamma_prime"]): r for r in luo.table(df)}
+    for key, s in truth.items():
+        assert rows[key]["slope"] == pytest.approx(s, abs=0.05)
+    assert rows[(0.2, 0.0)]["measured"] == "linear" and rows[(1.8, -0.8)]["measured"] == "condensed"
+    assert rows[(1.0, 0.0)]["paper"] == "critical"
+    out = tmp_path / "luo.png"
+    luo.plot(df, spec, str(out))
+    assert out.stat().st_size > 0
+
+
+# -- experiment 3: Zhou et al. (2022), three layers ----------------------------------------------
+
+def test_zhou_spec_parses():
+    spec = load_spec(str(EXP / "zhou_three_layer" / "spec.toml"))
+    assert [a.name for a in spec.axes] == ["gamma2", "gamma3", "m", "seed"]
+    assert 0.0 in spec.axes[0].values
+    g3 = spec.axes[1].values
+    assert min(g3) == pytest.approx(0.9) and max(g3) == pytest.approx(2.1)
+    assert min(spec.axes[2].values) == 100 and max(spec.axes[2].values) == 800
+    full = load_spec(str(EXP / "zhou_three_layer" / "spec.toml"), full=True)
+    assert max(full.axes[2].values) == 10000
+
+
+def test_zhou_coordinates_and_lazy_rule():
+    zhou = _module("zhou_three_layer", "zhou")
+    for g2, g3 in [(0.0, 1.0), (-0.5, 2.1), (0.5, 0.9)]:
+        c = ln.phase_coordinates(0.0, list(zhou.exponents(g2, g3)))
+        assert c["gamma1"] == pytest.approx(0.0, abs=1e-12)
+        assert c["gamma2"] == pytest.approx(g2, abs=1e-12)
+        assert c["gamma3"] == pytest.approx(g3, abs=1e-12)
+    # the paper's examples: NTK (0, 1) lazy in every layer, Xavier (0, 3/2) W1 critical
+    assert zhou.lazy_slopes(0.0, 1.0) == pytest.approx((-0.5, -1.0, -0.5))
+    assert zhou.expected_regimes(0.0, 1.0) == ("linear", "linear")
+    assert zhou.expected_regimes(0.0, 1.5) == ("critical", "linear")
+    assert zhou.expected_regimes(0.0, 2.1) == ("condensed", "condensed")
+    assert zhou.expected_regimes(0.0, 1.8) == ("condensed", "?")
+
+
+def test_zhou_point_runs():
+    zhou = _module("zhou_three_layer", "zhou")
+    r = zhou.point(0.0, 1.0, 30, 0)
+    assert r["converged"] == 1.0
+    assert r["loss_end"] <= 1e-4 * (1 + 1e-9)
+    assert all(0 < r[k] < np.inf for k in ("rd1", "rd2", "rd3"))
+    assert 1 <= r["n_orient1"] <= 30
+    with pytest.raises(ValueError, match="m must be"):
+        zhou.point(0.0, 1.0, 1, 0)
+
+
+def test_zhou_table_and_plot(tmp_path):
+    zhou = _module("zhou_three_layer", "zhou")
+    spec = load_spec(str(EXP / "zhou_three_layer" / "spec.toml"))
+    vals = {}
+    for g3 in (1.0, 1.8):
+        for m in (10, 20, 40):
+            for seed in range(2):
+                vals[(0.0, g3, m, seed)] = dict(rd1=float(m ** (g3 - 1.5)), rd2=float(m ** (g3 - 2.0)) * (1 + 0.01 * seed),
+                                                n_orient1=3.0)
+    df = _frame(["gamma2", "gamma3", "m", "seed"], vals)
+    rows = {r["gamma3"]: r for r in zhou.table(df)}
+    assert rows[1.0]["rd1_slope"] == pytest.approx(-0.5, abs=1e-9)
+    assert rows[1.8]["rd1_label"] == "condensed" and rows[1.8]["rd2_label"] == "linear"
+    out = tmp_path / "zhou.png"
+    zhou.plot(df, spec, str(out))            # re-runs one small condensed point for the heatmap
+    assert out.stat().st_size > 0
