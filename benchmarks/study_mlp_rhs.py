@@ -10,6 +10,11 @@ measured in the same run).  A ratio to the GEMMs near 1 leaves nothing to win on
 products; what is left is the elementwise and Python overhead, which the ratio measures.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/study_mlp_rhs.py [--quick]
+
+With ``--lambda`` it estimates instead the largest eigenvalue of the flow's Jacobian at
+t = 0 on bench_mlp's large problem (power iteration on finite differences of the compiled
+right-hand side) and the evaluations that stability alone then asks of each explicit
+method over its horizon (``|lambda| t_end / boundary`` steps).
 """
 from __future__ import annotations
 
@@ -84,5 +89,39 @@ def main(quick=False):
               f"{flops / t_nb / rate:8.0%}")
 
 
+def stability_floor(name="large", iterations=14):
+    """Power iteration for the Jacobian's largest eigenvalue at t = 0 on a bench_mlp problem."""
+    import bench_mlp
+    from linearnets.sim import methods
+    from linearnets.sim.models import get_model
+
+    pb = bench_mlp.make(name, False)
+    kw = pb["kw"]
+    opts = parse_options(len(pb["ws"]), **{k: v for k, v in kw.items() if k in (
+        "activation", "multipliers", "alpha", "centered", "loss", "lr_scales")})
+    net = get_model("mlp").numba_model(pb["ws"], None, opts).prepare(pb["X"], pb["Y"])
+    y = net.y0.copy()
+    f0 = net.rhs(y).copy()
+    v = np.random.default_rng(0).standard_normal(y.size)
+    v /= np.linalg.norm(v)
+    eps = 1e-6 * np.linalg.norm(y)
+    for it in range(iterations):
+        Jv = (net.rhs(y + eps * v) - f0) / eps
+        ray, norm = float(v @ Jv), float(np.linalg.norm(Jv))
+        print(f"iteration {it}: Rayleigh quotient {ray:.4e}, |Jv| {norm:.4e}", flush=True)
+        v = Jv / norm
+    t_end = pb["t_end"]
+    print(f"{name}: |lambda_max| ~ {norm:.4g} at t = 0, |lambda| t_end = {norm * t_end:.4g}")
+    for m in ("DOP853", "RK45", "SSPRK104"):
+        tab = methods.STEPPERS[m].tableau
+        steps = norm * t_end / tab.stability_boundary
+        print(f"  {m}: boundary {tab.stability_boundary:.4g}, >= {steps:.0f} steps = "
+              f"{steps * tab.n_stages:.0f} evaluations")
+    print(f"  GD: dt <= 2/|lambda| = {2 / norm:.3g}, >= {norm * t_end / 2:.0f} steps")
+
+
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    if "--lambda" in sys.argv:
+        stability_floor()
+    else:
+        main(quick="--quick" in sys.argv)
