@@ -47,8 +47,17 @@ import numpy as np
 X_DATA = np.array([[-1.0], [-1.0 / 3.0], [1.0 / 3.0], [1.0]])
 Y_DATA = np.array([0.6, -0.2, 0.1, 0.5])
 
-#: the paper's statements on the gamma_2 = 0 slice for W^[1] (Fig. 2 and Table 1)
-PAPER_SLICE = {1.0: "linear (NTK scaling)", 1.5: "critical (Xavier / mean-field-like)", 2.0: "condensed"}
+#: the paper's statements on the gamma_2 = 0 slice for W^[1] (Fig. 2: gamma_3 = 1 NTK-like, the
+#: initial and final weights nearly the same; 1.5 mean-field-like (Xavier); 2 condensed; Fig. 4:
+#: slopes of RD(W^[1]) over m growing from gamma_3 = 0.9 through 1.5 to 2.1)
+PAPER_SLICE_CRITICAL = 1.5
+
+
+def paper_slice_regime(gamma3, tol=1e-9):
+    """The regime of W^[1] on the gamma_2 = 0 slice as the paper's Figs. 2 and 4 state it."""
+    if abs(gamma3 - PAPER_SLICE_CRITICAL) <= tol:
+        return "critical"
+    return "linear" if gamma3 < PAPER_SLICE_CRITICAL else "condensed"
 
 
 def exponents(gamma2, gamma3):
@@ -221,7 +230,7 @@ def format_table(rows):
     lines = ["gamma2  gamma3 | W1 slope +- se  lazy   measured   expected | W2 slope +- se  lazy   measured"
              "   expected | orientations W1 (largest m) | paper (gamma2 = 0, W1)"]
     for r in rows:
-        paper = PAPER_SLICE.get(round(r["gamma3"], 6), "") if abs(r["gamma2"]) < 1e-12 else ""
+        paper = paper_slice_regime(r["gamma3"]) if abs(r["gamma2"]) < 1e-12 else ""
         lines.append(f"{r['gamma2']:+5.2f}  {r['gamma3']:5.2f} | {r['rd1_slope']:+.3f} +- {r['rd1_se']:.3f}"
                      f"  {r['lazy1']:+.2f}  {r['rd1_label']:9s}  {r['expect1']:9s}"
                      f"| {r['rd2_slope']:+.3f} +- {r['rd2_se']:.3f}  {r['lazy2']:+.2f}  {r['rd2_label']:9s}"
@@ -230,6 +239,9 @@ def format_table(rows):
     agree = sum(a == b for a, b in dec)
     lines.append(f"agreement with the lazy-order rule where it decides: {agree}/{len(dec)}"
                  f" = {agree / max(len(dec), 1):.2f} (layer-points)")
+    sl = [r for r in rows if abs(r["gamma2"]) < 1e-12]
+    lines.append(f"gamma2 = 0 slice, W^[1] against the paper's Figs. 2 and 4: "
+                 f"{sum(r['rd1_label'] == paper_slice_regime(r['gamma3']) for r in sl)}/{len(sl)}")
     split = [r for r in rows if r["rd1_label"] != r["rd2_label"]]
     lines.append("points where W^[1] and W^[2] are in different regimes: "
                  + (", ".join(f"({r['gamma2']:+.2f}, {r['gamma3']:.2f}): W1 {r['rd1_label']}, "
@@ -275,11 +287,12 @@ def plot(df, spec, out):
         a2.plot(g2s, 1.5 + 2 * np.maximum(g2s, 0.0), "k:", lw=1, label="output layer: lazy exponent 0")
         for lab, mk in (("linear", "o"), ("critical", "s"), ("condensed", "^")):
             a2.scatter([], [], marker=mk, c="grey", label=lab)
-        a2.set_ylim(min(r["gamma3"] for r in rows) - 0.2, max(r["gamma3"] for r in rows) + 0.2)
+        a2.set_ylim(min(r["gamma3"] for r in rows) - 0.45, max(r["gamma3"] for r in rows) + 0.2)
         a2.set_xlabel(r"$\gamma_2$")
         a2.set_ylabel(r"$\gamma_3$")
         a2.set_title(r"regime per layer (blue: $W^{[1]}$, red: $W^{[2]}$)", fontsize=8)
-        a2.legend(fontsize=6, loc="upper left")
+        a2.set_xlim(min(r["gamma2"] for r in rows) - 0.3, max(r["gamma2"] for r in rows) + 0.3)
+        a2.legend(fontsize=5, loc="lower center", ncol=2, framealpha=0.9)
     # condensation picture: re-run the gamma_2 = 0 points at the smallest and largest gamma_3
     done = df[df["status"] == "done"]
     if len(done):
@@ -298,7 +311,7 @@ def plot(df, spec, out):
             share = angular_concentration(W, b)
             ax = a3.inset_axes([0.0 + 0.52 * j, 0.08, 0.46, 0.8])
             im = ax.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1)
-            ax.set_title(fr"$\gamma_3$={g3c:g}: {len(keep)} units, top-3 angle share {share:.2f}", fontsize=6)
+            ax.set_title(fr"$\gamma_3$={g3c:g}: {len(keep)} units" + f"\ntop-3 angle share {share:.2f}", fontsize=6)
             ax.set_xticks([])
             ax.set_yticks([])
             print(f"condensation picture: gamma2 = 0, gamma3 = {g3c:g}, m = {mc}: {len(keep)} units above 10 % "
