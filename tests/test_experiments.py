@@ -124,6 +124,8 @@ def test_zhou_coordinates_and_lazy_rule():
     assert zhou.expected_regimes(0.0, 1.5) == ("critical", "linear")
     assert zhou.expected_regimes(0.0, 2.1) == ("condensed", "condensed")
     assert zhou.expected_regimes(0.0, 1.8) == ("condensed", "?")
+    assert [zhou.paper_slice_regime(g) for g in (0.9, 1.2, 1.5 + 1e-15, 2.1)] == \
+        ["linear", "linear", "critical", "condensed"]
 
 
 def test_zhou_point_runs():
