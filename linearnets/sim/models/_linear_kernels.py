@@ -3,8 +3,9 @@
 The gradient flow of the deep linear network on its sufficient statistics,
 ``dW_l/dt = eta_l (W_L ... W_{l+1})^T (Syx - W Sxx) (W_{l-1} ... W_1)^T`` with
 ``W = W_L ... W_1`` (docs/conventions.md; Atanasov et al. 2022, Sec. 3),
-is ``sim/_kernels.rhs_flat`` and its Jacobian-vector product ``sim/_kernels.jvp_flat``.  Here they get the model interface of the loops in
-``methods/`` and the loops their cached, module-level entry points:
+is ``sim/_kernels.rhs_flat`` and its Jacobian-vector product ``sim/_kernels.jvp_flat``.
+Here they get the model interface of the loops in ``methods/``, and the loops their
+cached, module-level entry points:
 
 * :func:`rhs` -- ``rhs(y, out, data)`` with ``data`` the tuple
   ``(Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf)``, the
