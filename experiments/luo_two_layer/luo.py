@@ -156,6 +156,7 @@ def table(df, field="rd_w"):
 
 
 def format_table(rows):
+    """The table of :func:`table` as text, with the agreement fractions (plain and with gamma' mirrored)."""
     lines = ["gamma  gamma'  RD slope +- se    measured    paper (Luo et al.)  RD at largest m  agree"]
     for r in rows:
         lines.append(f"{r['gamma']:5.2f}  {r['gamma_prime']:+5.2f}  {r['slope']:+.3f} +- {r['stderr']:.3f}"

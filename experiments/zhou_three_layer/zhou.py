@@ -227,6 +227,7 @@ def table(df):
 
 
 def format_table(rows):
+    """The table of :func:`table` as text, with the agreement counts and the points whose layers differ."""
     lines = ["gamma2  gamma3 | W1 slope +- se  lazy   measured   expected | W2 slope +- se  lazy   measured"
              "   expected | orientations W1 (largest m) | paper (gamma2 = 0, W1)"]
     for r in rows:
