@@ -156,7 +156,8 @@ def partially_whitened(X, gamma):
     X : array_like, shape (P, D)
     gamma : float
         ``gamma >= 0``; 0 gives ``U V^T`` (whitened up to the scale 1/P:
-        ``X_0^T X_0 = I`` when P >= D), 1 gives X itself.
+        ``X_0^T X_0 = I`` when P >= D), 1 gives X itself.  Singular values below
+        ``max(P, D) eps s_max`` count as zero and stay zero for every gamma.
 
     Returns
     -------
@@ -171,8 +172,10 @@ def partially_whitened(X, gamma):
     X = check_matrix(X, "X")
     gamma = float(check_nonnegative(gamma, "gamma", ndim=0))
     U, S, Vt = np.linalg.svd(X, full_matrices=False)
-    # zero singular values stay zero (0**0 would turn them into 1)
-    Sg = np.where(S > 0, S, 1.0) ** gamma * (S > 0)
+    # singular values at rounding level (below max(P, D) eps s_max, the rank rule of
+    # task_modes) are zero and stay zero: 1e-15**0 would turn them into 1
+    keep = S > (max(X.shape) * np.finfo(np.float64).eps * (S[0] if S.size else 0.0))
+    Sg = np.where(keep, S, 1.0) ** gamma * keep
     return (U * Sg) @ Vt
 
 

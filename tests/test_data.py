@@ -90,3 +90,16 @@ def test_sufficient_statistics():
         sufficient_statistics(X, Y[:5])
     with pytest.raises(ValueError):
         sufficient_statistics(X, np.full((7, 2), np.nan))
+
+
+def test_partially_whitened_keeps_rounding_level_directions_at_zero():
+    # a rank-2 matrix in 5 columns: its SVD has 3 singular values at rounding level,
+    # which gamma = 0 must not lift to 1
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((8, 2)) @ rng.standard_normal((2, 5))
+    X0 = partially_whitened(X, 0.0)
+    s = np.linalg.svd(X0, compute_uv=False)
+    assert np.allclose(s[:2], 1.0, atol=1e-12)
+    assert np.all(s[2:] < 1e-12)
+    # its rows span the same space as X's
+    assert np.allclose(X0 @ np.linalg.pinv(X) @ X, X0, atol=1e-12)
