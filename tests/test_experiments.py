@@ -155,3 +155,69 @@ def test_zhou_table_and_plot(tmp_path):
     out = tmp_path / "zhou.png"
     zhou.plot(df, spec, str(out))            # re-runs one small condensed point for the heatmap
     assert out.stat().st_size > 0
+
+
+# -- experiment 1: Geiger et al. (2019), feature vs lazy ---------------------------------------
+
+def test_geiger_specs_parse():
+    for name, n in (("spec.toml", 108), ("spec_depth.toml", 18)):
+        spec = load_spec(str(EXP / "geiger_feature_lazy" / name))
+        assert spec.function == "geiger:point"
+        assert int(np.prod([len(a.values) for a in spec.axes])) == n
+
+
+def test_geiger_point_feature_and_lazy_ends():
+    """One point at each end (h = 16, 40 train / 40 test digits): F is the centred output
+    gradient_flow records, every margin is >= 1 at t_stop, the kernel moves by far more than
+    1 in the feature regime and little in the lazy one, and t1 (drift = 1) is of the order of
+    alpha sqrt(h) (Geiger et al.: t1 ~ alpha sqrt(h))."""
+    import math
+
+    from linearnets.sim.parameterisations import geiger_parameterisation
+    geiger = _module("geiger_feature_lazy", "geiger")
+    small = dict(n_train=40, n_test=40, n_kernel=16)
+    feat = geiger.point(1e-2, 16, 0, **small)
+    lazy = geiger.point(1e2, 16, 0, **small)
+    assert feat["drift"] > 10.0 and lazy["drift"] < 0.1
+    assert 0.1 < feat["t1"] / 1e-2 < 10.0 and feat["t1"] < feat["t_stop"]
+    assert math.isnan(lazy["t1"])
+    for r in (feat, lazy):
+        assert r["F_test"].shape == (40,) and 0.0 <= r["test_err"] < 0.5
+    # network_output is the model's f: alpha (f - f_0) on the training points is the recorded F
+    Xtr, ytr, _, _ = geiger.digits_parity(40, 40)
+    alpha = 1e-2 / 4.0
+    p = geiger_parameterisation((10, 16, 16, 16, 1), alpha, seed=0)
+    tr = ln.gradient_flow(p.weights, Xtr, ytr, [1e-3, 1e3], rtol=1e-6, atol=1e-9, stop="margin",
+                          record=("outputs",), **p.flow_kwargs())
+    F = alpha * (geiger.network_output(list(tr.weights), Xtr, p.multipliers, p.activation)
+                 - geiger.network_output(p.weights, Xtr, p.multipliers, p.activation))
+    np.testing.assert_allclose(F, tr.outputs[-1, :, 0], rtol=1e-10, atol=1e-12)
+    assert np.min(ytr * F) >= 1.0 - 1e-6
+
+
+def test_geiger_table_recovers_known_exponents(tmp_path):
+    """table() on synthetic points with drift = (alpha sqrt h)^-1 (lazy) and ^-1.5 (feature),
+    t1 = 2 alpha sqrt(h), Var F = 0.5/h exactly: the fitted slopes are those exponents."""
+    geiger = _module("geiger_feature_lazy", "geiger")
+    vals = {}
+    for a in np.logspace(-3, 3, 7):
+        for h in (16, 64):
+            for seed in range(3):
+                drift = a ** -1.5 if a <= 0.1 else (0.5 / a if a >= 100 else 1.0)
+                F = np.full(5, [1.0, -1.0, 0.0][seed] * np.sqrt(0.5 / h))
+                vals[(float(a), h, seed)] = dict(drift=drift, t1=2 * a if a <= 0.1 else np.nan,
+                                                 t_stop=3 * a, test_err=0.1, F_test=F)
+    df = _frame(["alpha_sqrt_h", "h", "seed"], vals)
+    per_width, overall = geiger.table(df)
+    for r in per_width:
+        assert r["lazy_slope"] == pytest.approx(-1.0, abs=1e-9)
+        assert r["a_feature"] == pytest.approx(1.5, abs=1e-9)
+        assert r["t1_slope"] == pytest.approx(1.0, abs=1e-9)
+    assert overall["var_slope_lazy"] == pytest.approx(-1.0, abs=1e-9)
+    assert all(m == pytest.approx(-1.0, abs=1e-9) for m, _ in overall["var_slopes"].values())
+    assert overall["collapse_spread_decades"] == pytest.approx(0.0, abs=1e-12)
+    assert overall["spread_vs_alpha_decades"] > 0.5     # against alpha the widths separate
+    spec = load_spec(str(EXP / "geiger_feature_lazy" / "spec.toml"))
+    out = tmp_path / "geiger.png"
+    geiger.plot(df, spec, str(out))
+    assert out.stat().st_size > 0
