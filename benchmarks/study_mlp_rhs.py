@@ -38,7 +38,7 @@ PROBLEMS = {
 }
 
 
-def best_time(fn, budget=0.3, min_reps=3, max_reps=200):
+def best_time(fn, budget=1.0, min_reps=5, max_reps=200):
     times = []
     t_start = time.perf_counter()
     while len(times) < min_reps or (time.perf_counter() - t_start < budget
