@@ -166,15 +166,19 @@ def condensation(W, b=None, eps=CONDENSE_EPS):
     r"""Cosine similarities of hidden units' input weights and the number of distinct orientations.
 
     Unit k's input weight is u_k = (w_k, b_k) (the bias as the weight of a constant
-    input, Luo et al. 2021).  C_kl = u_k·u_l / (‖u_k‖‖u_l‖).  The count: units are
-    joined when C_kl > 1 − ε and the orientations are the connected components of that
-    graph (single linkage).  Why: condensation means the units gather at a few isolated
-    directions (Luo et al. 2021; Zhou et al. 2022, Sec. 5), so within a cluster every
-    pair is nearly parallel and clusters are far apart — components count them without
-    choosing a number of clusters; opposite directions (C ≈ −1) stay distinct, as they
-    are different features for a ReLU unit.  Random (uncondensed) units in D ≥ 3
-    dimensions are almost never that close, so the count is then ≈ the width.  Units with
-    zero input weight are left out.
+    input, Luo et al. 2021).  C_kl = u_k·u_l / (‖u_k‖‖u_l‖).  The count: the clusters of
+    complete-linkage clustering at cosine distance 1 − C ≤ ε, i.e. groups in which
+    **every** pair has C_kl ≥ 1 − ε.  Why: condensation means the units gather at a few
+    isolated directions (Luo et al. 2021; Zhou et al. 2022, Sec. 5), so within a cluster
+    every pair is nearly parallel and clusters are far apart; the count needs no number
+    of clusters chosen in advance, and opposite directions (C ≈ −1) stay distinct, as
+    they are different features for a ReLU unit.  Complete rather than single linkage:
+    in low dimension (1-d inputs with a bias give u_k ∈ R²) many spread-out units are
+    chained by near neighbours into one component, which would read as total
+    condensation.  Random (uncondensed) units in D ≥ 3 dimensions are almost never that
+    close, so the count is then ≈ the width; on a circle (D = 2) it saturates near the
+    ε-covering number, of order 2π/√(2ε) (≈ 31 at the default ε = 0.02), against a few
+    for condensed units.  Units with zero input weight are left out.
 
     Parameters
     ----------
@@ -205,21 +209,17 @@ def condensation(W, b=None, eps=CONDENSE_EPS):
     U[live] = W[live] / norms[live, None]
     cos = U @ U.T
     idx = np.nonzero(live)[0]
-    adj = cos[np.ix_(idx, idx)] > 1.0 - eps
-    seen = np.zeros(idx.size, dtype=bool)
-    count = 0
-    for i in range(idx.size):
-        if seen[i]:
-            continue
-        count += 1
-        stack = [i]
-        seen[i] = True
-        while stack:
-            j = stack.pop()
-            nxt = np.nonzero(adj[j] & ~seen)[0]
-            seen[nxt] = True
-            stack.extend(nxt.tolist())
-    return cos, count
+    if idx.size <= 1:
+        return cos, int(idx.size)
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    dist = np.clip(1.0 - cos[np.ix_(idx, idx)], 0.0, 2.0)
+    dist = 0.5 * (dist + dist.T)
+    np.fill_diagonal(dist, 0.0)
+    labels = fcluster(linkage(squareform(dist, checks=False), method="complete"),
+                      t=eps, criterion="distance")
+    return cos, int(np.unique(labels).size)
 
 
 def output_variance(F):
@@ -364,10 +364,15 @@ def scaling_exponent(widths, values):
 def phase_coordinates(alpha_exponent, beta_exponents):
     r"""Phase-diagram coordinates from the width-scaling exponents of α and the β_l.
 
-    Convention of both papers: f(x) = (1/α) Σ_k a_k σ(w_kᵀx) (two layers, Luo et al.
-    2021) or f(x) = (1/α) aᵀσ(W²σ(W¹x)) (three layers, Zhou et al. 2022), with
-    W¹ ~ N(0, β₁²), (W²) ~ N(0, β₂²), a ~ N(0, β_L²) i.i.d. and α ~ m^{alpha_exponent},
-    β_l ~ m^{beta_exponents[l]} at width m.  **Their α divides the output**; this
+    Conventions of the papers, which order the β differently:
+
+    - two layers (Luo et al. 2021): f(x) = (1/α) Σ_k a_k σ(w_kᵀx) with the **output**
+      weights a_k ~ N(0, β₁²) and the **input** weights w_k ~ N(0, β₂² I), so
+      ``beta_exponents = (output, input)``;
+    - three layers (Zhou et al. 2022): f(x) = (1/α) aᵀσ(W²σ(W¹x)) with W¹ ~ N(0, β₁²),
+      W² ~ N(0, β₂²), a ~ N(0, β₃²), so ``beta_exponents = (input, hidden, output)``;
+
+    i.i.d. entries, α ~ m^{alpha_exponent}, β_l ~ m^{beta_exponents[l]} at width m.  **Their α divides the output**; this
     package's α multiplies it (F = α f), so α_paper = 1/α_package (negate the exponent).
 
     Two layers (Luo et al. 2021, Sec. 3):
@@ -391,7 +396,10 @@ def phase_coordinates(alpha_exponent, beta_exponents):
     alpha_exponent : float
         Exponent of the papers' α (the output divisor).
     beta_exponents : (2,) or (3,) sequence of float
-        Exponents of β₁, β₂(, β₃).
+        Exponents of β₁, β₂(, β₃): (output, input) for two layers, (input, hidden,
+        output) for three, in each paper's order (above).  Example: input weights
+        ~ m^−1.1 and output weights ~ m^−0.3 at α = 1 are ``(0.0, [-0.3, -1.1])``:
+        γ = 1.4, γ′ = −0.8, condensed (small input weights condense).
 
     Returns
     -------

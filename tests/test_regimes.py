@@ -55,6 +55,19 @@ def test_condensation_counts_orientations():
     assert n == 2
 
 
+def test_condensation_does_not_chain_spread_units_in_two_dimensions():
+    # 1-d inputs with a bias: u_k on a circle.  400 spread-out units must not read as one
+    # orientation (single linkage chains them); three tight groups read as three.
+    rng = np.random.default_rng(0)
+    th = rng.uniform(0, 2 * np.pi, 400)
+    _, n_spread = regimes.condensation(np.cos(th)[:, None], b=np.sin(th))
+    eps = regimes.CONDENSE_EPS
+    assert n_spread >= 0.5 * 2 * np.pi / np.sqrt(2 * eps)
+    th = np.repeat([0.3, 2.0, 4.0], 100) + 1e-3 * rng.standard_normal(300)
+    _, n = regimes.condensation(np.cos(th)[:, None], b=np.sin(th))
+    assert n == 3
+
+
 def test_output_variance_and_scaling_exponent():
     rng = np.random.default_rng(2)
     F = rng.standard_normal((2000, 4)) * 3.0
@@ -126,3 +139,11 @@ def test_variance_slope_bad_input():
         regimes.variance_slope([1, -2], [F, F])
     with pytest.raises(ValueError, match="widths"):
         regimes.variance_slope([2, 2], [F, F])
+
+
+def test_phase_coordinates_two_layer_order_is_output_then_input():
+    # Luo et al.'s beta_1 is the output layer: small input weights (m^-1.1) under O(m^-0.3)
+    # output weights condense; the same exponents swapped are linear
+    r = regimes.phase_coordinates(0.0, [-0.3, -1.1])
+    assert r["regime"] == "condensed" and abs(r["gamma_prime"] + 0.8) < 1e-12
+    assert regimes.phase_coordinates(0.0, [-1.1, -0.3])["regime"] == "linear"
