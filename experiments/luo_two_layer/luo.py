@@ -26,8 +26,8 @@ and when they are the larger ones the output layer (in which f is linear) first
 grows by m^{gamma - 1} and then drags the input weights by
 RD(w) ~ m^{2(gamma - 1 - gamma')}: the boundaries gamma = 1 (gamma' <= 0) and
 gamma' = gamma - 1 (gamma' >= 0) of the paper. ``linearnets.phase_coordinates``
-documents beta_1 as the input layer's std; its regime is then mirrored in
-gamma' (pass the exponents as (e_a, e_w) to get the rule above).
+takes the two-layer exponents in the paper's order, beta_1 = output layer:
+(e_a, e_w).
 
 One point (``point``) returns RD of the input layer, RD(w) = |theta_w(t*) -
 theta_w(0)|_F / |theta_w(0)|_F with theta_w = (w, b) (``ln.relative_change``),
@@ -69,7 +69,7 @@ def paper_regime(gamma, gamma_prime):
     import linearnets as ln
 
     e_w, e_a = exponents(gamma, gamma_prime)
-    # phase_coordinates: gamma' = b[1] - b[0]; with b = (e_a, e_w) that is e_w - e_a, the orientation here
+    # phase_coordinates (two layers): b = (output, input) = (e_a, e_w), gamma' = e_w - e_a
     return ln.phase_coordinates(0.0, [e_a, e_w])["regime"]
 
 
