@@ -33,6 +33,12 @@ def _mlp_data(P=24, D=4, labels=False):
     return X, y
 
 
+def _route(backend):
+    """The backend an MLP ensemble reports: member by member on the compiled MLP where numba
+    is installed (and not ``backend="numpy"``), else the batched numpy loop."""
+    return "numba" if backend != "numpy" and ln.backend.numba_available() else "numpy"
+
+
 def _close(a, b, tol, what):
     scale = max(1.0, float(np.max(np.abs(b))))
     err = float(np.max(np.abs(a - b)))
@@ -114,8 +120,9 @@ def test_linear_batched_statistics_agree_with_raw_samples():
     _close(a.loss, b.loss, 1e-8 * float(a.loss[0, 0]), "loss")
 
 
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
 @pytest.mark.parametrize("activation", ["tanh", "softplus", ("leaky_relu", 0.1)])
-def test_smooth_mlp_members_match_separate_runs(activation):
+def test_smooth_mlp_members_match_separate_runs(activation, backend):
     X, y = _mlp_data()
     t = np.array([0.25, 1.0, 3.0])
     B = 3
@@ -126,8 +133,9 @@ def test_smooth_mlp_members_match_separate_runs(activation):
     rtol = 1e-6 if activation[0] == "leaky_relu" else RTOL
     ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, activation=activation,
                                  biases_list=biases, alpha=alpha, centered=True,
-                                 record=("outputs", "weights"), kink_rtol=rtol)
+                                 record=("outputs", "weights"), kink_rtol=rtol, backend=backend)
     assert ens.all_success and ens.model == "mlp" and ens.end_to_end is None
+    assert ens.backend == _route(backend)
     assert ens.outputs.shape == (B, t.size, X.shape[0], 1)
     assert ens.weights_t[0].shape == (B, t.size, 12, 4) and ens.biases_t[0].shape == (B, t.size, 12)
     for b in range(B):
@@ -140,7 +148,8 @@ def test_smooth_mlp_members_match_separate_runs(activation):
         _close(ens.biases[0][b], ref.biases[0], K_GLOBAL * rtol, f"b1[{b}]")
 
 
-def test_relu_members_match_separate_runs():
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_relu_members_match_separate_runs(backend):
     X, y = _mlp_data(P=16, D=3)
     t = np.array([0.5, 1.0])             # crossings, and some sliding along a kink
     B = 3
@@ -148,8 +157,9 @@ def test_relu_members_match_separate_runs():
     alpha = np.array([1.0, 0.8, 1.5])
     kink_rtol = 1e-6
     ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, activation="relu",
-                                 alpha=alpha, kink_rtol=kink_rtol, record=("outputs",))
-    assert ens.all_success
+                                 alpha=alpha, kink_rtol=kink_rtol, record=("outputs",),
+                                 backend=backend)
+    assert ens.all_success and ens.backend == _route(backend)
     assert np.sum(ens.kinks) > 0            # the test crosses kinks
     for b in range(B):
         ref = ln.gradient_flow(nets[b], X, y, t, activation="relu", alpha=float(alpha[b]),
@@ -158,20 +168,78 @@ def test_relu_members_match_separate_runs():
         _close(ens.weights[1][b], ref.weights[1], K_GLOBAL * kink_rtol, f"W2[{b}]")
 
 
-def test_soft_hinge_members_match_separate_runs():
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_soft_hinge_members_match_separate_runs(backend):
     X, y = _mlp_data(labels=True)
     t = np.array([0.5, 2.0])
     nets = [ln.init_network((4, 10, 1), 1.0, seed=s) for s in range(3)]
     alpha = [1.0, 3.0, 10.0]
     ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, activation="softplus",
                                  loss="soft_hinge", alpha=alpha, centered=True,
-                                 record=("outputs",))
-    assert ens.all_success
+                                 record=("outputs",), backend=backend)
+    assert ens.all_success and ens.backend == _route(backend)
     for b in range(3):
         ref = ln.gradient_flow(nets[b], X, y, t, activation="softplus", loss="soft_hinge",
                                alpha=alpha[b], centered=True, record=("outputs",), **REF)
         _close(ens.outputs[b], ref.outputs, K_GLOBAL * RTOL, f"outputs[{b}]")
         _close(ens.loss[b], ref.loss, K_GLOBAL * RTOL * ref.loss[0], f"loss[{b}]")
+
+
+NEEDS_NUMBA = pytest.mark.skipif(not ln.backend.numba_available(), reason="needs numba")
+
+
+@NEEDS_NUMBA
+@pytest.mark.parametrize("case", ["relu_biases", "soft_hinge_probe"])
+def test_mlp_member_route_is_gradient_flow_on_numba(case):
+    # method "auto" on an MLP runs each member through gradient_flow's compiled MLP: the
+    # same run (up to rounding), with every field the batched route fills
+    if case == "relu_biases":
+        X, y = _mlp_data(P=16, D=3)
+        t = np.array([0.25, 0.5, 1.0])
+        kw = dict(activation="relu", kink_rtol=1e-6)
+        shapes = (3, 10, 1)
+        probe = None
+    else:
+        X, y = _mlp_data(labels=True)
+        t = np.array([0.5, 2.0])
+        kw = dict(activation="softplus", loss=("soft_hinge", 10.0), centered=True)
+        shapes = (4, 10, 1)
+        probe = 1.5 * X[:4]
+    B = 3
+    nets = [ln.init_network(shapes, 1.0, seed=s) for s in range(B)]
+    biases = [[0.2 * np.random.default_rng(20 + s).standard_normal(10)] for s in range(B)]
+    alpha = np.array([1.0, 0.7, 2.0])
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=1e-7, atol=1e-10, biases_list=biases,
+                                 alpha=alpha, record=("weights", "outputs"), probe=probe, **kw)
+    bat = gradient_flow_ensemble(nets, X, y, t, rtol=1e-7, atol=1e-10, biases_list=biases,
+                                 alpha=alpha, record=("weights", "outputs"), probe=probe,
+                                 backend="numpy", **kw)
+    assert ens.backend == "numba" and bat.backend == "numpy" and ens.all_success
+    assert ens.method == bat.method == "DOP853" and ens.model == bat.model == "mlp"
+    for name in ("end_to_end", "biases", "weights_t", "biases_t", "outputs", "kinks",
+                 "sliding_time", "fallback_steps", "weights0", "biases0"):
+        assert (getattr(ens, name) is None) == (getattr(bat, name) is None), name
+    assert ens.outputs.shape == bat.outputs.shape
+    if case == "relu_biases":
+        assert np.all(ens.kinks > 0) and np.any(ens.fallback_steps > 0)   # reaches kinks
+    for b in range(B):
+        ref = ln.gradient_flow(nets[b], X, y, t, rtol=1e-7, atol=1e-10, backend="numba",
+                               biases=biases[b], alpha=float(alpha[b]), probe=probe,
+                               record=("weights", "outputs"), **kw)
+        m = ens.member(b)
+        assert m.backend == ref.backend == "numba" and m.status is ref.status
+        assert m.kinks == ref.kinks and m.fallback_steps == ref.fallback_steps
+        # the same computation: agreement far inside one rtol of the run
+        tol = 1e-7
+        _close(m.loss, ref.loss, tol * ref.loss[0], f"loss[{b}]")
+        _close(m.outputs, ref.outputs, tol, f"outputs[{b}]")
+        _close(m.weights_t[0], ref.weights_t[0], tol, f"W1(t)[{b}]")
+        _close(m.biases[0], ref.biases[0], tol, f"b1[{b}]")
+        assert abs(m.sliding_time - ref.sliding_time) <= 1e-12 + 1e-9 * ref.sliding_time
+        np.testing.assert_array_equal(m.weights0[0], nets[b][0])
+        # and both routes meet the tolerance against each other (global error ~ K rtol)
+        glob = K_GLOBAL * (1e-6 if case == "relu_biases" else 1e-7)
+        _close(ens.outputs[b], bat.outputs[b], glob, f"routes, outputs[{b}]")
 
 
 def test_stacked_input_member_view_and_probe():

@@ -34,6 +34,19 @@ through :func:`~linearnets.sim.prepared.prepare_flow` (one preparation per
 ``PER_MEMBER_MAX_WIDTH``; ``record=("weights",)``, other methods and wider networks
 take the batched loop below.
 
+Other networks (ReLU, Softplus, ...): member by member on numba
+----------------------------------------------------------------
+Where numba is installed and ``backend`` is not ``"numpy"``, an MLP ensemble runs its
+members one after another through the raw-sample loop of ``gradient_flow`` on the
+compiled MLP (``MLPNumba``), each member the run ``gradient_flow(backend="numba")``
+makes of it; ``backend="numpy"`` (or no numba) takes the batched loop below, on numpy.
+The rule is measured (``benchmarks/bench_ensemble.py --skip-linear --relu-rounds 2``,
+B = 16, one run): the batched loop shares its stepping, so it pays for its slowest
+member -- with ReLU 10-16-1 members taking 350 to 6,900 steps (one sliding along kinks)
+it took 2x the time of serial compiled calls -- while member by member is serial calls'
+speed whatever the spread (1.0x, within noise), and where all members take the same few
+steps (ReLU 5-32-1, 40-70 steps) the batched loop gained only ~1.2x over them.
+
 Models
 ------
 * linear activation, no biases, squared loss (any ``alpha``, ``multipliers``,
@@ -852,7 +865,10 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     without ``record=("weights",)``, runs its members one after another through the
     compiled loops of :func:`linearnets.prepare_flow` instead: for small networks that is
     faster than batching (``benchmarks/bench_ensemble.py``), and each member is then the
-    run ``gradient_flow`` itself makes.
+    run ``gradient_flow`` itself makes.  Other networks (ReLU, Softplus, ...), where numba
+    is installed and ``backend`` is not ``"numpy"``, run member by member through
+    ``gradient_flow``'s compiled MLP: the batched loop pays for its slowest member, which
+    made it up to 2x slower than serial calls (module docstring).
 
     Parameters
     ----------
@@ -870,12 +886,15 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     backend : {"auto", "numpy", "numba"}
         Batched linear model: ``"numba"`` runs the attempts compiled, member by member
         (``_ensemble_kernels``); ``"auto"`` does so up to width ``COMPILED_MAX_WIDTH``
-        where numba is installed; otherwise (and for the MLP) batched numpy products.
-        Member by member: the backend of ``prepare_flow``.
+        where numba is installed; otherwise batched numpy products.  Member by member:
+        the backend of ``prepare_flow``.  Other networks: ``"auto"`` and ``"numba"`` run
+        member by member on the compiled MLP (``"auto"`` without numba, and ``"numpy"``:
+        the batched loop on numpy).
     method : {"auto", "DOP853", "RK45", "SSPRK104", "BS32", "HE21"}
         ``"auto"`` (default): for a linear network ``gradient_flow``'s default (DOP853,
         switching to the L-stable ROS34PW2 where converged modes make the flow stiff),
-        member by member; for other networks DOP853, batched (as ``gradient_flow``).
+        member by member; for other networks DOP853 (as ``gradient_flow``), member by
+        member on numba, batched on numpy.
     record : collection of str
         Any of ``"weights"``, ``"outputs"``.
     probe : ndarray, shape (Q, D), optional
@@ -971,6 +990,13 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                                 and width <= PER_MEMBER_MAX_WIDTH):
             return _linear_members(stacked, shapes, X, Y, t_eval, options, alphas, rec, Xo,
                                    method, backend, rtol, atol, max_steps, first_step)
+    if model == "mlp" and backend != "numpy":
+        from .. import backend as _backend
+        if _backend.numba_available():
+            return _mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, Xo,
+                                probe, method, rtol, atol, max_steps, first_step, kink_rtol)
+        if backend == "numba":
+            raise ValueError("backend='numba' needs numba, which is not installed")
     Y0 = np.ascontiguousarray(np.concatenate(
         [a.reshape(B, -1) for a in stacked + list(bs or [])], axis=1))
     if model == "linear":
@@ -1056,11 +1082,8 @@ def _linear_members(stacked, shapes, X, Y, t_eval, options, alphas, rec, Xo, met
     lossv = np.full((B, T), np.nan)
     e2e = np.full((B, T, C, D), np.nan)
     final = [np.empty_like(a) for a in stacked]
-    stats = {k: np.zeros(B, dtype=np.int64) for k in ("nfev", "nsteps", "nrejected")}
-    t_last = np.empty(B)
-    status, messages = [], []
+    trs = []
     prepared = {}
-    concrete = None
     for b in range(B):
         ws = [np.ascontiguousarray(a[b]) for a in stacked]
         scale = float(alphas[b]) * M
@@ -1074,25 +1097,99 @@ def _linear_members(stacked, shapes, X, Y, t_eval, options, alphas, rec, Xo, met
                 backend=backend, method=method, max_steps=max_steps, first_step=first_step,
                 lr_scales=lr)
         tr = pf.run(ws)
-        concrete = tr.backend
+        trs.append(tr)
         lossv[b] = M2 * tr.loss
         e2e[b] = scale * (tr.end_to_end if W0 is None else tr.end_to_end - W0)
         for i in range(L):
             final[i][b] = tr.weights[i]
-        for k in stats:
-            stats[k][b] = getattr(tr, k)
-        t_last[b] = tr.t_last
-        status.append(tr.status)
-        messages.append(tr.message)
     outs = np.einsum("qd,btcd->btqc", Xo, e2e) if "outputs" in rec else None
-    zeros = np.zeros(B, dtype=np.int64)
+    return _from_members(trs, t_eval, alphas, stacked, None, "linear", loss=lossv, e2e=e2e,
+                         outs=outs, final=final, method=method)
+
+
+def _mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, Xo, probe, method,
+                 rtol, atol, max_steps, first_step, kink_rtol):
+    """The MLP's members one after another through the raw-sample loop of
+    ``linearnets.sim.general.gradient_flow`` on ``backend="numba"`` (the compiled MLP,
+    ``MLPNumba``), model ``"mlp"``: member b is the run ``gradient_flow`` makes of it.
+
+    Outputs on a probe other than the training inputs are evaluated afterwards on the
+    recorded states (``_BatchedMLP.outputs``), since a probe there also records the NTK."""
+    from .general import gradient_flow as _general_flow
+
+    B, L = stacked[0].shape[0], len(shapes)
+    T = t_eval.size
+    own_outputs = "outputs" in rec and probe is None
+    want = tuple(r for r in ("weights", "outputs") if r in rec and (r != "outputs" or own_outputs))
+    if "outputs" in rec and not own_outputs:
+        want = tuple(sorted(set(want) | {"weights"}))
+    trs = []
+    for b in range(B):
+        ws = [np.ascontiguousarray(a[b]) for a in stacked]
+        bb = None if bs is None else [np.ascontiguousarray(a[b]) for a in bs]
+        trs.append(_general_flow(
+            ws, X, Y, t_eval, options.eta, rtol, atol, "numba", method=method, record=want,
+            max_steps=max_steps, first_step=first_step,
+            activation=(options.activation, options.activation_param)
+            if options.activation_param is not None else options.activation,
+            biases=bb, multipliers=options.multipliers, alpha=float(alphas[b]),
+            centered=options.centered,
+            loss=(options.loss, options.loss_param) if options.loss_param is not None
+            else options.loss, lr_scales=options.lr_scales, kink_rtol=kink_rtol, model="mlp"))
+    outs = None
+    if "outputs" in rec:
+        if own_outputs:
+            outs = np.stack([tr.outputs for tr in trs])
+        else:
+            Y0 = np.concatenate([a.reshape(B, -1) for a in stacked + list(bs or [])], axis=1)
+            net = _BatchedMLP(shapes, bs is not None, options, alphas, X, Y, Y0)
+            outs = np.empty((B, T, Xo.shape[0], shapes[-1][0]))
+            for b, tr in enumerate(trs):
+                states = np.concatenate([a.reshape(T, -1) for a in
+                                         tr.weights_t + tuple(tr.biases_t or ())], axis=1)
+                outs[b] = net.outputs(states, np.full(T, b), Xo)
+    rec_w = "weights" in rec
+    return _from_members(trs, t_eval, alphas, stacked, bs, "mlp", outs=outs,
+                         weights_t=rec_w, method=trs[0].method)
+
+
+def _from_members(trs, t_eval, alphas, stacked, bs, model, *, loss=None, e2e=None, outs=None,
+                  final=None, weights_t=False, method=None):
+    """The :class:`EnsembleTrajectory` of B member runs ``trs`` (``Trajectory``), with the
+    member-by-member routes' own ``loss`` (B, T), ``end_to_end``, ``outputs`` and final
+    weights where given (mapped back from a transformed problem), else the runs' own."""
+    B = len(trs)
+
+    def stacked_of(name, i):
+        return np.stack([getattr(tr, name)[i] for tr in trs])
+
+    L = len(stacked)
+    if loss is None:
+        loss = np.stack([tr.loss for tr in trs])
+    if final is None:
+        final = [stacked_of("weights", i) for i in range(L)]
+    if e2e is None and trs[0].end_to_end is not None:
+        e2e = np.stack([tr.end_to_end for tr in trs])
+    final_b = None if bs is None else tuple(stacked_of("biases", i) for i in range(len(bs)))
+    wt = tuple(stacked_of("weights_t", i) for i in range(L)) if weights_t else None
+    bt = (tuple(stacked_of("biases_t", i) for i in range(len(bs)))
+          if weights_t and bs is not None else None)
+    status = tuple(tr.status for tr in trs)
+
+    def ints(name):
+        return np.array([getattr(tr, name) or 0 for tr in trs], dtype=np.int64)
     return EnsembleTrajectory(
-        t=t_eval.copy(), loss=lossv, end_to_end=e2e, weights=tuple(final), t_last=t_last,
-        nfev=stats["nfev"], nsteps=stats["nsteps"], nrejected=stats["nrejected"],
-        success=np.array([s.success for s in status], dtype=bool), status=tuple(status),
-        message=tuple(messages), method=method, backend=concrete, model="linear", alpha=alphas,
-        outputs=outs, kinks=zeros, sliding_time=np.zeros(B), fallback_steps=zeros.copy(),
-        weights0=tuple(np.array(a) for a in stacked))
+        t=t_eval.copy(), loss=loss, end_to_end=e2e, weights=tuple(final),
+        t_last=np.array([tr.t_last for tr in trs], dtype=np.float64),
+        nfev=ints("nfev"), nsteps=ints("nsteps"), nrejected=ints("nrejected"),
+        success=np.array([s.success for s in status], dtype=bool), status=status,
+        message=tuple(tr.message for tr in trs), method=method, backend=trs[0].backend,
+        model=model, alpha=alphas, biases=final_b, weights_t=wt, biases_t=bt, outputs=outs,
+        kinks=ints("kinks"),
+        sliding_time=np.array([tr.sliding_time or 0.0 for tr in trs], dtype=np.float64),
+        fallback_steps=ints("fallback_steps"),
+        weights0=tuple(np.array(a) for a in stacked),
+        biases0=None if bs is None else tuple(np.array(a) for a in bs))
 
 
 def warm():
