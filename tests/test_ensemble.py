@@ -242,6 +242,24 @@ def test_mlp_member_route_is_gradient_flow_on_numba(case):
         _close(ens.outputs[b], bat.outputs[b], glob, f"routes, outputs[{b}]")
 
 
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_a_failing_mlp_member_leaves_the_others(backend):
+    X, y = _mlp_data(P=16, D=3)
+    t = [0.5, 1.0]
+    nets = [ln.init_network((3, 10, 1), 1.0, seed=s) for s in range(3)]
+    kw = dict(activation="relu", backend=backend)
+    ok = gradient_flow_ensemble(nets, X, y, t, **kw)
+    work = ok.nsteps + ok.nrejected
+    assert ok.all_success and work.min() < work.max()
+    ens = gradient_flow_ensemble(nets, X, y, t, max_steps=int(work.min()), **kw)
+    fast = work == work.min()
+    assert list(ens.success) == list(fast) and not ens.all_success
+    for b in np.flatnonzero(~fast):
+        assert ens.status[b] is ln.FlowStatus.MAX_STEPS and np.isnan(ens.loss[b, -1])
+        assert ens.t_last[b] < 1.0
+    np.testing.assert_allclose(ens.loss[fast], ok.loss[fast], rtol=1e-10)
+
+
 def test_stacked_input_member_view_and_probe():
     X, y = _mlp_data()
     t = [0.5, 1.0]
