@@ -599,8 +599,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     ``linearnets.sim.models.linear``); other networks (and stop rules) run on raw
     samples through ``linearnets.sim.general``, where ``method`` is one of
     ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``, ``"BS32"``, ``"HE21"`` (``"auto"``: DOP853),
-    ``backend="cupy"`` runs the numpy reference on CuPy arrays, and ``"numba"`` the
-    numpy reference.  ``end_to_end`` and ``"modes"`` exist only for linear activations
+    ``backend="cupy"`` runs the numpy reference on CuPy arrays, and ``"numba"`` (and
+    ``"auto"`` where numba is installed) the compiled MLP of
+    ``linearnets.sim.models._mlp_kernels``.  ``end_to_end`` and ``"modes"`` exist only for linear activations
     without biases (``end_to_end`` None otherwise, ``"modes"`` a ``ValueError``).
 
     Returns
