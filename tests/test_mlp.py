@@ -138,8 +138,9 @@ def test_recordings():
 
 def test_budget_failure_keeps_outputs():
     ws, bs, X, Y = _data()
-    tr = ln.gradient_flow(ws, X, Y, [0.0, 1e-3, 50.0], backend="numpy", activation="tanh",
-                          max_steps=20, first_step=1e-3, record=("outputs",))
+    with pytest.warns(ln.FlowWarning, match="max_steps"):
+        tr = ln.gradient_flow(ws, X, Y, [0.0, 1e-3, 50.0], backend="numpy", activation="tanh",
+                              max_steps=20, first_step=1e-3, record=("outputs",))
     assert not tr.success and "max_steps" in tr.message
     assert np.all(np.isfinite(tr.outputs[:2])) and np.all(np.isnan(tr.outputs[2]))
     assert np.isnan(tr.loss[2])
