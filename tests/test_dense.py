@@ -11,6 +11,7 @@ from linearnets import backend as B
 from linearnets.data import scalar_teacher, teacher_task
 from linearnets.sim import _cupy, _explicit, _lowstorage, _rhs
 from linearnets.sim._explicit import STABILITY_SAFETY
+from linearnets.sim.methods import base as mbase
 from linearnets.sim._tableaux import RK45, SSPRK104, TABLEAUX
 from linearnets.sim.flow import DENSE_METHODS, gradient_flow
 from linearnets.sim.network import init_balanced, init_network
@@ -233,7 +234,7 @@ def test_numba_dense_output_in_chunks(monkeypatch, method, kind, record):
 
     monkeypatch.setattr(_explicit, "observe_step", spy)
     n = sum(w.size for w in ws)
-    monkeypatch.setattr(_explicit, "DENSE_BATCH_BYTES", 3 * 8 * n)  # chunks of 3 outputs
+    monkeypatch.setattr(mbase, "DENSE_BATCH_BYTES", 3 * 8 * n)  # chunks of 3 outputs
     c = gradient_flow(ws, X, Y, t, backend="numba", **kw)
     assert a.success and b.success and c.success
     assert max(held) > 3   # some step held more outputs than one chunk

@@ -12,6 +12,7 @@ import pytest
 from linearnets.data import scalar_teacher
 from linearnets.sim import _explicit
 from linearnets.sim.methods import _erk_kernels as kern
+from linearnets.sim.methods import base as mbase
 from linearnets.sim._solvers import SolverOptions
 from linearnets.sim._tableaux import TABLEAUX
 from linearnets.sim.flow import gradient_flow
@@ -61,7 +62,7 @@ def _blowup_run(tab, rtol):
 @pytest.mark.parametrize("tab", ["RK45", "DOP853", "SSPRK104"])
 def test_predictive_step_stops_rejections_on_a_blow_up(tab, monkeypatch):
     pred, err_pred = _blowup_run(tab, 1e-6)
-    monkeypatch.setattr(_explicit, "predictive_step", lambda h, *args: h)  # standard control
+    monkeypatch.setattr(mbase, "predictive_step", lambda h, *args: h)  # standard control
     std, err_std = _blowup_run(tab, 1e-6)
     # the standard controller rejects about every second attempt (41 of 85 for
     # RK45); the predictive step almost none, at a fraction of the evaluations
@@ -85,7 +86,7 @@ def test_predictive_step_on_a_saddle_escape(monkeypatch):
     # the compiled loop applies the same rule (on other rounding): as few rejections
     fast = gradient_flow(ws, X, y, t, backend="numba", **kw)
     assert fast.success and fast.nrejected <= max(3, 0.1 * fast.nsteps)
-    monkeypatch.setattr(_explicit, "predictive_step", lambda h, *args: h)
+    monkeypatch.setattr(mbase, "predictive_step", lambda h, *args: h)
     std = gradient_flow(ws, X, y, t, backend="numpy", **kw)
     assert pred.success and std.success
     # standard control: about every second step of the escape rejected (22 of 55 attempts)

@@ -1,57 +1,32 @@
-"""Adaptive embedded explicit Runge-Kutta integration: one generic stepper for every tableau.
+"""Adaptive embedded explicit Runge-Kutta integration of the linear network, every tableau.
 
-The numpy stepper (:func:`erk_solve`) is the reference; the numba backend runs
-the same algorithm compiled (:func:`erk_compiled`: the loop of
+The numpy solver (:func:`erk_solve`) is the reference: the stepper
+``methods.erk.ExplicitRK`` driven by the one adaptive loop ``methods.base.integrate``
+(step-size control with Gustafsson's predictive step, initial step, output times or
+dense output, stability cap, failure reporting: see that module).  On networks wide
+enough that a layer's stage updates are cheaper kept as rank-C factors, the numpy
+backend hands the tableau to the factored-stage stepper of ``_lowrank`` (see
+:func:`linearnets.sim._lowrank.worth_factoring`), which enters the same loop through
+:func:`adaptive_run`.
+
+The numba backend runs the same algorithm compiled (:func:`erk_compiled`: the loop of
 ``methods/_erk_kernels.make_erk_advance`` through a model's cached entry point, for the
-linear network ``models/_linear_kernels.erk_advance``), one call per output
-interval, so there is no Python per step.  On networks wide enough that a
-layer's stage updates are cheaper kept as rank-C factors, both backends hand
-the same tableau to the factored-stage stepper of ``_lowrank`` (same control,
-same steps up to rounding; see :func:`linearnets.sim._lowrank.worth_factoring`).  Both share the initial-step
-selection and the control constants below, and accumulate the stage sums and
-the error norm in the same order without BLAS, and the numpy reference makes
-its products through ``_rhs.blas_dot`` (the dgemm call numba makes), so the two
-take the same accept/reject decisions on the same bits.  An adaptive code
-amplifies any difference that flips one decision to the size of the tolerance,
-and a flow escaping a saddle amplifies a last-bit difference on its own (on the
-medium benchmark network two runs differing by 4e-14 at t = 550 differed by 2e-5
-at t = 700), so identical arithmetic is what makes the backends agree.
+linear network ``models/_linear_kernels.erk_advance``), one call per output interval, so
+there is no Python per step.  It uses the control constants of ``methods.base``
+(re-exported here; :func:`stiffness_args` reads this module's ``STABILITY_SAFETY`` and
+``STIFFNESS_MEMORY``, and so do the numpy solvers, so that a study may change them in
+one place).  The two backends agree to the tolerance, not bit for bit: their products
+round differently, and an adaptive code turns a rounding difference that flips one
+accept/reject decision into a difference of the order of the local error the
+controller allows (``rtol``); a flow escaping a saddle amplifies a last-bit difference
+on its own (on the medium benchmark network two runs differing by 4e-14 at t = 550
+differed by 2e-5 at t = 700).
 
-Step-size control (Hairer-Norsett-Wanner I, II.4; as in ``scipy.integrate``):
-an attempt with error norm ``err`` (RMS over components of the local error
-divided by ``atol + rtol max(|y|, |y_new|)``) is accepted when ``err < 1``; the
-next step is ``h * clip(SAFETY err^(-1/(q+1)), MIN_FACTOR, MAX_FACTOR)`` with q
-the error-estimator order, and never grows right after a rejection.  After an
-accepted step that follows another accepted one, the next step is also held to
-Gustafsson's predictive step (Gustafsson 1994; Hairer-Wanner II, Sec. IV.8, as in
-``radau5.f``), ``SAFETY h (h / h_prev) (err_prev / err^2)^(1/(q+1))``: where the
-local error grows from step to step, as on a flow accelerating out of a saddle
-(``s' ~ s^(2-2/L)`` blows up in finite time but for the saturation), the standard
-controller proposes a step that the next attempt rejects -- on the small problem of
-``benchmarks/bench_flow.py`` RK45 rejected 18 of 65 attempts at rtol 3e-5, nearly
-every step of the escape, and needs 188 evaluations instead of 284 with the
-predictive step, at the same global error.  Output
-times are hit exactly: a step that would pass ``t_eval[k]`` is shortened to end
-there, and the step proposed before shortening is kept for the next interval.
-With ``options.dense`` (tableaux with a continuous extension, ``Tableau.dense_P``:
-RK45, SSPRK104) only the last output time ends a step: the outputs inside an accepted step are
-evaluated from its stages before they are recycled (:func:`observe_step`; the
-compiled loops return :data:`PENDING` and leave that to the caller).
 Stability cap: once some modes of a network have converged, the step is limited
 by stability rather than accuracy, and the plain controller keeps growing the
 step past the stability boundary and getting it rejected (17 % and 27 % of the
-attempts of RK45 on the medium and large problems of ``benchmarks/bench_flow.py``).
-After every accepted step the stiffness is estimated as in Hairer's stiffness
-test (``dopri5.f``, *Solving ODEs II* IV.2),
-``rho = |f(y_new) - f(Y_{s-1})| / |y_new - Y_{s-1}|`` from the last stage, which sits
-at ``t + h`` too; the largest recent estimate (decaying by STIFFNESS_MEMORY per
-step) caps the next step at ``STABILITY_SAFETY * boundary / rho``, the boundary
-being the tableau's real-axis stability interval (the spectrum of gradient flow
-is real).  The state difference is formed as ``h sum_j w_j K_j`` and floored at the
-resolution of the states, ``eps |y_new|`` (STIFFNESS_STATE_ULPS): where the gradient
-is at rounding level it would otherwise divide rounding by rounding.  The cap is a
-continuous function of the estimate, so steppers whose estimates differ by rounding
-take the same steps up to rounding.
+attempts of RK45 on the medium and large problems of ``benchmarks/bench_flow.py``);
+the cap (``methods.base``) holds it at ``STABILITY_SAFETY`` of the estimated limit.
 A non-finite error norm (a trial stage overflowed) counts as a rejection with
 factor MIN_FACTOR; if that drives the step to underflow the run ends with
 ``FlowStatus.STEP_UNDERFLOW`` and says so.  ``FlowStatus.NONFINITE`` means the
@@ -66,55 +41,27 @@ import numpy as np
 from . import _rhs
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import TABLEAUX
+from .methods.base import (DENSE_BATCH_BYTES, MAX_FACTOR, MIN_FACTOR, MIN_STEP_ULPS,  # noqa: F401
+                           NO_PREVIOUS_STEP, NONSTIFF_RESET, PREDICTIVE_MIN_ERR, SAFETY,
+                           STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL,
+                           STIFFNESS_STATE_ULPS, Stepper, StepperOptions, accept_step,
+                           dense_batch_rows, integrate, observe_step, predictive_step,
+                           select_initial_step, stability_cap, step_after_accept,
+                           step_after_reject, stiffness_estimate)
+from .methods.erk import ExplicitRK
 
 __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS",
            "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL", "STIFFNESS_STATE_ULPS",
            "stiffness_estimate",
            "stability_cap", "predictive_step", "NO_PREVIOUS_STEP", "accept_step",
            "select_initial_step",
-           "error_norm", "erk_solve", "adaptive_run", "erk_fixed", "solve_numpy", "solve_numba",
+           "error_norm", "erk_solve", "adaptive_run", "raw_result", "erk_fixed", "solve_numpy", "solve_numba",
            "compiled_result", "compiled_start", "erk_compiled", "chain_layout", "PENDING", "observe_step",
            "interpolates", "dense_target", "complete_pending", "STIFF", "NONSTIFF_RESET",
            "DENSE_BATCH_BYTES", "dense_batch_rows", "INTERRUPT_STEPS", "INTERRUPT_WORK",
            "MIN_CHUNK_STEPS",
            "chunk_budget", "advance_in_chunks", "stiff_fired"]
 
-#: Safety factor on the optimal step-size change.
-SAFETY = 0.9
-#: Memory for the interpolated states that a compiled stepper forms in one call when a
-#: step holds many output times (``dense=True``), in bytes (:func:`dense_batch_rows`).
-DENSE_BATCH_BYTES = 1 << 22
-#: Smallest step-size reduction factor after a rejection.
-MIN_FACTOR = 0.2
-#: Largest step-size growth factor after an acceptance.
-MAX_FACTOR = 10.0
-#: Floor on the previous step's error in the predictive controller (``radau5.f``):
-#: a tiny previous error says nothing about how fast the error grows.
-PREDICTIVE_MIN_ERR = 1e-2
-#: A step shorter than this many ulps of t is an underflow.
-MIN_STEP_ULPS = 10.0
-#: Fraction of the estimated stability limit ``boundary / rho`` a step may grow to.
-STABILITY_SAFETY = 0.9
-#: Decay per accepted step of the remembered stiffness estimate (the estimate is a
-#: lower bound that varies with the direction of the last step; remembering the
-#: recent maximum stops the step from probing past the boundary every few steps).
-#: ``benchmarks/study_stability_cap.py`` varies this and STABILITY_SAFETY on the medium
-#: benchmark problem: no pair saves more than 4 % of SSPRK104's evaluations there, and
-#: never forgetting (1.0) costs RK45 18-35 % more evaluations: the cap then keeps the
-#: largest estimate ever made.
-STIFFNESS_MEMORY = 0.95
-#: A stiffness estimate counts only when the two differences it divides are larger
-#: than this fraction of the derivatives they are formed from; below, the rounding
-#: of a difference of nearly equal stages would dominate.
-STIFFNESS_MIN_REL = 1e-6
-#: Two states closer than this many rounding units of the state (``eps |y|``) are one
-#: point to working precision, and the difference of their derivatives is rounding: the
-#: state difference of the estimate is floored there.  (Hairer's form divides by the
-#: difference of the two rounded stage states, which has this floor by itself; the
-#: steppers here form it as ``h sum_j w_j K_j``, which does not, and once the gradient
-#: is at rounding level -- a residual a bottleneck cannot fit -- a stage derivative
-#: differing in its last bits over a difference of 1e-19 capped the step at 1/600.)
-STIFFNESS_STATE_ULPS = 1.0
 #: Work of one call of a compiled stepping loop: at most INTERRUPT_STEPS attempted steps
 #: and at most INTERRUPT_WORK state entries times stages (``n s`` a step), at least
 #: MIN_CHUNK_STEPS steps.  The loops return to Python that often and resume where they
@@ -125,145 +72,7 @@ STIFFNESS_STATE_ULPS = 1.0
 INTERRUPT_STEPS = 1000
 INTERRUPT_WORK = 1 << 23
 MIN_CHUNK_STEPS = 2
-#: Non-stiff steps that reset the count of the stiffness test (Hairer's ``nonsti``;
-#: ``SolverOptions.stiff_steps``, ``_stiff.erk_run``).
-NONSTIFF_RESET = 6
 _EPS = float(np.finfo(np.float64).eps)
-
-
-def step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped):
-    """Next step size after an accepted step of size ``h_try`` (scaled error ``err`` < 1).
-
-    The standard controller ``h_try * SAFETY * err**exponent``, capped by ``max_factor``
-    and by 1 right after a rejection. ``h`` is the step planned before it was shortened
-    to land on an output time (``clipped``): such a step says nothing against ``h``.
-    Shared by every adaptive stepper (the numba kernel mirrors it line for line).
-    """
-    factor = max_factor if err == 0.0 else min(max_factor, SAFETY * err ** exponent)
-    if rejected:
-        factor = min(1.0, factor)
-    h_next = h_try * factor
-    if clipped and not rejected:
-        h_next = max(h_next, h)
-    return h_next
-
-
-def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev):
-    """``h_next`` held to Gustafsson's predictive step after an accepted step ``h_try``.
-
-    ``h_pred = SAFETY h_try (h_try / h_prev) (err_prev / err^2)^(-exponent)``
-    (Gustafsson 1994; Hairer-Wanner II, Sec. IV.8, as in ``radau5.f``), with ``h_prev``
-    and ``err_prev`` the previous accepted step and its error (floored at
-    ``PREDICTIVE_MIN_ERR``); it extrapolates the growth of the error from one step to
-    the next, and is never below ``MIN_FACTOR h_try``.  Unchanged when there is no
-    previous step (``h_prev == 0``) or ``err == 0``.  The result is the smaller of the
-    two, so a step never grows faster than under the standard controller.
-    """
-    if h_prev <= 0.0 or err == 0.0:
-        return h_next
-    h_pred = SAFETY * h_try * (h_try / h_prev) * (err_prev / err / err) ** (-exponent)
-    return min(h_next, max(h_pred, MIN_FACTOR * h_try))
-
-
-#: The memory of :func:`accept_step` before the first accepted step.
-NO_PREVIOUS_STEP = (0.0, 0.0)
-
-
-def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
-    """Next step after an accepted ``h_try``: :func:`step_after_accept`, then
-    :func:`predictive_step` from ``memory = (h_prev, err_prev)``.
-
-    Returns ``(h_next, memory)``, the memory now holding this step and its error
-    floored at ``PREDICTIVE_MIN_ERR``; a step shortened onto an output time
-    (``clipped``) predicts nothing and leaves the memory as it was.  Shared by every
-    adaptive stepper (``_kernels.accept_step`` is the compiled twin).
-    """
-    h_next = step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped)
-    if clipped:
-        return h_next, memory
-    return (predictive_step(h_next, h_try, err, exponent, *memory),
-            (h_try, max(err, PREDICTIVE_MIN_ERR)))
-
-
-def stiffness_estimate(num, dd, ref, wsum, h, yy):
-    """Hairer's stiffness estimate ``rho`` from squared norms of stage differences.
-
-    ``num = |K_s - K_{s-1}|^2`` (``K_s = f(y_new)``), ``dd = |sum_j w_j K_j|^2`` with
-    ``w = tab.stiffness_weights`` (so ``|y_new - Y_{s-1}| = h sqrt(dd)``), ``ref =
-    |K_0|^2``, ``wsum = sum_j |w_j|`` and ``yy = |y_new|^2``.  Returns
-    ``sqrt(num / dd) / h``, or 0 when either difference is below ``STIFFNESS_MIN_REL``
-    of its scale (no information); the state difference counts as at least
-    ``STIFFNESS_STATE_ULPS eps |y_new|``, the resolution of the states themselves.
-    """
-    rel2 = STIFFNESS_MIN_REL * STIFFNESS_MIN_REL
-    if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
-        return 0.0
-    res = STIFFNESS_STATE_ULPS * _EPS / h
-    rho = math.sqrt(num / max(dd, res * res * yy)) / abs(h)
-    return rho if math.isfinite(rho) else 0.0
-
-
-def stability_cap(h_next, rho, boundary):
-    """``h_next`` limited to ``STABILITY_SAFETY * boundary / rho``; unchanged when
-    ``rho`` is 0 (no estimate) or the tableau states no ``boundary`` (0).
-
-    For a symmetric Jacobian the estimate is a Rayleigh-type lower bound on the
-    spectral radius, so the cap is never below ``STABILITY_SAFETY`` times the true
-    stability limit of the step.
-    """
-    if not (rho > 0.0 and boundary > 0.0):
-        return h_next
-    return min(h_next, STABILITY_SAFETY * boundary / rho)
-
-
-def step_after_reject(h_try, err, exponent):
-    """Next step size after a rejected step (``err`` >= 1, or not finite)."""
-    return h_try * (MIN_FACTOR if not math.isfinite(err) else max(MIN_FACTOR, SAFETY * err ** exponent))
-
-
-def _rms(x):
-    # array methods, so that a cupy array works too (one scalar comes to the host)
-    return math.sqrt(float((x * x).mean())) if x.size else 0.0
-
-
-def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np):
-    """Initial step size (Hairer-Norsett-Wanner I, Sec. II.4, as in scipy).
-
-    Parameters
-    ----------
-    fun : callable ``fun(y) -> dy``
-    t0, t_end : float
-    y0, f0 : ndarray, shape (n,)
-        Initial state and ``fun(y0)``.
-    error_order : int
-    rtol, atol : float
-    xp : module, optional
-        Array module of ``y0`` (numpy, or cupy on the GPU backend).
-
-    Returns
-    -------
-    h : float
-        The step, and uses one extra evaluation of ``fun``.
-    """
-    interval = t_end - t0
-    scale = atol + xp.abs(y0) * rtol
-    d0 = _rms(y0 / scale)
-    d1 = _rms(f0 / scale)
-    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
-    h0 = min(h0, interval)
-    if not h0 > 0.0:
-        # d1 / d0 overflowed the resolution of float64 (weights so large that the flow's
-        # time scale is below 1e-300): the stepper reports the step-size underflow
-        return 0.0
-    f1 = fun(y0 + h0 * f0)
-    d2 = _rms((f1 - f0) / scale) / h0
-    if not math.isfinite(d2):
-        return h0
-    if d1 <= 1e-15 and d2 <= 1e-15:
-        h1 = max(1e-6, h0 * 1e-3)
-    else:
-        h1 = (0.01 / max(d1, d2)) ** (1.0 / (error_order + 1))
-    return min(100 * h0, h1, interval)
 
 
 def _start(evaluate_f0, fun, y, t_eval, tab, options, observe):
@@ -290,23 +99,6 @@ def _start(evaluate_f0, fun, y, t_eval, tab, options, observe):
     return None, h, nfev + 1
 
 
-def _combine(w, K, out, tmp):
-    """``out = sum_j w_j K_j`` over the nonzero weights, accumulated in stage order.
-
-    Written as elementwise operations (no BLAS, no fused multiply-add) so that the
-    compiled stepper, which accumulates in the same order, gets bit-identical sums.
-    """
-    out[:] = 0.0
-    for j, a in enumerate(w):
-        if a != 0.0:
-            np.multiply(K[j], a, out=tmp)
-            out += tmp
-    return out
-
-
-def _sequential_sumsq(v):
-    # a left-to-right sum (np.sum is pairwise): the order of the compiled stepper
-    return float(np.cumsum(v * v)[-1]) if v.size else 0.0
 
 
 def error_norm(e5, e3, use_e3, h, n):
@@ -322,15 +114,6 @@ def error_norm(e5, e3, use_e3, h, n):
     return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)
 
 
-def _error_norm(tab, K, h, scale, tmp, acc):
-    """Error norm of a step (see the module docstring); bit-identical to the numba kernel."""
-    e5 = _sequential_sumsq(_combine(tab.e, K, acc, tmp) / scale)
-    e3 = _sequential_sumsq(_combine(tab.e3, K, acc, tmp) / scale) if tab.e3 is not None else 0.0
-    return error_norm(e5, e3, tab.e3 is not None, h, scale.size)
-
-
-def _min_step(t):
-    return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
 
 
 def _failure_message(status, t, h, max_steps, nonfinite=False, rho=0.0, boundary=0.0):
@@ -358,49 +141,6 @@ PENDING = 1
 #: (``SolverOptions.stiff_steps``, ``_kernels.count_stiff``).
 STIFF = 2
 
-
-def dense_batch_rows(n):
-    """Interpolated states (rows of n numbers) formed per call of an ``interpolate_many``:
-    as many as fit in DENSE_BATCH_BYTES, at least one."""
-    return max(1, DENSE_BATCH_BYTES // (8 * max(n, 1)))
-
-
-def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
-                 interpolate_many=None):
-    """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new``;
-    returns the next output index.
-
-    Outputs before ``t_new`` come from the continuous extension, ``interpolate(theta)``
-    being the state at ``t + theta h_step``; an output at ``t_new`` itself is the
-    step's own ``y_new``.  ``interpolate_many(thetas)``, where given, forms the states
-    of up to :func:`dense_batch_rows` outputs at once as the rows of an array (the
-    compiled steppers: one call for the outputs of a step instead of one each), the
-    same numbers as ``interpolate`` one at a time; they are then observed by
-    ``observe.many(k, states)`` where ``observe`` has that attribute (``flow`` forms
-    their end-to-end maps in one call), else one at a time.
-    """
-    T = t_eval.size
-    inner = k
-    if interpolate_many is not None:
-        end = k + int(np.searchsorted(t_eval[k:], t_new, side="right"))  # t_eval[end-1] <= t_new
-        inner = end - 1 if end > k and float(t_eval[end - 1]) == t_new else end
-    if inner - k > 1:
-        rows = dense_batch_rows(y_new.size)
-        many = getattr(observe, "many", None)
-        while k < inner:
-            stop = min(inner, k + rows)
-            states = interpolate_many((t_eval[k:stop] - t) / h_step)[:stop - k]
-            if many is not None:
-                many(k, states)
-            else:
-                for i in range(stop - k):
-                    observe(k + i, states[i])
-            k = stop
-    while k < T and t_eval[k] <= t_new:
-        tk = float(t_eval[k])
-        observe(k, y_new if tk == t_new else interpolate((tk - t) / h_step))
-        k += 1
-    return k
 
 
 def interpolates(options, tab):
@@ -433,8 +173,35 @@ def complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal,
     return k
 
 
+
+
+def _stepper_options(options, first_step=None):
+    """The :class:`~linearnets.sim.methods.base.StepperOptions` of ``SolverOptions``."""
+    return StepperOptions(rtol=float(options.rtol), atol=float(options.atol),
+                          max_steps=int(options.max_steps),
+                          first_step=options.first_step if first_step is None else first_step)
+
+
+def raw_result(res, options, boundary=0.0, nfev=0):
+    """The :class:`RawResult` of a ``methods.base.Result``, with this module's failure
+    messages (``boundary``: the tableau's stability boundary where the run was capped)
+    and ``nfev`` evaluations made before the loop."""
+    status = res.status
+    msg = (status.message if status.success
+           else _failure_message(status, res.t_last, res.h_next, options.max_steps,
+                                 res.nonfinite, res.rho, boundary))
+    return RawResult(res.n_done, res.t_last, res.y_last, res.nfev + nfev, res.nsteps,
+                     res.nrejected, status, msg, stiff=res.stiff, h_next=res.h_next,
+                     ncapped=res.ncapped)
+
+
 def erk_solve(fun, y0, t_eval, tab, options, observe):
     """Integrate ``dy/dt = fun(y)`` with the embedded pair ``tab``, hitting every ``t_eval``.
+
+    ``methods.erk.ExplicitRK`` in the loop ``methods.base.integrate``, with the
+    controls of the compiled loops: the predictive step, the stability cap
+    (``STABILITY_SAFETY``, ``STIFFNESS_MEMORY`` of this module), dense output with
+    ``options.dense`` and the stiffness test with ``options.stiff_steps``.
 
     Parameters
     ----------
@@ -451,142 +218,62 @@ def erk_solve(fun, y0, t_eval, tab, options, observe):
     -------
     RawResult
     """
-    rtol, atol = options.rtol, options.atol
-    s = tab.n_stages
-    n = y0.size
-    y = np.array(y0, dtype=np.float64, copy=True)
-    K = np.empty((s + 1, n))
-    tmp = np.empty(n)
-    acc = np.empty(n)
-    buf = np.empty(n)
-
-    def trial(y, y_new, h_try):
-        for i in range(1, s + 1):
-            _combine(tab.b if i == s else tab.A[i, :i], K, y_new, tmp)
-            y_new *= h_try
-            y_new += y
-            fun(y_new, K[i])
-        scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-        return _error_norm(tab, K, h_try, scale, tmp, acc)
-
-    def accepted():
-        K[0] = K[s]
-
-    wd = tab.stiffness_weights
-    wsum = float(np.abs(wd).sum())
-
-    def stiffness(h_try, y_new):
-        ref = _sequential_sumsq(K[0])
-        num = _sequential_sumsq(np.subtract(K[s], K[s - 1], out=acc))
-        dd = _sequential_sumsq(_combine(wd, K, acc, tmp))
-        return stiffness_estimate(num, dd, ref, wsum, h_try, _sequential_sumsq(y_new))
-
-    def interpolate(theta, y, y_new, h):
-        # y + h sum_j B_j(theta) K_j, in the order of the trial stages (bit-equal to numba)
-        _combine(tab.dense_weights(theta), K, buf, tmp)
-        np.multiply(buf, h, out=buf)
-        np.add(buf, y, out=buf)
-        return buf
-
+    y0 = np.asarray(y0, dtype=np.float64)
+    stepper = ExplicitRK(None, y0.size, options.rtol, options.atol, fun=fun, tableau=tab)
     with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
-        early, h, nfev = _start(lambda: fun(y, K[0]), fun, y, t_eval, tab, options, observe)
-        if early is not None:
-            return early
-        return adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe,
-                            stiffness, interpolate)
+        res = integrate(None, y0, t_eval, lambda *_: stepper, _stepper_options(options),
+                        observe, t0=float(t_eval[0]), predictive=True,
+                        cap_safety=STABILITY_SAFETY, stiffness_memory=STIFFNESS_MEMORY,
+                        stiff_steps=int(options.stiff_steps), dense=options.dense)
+    return raw_result(res, options, tab.stability_boundary if stepper.stiffness else 0.0)
+
+
+class _HookStepper(Stepper):
+    """The stage interface of ``methods.base`` over the hooks of :func:`adaptive_run`;
+    the stages (and ``f``) live in the hooks' own storage, the states in two buffers."""
+
+    def __init__(self, tab, trial, accepted, stiffness, interpolate, like):
+        super().__init__(None, like.size, 0.0, 0.0)
+        self.tableau = tab
+        self._trial, self._accepted = trial, accepted
+        self._bufs = (np.empty_like(like), np.empty_like(like))
+        self.stiffness = stiffness
+        self.interpolate = interpolate
+
+    def attempt(self, t, y, f, h):
+        y_new = self._bufs[1] if y is self._bufs[0] else self._bufs[0]
+        return y_new, None, self._trial(y, y_new, h)
+
+    def accept(self, f_new):
+        self._accepted()
 
 
 def adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, stiffness=None,
                  interpolate=None):
-    """The adaptive loop shared by the numpy steppers, from ``t_eval[0]`` with first step ``h``.
+    """The loop ``methods.base.integrate`` for a stepper given as hooks, from ``t_eval[0]``
+    (already observed, ``f(y)`` evaluated: ``nfev`` evaluations so far) with first step ``h``.
 
     ``trial(y, y_new, h_try) -> err`` computes one attempted step of ``tab.n_stages``
     evaluations into ``y_new`` and returns its error norm; ``stiffness(h_try, y_new) ->
     rho`` (optional) estimates the stiffness from the stages of the step just accepted, and
-    ``accepted()`` is then called (first-same-as-last bookkeeping).  Step control,
-    stability cap, output times and failures as described in the module docstring.
+    ``accepted()`` is then called (first-same-as-last bookkeeping).
     ``interpolate(theta, y, y_new, h)`` evaluates the continuous extension of the step
     just accepted (from ``y`` to ``y_new`` with step ``h``); it is used when
-    ``options.dense`` is set and the tableau has one (:func:`observe_step`).
+    ``options.dense`` is set and the tableau has one.  The controls are those of
+    :func:`erk_solve`.
 
     Returns
     -------
     RawResult
     """
-    s = tab.n_stages
-    T = t_eval.size
-    t = float(t_eval[0])
-    exponent = -1.0 / (tab.error_order + 1)
-    nsteps = nrej = ncapped = 0
-    k = 1
-    status = FlowStatus.SUCCESS
-    nonfinite = False
-    rho_mem = 0.0
-    memory = NO_PREVIOUS_STEP  # the last accepted unclipped step (accept_step)
-    y_new = np.empty_like(y)
-    dense = interpolate is not None and interpolates(options, tab)
-    while k < T:
-        # with dense output only the last output time ends a step
-        t_target = float(t_eval[-1] if dense else t_eval[k])
-        min_step = _min_step(t)
-        h = max(h, min_step)
-        rejected = False
-        while True:
-            if nsteps + nrej >= options.max_steps:
-                status = FlowStatus.MAX_STEPS
-                break
-            if h < min_step:
-                status = FlowStatus.STEP_UNDERFLOW
-                break
-            h_try = h
-            clipped = t + h >= t_target
-            if clipped:
-                h_try = t_target - t
-            err = trial(y, y_new, h_try)
-            nfev += s
-            if not np.isfinite(err):
-                nonfinite = True
-                nrej += 1
-                h = h_try * MIN_FACTOR
-                rejected = True
-                continue
-            if err < 1.0:
-                h, memory = accept_step(h, h_try, err, exponent, MAX_FACTOR, rejected, clipped,
-                                        memory)
-                nonfinite = False
-                break
-            nrej += 1
-            h = step_after_reject(h_try, err, exponent)
-            rejected = True
-        if status is not FlowStatus.SUCCESS:
-            break
-        nsteps += 1
-        if stiffness is not None:
-            rho_mem = max(stiffness(h_try, y_new), STIFFNESS_MEMORY * rho_mem)
-            h_free = h
-            h = stability_cap(h, rho_mem, tab.stability_boundary)
-            ncapped += h < h_free
-        if dense:
-            # the outputs inside the step, while y and the stages are still the step's
-            t_new = t_target if clipped else t + h_try
-            k = observe_step(k, t_eval, t, h_try, t_new, y_new,
-                             lambda theta: interpolate(theta, y, y_new, h_try), observe)
-            y, y_new = y_new, y
-            accepted()
-            t = t_new
-            continue
-        y, y_new = y_new, y
-        accepted()
-        if clipped:
-            t = t_target
-            observe(k, y)
-            k += 1
-        else:
-            t = t + h_try
-    msg = (status.message if status.success
-           else _failure_message(status, t, h, options.max_steps, nonfinite, rho_mem,
-                                 tab.stability_boundary if stiffness is not None else 0.0))
-    return RawResult(k, t, y, nfev, nsteps, nrej, status, msg, ncapped=ncapped)
+    stepper = _HookStepper(tab, trial, accepted, stiffness, interpolate, y)
+    res = integrate(None, y, t_eval, lambda *_: stepper, _stepper_options(options, h),
+                    observe, t0=float(t_eval[0]), f0=(), k0=1, predictive=True,
+                    cap_safety=STABILITY_SAFETY if stiffness is not None else 0.0,
+                    stiffness_memory=STIFFNESS_MEMORY, stiff_steps=int(options.stiff_steps),
+                    dense=options.dense)
+    return raw_result(res, options, tab.stability_boundary if stiffness is not None else 0.0,
+                      nfev)
 
 
 def erk_fixed(fun, y0, t_grid, tab):

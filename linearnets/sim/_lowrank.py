@@ -381,7 +381,7 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
 
     def stiffness(h_try, y_new):
         return _explicit.stiffness_estimate(*st.stiffness_sums(s, wd), wsum, h_try,
-                                            _explicit._sequential_sumsq(y_new))
+                                            float(y_new @ y_new))
 
     buf = np.empty(n)
 

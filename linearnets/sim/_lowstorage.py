@@ -324,7 +324,7 @@ def ssp_solve(problem, y0, t_eval, options, observe, tab=SSPRK104):
         # |K_0|^2 of this step is |f(y_new)|^2 of the last (the same factors)
         num, ref = stiffness_sums(st, 10, 9, problem)
         rho = _explicit.stiffness_estimate(num, last["dd"] / h_try / h_try, last["ref"], wsum,
-                                           h_try, _explicit._sequential_sumsq(y_new))
+                                           h_try, float(y_new @ y_new))
         last["ref"] = ref
         return rho
 

@@ -1,17 +1,48 @@
-"""Steppers that know nothing about networks, and the one loop that drives them.
+"""Steppers that know nothing about networks, and the one adaptive loop that drives them.
 
 A stepper advances ``dy/dt = rhs(t, y)`` on a flat float64 vector (numpy, or CuPy
 through the namespace ``xp``) by one attempted step and estimates its local error;
-:func:`integrate` is the adaptive loop, written once for every stepper: step-size
-control, the initial step, stepping onto output times, failure reporting, a stop
-rule located inside a step, and the switch to a low-order pair at kinks of a
-piecewise-smooth vector field.
+:func:`integrate` is the adaptive loop, written once for every stepper of every model
+on the numpy and CuPy backends (the compiled loops of ``methods/_erk_kernels`` and
+``methods/_rosw_kernels`` are its numba counterparts): step-size control, the initial
+step, stepping onto output times or dense output, the stability cap and stiffness
+test, failure reporting, a stop rule located inside a step, and the switch to a
+low-order pair at kinks of a piecewise-smooth vector field.
+
+The stage interface (:class:`Stepper`): ``attempt(t, y, f, h) -> (y_new, f_new, err)``
+and ``accept(f_new) -> f`` (first same as last); optionally ``stiffness(h, y_new) -> rho``
+from the stages of the step just accepted, and ``interpolate(theta, y, y_new, h)``, its
+continuous extension.  ``methods/erk.py`` implements it for any Butcher tableau;
+``_explicit.adaptive_run`` wraps the factored-stage steppers of the linear network
+(``_lowrank``, ``_lowstorage``) into it.
 
 Step-size control (Hairer, Norsett & Wanner, *Solving ODEs I*, II.4; as
-``scipy.integrate._ivp``): a step with error norm ``err <= 1`` (RMS of the error
+``scipy.integrate._ivp``): a step with error norm ``err < 1`` (RMS of the error
 estimate over ``atol + rtol max(|y|, |y_new|)``) is accepted; the next step is
 ``h * clip(SAFETY * err^(-1/(q+1)), MIN_FACTOR, MAX_FACTOR)``, ``q`` the order of
-the error estimator, and after a rejection it may not grow.
+the error estimator, and after a rejection it may not grow.  A non-finite error (a
+trial stage overflowed) is a rejection with factor MIN_FACTOR; a planned step below
+MIN_STEP_ULPS units in the last place of t ends the run (``STEP_UNDERFLOW``).
+
+``predictive=True`` (the linear network's steppers, as their compiled loops): a step
+shortened onto an output time keeps the step planned before it for the next
+interval, and after an accepted step that follows another the next is also held to
+Gustafsson's predictive step (Gustafsson 1994; Hairer-Wanner II, Sec. IV.8, as in
+``radau5.f``), ``SAFETY h (h / h_prev) (err_prev / err^2)^(1/(q+1))``
+(:func:`accept_step`): where the local error grows from step to step, as on a flow
+accelerating out of a saddle, the standard controller proposes steps that the next
+attempt rejects.
+
+Stability cap (``cap_safety > 0``): after every accepted step the stepper estimates
+the stiffness as in Hairer's test (``dopri5.f``, *Solving ODEs II* IV.2),
+``rho = |f(y_new) - f(Y_{s-1})| / |y_new - Y_{s-1}|`` from its last stage, which sits at
+``t + h`` too (:func:`stiffness_estimate`); the largest recent estimate (decaying by
+``stiffness_memory`` per step) caps the next step at ``cap_safety * boundary / rho``,
+the boundary being the tableau's real-axis stability interval (the spectrum of
+gradient flow is real).  With ``stiff_steps = k > 0`` the run returns early
+(``Result.stiff``) once the cap has shortened k accepted steps in a row (Hairer's
+``nonsti`` resets the count after NONSTIFF_RESET uncapped steps): ``method="auto"``
+then switches to the L-stable Rosenbrock-W method.
 
 Kinks (ReLU-type activations).  A model whose vector field is only piecewise
 smooth exposes the sign pattern of its switching functions at its latest
@@ -39,21 +70,56 @@ sliding stretch grows at most linearly with its length.  Accuracy is therefore
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
 from .._solvers import FlowStatus
 
 __all__ = ["Stepper", "StepperOptions", "Result", "integrate", "rms_norm", "SAFETY",
-           "MIN_FACTOR", "MAX_FACTOR", "KINK_REJECTIONS", "CALM_STEPS"]
+           "MIN_FACTOR", "MAX_FACTOR", "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH",
+           "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY",
+           "STIFFNESS_MIN_REL", "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES",
+           "NO_PREVIOUS_STEP", "step_after_accept", "predictive_step", "accept_step",
+           "step_after_reject", "stiffness_estimate", "stability_cap", "select_initial_step",
+           "min_step", "dense_batch_rows", "observe_step"]
 
 #: Safety factor on the optimal step.
 SAFETY = 0.9
 #: Smallest and largest factor by which one step may change the next.
 MIN_FACTOR = 0.2
 MAX_FACTOR = 10.0
+#: Floor on the previous step's error in the predictive controller (``radau5.f``):
+#: a tiny previous error says nothing about how fast the error grows.
+PREDICTIVE_MIN_ERR = 1e-2
+#: A step shorter than this many ulps of t is an underflow.
+MIN_STEP_ULPS = 10.0
+#: Fraction of the estimated stability limit ``boundary / rho`` a step may grow to.
+STABILITY_SAFETY = 0.9
+#: Decay per accepted step of the remembered stiffness estimate (the estimate is a
+#: lower bound that varies with the direction of the last step; remembering the
+#: recent maximum stops the step from probing past the boundary every few steps).
+#: ``benchmarks/study_stability_cap.py`` varies this and STABILITY_SAFETY on the medium
+#: benchmark problem: no pair saves more than 4 % of SSPRK104's evaluations there, and
+#: never forgetting (1.0) costs RK45 18-35 % more evaluations: the cap then keeps the
+#: largest estimate ever made.
+STIFFNESS_MEMORY = 0.95
+#: A stiffness estimate counts only when the two differences it divides are larger
+#: than this fraction of the derivatives they are formed from; below, the rounding
+#: of a difference of nearly equal stages would dominate.
+STIFFNESS_MIN_REL = 1e-6
+#: Two states closer than this many rounding units of the state (``eps |y|``) are one
+#: point to working precision, and the difference of their derivatives is rounding: the
+#: state difference of the estimate is floored there.  (Hairer's form divides by the
+#: difference of the two rounded stage states, which has this floor by itself; the
+#: steppers form it as ``h sum_j w_j K_j``, which does not, and once the gradient is at
+#: rounding level -- a residual a bottleneck cannot fit -- a stage derivative differing
+#: in its last bits over a difference of 1e-19 capped the step at 1/600.)
+STIFFNESS_STATE_ULPS = 1.0
+#: Non-stiff steps that reset the count of the stiffness test (Hairer's ``nonsti``).
+NONSTIFF_RESET = 6
 #: Consecutive rejections across a switching surface before the low-order fallback.
 KINK_REJECTIONS = 3
 #: Accepted steps without a crossing after which the primary stepper resumes.
@@ -63,6 +129,10 @@ KINK_GROWTH = 2.0
 #: Illinois iterations and tolerance (fraction of the step) locating a stop inside a step.
 STOP_ITERATIONS = 60
 STOP_XTOL = 1e-12
+#: Memory for the interpolated states that a compiled stepper forms in one call when a
+#: step holds many output times (dense output), in bytes (:func:`dense_batch_rows`).
+DENSE_BATCH_BYTES = 1 << 22
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def rms_norm(x, xp=np):
@@ -71,10 +141,210 @@ def rms_norm(x, xp=np):
     return float(xp.sqrt(xp.sum(x * x) / n)) if n else 0.0
 
 
+# --------------------------------------------------------------------------------------------
+# step-size control (the compiled loops mirror these in methods/_erk_kernels.py)
+# --------------------------------------------------------------------------------------------
+def step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped):
+    """Next step size after an accepted step of size ``h_try`` (scaled error ``err`` < 1).
+
+    The standard controller ``h_try * SAFETY * err**exponent``, capped by ``max_factor``
+    and by 1 right after a rejection. ``h`` is the step planned before it was shortened
+    to land on an output time (``clipped``): such a step says nothing against ``h``.
+    """
+    factor = max_factor if err == 0.0 else min(max_factor, SAFETY * err ** exponent)
+    if rejected:
+        factor = min(1.0, factor)
+    h_next = h_try * factor
+    if clipped and not rejected:
+        h_next = max(h_next, h)
+    return h_next
+
+
+def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev):
+    """``h_next`` held to Gustafsson's predictive step after an accepted step ``h_try``.
+
+    ``h_pred = SAFETY h_try (h_try / h_prev) (err_prev / err^2)^(-exponent)``
+    (Gustafsson 1994; Hairer-Wanner II, Sec. IV.8, as in ``radau5.f``), with ``h_prev``
+    and ``err_prev`` the previous accepted step and its error (floored at
+    ``PREDICTIVE_MIN_ERR``); it extrapolates the growth of the error from one step to
+    the next, and is never below ``MIN_FACTOR h_try``.  Unchanged when there is no
+    previous step (``h_prev == 0``) or ``err == 0``.  The result is the smaller of the
+    two, so a step never grows faster than under the standard controller.
+    """
+    if h_prev <= 0.0 or err == 0.0:
+        return h_next
+    h_pred = SAFETY * h_try * (h_try / h_prev) * (err_prev / err / err) ** (-exponent)
+    return min(h_next, max(h_pred, MIN_FACTOR * h_try))
+
+
+#: The memory of :func:`accept_step` before the first accepted step.
+NO_PREVIOUS_STEP = (0.0, 0.0)
+
+
+def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
+    """Next step after an accepted ``h_try``: :func:`step_after_accept`, then
+    :func:`predictive_step` from ``memory = (h_prev, err_prev)``.
+
+    Returns ``(h_next, memory)``, the memory now holding this step and its error
+    floored at ``PREDICTIVE_MIN_ERR``; a step shortened onto an output time
+    (``clipped``) predicts nothing and leaves the memory as it was.
+    """
+    h_next = step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped)
+    if clipped:
+        return h_next, memory
+    return (predictive_step(h_next, h_try, err, exponent, *memory),
+            (h_try, max(err, PREDICTIVE_MIN_ERR)))
+
+
+def step_after_reject(h_try, err, exponent):
+    """Next step size after a rejected step (``err`` >= 1, or not finite)."""
+    return h_try * (MIN_FACTOR if not math.isfinite(err) else max(MIN_FACTOR, SAFETY * err ** exponent))
+
+
+def stiffness_estimate(num, dd, ref, wsum, h, yy):
+    """Hairer's stiffness estimate ``rho`` from squared norms of stage differences.
+
+    ``num = |K_s - K_{s-1}|^2`` (``K_s = f(y_new)``), ``dd = |sum_j w_j K_j|^2`` with
+    ``w = tab.stiffness_weights`` (so ``|y_new - Y_{s-1}| = h sqrt(dd)``), ``ref =
+    |K_0|^2``, ``wsum = sum_j |w_j|`` and ``yy = |y_new|^2``.  Returns
+    ``sqrt(num / dd) / h``, or 0 when either difference is below ``STIFFNESS_MIN_REL``
+    of its scale (no information); the state difference counts as at least
+    ``STIFFNESS_STATE_ULPS eps |y_new|``, the resolution of the states themselves.
+    """
+    rel2 = STIFFNESS_MIN_REL * STIFFNESS_MIN_REL
+    if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
+        return 0.0
+    res = STIFFNESS_STATE_ULPS * _EPS / h
+    rho = math.sqrt(num / max(dd, res * res * yy)) / abs(h)
+    return rho if math.isfinite(rho) else 0.0
+
+
+def stability_cap(h_next, rho, boundary, safety=None):
+    """``h_next`` limited to ``safety * boundary / rho`` (``safety`` by default
+    STABILITY_SAFETY); unchanged when ``rho`` is 0 (no estimate) or the tableau states
+    no ``boundary`` (0).
+
+    For a symmetric Jacobian the estimate is a Rayleigh-type lower bound on the
+    spectral radius, so the cap is never below ``safety`` times the true stability
+    limit of the step.
+    """
+    if not (rho > 0.0 and boundary > 0.0):
+        return h_next
+    return min(h_next, (STABILITY_SAFETY if safety is None else safety) * boundary / rho)
+
+
+def _rms(x):
+    # array methods, so that a cupy array works too (one scalar comes to the host)
+    return math.sqrt(float((x * x).mean())) if x.size else 0.0
+
+
+def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np, timed=False,
+                        interval=None):
+    """Initial step size (Hairer-Norsett-Wanner I, Sec. II.4, as in scipy).
+
+    Parameters
+    ----------
+    fun : callable ``fun(y) -> dy``
+        With ``timed``, ``fun(y, dt) -> dy``, ``dt`` the time of ``y`` after ``t0``.
+    t0, t_end : float
+    y0, f0 : ndarray, shape (n,)
+        Initial state and ``fun(y0)``.
+    error_order : int
+    rtol, atol : float
+    xp : module, optional
+        Array module of ``y0`` (numpy, or cupy on the GPU backend).
+    interval : float, optional
+        The largest step, by default ``t_end - t0``.
+
+    Returns
+    -------
+    h : float
+        The step, and uses one extra evaluation of ``fun``; 0 where the scale of the
+        problem is beyond float64 (the loop then reports a step-size underflow).
+    """
+    interval = t_end - t0 if interval is None else interval
+    scale = atol + xp.abs(y0) * rtol
+    d0 = _rms(y0 / scale)
+    d1 = _rms(f0 / scale)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    h0 = min(h0, interval)
+    if not h0 > 0.0:
+        # d1 / d0 overflowed the resolution of float64 (weights so large that the flow's
+        # time scale is below 1e-300): the stepper reports the step-size underflow
+        return 0.0
+    f1 = fun(y0 + h0 * f0, h0) if timed else fun(y0 + h0 * f0)
+    d2 = _rms((f1 - f0) / scale) / h0
+    if not math.isfinite(d2):
+        return h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / (error_order + 1))
+    return min(100 * h0, h1, interval)
+
+
+def min_step(t):
+    """The shortest step at time ``t``: MIN_STEP_ULPS units in the last place of t."""
+    return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
+
+
+# --------------------------------------------------------------------------------------------
+# dense output
+# --------------------------------------------------------------------------------------------
+def dense_batch_rows(n):
+    """Interpolated states (rows of n numbers) formed per call of an ``interpolate_many``:
+    as many as fit in DENSE_BATCH_BYTES, at least one."""
+    return max(1, DENSE_BATCH_BYTES // (8 * max(n, 1)))
+
+
+def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
+                 interpolate_many=None):
+    """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new``;
+    returns the next output index.
+
+    Outputs before ``t_new`` come from the continuous extension, ``interpolate(theta)``
+    being the state at ``t + theta h_step``; an output at ``t_new`` itself is the
+    step's own ``y_new``.  ``interpolate_many(thetas)``, where given, forms the states
+    of up to :func:`dense_batch_rows` outputs at once as the rows of an array (the
+    compiled steppers: one call for the outputs of a step instead of one each), the
+    same numbers as ``interpolate`` one at a time; they are then observed by
+    ``observe.many(k, states)`` where ``observe`` has that attribute (``flow`` forms
+    their end-to-end maps in one call), else one at a time.
+    """
+    T = t_eval.size
+    inner = k
+    if interpolate_many is not None:
+        end = k + int(np.searchsorted(t_eval[k:], t_new, side="right"))  # t_eval[end-1] <= t_new
+        inner = end - 1 if end > k and float(t_eval[end - 1]) == t_new else end
+    if inner - k > 1:
+        rows = dense_batch_rows(y_new.size)
+        many = getattr(observe, "many", None)
+        while k < inner:
+            stop = min(inner, k + rows)
+            states = interpolate_many((t_eval[k:stop] - t) / h_step)[:stop - k]
+            if many is not None:
+                many(k, states)
+            else:
+                for i in range(stop - k):
+                    observe(k + i, states[i])
+            k = stop
+    while k < T and t_eval[k] <= t_new:
+        tk = float(t_eval[k])
+        observe(k, y_new if tk == t_new else interpolate((tk - t) / h_step))
+        k += 1
+    return k
+
+
+# --------------------------------------------------------------------------------------------
+# the stage interface
+# --------------------------------------------------------------------------------------------
 class Stepper:
     """One attempted step of an embedded method, and its step-size rule.
 
-    Subclasses set ``tableau`` (class data) and implement :meth:`attempt`.
+    Subclasses set ``tableau`` (class data, or per instance) and implement
+    :meth:`attempt`; the optional hooks :meth:`accept`, ``stiffness`` and
+    ``interpolate`` (None where a stepper has none) serve the stability cap and dense
+    output of :func:`integrate`.
 
     Parameters
     ----------
@@ -85,15 +355,26 @@ class Stepper:
     rtol, atol : float
     xp : module
         Array namespace (numpy or CuPy).
+    fun : callable ``fun(y, out) -> out``, optional
+        An autonomous right-hand side that writes into ``out`` (n,), used instead of
+        ``rhs`` where given (no copy of the derivative).
     """
 
     tableau = None
+    fun = None
     SAFETY = SAFETY
     MIN_FACTOR = MIN_FACTOR
     MAX_FACTOR = MAX_FACTOR
+    #: ``stiffness(h, y_new) -> rho``: Hairer's estimate from the stages of the step just
+    #: accepted (before :meth:`accept`), or None.
+    stiffness = None
+    #: ``interpolate(theta, y, y_new, h) -> state``: the continuous extension of the step
+    #: just accepted (before :meth:`accept`), or None.
+    interpolate = None
 
-    def __init__(self, rhs, n, rtol, atol, xp=np):
+    def __init__(self, rhs, n, rtol, atol, xp=np, fun=None):
         self.rhs = rhs
+        self.fun = fun
         self.n = int(n)
         self.rtol = float(rtol)
         self.atol = float(atol)
@@ -112,10 +393,30 @@ class Stepper:
     def error_exponent(self) -> float:
         return -1.0 / (self.tableau.error_order + 1)
 
+    def _eval(self, t, y, out):
+        """``out = f(t, y)``."""
+        if self.fun is not None:
+            self.fun(y, out)
+        else:
+            out[...] = self.rhs(t, y)
+        return out
+
+    def evaluate(self, t, y):
+        """``f(t, y)`` as an array of its own (the first evaluation of a run)."""
+        if self.fun is not None:
+            return self.fun(y, self.xp.empty_like(y))
+        return self.xp.array(self.rhs(t, y), copy=True)
+
     def attempt(self, t, y, f, h):
         """``(y_new, f_new, err)``: the step of size ``h`` from ``(t, y)`` with ``f = rhs(t, y)``,
-        ``f_new = rhs(t + h, y_new)`` and the scaled error norm ``err`` (accept if <= 1)."""
+        ``f_new = rhs(t + h, y_new)`` and the scaled error norm ``err`` (accept if < 1)."""
         raise NotImplementedError
+
+    def accept(self, f_new):
+        """The step just attempted is accepted (after ``stiffness`` and ``interpolate``
+        have seen its stages): returns ``f`` at its end for the next :meth:`attempt`,
+        by default the ``f_new`` that :meth:`attempt` returned."""
+        return f_new
 
     def factor(self, err, after_rejection=False):
         """The factor on ``h`` for the next step after an error norm ``err``."""
@@ -127,24 +428,14 @@ class Stepper:
         return min(1.0, fac) if after_rejection else fac
 
     def initial_step(self, t0, y0, f0, h_max):
-        """Hairer-Norsett-Wanner II.4 (as ``scipy.integrate._ivp.common.select_initial_step``);
-        costs one evaluation."""
-        xp = self.xp
+        """Hairer-Norsett-Wanner II.4 (:func:`select_initial_step`); costs one evaluation."""
         if y0.size == 0:
             return h_max
-        scale = self.atol + xp.abs(y0) * self.rtol
-        d0 = rms_norm(y0 / scale, xp)
-        d1 = rms_norm(f0 / scale, xp)
-        h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-        h0 = min(h0, h_max)
-        f1 = self.rhs(t0 + h0, y0 + h0 * f0)
-        d2 = rms_norm((f1 - f0) / scale, xp) / h0
-        q = self.tableau.error_order
-        if d1 <= 1e-15 and d2 <= 1e-15:
-            h1 = max(1e-6, h0 * 1e-3)
-        else:
-            h1 = (0.01 / max(d1, d2)) ** (1.0 / (q + 1))
-        return min(100 * h0, h1, h_max)
+        # Stepper.evaluate: a new array (a subclass may evaluate into its stage storage)
+        return select_initial_step(lambda v, dt: Stepper.evaluate(self, t0 + dt, v), t0, y0,
+                                   f0, None,
+                                   self.tableau.error_order, self.rtol, self.atol,
+                                   self.xp, timed=True, interval=h_max)
 
 
 @dataclass(frozen=True)
@@ -190,6 +481,16 @@ class Result:
         Time between kink crossings at most ``CALM_STEPS`` accepted steps apart.
     fallback_steps : int
         Accepted steps taken by the fallback stepper.
+    h_next : float
+        The step planned next.
+    rho : float
+        The remembered stiffness estimate (0 without the stability cap).
+    ncapped : int
+        Accepted steps after which the stability cap shortened the next step.
+    stiff : bool
+        The stiffness test (``stiff_steps``) ended the run at ``t_last``.
+    nonfinite : bool
+        The last rejected trial steps overflowed.
     """
 
     n_done: int
@@ -204,6 +505,11 @@ class Result:
     kinks: int = 0
     sliding_time: float = 0.0
     fallback_steps: int = 0
+    h_next: float = 0.0
+    rho: float = 0.0
+    ncapped: int = 0
+    stiff: bool = False
+    nonfinite: bool = False
 
 
 def _kink_factor(err, after_rejection):
@@ -248,7 +554,8 @@ def _locate_stop(stepper, t, y, f, h, g0, stop):
 
 
 def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, switches=None,
-              stop=None, t0=0.0, xp=np):
+              stop=None, t0=0.0, xp=np, f0=None, k0=0, predictive=False, cap_safety=0.0,
+              stiffness_memory=STIFFNESS_MEMORY, stiff_steps=0, dense=False):
     """Integrate ``dy/dt = rhs(t, y)`` from ``y0`` at ``t0`` onto every time of ``t_eval``.
 
     Parameters
@@ -257,9 +564,10 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     y0 : ndarray (n,)
         The state at ``t0`` (not modified).
     t_eval : ndarray (T,)
-        Strictly increasing output times ``>= t0``; each one ends a step.
-    primary : type
-        A :class:`Stepper` subclass.
+        Strictly increasing output times ``>= t0``; each one ends a step (but see
+        ``dense``).
+    primary : callable ``primary(rhs, n, rtol, atol, xp) -> Stepper``
+        A :class:`Stepper` subclass, or a factory of one.
     options : StepperOptions
     observe : callable ``observe(k, y)``
         Called once for each reached output time, in order.
@@ -272,6 +580,25 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         step); every later output time gets the stopped state.
     t0 : float
     xp : module
+    f0 : ndarray (n,), optional
+        ``rhs(t0, y0)`` where the caller has evaluated (and checked) it: then it is
+        neither evaluated nor counted here.
+    k0 : int
+        Outputs ``k < k0`` were observed by the caller (a run resumed inside
+        ``t_eval``); observation starts at ``k0``.
+    predictive : bool
+        Keep the planned step across a step shortened onto an output time, and hold
+        steps to Gustafsson's predictive step (:func:`accept_step`).
+    cap_safety : float
+        > 0: the stability cap ``cap_safety * boundary / rho`` from the stepper's
+        ``stiffness`` estimate (remembered with decay ``stiffness_memory``).
+    stiffness_memory : float
+    stiff_steps : int
+        > 0 (with the cap): return with ``Result.stiff`` once the cap has shortened this
+        many accepted steps in a row.
+    dense : bool
+        Only the last output time ends a step; the others are evaluated by the stepper's
+        ``interpolate`` (where it has one and its tableau a continuous extension).
 
     Returns
     -------
@@ -281,24 +608,35 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         broken down.
     """
     n = y0.size
-    eps = np.finfo(np.float64).eps
     main = primary(rhs, n, options.rtol, options.atol, xp)
     low = (fallback(rhs, n, max(options.kink_rtol, options.rtol), options.atol, xp)
            if fallback is not None and switches is not None else None)
     T = t_eval.size
     t = float(t0)
     y = xp.array(y0, dtype=xp.float64, copy=True)
-    f = xp.array(rhs(t, y), copy=True)
-    nfev = 1
+    nfev = 0
+    if f0 is None:
+        f = main.evaluate(t, y)
+        nfev = 1
+    else:
+        f = f0
     pat = switches() if switches is not None else None
     if pat is not None:
         pat = pat.copy()
-    k = 0
-    counters = dict(nsteps=0, nrejected=0, kinks=0, fallback_steps=0)
+    k = k0
+    counters = dict(nsteps=0, nrejected=0, kinks=0, fallback_steps=0, ncapped=0)
     sliding = 0.0
+    h = 0.0
+    rho_mem = 0.0
+    nonfinite = False
 
-    def done(status, extra="", t_stop=None, y_out=None):
-        msg = status.message if status.success else f"{status.message} at t = {t:.6g}"
+    def done(status, extra="", t_stop=None, y_out=None, stiff=False):
+        if status.success:
+            msg = status.message
+        else:
+            msg = f"{status.message} at t = {t:.6g}"
+            if nonfinite:
+                msg += "; the rejected trial steps overflowed (non-finite stages)"
         if extra:
             msg += extra
         if counters["kinks"]:
@@ -307,13 +645,16 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         return Result(n_done=k, t_last=t, y_last=y if y_out is None else y_out, nfev=nfev,
                       nsteps=counters["nsteps"], nrejected=counters["nrejected"],
                       status=status, message=msg, t_stop=t_stop, kinks=counters["kinks"],
-                      sliding_time=sliding, fallback_steps=counters["fallback_steps"])
+                      sliding_time=sliding, fallback_steps=counters["fallback_steps"],
+                      h_next=h, rho=rho_mem, ncapped=counters["ncapped"], stiff=stiff,
+                      nonfinite=nonfinite)
 
-    if not bool(xp.all(xp.isfinite(f))):
-        return done(FlowStatus.NONFINITE)
+    # the outputs at the start (observed even where f is not finite: they are the state)
     while k < T and t_eval[k] <= t:
         observe(k, y)
         k += 1
+    if f0 is None and not bool(xp.all(xp.isfinite(f))):
+        return done(FlowStatus.NONFINITE)
     if stop is not None:
         g = stop(y)
         if g <= 0:
@@ -328,27 +669,32 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     else:
         h = main.initial_step(t, y, f, t_eval[-1] - t)
         nfev += 1
+    exponent = main.error_exponent if predictive else None
+    dense = bool(dense) and main.interpolate is not None and main.tableau.dense_P is not None
+    capping = cap_safety > 0.0 and main.stiffness is not None
+    boundary = main.tableau.stability_boundary if capping else 0.0
+    eps4 = 4 * float(np.finfo(np.float64).eps)
+    memory = NO_PREVIOUS_STEP      # the last accepted unclipped step (accept_step)
+    n_stiff = n_nonstiff = 0
     active = main
     kink_rejections = calm = 0
     last_cross = None
     rejected = False
-    nonfinite = False
     attempts = 0
     while k < T:
-        target = float(t_eval[k])
+        # with dense output only the last output time ends a step
+        target = float(t_eval[-1] if dense else t_eval[k])
         if attempts >= options.max_steps:
             return done(FlowStatus.MAX_STEPS)
-        if h >= target - t or t + h >= target - 4 * eps * abs(target):
-            t_new = target
-        else:
-            t_new = t + h
+        if h < min_step(t):
+            return done(FlowStatus.STEP_UNDERFLOW)
+        clipped = h >= target - t or t + h >= target - eps4 * abs(target)
+        t_new = target if clipped else t + h
         step = t_new - t
-        if step <= 10 * eps * max(abs(t), 1e-300):
-            return done(FlowStatus.NONFINITE if nonfinite else FlowStatus.STEP_UNDERFLOW)
         y_new, f_new, err = active.attempt(t, y, f, step)
         attempts += 1
         nfev += active.n_evals
-        if not np.isfinite(err):
+        if not math.isfinite(err):
             nonfinite = True
             counters["nrejected"] += 1
             rejected = True
@@ -359,49 +705,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         if pat is not None:
             pat_new = switches()
             crossed = int(xp.count_nonzero(pat_new != pat))
-        if err <= 1.0:
-            if stop is not None:
-                g_new = stop(y_new)
-                if g_new <= 0:
-                    th, y_stop, extra = _locate_stop(active, t, y, f, step, g, stop)
-                    nfev += extra
-                    t_stop = t + th * step
-                    counters["nsteps"] += 1
-                    t = t_stop
-                    while k < T:
-                        observe(k, y_stop)
-                        k += 1
-                    return done(FlowStatus.SUCCESS, f"; stopped at t = {t_stop:.6g}",
-                                t_stop=t_stop, y_out=y_stop)
-                g = g_new
-            t, y, f = t_new, y_new, f_new
-            counters["nsteps"] += 1
-            if active is low:
-                counters["fallback_steps"] += 1
-            if crossed:
-                counters["kinks"] += crossed
-                if calm <= CALM_STEPS and last_cross is not None:
-                    sliding += t - last_cross
-                last_cross = t
-                calm = 0
-                pat = pat_new.copy()
-            else:
-                calm += 1
-            if active is low and calm >= CALM_STEPS:
-                active = main
-            kink_rejections = 0
-            if active is low:
-                # near a kink: a crossing step's error is first order in h, and growth is
-                # held to KINK_GROWTH (a step grown past the next crossing is rejected)
-                fac = _kink_factor(err, rejected) if crossed else active.factor(err, rejected)
-                h = step * min(fac, KINK_GROWTH)
-            else:
-                h = step * active.factor(err, rejected)
-            rejected = False
-            while k < T and t_eval[k] <= t:
-                observe(k, y)
-                k += 1
-        else:
+        if not err < 1.0:
             counters["nrejected"] += 1
             if crossed and low is not None and active is main:
                 kink_rejections += 1
@@ -412,4 +716,73 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             h = step * (_kink_factor(err, True) if crossed and active is low
                         else active.factor(err, True))
             rejected = True
+            continue
+        if stop is not None:
+            g_new = stop(y_new)
+            if g_new <= 0:
+                th, y_stop, extra = _locate_stop(active, t, y, f, step, g, stop)
+                nfev += extra
+                t_stop = t + th * step
+                counters["nsteps"] += 1
+                t = t_stop
+                while k < T:
+                    observe(k, y_stop)
+                    k += 1
+                return done(FlowStatus.SUCCESS, f"; stopped at t = {t_stop:.6g}",
+                            t_stop=t_stop, y_out=y_stop)
+            g = g_new
+        took = active
+        counters["nsteps"] += 1
+        if active is low:
+            counters["fallback_steps"] += 1
+        if crossed:
+            counters["kinks"] += crossed
+            if calm <= CALM_STEPS and last_cross is not None:
+                sliding += t_new - last_cross
+            last_cross = t_new
+            calm = 0
+            pat = pat_new.copy()
+        else:
+            calm += 1
+        if active is low and calm >= CALM_STEPS:
+            active = main
+        kink_rejections = 0
+        if active is low:
+            # near a kink: a crossing step's error is first order in h, and growth is
+            # held to KINK_GROWTH (a step grown past the next crossing is rejected)
+            fac = _kink_factor(err, rejected) if crossed else active.factor(err, rejected)
+            h = step * min(fac, KINK_GROWTH)
+        elif predictive:
+            h, memory = accept_step(h, step, err, exponent, active.MAX_FACTOR, rejected,
+                                    clipped, memory)
+        else:
+            h = step * active.factor(err, rejected)
+        rejected = False
+        stiff_now = False
+        if capping and took is main:
+            rho_mem = max(main.stiffness(step, y_new), stiffness_memory * rho_mem)
+            h_free = h
+            h = stability_cap(h, rho_mem, boundary, cap_safety)
+            stiff_now = h < h_free
+            counters["ncapped"] += stiff_now
+        if dense:
+            # the outputs inside the step, while y and the stages are still the step's
+            y_old = y
+            k = observe_step(k, t_eval, t, step, t_new, y_new,
+                             lambda theta: main.interpolate(theta, y_old, y_new, step), observe)
+        f = took.accept(f_new)
+        t, y = t_new, y_new
+        while k < T and t_eval[k] <= t:
+            observe(k, y)
+            k += 1
+        if stiff_steps > 0:
+            if stiff_now:
+                n_nonstiff = 0
+                n_stiff += 1
+            else:
+                n_nonstiff += 1
+                if n_nonstiff == NONSTIFF_RESET:
+                    n_stiff = 0
+            if n_stiff >= stiff_steps and k < T:
+                return done(FlowStatus.SUCCESS, stiff=True)
     return done(FlowStatus.SUCCESS)

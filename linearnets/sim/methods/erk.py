@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _tableaux
 from .._tableaux import Tableau
-from .base import Stepper, rms_norm
+from .base import Stepper, rms_norm, stiffness_estimate
 
 __all__ = ["ExplicitRK", "RK45", "DOP853", "SSPRK104", "BS32", "HE21", "STEPPERS",
            "BS32_TABLEAU", "HE21_TABLEAU"]
@@ -46,30 +46,52 @@ HE21_TABLEAU = Tableau(
 
 
 class ExplicitRK(Stepper):
-    """An embedded explicit RK pair over the class's ``tableau`` (see the module docstring)."""
+    """An embedded explicit RK pair over the class's ``tableau`` (see the module docstring).
 
-    def __init__(self, rhs, n, rtol, atol, xp=np):
-        super().__init__(rhs, n, rtol, atol, xp)
+    ``tableau`` (keyword) sets the pair per instance; ``fun`` is an in-place right-hand
+    side (:class:`~linearnets.sim.methods.base.Stepper`).  The stages live in ``K``
+    (s + 1, n), ``K[s] = f(y_new)`` becoming ``K[0]`` of the next step on acceptance.
+    Where the tableau has a real stability interval and its last stage sits at
+    ``t + h`` the stepper estimates the stiffness (:meth:`stiffness`, for the stability
+    cap of :func:`~linearnets.sim.methods.base.integrate`), and where it has a
+    continuous extension it interpolates (:meth:`interpolate`).
+    """
+
+    def __init__(self, rhs, n, rtol, atol, xp=np, fun=None, *, tableau=None):
+        if tableau is not None:
+            self.tableau = tableau
+        super().__init__(rhs, n, rtol, atol, xp, fun)
         tab = self.tableau
         s = tab.n_stages
         self.K = xp.empty((s + 1, self.n))
+        self._k0, self._ks = self.K[0], self.K[s]
         self._A = [xp.asarray(tab.A[i, :i]) for i in range(s)]
         self._b = xp.asarray(tab.b)
         self._c = tab.c
         self._e = xp.asarray(tab.e)
         self._e3 = xp.asarray(tab.e3) if tab.e3 is not None else None
+        if tab.stability_boundary > 0.0 and tab.c[-1] == 1.0:
+            wd = tab.stiffness_weights
+            self._wd = xp.asarray(wd)
+            self._wsum = float(np.abs(wd).sum())
+        else:
+            self.stiffness = None
+        if tab.dense_P is None:
+            self.interpolate = None
+
+    def evaluate(self, t, y):
+        return self._eval(t, y, self._k0)
 
     def attempt(self, t, y, f, h):
         xp = self.xp
         K = self.K
         s = self.tableau.n_stages
-        K[0] = f
+        if f is not self._k0:
+            self._k0[...] = f
         for i in range(1, s):
-            dy = K[:i].T @ (self._A[i] * h)
-            K[i] = self.rhs(t + self._c[i] * h, y + dy)
+            self._eval(t + self._c[i] * h, y + K[:i].T @ (self._A[i] * h), K[i])
         y_new = y + K[:s].T @ (self._b * h)
-        f_new = xp.array(self.rhs(t + h, y_new), copy=True)
-        K[s] = f_new
+        f_new = self._eval(t + h, y_new, self._ks)
         scale = self.atol + self.rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
         if self._e3 is None:
             err = abs(h) * rms_norm((K.T @ self._e) / scale, xp)
@@ -82,6 +104,27 @@ class ExplicitRK(Stepper):
         if not bool(xp.all(xp.isfinite(y_new))) or not bool(xp.all(xp.isfinite(f_new))):
             err = np.inf
         return y_new, f_new, err
+
+    def accept(self, f_new):
+        self._k0[...] = self._ks
+        return self._k0
+
+    def stiffness(self, h, y_new):
+        """Hairer's estimate ``|f(y_new) - f(Y_{s-1})| / |y_new - Y_{s-1}|`` of the step
+        just accepted (:func:`~linearnets.sim.methods.base.stiffness_estimate`)."""
+        xp = self.xp
+        K = self.K
+        s = self.tableau.n_stages
+        dv = K[s] - K[s - 1]
+        dy = K[:s].T @ self._wd
+        return stiffness_estimate(float(xp.vdot(dv, dv)), float(xp.vdot(dy, dy)),
+                                  float(xp.vdot(K[0], K[0])), self._wsum, h,
+                                  float(xp.vdot(y_new, y_new)))
+
+    def interpolate(self, theta, y, y_new, h):
+        """The state at ``t + theta h`` inside the step just accepted, ``y + h sum_j
+        B_j(theta) K_j`` (``Tableau.dense_weights``)."""
+        return y + self.K.T @ (self.xp.asarray(self.tableau.dense_weights(theta)) * h)
 
 
 class RK45(ExplicitRK):
