@@ -193,8 +193,14 @@ def test_stiffness_switch_triggers_and_pays():
     sizes, svals, sigma = (3, 4, 2), [3.0, 0.02], 0.05
     ws, X, Y, prob = _problem(sizes, sigma, svals, seed=2)
     t_eval = np.array([0.0, 400.0])
-    auto = gradient_flow(ws, X, Y, t_eval, rtol=1e-6, atol=1e-9, backend="numpy", method="auto")
-    dop = gradient_flow(ws, X, Y, t_eval, rtol=1e-6, atol=1e-9, backend="numpy", method="DOP853")
+    # (rtol 4e-6: at rtol <= 1e-6 the last Rosenbrock phase, from t ~ 104, compares its
+    # cost per unit time with DOP853's capped one within 2-10 % for its first 15 steps,
+    # so whether it switches back -- and auto pays -- turns on rounding: measured
+    # 141 or 360 steps at rtol 1e-6 from two roundings of the same algorithm, 367 at
+    # 5e-7, against DOP853's 385; 124 at 4e-6 from both)
+    kw = dict(rtol=4e-6, atol=4e-9, backend="numpy")
+    auto = gradient_flow(ws, X, Y, t_eval, method="auto", **kw)
+    dop = gradient_flow(ws, X, Y, t_eval, method="DOP853", **kw)
     assert auto.success and "switched" in auto.message
     # after the switch the step is no longer capped by the converged mode, and the
     # work (right-hand sides + 2 per Jacobian-vector product) drops with it

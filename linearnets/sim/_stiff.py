@@ -28,8 +28,9 @@ What
   761-787: 4 stages, order 3, embedded order 2, L-stable, stiffly accurate, and of
   order 3 for *any* Jacobian approximation (a W-method), so inexact Krylov
   solves do not spoil its order.  Stored as data; :func:`rosw_run` is the generic stepper.
-* :func:`erk_run` -- an explicit embedded Runge-Kutta stepper on ``xp`` with the
-  stability cap of ``_explicit``: the stiffness ``rho = |f(y_new) - f(Y_s)| / |y_new - Y_s|``
+* :func:`erk_run` -- an explicit embedded Runge-Kutta pair on ``xp``: the stepper
+  ``methods.erk.ExplicitRK`` in the one adaptive loop ``methods.base.integrate``, with
+  the stability cap of ``_explicit``: the stiffness ``rho = |f(y_new) - f(Y_s)| / |y_new - Y_s|``
   of Hairer & Wanner (``dop853.f``/``dopri5.f``, *Solving ODEs II* IV.2), from the
   last two evaluations at ``t + h``, caps the step at ``STABILITY_SAFETY * boundary / rho``.
   When the cap binds for ``STIFF_STEPS`` accepted steps in a row (stability, not
@@ -54,15 +55,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ._explicit import MAX_FACTOR as ERK_MAX_FACTOR
-from ._explicit import (MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET,
-                        PREDICTIVE_MIN_ERR, SAFETY, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                        _STATUS_BY_CODE,
-                        accept_step, advance_in_chunks, interpolates, observe_step,
-                        select_initial_step, solve_numba,
-                        stability_cap, step_after_reject, stiffness_estimate)
+from . import _explicit
+from ._explicit import (MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, PREDICTIVE_MIN_ERR, SAFETY,
+                        STABILITY_SAFETY, _STATUS_BY_CODE, accept_step, advance_in_chunks,
+                        select_initial_step, solve_numba, step_after_reject)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
+from .methods.base import StepperOptions, integrate, min_step
+from .methods.erk import ExplicitRK
 
 __all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF_STEPS",
            "SWITCH_BACKOFF", "rosw_run", "rosw_run_compiled", "erk_run", "solve", "cg_solve",
@@ -317,8 +317,7 @@ def _rms(xp, x):
     return math.sqrt(float(xp.vdot(x, x)) / x.size) if x.size else 0.0
 
 
-def _min_step(t):
-    return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
+_min_step = min_step
 
 
 def initial_step(flow, y, f0, t0, t_end, error_order, rtol, atol):
@@ -586,123 +585,39 @@ def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS
 # --------------------------------------------------------------------------------------------
 # explicit stepper with the stiffness test
 # --------------------------------------------------------------------------------------------
-def _erk_error(xp, tab, K, h, scale):
-    # the error norms of _explicit._error_norm, on xp
-    err5 = xp.tensordot(xp.asarray(tab.e), K, axes=1) / scale
-    if tab.e3 is None:
-        return abs(h) * _rms(xp, err5)
-    err3 = xp.tensordot(xp.asarray(tab.e3), K, axes=1) / scale
-    e5 = float(xp.vdot(err5, err5))
-    e3 = float(xp.vdot(err3, err3))
-    if e5 == 0.0 and e3 == 0.0:
-        return 0.0
-    return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * scale.size)
-
-
 def erk_run(flow, y, t, h, t_eval, k, tab, options, observe, stats, detect_stiffness=False,
             stiff_steps=STIFF_STEPS, f0=None):
-    """Advance ``y`` with the embedded explicit pair ``tab`` (same control as ``_explicit``).
+    """Advance ``y`` from ``t`` over ``t_eval[k:]`` with the embedded explicit pair ``tab``.
 
-    ``f0`` is ``f(y)`` if the caller has it (else it is evaluated here).  The step is
-    capped at the estimated stability limit as in ``_explicit``.  With
-    ``detect_stiffness`` the run stops early, returning ``stiff=True``, once the cap
-    has bound (the accuracy controller asked for a longer step than stability
-    allows) for ``stiff_steps`` accepted steps in a row.
+    ``methods.erk.ExplicitRK`` on ``flow.xp`` in the loop ``methods.base.integrate``, with
+    the controls of ``_explicit.erk_solve`` (predictive step, stability cap, dense output
+    with ``options.dense``), from the first step ``h``; ``f0`` is ``f(y)`` if the caller
+    has it (else it is evaluated here).  With ``detect_stiffness`` the run stops early,
+    returning ``stiff=True``, once the cap has bound (the accuracy controller asked for
+    a longer step than stability allows) for ``stiff_steps`` accepted steps in a row.
+    The step budget ``options.max_steps`` is shared with the steps already in ``stats``.
 
     Returns
     -------
     (status, t, y, h, k, stiff)
     """
     xp = flow.xp
-    s = tab.n_stages
-    n = y.size
-    T = t_eval.size
-    rtol, atol = options.rtol, options.atol
-    exponent = -1.0 / (tab.error_order + 1)
-    rows = [xp.asarray(tab.A[i, :i]) for i in range(s)]
-    bvec = xp.asarray(tab.b)
-    K = xp.empty((s + 1, n))
-    if f0 is None:
-        flow.rhs(y, K[0])
-    else:
-        K[0] = f0
-    ys = xp.empty_like(y)
-    status = FlowStatus.SUCCESS
-    wsum = float(np.abs(tab.stiffness_weights).sum())
-    rho_mem = 0.0
-    memory = NO_PREVIOUS_STEP  # the last accepted unclipped step (_explicit.accept_step)
-    n_stiff = n_nonstiff = 0
-    rejected = False
-    # dense output (_explicit.adaptive_run): only the last output time ends a step
-    dense = interpolates(options, tab)
-    while k < T:
-        if stats.nsteps + stats.nrej >= options.max_steps:
-            status = FlowStatus.MAX_STEPS
-            break
-        if h < _min_step(t):
-            status = FlowStatus.STEP_UNDERFLOW
-            break
-        t_target = float(t_eval[-1] if dense else t_eval[k])
-        clipped = t + h >= t_target
-        h_try = t_target - t if clipped else h
-        for i in range(1, s):
-            ys[...] = y + h_try * (rows[i] @ K[:i])
-            flow.rhs(ys, K[i])
-        y_new = y + h_try * (bvec @ K[:s])
-        flow.rhs(y_new, K[s])
-        scale = atol + rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
-        err = _erk_error(xp, tab, K, h_try, scale)
-        if not err < 1.0:
-            stats.nrej += 1
-            h = step_after_reject(h_try, err, exponent)
-            rejected = True
-            continue
-        h_next, memory = accept_step(h, h_try, err, exponent, ERK_MAX_FACTOR, rejected, clipped,
-                                     memory)
-        stats.nsteps += 1
-        # the stability cap of _explicit (K[s-1] = f(ys), ys the last stage, at t + h):
-        # Hairer's estimate rho = |f(y_new) - f(ys)| / |y_new - ys|
-        dv = K[s] - K[s - 1]
-        dy = y_new - ys
-        rho = stiffness_estimate(float(xp.vdot(dv, dv)), float(xp.vdot(dy, dy)) / h_try / h_try,
-                                 float(xp.vdot(K[0], K[0])), wsum, h_try,
-                                 float(xp.vdot(y_new, y_new)))
-        rho_mem = max(rho, STIFFNESS_MEMORY * rho_mem)
-        h_capped = stability_cap(h_next, rho_mem, tab.stability_boundary)
-        stats.capped += h_capped < h_next
-        # stiff: accuracy alone would have allowed a longer step than stability does
-        stiff_now = detect_stiffness and h_capped < h_next
-        h_next = h_capped
-        if stiff_now:
-            n_nonstiff = 0
-            n_stiff += 1
-        else:
-            n_nonstiff += 1
-            if n_nonstiff == NONSTIFF_RESET:
-                n_stiff = 0
-        h = h_next
-        rejected = False
-        if dense:
-            # the outputs inside the step, before its stages are recycled
-            t_new = t_target if clipped else t + h_try
-            k = observe_step(k, t_eval, t, h_try, t_new, y_new,
-                             lambda theta: y + h_try * (xp.asarray(tab.dense_weights(theta))
-                                                        @ K[:s + 1]), observe)
-        y = y_new
-        K[0] = K[s]
-        if dense:
-            t = t_new
-        elif clipped:
-            t = t_target
-            observe(k, y)
-            k += 1
-        else:
-            t = t + h_try
-        if n_stiff >= stiff_steps:
-            if stats.stiff_at is None:
-                stats.stiff_at = t
-            return status, t, y, h, k, True
-    return status, t, y, h, k, False
+    stepper = ExplicitRK(None, y.size, options.rtol, options.atol, xp, fun=flow.rhs,
+                         tableau=tab)
+    opts = StepperOptions(rtol=float(options.rtol), atol=float(options.atol),
+                          max_steps=int(options.max_steps) - stats.nsteps - stats.nrej,
+                          first_step=h)
+    res = integrate(None, y, t_eval, lambda *_: stepper, opts, observe, t0=t, xp=xp,
+                    f0=f0, k0=k, predictive=True, cap_safety=_explicit.STABILITY_SAFETY,
+                    stiffness_memory=_explicit.STIFFNESS_MEMORY,
+                    stiff_steps=int(stiff_steps) if detect_stiffness else 0,
+                    dense=options.dense)
+    stats.nsteps += res.nsteps
+    stats.nrej += res.nrejected
+    stats.capped += res.ncapped
+    if res.stiff and stats.stiff_at is None:
+        stats.stiff_at = res.t_last
+    return res.status, res.t_last, res.y_last, res.h_next, res.n_done, res.stiff
 
 
 # --------------------------------------------------------------------------------------------
