@@ -30,13 +30,14 @@ and any layer with ``min(N_l, N_{l-1}) <= (s + 1) C`` -- keep dense stages and
 are combined elementwise as in the generic stepper.
 
 The error control, the step-size controller, output-time handling and failure
-reporting are those of ``_explicit.erk_solve`` (same constants, same formulas);
-only the rounding of the stage states differs, so the two steppers take the
-same steps except where an error norm sits within rounding of 1.
+reporting are those of ``_explicit.erk_solve`` (the same loop); only the rounding
+of the stage states differs, so the two steppers take the same steps except where
+an error norm sits within rounding of 1.
 
-This module is the numpy reference; ``_lowrank_kernels.lowrank_advance`` is its
-compiled twin (the same operations in the same order, the products through
-``_rhs.blas_dot``: bit for bit).
+This module is the numpy reference (plain numpy products and sums, its stepper run by
+the one adaptive loop ``methods.base.integrate`` through ``_explicit.adaptive_run``);
+``_lowrank_kernels.lowrank_advance`` is its compiled twin (the same operations in the
+same order, agreeing to the tolerance, not bit for bit).
 """
 from __future__ import annotations
 
@@ -44,7 +45,6 @@ import numpy as np
 
 from . import _explicit, _rhs
 from ._explicit import MAX_FACTOR, MIN_FACTOR
-from ._rhs import blas_dot as dot
 
 __all__ = ["Layout", "worth_factoring", "third_order_rest", "lowrank_solve",
            "lowrank_solve_numba"]
@@ -122,17 +122,16 @@ class _Stages:
         Wst = [None] * L
         for l in range(L):
             if not lay.factored[l]:
-                Wst[l] = Ws[l] + _combine_rows(w, self.kd[l], k).reshape(Ws[l].shape) \
-                    if k else Ws[l]
+                Wst[l] = Ws[l] + (w @ self.kd[l][:k]).reshape(Ws[l].shape) if k else Ws[l]
 
         def apply_left(l, A):       # A W_l^st
             if not lay.factored[l]:
-                return dot(A, Wst[l])
-            out = dot(A, Ws[l])
+                return A @ Wst[l]
+            out = A @ Ws[l]
             if k:
-                M = dot(A, self.ut[l][:k * C].T)
+                M = A @ self.ut[l][:k * C].T
                 M *= wr[None, :]
-                out += dot(M, self.vs[l][:k * C])
+                out += M @ self.vs[l][:k * C]
             return out
 
         def apply_right(l, G):      # G W_l^st^T
@@ -140,9 +139,9 @@ class _Stages:
                 return _rhs.times_transpose(G, Wst[l])
             out = _rhs.times_transpose(G, Ws[l])
             if k:
-                N = dot(G, self.vs[l][:k * C].T)
+                N = G @ self.vs[l][:k * C].T
                 N *= wr[None, :]
-                out += dot(N, self.ut[l][:k * C])
+                out += N @ self.ut[l][:k * C]
             return out
 
         A = [None] * L
@@ -153,7 +152,7 @@ class _Stages:
             W = apply_left(0, A[0])
         else:
             W = Wst[0]
-        G = p.Syx - (W if p.white else dot(W, p.Sxx))
+        G = p.Syx - (W if p.white else W @ p.Sxx)
         for l in range(L):
             if l > 0:
                 G = apply_right(l - 1, G)
@@ -164,7 +163,7 @@ class _Stages:
             elif l == L - 1:
                 self.kd[l][slot] = (G * eta).ravel()
             else:
-                self.kd[l][slot] = dot(A[l].T, G).ravel() * eta
+                self.kd[l][slot] = (A[l].T @ G).ravel() * eta
 
     def combination(self, w, out):
         """``out = sum_j w_j K_j`` over the first ``len(w)`` slots, as a dense flat vector (n,)."""
@@ -178,9 +177,9 @@ class _Stages:
                 # product has rank 8 C rather than 13 C
                 keep = wr != 0.0
                 Us = self.ut[l][:k * lay.C][keep] * wr[keep][:, None]
-                o[:] = dot(Us.T, self.vs[l][:k * lay.C][keep]).ravel()
+                o[:] = (Us.T @ self.vs[l][:k * lay.C][keep]).ravel()
             else:
-                o[:] = _combine_rows(w, self.kd[l], k)
+                o[:] = w @ self.kd[l][:k]
         return out
 
     def _gathered(self, l, w):
@@ -197,12 +196,11 @@ class _Stages:
 
         Returns ``(e5, e3)``, the sums over components of ``(d / sc)^2`` for
         ``d = sum_j we_j K_j`` and ``d = sum_j we3_j K_j + c3 sum_j wb_j K_j`` (0 if
-        ``we3`` is None), with ``sc = atol + rtol max(|y|, |y_new|)``, each summed
-        left to right within a layer or block.  One pass over the state: a factored
-        layer is processed in blocks of ``block_rows`` rows whose products stay in
-        cache, instead of writing dense vectors and reading them back.  (DOP853's
-        third-order weights are ``b`` plus three nonzeros, so passing the difference
-        as ``we3`` with ``c3 = 1/h`` makes its product rank 3C instead of 8C.)
+        ``we3`` is None), with ``sc = atol + rtol max(|y|, |y_new|)``.  One pass over
+        the state: a factored layer is processed in blocks of ``block_rows`` rows whose
+        products stay in cache, instead of writing dense vectors and reading them back.
+        (DOP853's third-order weights are ``b`` plus three nonzeros, so passing the
+        difference as ``we3`` with ``c3 = 1/h`` makes its product rank 3C instead of 8C.)
         """
         lay = self.lay
         e5 = e3 = 0.0
@@ -223,9 +221,9 @@ class _Stages:
                     e5, e3 = _finish_block(yl[sl], ynl[sl], pb, pe, p3, c3, rtol, atol, e5, e3)
             else:
                 k = self.kd[l]
-                pb = _combine_rows(wb, k, wb.size)
-                pe = _combine_rows(we, k, we.size)
-                p3 = _combine_rows(we3, k, we3.size) if we3 is not None else None
+                pb = wb @ k[:wb.size]
+                pe = we @ k[:we.size]
+                p3 = we3 @ k[:we3.size] if we3 is not None else None
                 e5, e3 = _finish_block(yl, ynl, pb, pe, p3, c3, rtol, atol, e5, e3)
         return e5, e3
 
@@ -247,18 +245,18 @@ class _Stages:
             if lay.factored[l]:
                 U, V = self.ut[l], self.vs[l]
                 GU, GV = _gram(U[:s * C]), _gram(V[:s * C])
-                ref += _seqsum((GU[:C, :C] * GV[:C, :C]).ravel())
-                dd += max(_seqsum((np.outer(wr, wr) * GU * GV).ravel()),
+                ref += float(np.sum(GU[:C, :C] * GV[:C, :C]))
+                dd += max(float(np.sum(np.outer(wr, wr) * GU * GV)),
                           _gram_rounding(GU, GV, wd, s, C, int(lay.rows[l] + lay.cols[l])))
                 GU, GV = _gram(U[(s - 1) * C:(s + 1) * C]), _gram(V[(s - 1) * C:(s + 1) * C])
-                num += _seqsum((np.outer(sg, sg) * GU * GV).ravel())
+                num += float(np.sum(np.outer(sg, sg) * GU * GV))
             else:
                 k = self.kd[l]
-                ref += _seqsum(k[0] * k[0])
+                ref += float(k[0] @ k[0])
                 d = k[s] - k[s - 1]
-                num += _seqsum(d * d)
-                d = _combine_rows(wd, k, s)
-                dd += _seqsum(d * d)
+                num += float(d @ d)
+                d = wd @ k[:s]
+                dd += float(d @ d)
         return num, dd, ref
 
     def fsal(self, s):
@@ -272,15 +270,6 @@ class _Stages:
                 self.kd[l][0] = self.kd[l][s]
 
 
-def _combine_rows(w, K, k):
-    """``sum_{j<k} w_j K_j`` accumulated in slot order, zero weights skipped, no BLAS."""
-    out = np.zeros(K.shape[1])
-    for j in range(k):
-        if w[j] != 0.0:
-            out += w[j] * K[j]
-    return out
-
-
 #: Entries of a factored layer handled per block by the step end (3 blocks of this
 #: many doubles, 768 kB, stay in a core's cache).
 BLOCK_ENTRIES = 131072
@@ -292,9 +281,8 @@ def block_rows(cols):
 
 
 def _gram(X):
-    """``X X^T`` as a plain product with a copied transpose (numpy would use a symmetric
-    rank-k update for ``X @ X.T``; the compiled twin calls the same general product)."""
-    return dot(X, np.ascontiguousarray(X.T))
+    """``X X^T``."""
+    return X @ X.T
 
 
 def _gram_rounding(GU, GV, wd, s, C, width):
@@ -316,8 +304,8 @@ def _gram_rounding(GU, GV, wd, s, C, width):
     sd = 0.0
     for j in range(s):
         a = j * C
-        du = _seqsum(np.diagonal(GU)[a:a + C].copy())
-        dv = _seqsum(np.diagonal(GV)[a:a + C].copy())
+        du = float(np.sum(np.diagonal(GU)[a:a + C]))
+        dv = float(np.sum(np.diagonal(GV)[a:a + C]))
         sd += abs(wd[j]) * np.sqrt(du * dv)
     return (width + s * C) * _EPS * (sd * sd)
 
@@ -329,12 +317,7 @@ def _prod(g, i0, i1):
     Ust, V = g
     if V.shape[0] == 0:
         return np.zeros((i1 - i0, V.shape[1]))
-    return dot(Ust[i0:i1], V)
-
-
-def _seqsum(v):
-    # left to right, as the compiled loop accumulates (np.sum is pairwise)
-    return float(np.cumsum(v)[-1]) if v.size else 0.0
+    return Ust[i0:i1] @ V
 
 
 def _finish_block(y, y_new, pb, pe, p3, c3, rtol, atol, e5, e3):
@@ -342,10 +325,10 @@ def _finish_block(y, y_new, pb, pe, p3, c3, rtol, atol, e5, e3):
     np.add(y, pb, out=y_new)
     sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
     q = pe / sc
-    e5 += _seqsum(q * q)
+    e5 += float(q @ q)
     if p3 is not None:
         q = (p3 + c3 * pb) / sc
-        e3 += _seqsum(q * q)
+        e3 += float(q @ q)
     return e5, e3
 
 
@@ -386,7 +369,7 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
     buf = np.empty(n)
 
     def interpolate(theta, y, y_new, h):
-        # y + sum_j (h B_j(theta)) K_j, as the step forms y_new (bit-equal to numba)
+        # y + sum_j (h B_j(theta)) K_j, as the step forms y_new
         st.combination(h * tab.dense_weights(theta), buf)
         np.add(buf, y, out=buf)
         return buf

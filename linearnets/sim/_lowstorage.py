@@ -43,13 +43,15 @@ cap, output times and failures are those of ``_explicit.adaptive_run``.  Dense o
 derivatives are not (slots 0 and 10), and the cubic Hermite interpolant on them
 (:func:`hermite_state`) is the tableau's own continuous extension ``SSPRK104.dense_P``.
 
-This module is the numpy reference; ``_lowstorage_kernels.ssp_advance`` is its
-compiled twin (the same products through ``_rhs.blas_dot``, the same sums in the
-same order: bit for bit).  Registered for ``"SSPRK104"`` on the numpy and numba
+This module is the numpy reference (plain numpy sums and products; its stepper runs in
+the one adaptive loop ``methods.base.integrate`` through ``_explicit.adaptive_run``);
+``_lowstorage_kernels.ssp_advance`` is its compiled twin (the same operations, agreeing
+to the tolerance, not bit for bit).  Registered for ``"SSPRK104"`` on the numpy and numba
 backends after ``_explicit`` (see ``_solvers._PLUGINS``), replacing the generic
 steppers there, except on states larger than LOWSTORAGE_MAX_BYTES whose layers are
 worth factoring: there the factored Butcher-tableau stepper of ``_lowrank`` runs
-(the two take the same steps).  The CuPy backend keeps the generic ``_stiff.erk_run``.
+(the two take the same steps up to rounding).  The CuPy backend keeps the generic
+``_stiff.erk_run``.
 """
 from __future__ import annotations
 
@@ -58,8 +60,7 @@ from scipy.linalg.blas import dgemm
 
 from . import _explicit, _lowrank, _rhs
 from ._explicit import MAX_FACTOR, MIN_FACTOR
-from ._lowrank import BLOCK_ENTRIES, _seqsum, block_rows
-from ._rhs import blas_dot as dot
+from ._lowrank import BLOCK_ENTRIES, block_rows
 from ._solvers import register_solver
 from ._tableaux import SSPRK104, cubic_hermite
 
@@ -144,18 +145,11 @@ def add_stage(q, c, st, k, problem):
         gemm_acc(qi.reshape(int(st.rows[i]), int(st.cols[i])), w, st.A(k, i), st.G(k, i))
 
 
-def _lanesum(v):
-    """Four interleaved left-to-right partial sums (element m into sum m % 4), then
-    ``(s0 + s1) + (s2 + s3)``: the order of the compiled loop, which vectorises."""
-    s = [_seqsum(v[j::4]) for j in range(4)]
-    return (s[0] + s[1]) + (s[2] + s[3])
-
-
 def _block_sums(y, y_new, q1, P, h, rtol, atol):
     sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
     d = ((y_new - y) - h * P) / sc
     v = y_new - q1
-    return _lanesum(d * d), _lanesum(v * v)
+    return float(d @ d), float(v @ v)
 
 
 def error_sums(y, y_new, q1, h, st, problem, rtol, atol):
@@ -185,7 +179,7 @@ def error_sums(y, y_new, q1, h, st, problem, rtol, atol):
         for i0 in range(0, r, rb):
             i1 = min(r, i0 + rb)
             sl = slice(i0 * cl, i1 * cl)
-            s5, sd = _block_sums(yi[sl], yni[sl], qi[sl], dot(U[i0:i1], V).ravel(), h, rtol,
+            s5, sd = _block_sums(yi[sl], yni[sl], qi[sl], (U[i0:i1] @ V).ravel(), h, rtol,
                                  atol)
             e5, dd = e5 + s5, dd + sd
     return e5, dd
@@ -194,19 +188,19 @@ def error_sums(y, y_new, q1, h, st, problem, rtol, atol):
 def _diff_sums(x1, x2, eta):
     k1 = eta * x1
     d = k1 - eta * x2
-    return _lanesum(d * d), _lanesum(k1 * k1)
+    return float(d @ d), float(k1 @ k1)
 
 
 def _inner(Ap, Aq, Gp, Gq):
     """``<Ap^T Gp, Aq^T Gq>_F = sum_ab (Ap^T Aq)_ab (Gp Gq^T)_ab``, from C x C products."""
-    return _seqsum((dot(Ap.T, Aq) * dot(Gp, Gq.T)).ravel())
+    return float(np.sum((Ap.T @ Aq) * (Gp @ Gq.T)))
 
 
 def _gram_sums(A1, G1, A2, G2, eta):
     """``(num, ref)`` of one layer from C x C Gram matrices, or None where cancellation
     may have spoilt them (either below ``GRAM_MIN_REL`` of the size of its terms)."""
-    nA1, nG1 = _seqsum(A1.ravel() ** 2), _seqsum(G1.ravel() ** 2)
-    nA2, nG2 = _seqsum(A2.ravel() ** 2), _seqsum(G2.ravel() ** 2)
+    nA1, nG1 = float(np.vdot(A1, A1)), float(np.vdot(G1, G1))
+    nA2, nG2 = float(np.vdot(A2, A2)), float(np.vdot(G2, G2))
     e2 = eta * eta
     k11 = _inner(A1, A1, G1, G1)
     ref = e2 * k11
@@ -245,7 +239,7 @@ def stiffness_sums(st, last, prev, problem):
         rb = block_rows(cl)
         for i0 in range(0, int(st.rows[i]), rb):
             i1 = i0 + rb
-            a, b = _diff_sums(dot(A1[i0:i1], G1).ravel(), dot(A2[i0:i1], G2).ravel(), eta)
+            a, b = _diff_sums((A1[i0:i1] @ G1).ravel(), (A2[i0:i1] @ G2).ravel(), eta)
             num, ref = num + a, ref + b
     return num, ref
 
@@ -281,7 +275,7 @@ def hermite_state(theta, y, y_new, h, st, problem, out):
 
     order 3 like the step's error estimate (the continuous extension ``SSPRK104.dense_P``
     of the tableau steppers, formed here from the factors).  Shared by the numpy and
-    numba solvers, so their outputs agree bit for bit.
+    numba solvers.
     """
     h01, h10, h11 = cubic_hermite(theta)
     np.subtract(y_new, y, out=out)

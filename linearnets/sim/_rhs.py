@@ -31,7 +31,8 @@ gradient, never an N x D partial product, and nothing depends on the number of
 samples P.  ``eta_l = eta * lr_scale[l]`` leaves room for per-layer learning rates.
 
 This module is the readable reference: the numba kernel (``_kernels.py``) and
-other backends implement the same formulas with the same product order.
+other backends implement the same formulas (with the same product order, though not
+the same rounding: the backends agree to the integration tolerance, not bit for bit).
 """
 from __future__ import annotations
 
@@ -101,8 +102,8 @@ def blas_dot(a, b, out=None):
     (matrix-vector shapes go to gemv/dot, as in numpy);
     numpy's ``@`` calls its own OpenBLAS build, whose kernels round some shapes
     differently (a 100 x 256 Gram differs in the last bit).  The reference steppers
-    multiply through this function so that the numpy and numba backends take the
-    same steps on any problem, not only where the two builds happen to agree.
+    no longer multiply through it (the backends agree to the tolerance, not bit for
+    bit); it is kept for comparing a product with the compiled one exactly.
 
     Parameters
     ----------
@@ -150,12 +151,12 @@ def times_transpose(G, W):
     """``G W^T`` (C x N_l) for ``G`` (C x N_{l-1}) and ``W`` (N_l x N_{l-1}).
 
     Computed as ``(W G^T)^T`` -- the same numbers, a faster BLAS call for a cached
-    ``W`` -- when ``W`` has at most ``TRANSPOSED_PRODUCT_MAX_BYTES``; the compiled
-    kernels take the same branch with the same operands, so both give identical bits.
+    ``W`` -- when ``W`` has at most ``TRANSPOSED_PRODUCT_MAX_BYTES`` (the compiled
+    kernels take the same branch).
     """
     if 8 * W.size <= TRANSPOSED_PRODUCT_MAX_BYTES:
-        return np.ascontiguousarray(blas_dot(W, np.ascontiguousarray(G.T)).T)
-    return blas_dot(G, W.T)
+        return (W @ G.T).T
+    return G @ W.T
 
 
 @dataclass(frozen=True, eq=False)
@@ -287,16 +288,15 @@ def chains(y, problem):
     shapes = problem.shapes
     Ws = unpack(y, shapes, problem.offsets)
     L = len(Ws)
-    # (products through blas_dot, transposed copies where the kernel copies: the same bits)
     At = [None] * L
     if L > 1:
-        At[L - 2] = np.ascontiguousarray(Ws[L - 1].T)
+        At[L - 2] = Ws[L - 1].T
         for i in range(L - 3, -1, -1):
-            At[i] = blas_dot(Ws[i + 1].T, At[i + 1])
-        WT = blas_dot(Ws[0].T, At[0])
+            At[i] = Ws[i + 1].T @ At[i + 1]
+        WT = Ws[0].T @ At[0]
     else:
-        WT = np.ascontiguousarray(Ws[0].T)
-    G = [problem.Syx - blas_dot(problem.Sxx, WT).T]
+        WT = Ws[0].T
+    G = [problem.Syx - (problem.Sxx @ WT).T]
     for i in range(1, L):
         G.append(times_transpose(G[-1], Ws[i - 1]))
     return At, G
@@ -326,7 +326,7 @@ def rhs(y, problem, out=None):
         if i == L - 1:
             np.multiply(G[i], problem.eta_l[i], out=dWs[i])
         else:
-            blas_dot(At[i], G[i], out=dWs[i])
+            np.matmul(At[i], G[i], out=dWs[i])
             dWs[i] *= problem.eta_l[i]
     return out
 
