@@ -46,7 +46,7 @@ from .methods.base import (DENSE_BATCH_BYTES, MAX_FACTOR, MIN_FACTOR, MIN_STEP_U
                            STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL,
                            STIFFNESS_STATE_ULPS, Stepper, StepperOptions, accept_step,
                            dense_batch_rows, integrate, observe_step, predictive_step,
-                           select_initial_step, stability_cap, step_after_accept,
+                           select_initial_step, stability_cap, step_after_accept,  # noqa: F401
                            step_after_reject, stiffness_estimate)
 from .methods.erk import ExplicitRK
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from . import _explicit, _rhs
 from ._explicit import MAX_FACTOR, MIN_FACTOR
+from .methods.base import sumsq
 
 __all__ = ["Layout", "worth_factoring", "third_order_rest", "lowrank_solve",
            "lowrank_solve_numba"]
@@ -252,11 +253,11 @@ class _Stages:
                 num += float(np.sum(np.outer(sg, sg) * GU * GV))
             else:
                 k = self.kd[l]
-                ref += float(k[0] @ k[0])
+                ref += sumsq(k[0])
                 d = k[s] - k[s - 1]
-                num += float(d @ d)
+                num += sumsq(d)
                 d = wd @ k[:s]
-                dd += float(d @ d)
+                dd += sumsq(d)
         return num, dd, ref
 
     def fsal(self, s):
@@ -325,10 +326,10 @@ def _finish_block(y, y_new, pb, pe, p3, c3, rtol, atol, e5, e3):
     np.add(y, pb, out=y_new)
     sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
     q = pe / sc
-    e5 += float(q @ q)
+    e5 += sumsq(q)
     if p3 is not None:
         q = (p3 + c3 * pb) / sc
-        e3 += float(q @ q)
+        e3 += sumsq(q)
     return e5, e3
 
 
@@ -364,7 +365,7 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
 
     def stiffness(h_try, y_new):
         return _explicit.stiffness_estimate(*st.stiffness_sums(s, wd), wsum, h_try,
-                                            float(y_new @ y_new))
+                                            sumsq(y_new))
 
     buf = np.empty(n)
 

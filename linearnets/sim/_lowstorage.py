@@ -61,6 +61,7 @@ from scipy.linalg.blas import dgemm
 from . import _explicit, _lowrank, _rhs
 from ._explicit import MAX_FACTOR, MIN_FACTOR
 from ._lowrank import BLOCK_ENTRIES, block_rows
+from .methods.base import sumsq
 from ._solvers import register_solver
 from ._tableaux import SSPRK104, cubic_hermite
 
@@ -149,7 +150,7 @@ def _block_sums(y, y_new, q1, P, h, rtol, atol):
     sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
     d = ((y_new - y) - h * P) / sc
     v = y_new - q1
-    return float(d @ d), float(v @ v)
+    return sumsq(d), sumsq(v)
 
 
 def error_sums(y, y_new, q1, h, st, problem, rtol, atol):
@@ -188,7 +189,7 @@ def error_sums(y, y_new, q1, h, st, problem, rtol, atol):
 def _diff_sums(x1, x2, eta):
     k1 = eta * x1
     d = k1 - eta * x2
-    return float(d @ d), float(k1 @ k1)
+    return sumsq(d), sumsq(k1)
 
 
 def _inner(Ap, Aq, Gp, Gq):
@@ -199,8 +200,8 @@ def _inner(Ap, Aq, Gp, Gq):
 def _gram_sums(A1, G1, A2, G2, eta):
     """``(num, ref)`` of one layer from C x C Gram matrices, or None where cancellation
     may have spoilt them (either below ``GRAM_MIN_REL`` of the size of its terms)."""
-    nA1, nG1 = float(np.vdot(A1, A1)), float(np.vdot(G1, G1))
-    nA2, nG2 = float(np.vdot(A2, A2)), float(np.vdot(G2, G2))
+    nA1, nG1 = sumsq(A1), sumsq(G1)
+    nA2, nG2 = sumsq(A2), sumsq(G2)
     e2 = eta * eta
     k11 = _inner(A1, A1, G1, G1)
     ref = e2 * k11
@@ -318,7 +319,7 @@ def ssp_solve(problem, y0, t_eval, options, observe, tab=SSPRK104):
         # |K_0|^2 of this step is |f(y_new)|^2 of the last (the same factors)
         num, ref = stiffness_sums(st, 10, 9, problem)
         rho = _explicit.stiffness_estimate(num, last["dd"] / h_try / h_try, last["ref"], wsum,
-                                           h_try, float(y_new @ y_new))
+                                           h_try, sumsq(y_new))
         last["ref"] = ref
         return rho
 

@@ -78,7 +78,7 @@ import numpy as np
 
 from .._solvers import FlowStatus
 
-__all__ = ["Stepper", "StepperOptions", "Result", "integrate", "rms_norm", "SAFETY",
+__all__ = ["Stepper", "StepperOptions", "Result", "integrate", "rms_norm", "sumsq", "SAFETY",
            "MIN_FACTOR", "MAX_FACTOR", "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH",
            "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY",
            "STIFFNESS_MIN_REL", "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES",
@@ -139,6 +139,16 @@ def rms_norm(x, xp=np):
     """Root-mean-square norm of ``x`` as a Python float."""
     n = x.size
     return float(xp.sqrt(xp.sum(x * x) / n)) if n else 0.0
+
+
+def sumsq(x, xp=np):
+    """``sum x^2`` as a Python float.
+
+    Elementwise, not ``x @ x``: numpy hands a long dot product to its threaded BLAS,
+    which on a loaded machine waits for busy cores (measured on this 2-core machine:
+    7.7 ms for n = 13,300, against 10 us elementwise).
+    """
+    return float(xp.sum(x * x))
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _tableaux
 from .._tableaux import Tableau
-from .base import Stepper, rms_norm, stiffness_estimate
+from .base import Stepper, rms_norm, stiffness_estimate, sumsq
 
 __all__ = ["ExplicitRK", "RK45", "DOP853", "SSPRK104", "BS32", "HE21", "STEPPERS",
            "BS32_TABLEAU", "HE21_TABLEAU"]
@@ -117,9 +117,8 @@ class ExplicitRK(Stepper):
         s = self.tableau.n_stages
         dv = K[s] - K[s - 1]
         dy = K[:s].T @ self._wd
-        return stiffness_estimate(float(xp.vdot(dv, dv)), float(xp.vdot(dy, dy)),
-                                  float(xp.vdot(K[0], K[0])), self._wsum, h,
-                                  float(xp.vdot(y_new, y_new)))
+        return stiffness_estimate(sumsq(dv, xp), sumsq(dy, xp), sumsq(K[0], xp), self._wsum, h,
+                                  sumsq(y_new, xp))
 
     def interpolate(self, theta, y, y_new, h):
         """The state at ``t + theta h`` inside the step just accepted, ``y + h sum_j
