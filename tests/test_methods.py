@@ -100,3 +100,86 @@ def test_sliding_surface_does_not_stall():
     assert r.kinks > 10 and r.sliding_time > 0.5 * 8 and r.fallback_steps > 0
     assert r.nsteps + r.nrejected < 20000
     assert "kink" in r.message
+
+
+def _linear(lams):
+    lam = np.asarray(lams, float)
+    return (lambda t, y: -lam * y), lam
+
+
+def test_dense_output_and_a_resumed_run_match_solve_ivp():
+    """``dense=True``: only the last output ends a step, the others come from the
+    continuous extension (order 4 for RK45), at the same tolerance as stepped outputs;
+    ``t0``/``k0``/``f0`` resume a run inside ``t_eval``."""
+    te = np.linspace(0.0, 10.0, 201)
+    rtol, atol = 1e-8, 1e-12
+    ref = solve_ivp(_rhs, (0, 10), [1.0, 0.5], t_eval=te, method="DOP853", rtol=1e-13,
+                    atol=1e-15).y.T
+    out = np.full((te.size, 2), np.nan)
+    opts = StepperOptions(rtol=rtol, atol=atol)
+    obs = lambda k, y: out.__setitem__(k, y)  # noqa: E731
+    stepped = integrate(_rhs, np.array([1.0, 0.5]), te, STEPPERS["RK45"], opts, obs)
+    assert np.max(np.abs(out - ref)) <= 50 * rtol
+    out[:] = np.nan
+    dense = integrate(_rhs, np.array([1.0, 0.5]), te, STEPPERS["RK45"], opts, obs, dense=True)
+    assert dense.status.success and dense.n_done == te.size
+    # the 200 outputs no longer each end a step (measured: 246 steps against 402)
+    assert dense.nsteps < 0.7 * stepped.nsteps
+    assert np.max(np.abs(out - ref)) <= 50 * rtol
+    # resumed at output 100 from the state there (f given: not evaluated again)
+    out[:] = np.nan
+    y100 = ref[100].copy()
+    part = integrate(_rhs, y100, te, STEPPERS["DOP853"], opts, obs, t0=te[100], k0=101,
+                     f0=_rhs(te[100], y100))
+    assert part.status.success and part.n_done == te.size
+    assert np.all(np.isnan(out[:101])) and np.max(np.abs(out[101:] - ref[101:])) <= 50 * rtol
+    assert part.nfev == 1 + 12 * (part.nsteps + part.nrejected)   # the initial step's one
+
+
+def test_stability_cap_and_stiffness_test():
+    """y' = -diag(1000, 1) y past the fast mode's decay: the accuracy controller keeps
+    growing the step past RK45's stability interval (3.3 / 1000) and has it rejected;
+    the cap ``cap_safety * boundary / rho`` from Hairer's estimate holds it inside, and
+    the stiffness test ends the run once the cap has set the step 15 times in a row."""
+    rhs, lam = _linear([1000.0, 1.0])
+    te = np.array([0.0, 5.0])
+    opts = StepperOptions(rtol=1e-6, atol=1e-9, max_steps=100000)
+
+    def run(**kw):
+        out = {}
+        r = integrate(rhs, np.array([1.0, 1.0]), te, STEPPERS["RK45"], opts,
+                      lambda k, y: out.__setitem__(k, y.copy()), **kw)
+        return r, out
+    free, yf = run()
+    capped, yc = run(cap_safety=mbase.STABILITY_SAFETY)
+    assert free.status.success and capped.status.success
+    assert free.nrejected >= 0.1 * free.nsteps          # measured: 245 of 1,554
+    # (measured: 89 rejections; once the fast mode has decayed to 1e-6 of the slow one
+    # the estimate sees nothing, the remembered one decays, and a step past the limit
+    # re-excites the mode until it is seen again)
+    assert capped.nrejected <= free.nrejected / 2 and capped.ncapped > 0
+    assert capped.nsteps + capped.nrejected < free.nsteps + free.nrejected
+    # the estimate is a lower bound on the spectral radius 1000 (the fast mode dominates
+    # the stage differences) and the held step sits at the cap
+    assert 0.5 * 1000 <= capped.rho <= 1000 * (1 + 1e-6)
+    assert capped.h_next == pytest.approx(mbase.STABILITY_SAFETY * 3.3 / capped.rho, rel=0.2)
+    exact = np.exp(-lam * te[-1])
+    for y in (yf[1], yc[1]):
+        assert np.max(np.abs(y - exact)) <= 50 * (1e-9 + 1e-6 * exact.max())
+    stiff, ys = run(cap_safety=mbase.STABILITY_SAFETY, stiff_steps=15)
+    assert stiff.status.success and stiff.stiff and stiff.n_done == 1 and 1 not in ys
+    assert 0.0 < stiff.t_last < te[-1]       # measured: t = 1.25
+    assert stiff.ncapped >= 15
+
+
+def test_predictive_controller_on_a_blow_up():
+    """y' = y^2 towards its pole: the error grows from step to step, the standard
+    controller has about every second attempt rejected, the predictive one almost none."""
+    te = np.array([0.0, 1.0 - 1e-3])
+    opts = StepperOptions(rtol=1e-6, atol=1e-12)
+    rs = [integrate(lambda t, y: y * y, np.array([1.0]), te, STEPPERS["RK45"], opts,
+                    lambda k, y: None, predictive=p) for p in (False, True)]
+    std, pred = rs
+    assert std.status.success and pred.status.success
+    assert std.nrejected >= 0.4 * std.nsteps and pred.nrejected <= max(2, 0.1 * pred.nsteps)
+    assert pred.nfev <= 0.6 * std.nfev
