@@ -23,13 +23,15 @@ from .. import backend as _backend
 from .._validation import check_positive
 from . import flow as _flow
 from .methods import STEPPERS, StepperOptions, integrate
+from .methods.rosw import ROSENBROCK
 from .models import get_model, parse_options
 from .models.linear import expressible, linear_mapping
 from .models.mlp import check_biases
 from .network import check_weights
 
 __all__ = ["gradient_flow", "needs_general", "linear_fast_path", "GENERAL_RECORDABLE",
-           "KINK_RTOL", "FALLBACK"]
+           "KINK_RTOL", "FALLBACK", "ROSENBROCK_FALLBACK", "general_methods", "stepper_for",
+           "rate_metric"]
 
 #: What ``record=`` can ask for on this path (``"modes"``/``"conservation"`` linear only).
 GENERAL_RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation")
@@ -37,8 +39,56 @@ GENERAL_RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation")
 #: Default relative tolerance of the low-order stepper at kinks: ``max(rtol, KINK_RTOL)``.
 KINK_RTOL = 1e-4
 
-#: The low-order pair used at kinks.
+#: The low-order pair used at kinks by the explicit methods.
 FALLBACK = "BS32"
+
+#: The stepper used at kinks by a Rosenbrock-W primary ("same": the primary itself at
+#: ``kink_rtol``; None: no switch; or a method name).  BS32, as for the explicit methods:
+#: measured cheaper than "same" and than no switch both on a small sliding ReLU flow and on
+#: a stiff wide one (docs/benchmarks_mlp.md, "Kinks under ROS34PW2").  It is
+#: stability-bound, but only for the fallback's stretches (``CALM_STEPS`` calm steps
+#: bring the Rosenbrock method back).
+ROSENBROCK_FALLBACK = "BS32"
+
+
+def general_methods():
+    """The method names of the general path (``"auto"`` is DOP853 there)."""
+    return tuple(STEPPERS) + tuple(ROSENBROCK) + ("auto",)
+
+
+def rate_metric(net, options):
+    """The positive diagonal ``M`` (n,) with ``M J`` symmetric for gradient flow
+    ``J = -R Hess``: ``R^{-1}``, the inverse per-parameter rates (the model's own ``metric``
+    attribute if it has one); None when the rates are uniform (``J`` is then symmetric).
+
+    Arrays of the state named ``W<l>``/``b<l>`` (the models' layouts) move at
+    ``eta lr_scales[l - 1]``."""
+    own = getattr(net, "metric", None)
+    if own is not None:
+        return own
+    s = np.asarray(options.lr_scales, dtype=np.float64)
+    if s.size == 0 or np.all(s == s[0]):
+        return None
+    parts = []
+    for name, shp in zip(net.layout.names, net.layout.shapes):
+        rate = options.eta * float(s[int(name[1:]) - 1])
+        parts.append(np.full(int(np.prod(shp, dtype=np.int64)), 1.0 / rate))
+    return net.xp.asarray(np.concatenate(parts))
+
+
+def stepper_for(name, net, options):
+    """``(primary, fallback)`` stepper classes of method ``name`` for model ``net`` (the
+    fallback only for a piecewise-smooth model): a Rosenbrock-W method gets the model's
+    ``jvp`` (None: finite differences) and :func:`rate_metric` bound."""
+    if name in ROSENBROCK:
+        primary = ROSENBROCK[name].bind(jvp=getattr(net, "jvp", None),
+                                        metric=rate_metric(net, options))
+        low = primary if ROSENBROCK_FALLBACK == "same" else None if ROSENBROCK_FALLBACK is None else (
+            STEPPERS.get(ROSENBROCK_FALLBACK) or ROSENBROCK.get(ROSENBROCK_FALLBACK))
+    else:
+        primary = STEPPERS[name]
+        low = STEPPERS[FALLBACK]
+    return primary, (None if net.smooth else low)
 
 
 def needs_general(activation="linear", biases=None, multipliers=None, alpha=1.0,
@@ -171,8 +221,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         raise ValueError("dense=True is available on the linear sufficient-statistics path "
                          "only (this network steps onto every output time: dense=False)")
     name = "DOP853" if method == "auto" else method
-    if name not in STEPPERS:
-        raise ValueError(f"method must be one of {tuple(STEPPERS) + ('auto',)} for this "
+    if not isinstance(name, str) or name not in STEPPERS and name not in ROSENBROCK:
+        raise ValueError(f"method must be one of {general_methods()} for this "
                          f"network, got {method!r}")
     _backend.check_backend(backend)
     if model is None:
@@ -277,8 +327,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     opts = StepperOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
                           kink_rtol=kink_rtol)
     with np.errstate(over="ignore", invalid="ignore"):
-        raw = integrate(lambda t, y: net.rhs(y), net.y0, t_eval, STEPPERS[name], opts, observe,
-                        fallback=None if net.smooth else STEPPERS[FALLBACK],
+        primary, low = stepper_for(name, net, options)
+        raw = integrate(lambda t, y: net.rhs(y), net.y0, t_eval, primary, opts, observe,
+                        fallback=low,
                         switches=None if net.smooth else net.switches, stop=stop_fn, xp=xp)
     y_last = to_np(raw.y_last)
     host = net.layout.unpack(np.array(y_last, dtype=np.float64, copy=True))

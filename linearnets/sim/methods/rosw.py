@@ -1,0 +1,254 @@
+"""A Rosenbrock-W stepper for the general simulator (any model, any array namespace).
+
+:class:`RosenbrockWStepper` advances ``dy/dt = rhs(t, y)`` by the Rosenbrock-W method
+ROS34PW2 of Rang & Angermann, BIT 45 (2005) 761-787 (4 stages, order 3, embedded order
+2, L-stable, stiffly accurate; its tableau and the U-form transform are
+:data:`linearnets.sim._stiff.ROS34PW2` and ``RosenbrockW.transformed``).  It knows
+nothing about networks: it sees ``rhs(t, y)`` and, optionally, a Jacobian-vector
+product ``jvp(y, v)`` and a positive diagonal ``metric`` (both bound to the class by
+:meth:`RosenbrockWStepper.bind`).
+
+The step (U-form of ``_stiff.RosenbrockW``), with ``J`` frozen at the step's start ``y``:
+
+    (I - h gamma J) U_i = h gamma f(y + sum_j a_ij U_j) + gamma sum_{j<i} c_ij U_j,
+    y_new = y + sum_i m_i U_i,   error  sum_i e_i U_i .
+
+Jacobian
+--------
+``J v`` is the bound ``jvp(y, v)`` when there is one (a model's exact ``jvp``), otherwise
+a forward finite difference of ``rhs`` at the step's base point, one evaluation per
+product::
+
+    J v ~ (rhs(y + eps v) - f(y)) / eps,   eps = sqrt(u (1 + |y|_2)) / |v|_2,
+
+``u`` the float64 unit roundoff: the increment rule of NITSOL (Pernice & Walker, SIAM J.
+Sci. Comput. 19 (1998) 302-318, eq. (2.2); Knoll & Keyes, J. Comput. Phys. 193 (2004)
+357-397, section 2.2), which balances the O(eps) truncation against the O(u/eps)
+rounding of the difference.  The approximation is legitimate because ROS34PW2 is a
+*W-method*: its order conditions hold for any matrix in place of the exact Jacobian
+(Rang & Angermann 2005, section 2; Hairer & Wanner, *Solving ODEs II*, IV.7, "W-methods"),
+so an approximate ``J`` costs stability margin, not order.  ``J`` (its base point and
+``f(y)``) is frozen at the start of each step, as W-methods assume.
+
+Linear solves
+-------------
+Gradient flow ``dtheta/dt = -R grad L`` has ``J = -R Hess L``, ``R`` the positive diagonal
+of per-parameter rates; it is symmetric only when ``R`` is uniform, but ``R^{-1} J`` is
+always symmetric.  With ``metric = R^{-1}`` (any positive diagonal ``M`` with ``M J``
+symmetric; ``None`` for the identity) the operator ``A = I - h gamma J`` is self-adjoint
+in the inner product ``<u, v>_M = sum M u v``, and positive definite wherever
+``h gamma`` times the largest positive eigenvalue of ``J`` (a saddle's escape rate) is
+below 1.  The systems are solved by conjugate gradients in that inner product
+(Hestenes & Stiefel 1952 with ``<., .>_M``), matrix-free, on numpy or CuPy alike, from
+the start ``x = b`` (exact on the null space of ``J``) until the residual's RMS in the
+step's error units ``atol + rtol |y|`` is below :data:`KRYLOV_TOL` (as
+``_stiff.cg_solve``).  A finite-difference ``J`` of a non-symmetric or non-smooth field
+is only approximately self-adjoint; CG still converges on it in practice, and when it
+does not the step is rejected.
+
+A failed solve (non-positive curvature, no convergence in :data:`MAX_KRYLOV` products,
+a non-finite residual) rejects the step with the finite error norm
+:data:`FAILED_SOLVE_ERR`: ``methods.base.integrate`` then shrinks the step by its
+``MIN_FACTOR`` like any rejection; an infinite norm would count the attempt as a
+non-finite state, and a run of them would end as ``NONFINITE`` rather than
+``STEP_UNDERFLOW``.  A non-finite ``y_new`` or ``f_new`` still returns ``err = inf``.
+
+Counting
+--------
+:attr:`RosenbrockWStepper.n_evals` is a property: the evaluations the *last* attempt
+used (its three stage right-hand sides, ``f(y_new)``, and one per Krylov product,
+finite-difference or exact ``jvp``), which is what ``integrate`` adds to ``nfev`` after
+each attempt.  The totals are kept in ``n_rhs`` and ``n_jvp`` (Krylov products).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._stiff import ROS34PW2 as ROS34PW2_TABLEAU
+from .base import Stepper
+
+__all__ = ["RosenbrockWStepper", "ROS34PW2", "ROSENBROCK", "KRYLOV_TOL", "MAX_KRYLOV",
+           "FAILED_SOLVE_ERR"]
+
+#: A Krylov solve stops when the RMS of its residual over ``atol + rtol |y|`` is below this.
+KRYLOV_TOL = 1e-1
+#: Products allowed in one Krylov solve; more rejects the step.
+MAX_KRYLOV = 60
+#: The error norm a step gets when one of its Krylov solves fails: a finite value far
+#: above 1, so that ``integrate`` rejects it and shrinks the step by ``MIN_FACTOR``.
+FAILED_SOLVE_ERR = 1e3
+
+_U = np.finfo(np.float64).eps
+
+
+def _vdot(xp, a, b):
+    return float(xp.vdot(a, b))
+
+
+class RosenbrockWStepper(Stepper):
+    """ROS34PW2 on ``rhs(t, y)`` with Krylov (CG) stage solves; see the module docstring.
+
+    Class attributes (set by :meth:`bind`):
+
+    jvp : callable ``jvp(y, v) -> J(y) v`` or None
+        None: forward finite differences of ``rhs``.
+    metric : ndarray (n,) or None
+        Positive weights ``M`` with ``M J`` symmetric (None: the identity).
+    """
+
+    tableau = ROS34PW2_TABLEAU
+    MAX_FACTOR = 5.0
+    jvp = None
+    metric = None
+    krylov_tol = KRYLOV_TOL
+    max_krylov = MAX_KRYLOV
+
+    @classmethod
+    def bind(cls, jvp=None, metric=None):
+        """A subclass with ``jvp`` and ``metric`` bound (what ``integrate`` instantiates)."""
+        attrs = dict(jvp=staticmethod(jvp) if jvp is not None else None, metric=metric)
+        return type(cls.__name__, (cls,), attrs)
+
+    def __init__(self, rhs, n, rtol, atol, xp=np):
+        super().__init__(rhs, n, rtol, atol, xp)
+        a, c, m, e = self.tableau.transformed()
+        self._a, self._c, self._m, self._e = a, c, m, e
+        self._g = float(self.tableau.gamma)
+        self._ct = [float(v) for v in self.tableau.alpha.sum(axis=1)]
+        self._M = None if self.metric is None else xp.asarray(self.metric, dtype=xp.float64)
+        if self._M is not None and self._M.shape != (self.n,):
+            raise ValueError(f"metric: expected shape ({self.n},), got {self._M.shape}")
+        self._last = self.tableau.n_stages
+        self.n_rhs = 0
+        self.n_jvp = 0
+        self.n_failed = 0
+
+    @property
+    def n_evals(self) -> int:
+        """Evaluations (right-hand sides and Krylov products) of the last attempt."""
+        return self._last
+
+    # -- the frozen Jacobian ------------------------------------------------------------
+    def _freeze(self, t, y, f):
+        """``v -> J v`` at the step's base point ``(t, y)``, ``f = rhs(t, y)``."""
+        xp = self.xp
+        if self.jvp is not None:
+            jvp = self.jvp
+            return lambda v: jvp(y, v)
+        ny = math.sqrt(_vdot(xp, y, y))
+        num = math.sqrt(_U * (1.0 + ny))
+        rhs = self.rhs
+
+        def fd(v):
+            nv = math.sqrt(_vdot(xp, v, v))
+            if nv == 0.0:
+                return xp.zeros_like(v)
+            eps = num / nv
+            return (rhs(t, y + eps * v) - f) * (1.0 / eps)
+        return fd
+
+    def _dot(self, a, b):
+        xp = self.xp
+        if self._M is None:
+            return _vdot(xp, a, b)
+        return float(xp.sum(self._M * a * b))
+
+    def _solve(self, Jv, hg, b, scale):
+        """CG in the ``metric`` inner product on ``(I - hg J) x = b``: ``(x or None, products)``."""
+        xp = self.xp
+        n = b.size
+        x = b.copy()
+        r = Jv(x) * hg                       # b - (x - hg J x) with x = b
+        its = 1
+
+        def small(res):
+            v = res / scale
+            s = _vdot(xp, v, v)
+            return math.isfinite(s) and math.sqrt(s / n) <= self.krylov_tol
+        if small(r):
+            return x, its
+        p = r.copy()
+        rr = self._dot(r, r)
+        while its < self.max_krylov:
+            Ap = p - hg * Jv(p)
+            its += 1
+            pAp = self._dot(p, Ap)
+            if not (pAp > 0.0 and math.isfinite(pAp)):
+                return None, its
+            alpha = rr / pAp
+            x += alpha * p
+            r -= alpha * Ap
+            if small(r):
+                return x, its
+            rr_new = self._dot(r, r)
+            if not math.isfinite(rr_new):
+                return None, its
+            p *= rr_new / rr
+            p += r
+            rr = rr_new
+        return None, its
+
+    # -- one step -------------------------------------------------------------------------
+    def attempt(self, t, y, f, h):
+        xp = self.xp
+        a, c, m, e = self._a, self._c, self._m, self._e
+        g = self._g
+        hg = h * g
+        s = self.tableau.n_stages
+        scale = self.atol + self.rtol * xp.abs(y)
+        Jv = self._freeze(t, y, f)
+        nrhs = njvp = 0
+        U = []
+        for i in range(s):
+            if i == 0:
+                fi = f
+            else:
+                Yi = y.copy()
+                for j in range(i):
+                    if a[i, j] != 0.0:
+                        Yi += a[i, j] * U[j]
+                fi = self.rhs(t + h * self._ct[i], Yi)
+                nrhs += 1
+            b = fi * hg
+            for j in range(i):
+                if c[i, j] != 0.0:
+                    b += (g * c[i, j]) * U[j]
+            x, its = self._solve(Jv, hg, b, scale)
+            njvp += its
+            if x is None:
+                self._count(nrhs, njvp)
+                self.n_failed += 1
+                return y, f, FAILED_SOLVE_ERR
+            U.append(x)
+        y_new = y.copy()
+        errv = xp.zeros_like(y)
+        for i in range(s):
+            y_new += m[i] * U[i]
+            errv += e[i] * U[i]
+        f_new = xp.array(self.rhs(t + h, y_new), copy=True)
+        nrhs += 1
+        self._count(nrhs, njvp)
+        if not bool(xp.all(xp.isfinite(y_new))) or not bool(xp.all(xp.isfinite(f_new))):
+            return y_new, f_new, np.inf
+        sc = self.atol + self.rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
+        v = errv / sc
+        err = math.sqrt(_vdot(xp, v, v) / self.n) if self.n else 0.0
+        return y_new, f_new, err
+
+    def _count(self, nrhs, njvp):
+        self._last = nrhs + njvp
+        self.n_rhs += nrhs
+        self.n_jvp += njvp
+
+
+class ROS34PW2(RosenbrockWStepper):
+    """ROS34PW2 (Rang & Angermann 2005) on the general simulator."""
+
+    tableau = ROS34PW2_TABLEAU
+
+
+#: Method name -> Rosenbrock-W stepper class of the general simulator (bind a model's
+#: ``jvp``/``metric`` with ``cls.bind`` before handing it to ``integrate``).
+ROSENBROCK = {"ROS34PW2": ROS34PW2}

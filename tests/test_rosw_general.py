@@ -1,0 +1,231 @@
+"""ROS34PW2 on the general simulator (``sim/methods/rosw.py``): the stepper on its own, and
+``gradient_flow(..., method="ROS34PW2")`` on nonlinear networks against solve_ivp."""
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+from scipy.linalg import expm
+
+import linearnets as ln
+from linearnets.backend import numba_available
+from linearnets.sim import general
+from linearnets.sim.methods import StepperOptions, integrate
+from linearnets.sim.methods.rosw import (FAILED_SOLVE_ERR, ROS34PW2, ROSENBROCK,
+                                         RosenbrockWStepper)
+from linearnets.sim.models import get_model, parse_options
+from linearnets.sim.models.mlp import check_biases
+
+
+# ------------------------------------------------------------------ the stepper alone
+def _linear_problem(n=12, seed=0, lam_max=1e3, uniform=False):
+    """``y' = -R H y`` with H SPD (eigenvalues 1 .. lam_max) and R a positive diagonal."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    H = (Q * np.geomspace(1.0, lam_max, n)) @ Q.T
+    R = np.ones(n) if uniform else rng.uniform(0.2, 2.0, n)
+    J = -(R[:, None] * H)
+    return J, R, rng.standard_normal(n)
+
+
+def _run(J, y0, T, cls, rtol, atol=1e-12, max_steps=100_000):
+    calls = [0]
+
+    def rhs(t, y):
+        calls[0] += 1
+        return J @ y
+    out = {}
+    res = integrate(rhs, y0, np.array([T]), cls, StepperOptions(rtol=rtol, atol=atol,
+                                                                max_steps=max_steps),
+                    lambda k, y: out.__setitem__(k, y.copy()))
+    return res, out.get(0), calls[0]
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_linear_ode_against_expm_and_honest_nfev(uniform):
+    """Non-symmetric J = -R H solved by CG in the R^-1 metric: error in units of rtol, and
+    ``nfev`` equal to the right-hand-side calls (finite-difference products included)."""
+    J, R, y0 = _linear_problem(uniform=uniform, lam_max=1e5)
+    T = 2.0
+    exact = expm(J * T) @ y0
+    cls = ROS34PW2.bind(metric=None if uniform else 1.0 / R)
+    steps = {}
+    for rtol in (1e-5, 1e-7):
+        res, y, calls = _run(J, y0, T, cls, rtol)
+        assert res.status.success
+        err = np.abs(y - exact).max() / np.abs(y0).max()
+        assert err < 30 * rtol
+        assert res.nfev == calls
+        steps[rtol] = res.nsteps
+    # |lambda|_max T >= 4e4: an explicit method needs >= 4e4 / boundary (~6) steps
+    lam = np.abs(np.linalg.eigvals(J)).max()
+    assert steps[1e-5] < lam * T / 6.4 / 20, (steps, lam)
+
+
+def test_exact_jvp_counts_products():
+    J, R, y0 = _linear_problem(uniform=False)
+    nj = [0]
+
+    def jvp(y, v):
+        nj[0] += 1
+        return J @ v
+    cls = ROS34PW2.bind(jvp=jvp, metric=1.0 / R)
+    res, y, calls = _run(J, y0, 2.0, cls, 1e-6)
+    assert res.status.success
+    assert res.nfev == calls + nj[0]
+    assert np.abs(y - expm(2.0 * J) @ y0).max() < 30e-6 * np.abs(y0).max()
+
+
+def test_failed_krylov_solve_rejects_and_shrinks():
+    """A solve that cannot converge returns a finite error norm: the loop shrinks the step
+    (the run still succeeds on small steps) and never reports a non-finite state."""
+    J, R, y0 = _linear_problem(uniform=True, lam_max=1e4)
+    Starved = type("Starved", (ROS34PW2.bind(),), dict(max_krylov=2))
+    st = Starved(lambda t, y: J @ y, y0.size, 1e-6, 1e-12)
+    f = J @ y0
+    _, _, err = st.attempt(0.0, y0, f, 1.0)
+    assert err == FAILED_SOLVE_ERR and st.n_failed == 1
+    res, y, _ = _run(J, y0, 0.05, Starved, 1e-6)
+    assert res.status.success and res.nrejected >= 1
+    assert np.abs(y - expm(0.05 * J) @ y0).max() < 30e-6 * np.abs(y0).max()
+
+
+def test_registry():
+    assert ROSENBROCK["ROS34PW2"] is ROS34PW2
+    assert issubclass(ROS34PW2, RosenbrockWStepper)
+    assert "ROS34PW2" in general.general_methods()
+
+
+# ------------------------------------------------------------------ networks vs solve_ivp
+def _net_problem(act, biases, P=24, sizes=(4, 10, 10, 1), seed=3, hinge=False):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((P, sizes[0]))
+    if hinge:
+        Y = np.sign(X[:, :1] + 0.3 * X[:, 1:2] + 1e-3)
+    else:
+        Y = np.tanh(X[:, :1] - 0.5 * X[:, 1:2])
+    ws = ln.init_network(sizes, 1.2, seed=seed)
+    bs = [0.1 * rng.standard_normal(s) for s in sizes[1:-1]] if biases else None
+    return ws, bs, X, Y
+
+
+def _reference(ws, bs, X, Y, t_eval, kw, rtol=1e-12):
+    """solve_ivp DOP853 on the flattened parameters with the model's numpy rhs."""
+    opts = parse_options(len(ws), **{k: v for k, v in kw.items()
+                                     if k in ("activation", "alpha", "centered", "loss",
+                                              "lr_scales", "multipliers")})
+    net = get_model("mlp")(ws, check_biases(bs, tuple(w.shape for w in ws)), opts)
+    net.prepare(X, Y)
+    sol = solve_ivp(lambda t, y: net.rhs(y), (0.0, t_eval[-1]), net.y0, method="DOP853",
+                    t_eval=t_eval, rtol=rtol, atol=1e-14)
+    assert sol.success
+    return np.stack([net.outputs(y, X) for y in sol.y.T]), net
+
+
+CASES = [
+    ("tanh", False, None), ("tanh", True, (1.0, 3.0, 0.5)),
+    (("softplus", 2.0), False, (0.5, 1.0, 4.0)), (("softplus", 2.0), True, None),
+    ("relu", False, None), ("relu", True, (2.0, 0.5, 1.0)),
+]
+
+
+@pytest.mark.parametrize("act,biases,lr", CASES)
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_trajectory_against_solve_ivp(act, biases, lr, backend):
+    if backend == "numba" and not numba_available():
+        pytest.skip("numba not installed")
+    kinked = act == "relu"
+    # ReLU: random data that reaches kinks (and slides along them for most of the run)
+    ws, bs, X, Y = (_net_problem(act, biases, seed=4, P=16) if kinked
+                    else _net_problem(act, biases))
+    t_eval = np.array([0.0, 0.5, 1.0]) if kinked else np.array([0.0, 0.5, 2.0])
+    kw = dict(activation=act, lr_scales=lr)
+    Fref, _ = _reference(ws, bs, X, Y, t_eval, kw, rtol=1e-10 if kinked else 1e-12)
+    rtol, kink_rtol = 1e-7, 1e-5
+    tr = ln.gradient_flow(ws, X, Y, t_eval, rtol=rtol, atol=1e-12, kink_rtol=kink_rtol,
+                          method="ROS34PW2", biases=bs, record=("outputs",),
+                          backend=backend, **kw)
+    assert tr.success and tr.method == "ROS34PW2"
+    assert tr.backend == backend
+    err = np.abs(tr.outputs - Fref).max() / np.abs(Fref).max()
+    if kinked:
+        # accuracy O(kink_rtol) near kinks (methods/base.py); measured <= 4.3 kink_rtol
+        assert tr.kinks > 0 and tr.sliding_time > 0
+        assert err < 20 * kink_rtol, err
+    else:
+        # global error a few rtol over the run; measured below 10 rtol
+        assert err < 100 * rtol, err
+
+
+def test_soft_hinge_margin_stop_against_solve_ivp():
+    ws, _, X, Y = _net_problem("tanh", False, hinge=True)
+    kw = dict(activation="tanh", loss=("soft_hinge", 5.0), alpha=1.0)
+    rtol = 1e-7
+    tr = ln.gradient_flow(ws, X, Y, [0.0, 50.0], rtol=rtol, atol=1e-12, method="ROS34PW2",
+                          record=("outputs",), stop="margin", **kw)
+    assert tr.success and tr.t_stop is not None and 0 < tr.t_stop < 50
+    margins = (Y * tr.outputs[-1]).ravel()
+    assert margins.min() == pytest.approx(1.0, abs=1e-6)
+    Fref, _ = _reference(ws, None, X, Y, np.array([0.0, tr.t_stop]), kw)
+    err = np.abs(tr.outputs[-1] - Fref[-1]).max() / np.abs(Fref[-1]).max()
+    assert err < 100 * rtol, err
+
+
+def test_numba_and_numpy_agree():
+    if not numba_available():
+        pytest.skip("numba not installed")
+    ws, bs, X, Y = _net_problem(("softplus", 2.0), True)
+    outs = {}
+    rtol = 1e-8
+    for be in ("numpy", "numba"):
+        tr = ln.gradient_flow(ws, X, Y, [0.0, 1.0, 3.0], rtol=rtol, method="ROS34PW2",
+                              biases=bs, activation=("softplus", 2.0), backend=be,
+                              lr_scales=(1.0, 2.0, 0.5), record=("outputs",))
+        assert tr.success and tr.backend == be
+        outs[be] = tr.outputs
+    assert np.abs(outs["numpy"] - outs["numba"]).max() < 10 * rtol * np.abs(outs["numpy"]).max()
+
+
+# ------------------------------------------------------------------ stiffness
+def _lambda_max(net, y, iterations=60, seed=0):
+    """Largest |eigenvalue| of J = d rhs / dy at y (power iteration on FD products)."""
+    v = np.random.default_rng(seed).standard_normal(y.size)
+    f = net.rhs(y).copy()
+    lam = 0.0
+    for _ in range(iterations):
+        v /= np.linalg.norm(v)
+        eps = 1e-7 * (1 + np.linalg.norm(y))
+        w = (net.rhs(y + eps * v) - f) / eps
+        lam = np.linalg.norm(w)
+        v = w
+    return lam
+
+
+def test_stiff_problem_far_fewer_evaluations():
+    """A fast last layer (lr_scales 1, 1e4) makes a smooth net stiff (|lambda| ~ 2.4e4, the
+    last layer's rate times its feature Gram's top eigenvalue): explicit steps are held to
+    ``boundary / |lambda|``; ROS34PW2's are not (measured ~9x fewer evaluations than the
+    floor)."""
+    ws, bs, X, Y = _net_problem("tanh", False, P=30, sizes=(3, 12, 1), seed=5)
+    kw = dict(activation="tanh", lr_scales=(1.0, 1e4))
+    T, rtol = 1.0, 1e-5
+    _, net = _reference(ws, None, X, Y, np.array([0.0, 1e-3]), kw, rtol=1e-6)
+    runs = {m: ln.gradient_flow(ws, X, Y, [T], rtol=rtol, method=m, backend="numpy",
+                                record=("weights",), **kw) for m in ("DOP853", "ROS34PW2")}
+    assert all(r.success for r in runs.values())
+    lam = min(_lambda_max(net, net.y0),
+              _lambda_max(net, net.layout.pack(list(runs["DOP853"].weights))))
+    # DOP853: stability boundary 6.39, 12 evaluations a step
+    floor = 12 * lam * T / 6.4
+    assert lam * T > 1000
+    assert runs["DOP853"].nfev > 0.5 * floor
+    assert runs["ROS34PW2"].nfev < floor / 4, (runs["ROS34PW2"].nfev, floor)
+    w_d, w_r = runs["DOP853"].weights, runs["ROS34PW2"].weights
+    scale = max(np.abs(w).max() for w in w_d)
+    assert max(np.abs(a - b).max() for a, b in zip(w_d, w_r)) < 100 * rtol * scale
+
+
+# ------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("bad", ["ROS34PW3", "ros34pw2", 3, None])
+def test_bad_method(bad):
+    ws, _, X, Y = _net_problem("tanh", False)
+    with pytest.raises(ValueError, match="method"):
+        ln.gradient_flow(ws, X, Y, [0.0, 1.0], method=bad, activation="tanh")
