@@ -598,7 +598,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     ``Y / (alpha M) (+ X W_0^T)``, rates ``eta M^2 lr_scales``, ``M = prod m_l``:
     ``linearnets.sim.models.linear``); other networks (and stop rules) run on raw
     samples through ``linearnets.sim.general``, where ``method`` is one of
-    ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``, ``"BS32"``, ``"HE21"`` (``"auto"``: DOP853),
+    ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``, ``"BS32"``, ``"HE21"`` (``"auto"``: DOP853) or
+    the Rosenbrock-W ``"ROS34PW2"`` (matrix-free CG stage solves, for stiff networks:
+    ``linearnets.sim.methods.rosw``; BS32 at kinks, as for the others),
     ``backend="cupy"`` runs the numpy reference on CuPy arrays, and ``"numba"`` (and
     ``"auto"`` where numba is installed) the compiled MLP of
     ``linearnets.sim.models._mlp_kernels``.  ``end_to_end`` and ``"modes"`` exist only for linear activations

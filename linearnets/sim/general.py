@@ -190,6 +190,19 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     network whose options the sufficient statistics express without a stop rule takes
     :func:`linear_fast_path`, another linear one with the squared loss the ``"linear"``
     model, everything else the ``"mlp"`` model.
+
+    Methods: the explicit pairs of ``methods.erk.STEPPERS`` (``"auto"`` is DOP853 here:
+    no switching rule has been measured safe on this path) and the Rosenbrock-W
+    ``"ROS34PW2"`` of ``methods.rosw`` (Rang & Angermann 2005), whose stage systems
+    ``(I - h gamma J) x = b`` are solved by CG in the metric of :func:`rate_metric`, with
+    the model's ``jvp`` or finite differences of ``rhs``: not limited by stability, so the
+    choice for stiff networks (a fast layer through ``lr_scales``, converged directions
+    of a wide net; ``tests/test_rosw_general.py``), dearer per step on non-stiff ones (3
+    stage evaluations plus one per Krylov product; order 3).  At kinks of ReLU-type
+    networks every method falls back to ``FALLBACK`` (BS32) at ``kink_rtol``
+    (``ROSENBROCK_FALLBACK`` for ROS34PW2: measured cheaper than the Rosenbrock method
+    itself at ``kink_rtol`` and than no switch, docs/benchmarks_mlp.md); accuracy there is
+    ``O(kink_rtol)`` as described in ``methods.base``.
     """
     ws, X, Y = _check_data(weights, X, Y)
     L = len(ws)

@@ -57,8 +57,8 @@ Counting
 --------
 :attr:`RosenbrockWStepper.n_evals` is a property: the evaluations the *last* attempt
 used (its three stage right-hand sides, ``f(y_new)``, and one per Krylov product,
-finite-difference or exact ``jvp``), which is what ``integrate`` adds to ``nfev`` after
-each attempt.  The totals are kept in ``n_rhs`` and ``n_jvp`` (Krylov products).
+finite-difference or exact ``jvp``; the MLP's exact product costs about two gradients
+but counts as one), which is what ``integrate`` adds to ``nfev`` after each attempt.  The totals are kept in ``n_rhs`` and ``n_jvp`` (Krylov products).
 """
 from __future__ import annotations
 
