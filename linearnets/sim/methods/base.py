@@ -608,7 +608,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         many accepted steps in a row.
     dense : bool
         Only the last output time ends a step; the others are evaluated by the stepper's
-        ``interpolate`` (where it has one and its tableau a continuous extension).
+        ``interpolate`` (where it has one, its tableau a continuous extension, and there
+        is no kink fallback).
 
     Returns
     -------
@@ -680,7 +681,9 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         h = main.initial_step(t, y, f, t_eval[-1] - t)
         nfev += 1
     exponent = main.error_exponent if predictive else None
-    dense = bool(dense) and main.interpolate is not None and main.tableau.dense_P is not None
+    # (not with the kink fallback: a step of the fallback would have to interpolate too)
+    dense = (bool(dense) and low is None and main.interpolate is not None
+             and main.tableau.dense_P is not None)
     capping = cap_safety > 0.0 and main.stiffness is not None
     boundary = main.tableau.stability_boundary if capping else 0.0
     eps4 = 4 * float(np.finfo(np.float64).eps)
@@ -696,7 +699,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         target = float(t_eval[-1] if dense else t_eval[k])
         if attempts >= options.max_steps:
             return done(FlowStatus.MAX_STEPS)
-        if h < min_step(t):
+        if not h >= min_step(t):     # (a NaN step too)
             return done(FlowStatus.STEP_UNDERFLOW)
         clipped = h >= target - t or t + h >= target - eps4 * abs(target)
         t_new = target if clipped else t + h
