@@ -3,7 +3,11 @@
 :class:`ExplicitRK` advances any :class:`~linearnets.sim._tableaux.Tableau`
 (stages ``K_i = f(y + h sum_j A_ij K_j)``, ``y_new = y + h sum b_i K_i``, error
 ``h sum e_i K_i`` with ``K_s = f(y_new)``, first same as last; DOP853's error norm
-with its third-order companion); the named subclasses fix the tableau.  Besides
+with its third-order companion); the named subclasses fix the tableau, and
+``ExplicitRK(..., tableau=tab)`` takes any.  It is the numpy and CuPy stepper of every
+model, the linear network's included (``_explicit.erk_solve``, ``_stiff.erk_run``), in
+the one loop ``base.integrate``; its stiffness estimate and continuous extension serve
+that loop's stability cap and dense output.  Besides
 the pairs of ``_tableaux`` (RK45, DOP853, SSPRK104) two low-order pairs for kinks:
 
 * ``BS32``: Bogacki & Shampine, Appl. Math. Lett. 2 (1989) 321-325, order 3 with
