@@ -129,7 +129,9 @@ CASES = [
 
 @pytest.mark.parametrize("act,biases,lr", CASES)
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_trajectory_against_solve_ivp(act, biases, lr, backend):
+@pytest.mark.parametrize("jvp", ["finite_differences", "model"])
+def test_trajectory_against_solve_ivp(act, biases, lr, backend, jvp, monkeypatch):
+    monkeypatch.setattr(general, "ROSENBROCK_JVP", jvp)
     if backend == "numba" and not numba_available():
         pytest.skip("numba not installed")
     kinked = act == "relu"
@@ -276,12 +278,15 @@ def test_mlp_jvp_against_finite_differences(compiled):
         assert np.abs(net.jvp(y2, v) - f2).max() < 1e-5 * np.abs(f2).max()
 
 
-def test_general_path_uses_the_models_jvp():
+def test_general_path_binds_metric_and_jvp(monkeypatch):
     ws, bs, X, Y = _net_problem("tanh", True)
     opts = parse_options(3, activation="tanh", lr_scales=(1.0, 3.0, 0.5))
     net = get_model("mlp")(ws, check_biases(bs, tuple(w.shape for w in ws)), opts)
     primary, low = general.stepper_for("ROS34PW2", net, opts)
-    assert primary.jvp is not None and low is None
+    assert primary.jvp is None and low is None             # finite differences by default
+    monkeypatch.setattr(general, "ROSENBROCK_JVP", "model")
+    primary, low = general.stepper_for("ROS34PW2", net, opts)
+    assert primary.jvp is not None
     R = 1.0 / primary.metric
     assert np.allclose(np.unique(R), [0.5, 1.0, 3.0])
     opts = parse_options(3, activation="relu")

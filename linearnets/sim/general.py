@@ -50,6 +50,13 @@ FALLBACK = "BS32"
 #: bring the Rosenbrock method back).
 ROSENBROCK_FALLBACK = "BS32"
 
+#: The Jacobian-vector product of a Rosenbrock primary: ``"finite_differences"`` (one
+#: gradient a product, the compiled one on numba) or ``"model"`` (the model's exact
+#: ``jvp`` where it has one: ``MLP.jvp``, numpy, about two gradients a product).  Finite
+#: differences by default: on bench_mlp's large problem the exact product made the run
+#: 1.6x slower for the same steps (docs/benchmarks_mlp.md).
+ROSENBROCK_JVP = "finite_differences"
+
 
 def general_methods():
     """The method names of the general path (``"auto"`` is DOP853 there)."""
@@ -78,11 +85,12 @@ def rate_metric(net, options):
 
 def stepper_for(name, net, options):
     """``(primary, fallback)`` stepper classes of method ``name`` for model ``net`` (the
-    fallback only for a piecewise-smooth model): a Rosenbrock-W method gets the model's
-    ``jvp`` (None: finite differences) and :func:`rate_metric` bound."""
+    fallback only for a piecewise-smooth model): a Rosenbrock-W method gets
+    :func:`rate_metric` and, with ``ROSENBROCK_JVP = "model"``, the model's ``jvp`` bound
+    (otherwise finite differences)."""
     if name in ROSENBROCK:
-        primary = ROSENBROCK[name].bind(jvp=getattr(net, "jvp", None),
-                                        metric=rate_metric(net, options))
+        jvp = getattr(net, "jvp", None) if ROSENBROCK_JVP == "model" else None
+        primary = ROSENBROCK[name].bind(jvp=jvp, metric=rate_metric(net, options))
         low = primary if ROSENBROCK_FALLBACK == "same" else None if ROSENBROCK_FALLBACK is None else (
             STEPPERS.get(ROSENBROCK_FALLBACK) or ROSENBROCK.get(ROSENBROCK_FALLBACK))
     else:
@@ -198,7 +206,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     the model's ``jvp`` or finite differences of ``rhs``: not limited by stability, so the
     choice for stiff networks (a fast layer through ``lr_scales``, converged directions
     of a wide net; ``tests/test_rosw_general.py``), dearer per step on non-stiff ones (3
-    stage evaluations plus one per Krylov product; order 3).  At kinks of ReLU-type
+    stage evaluations plus one per Krylov product; order 3).  Its products are finite
+    differences of the (compiled, on numba) gradient unless ``ROSENBROCK_JVP = "model"``.  At kinks of ReLU-type
     networks every method falls back to ``FALLBACK`` (BS32) at ``kink_rtol``
     (``ROSENBROCK_FALLBACK`` for ROS34PW2: measured cheaper than the Rosenbrock method
     itself at ``kink_rtol`` and than no switch, docs/benchmarks_mlp.md); accuracy there is
