@@ -1,8 +1,7 @@
 """Would hand-written loops make the gradient of a narrow network faster than BLAS calls?
 
 ``_kernels.rhs_flat`` forms the gradient ``dW_i = eta_i A_i^T G_i`` through ``np.dot``
-(BLAS) on views of flat buffers, in the order of the numpy reference ``_rhs.rhs``, so
-that the compiled steppers take numpy's steps bit for bit.  On a narrow network each
+(BLAS) on views of flat buffers, in the order of the numpy reference ``_rhs.rhs``.  On a narrow network each
 of those products is a few hundred to a few thousand multiply-adds, and the cost of a
 BLAS call itself, not its arithmetic, sets the time.  This script times, in compiled
 loops (no Python between calls), ``rhs_flat`` beside :func:`hand_rhs`: the same partial

@@ -10,9 +10,8 @@ step control of ``methods/_erk_kernels.py``.
   the factors, or multiplied out in blocks where cancellation spoils those;
 * :func:`ssp_advance` -- the adaptive stepping loop to one output time.
 
-The same operations in the same order as the numpy reference (products through
-``np.dot``, i.e. the BLAS call ``_rhs.blas_dot`` makes; elementwise sums as loops),
-so both backends take identical steps.  Stage factors live in two 2-D buffers,
+The operations of the numpy reference (products through ``np.dot``; elementwise
+sums as loops); the two backends agree at the tolerance, not bit for bit.  Stage factors live in two 2-D buffers,
 one row per stage slot: ``at[k]`` holds ``A_i^T`` (N_i x C) at offsets ``aoff``,
 ``g[k]`` holds ``G_i`` (C x N_{i-1}) at ``goff`` (the layout of ``_kernels.chains``).
 """

@@ -51,7 +51,6 @@ __all__ = [
     "make_problem",
     "rhs",
     "TRANSPOSED_PRODUCT_MAX_BYTES",
-    "blas_dot",
     "times_transpose",
     "end_to_end_flat",
     "loss_from_end_to_end",
@@ -92,51 +91,6 @@ def unpack(y, shapes, offsets=None):
 
 #: ``Sxx`` closer than this to the identity (max entry) counts as whitened.
 WHITE_TOL = 16 * np.finfo(np.float64).eps
-
-
-def blas_dot(a, b, out=None):
-    """``a @ b`` (2-D) through the BLAS call numba's ``np.dot`` makes, for identical bits.
-
-    numba calls scipy's ``dgemm`` with the operands swapped (a C-ordered product is
-    the column-major ``b^T a^T``) and a transpose flag for an F-ordered operand
-    (matrix-vector shapes go to gemv/dot, as in numpy);
-    numpy's ``@`` calls its own OpenBLAS build, whose kernels round some shapes
-    differently (a 100 x 256 Gram differs in the last bit).  The reference steppers
-    no longer multiply through it (the backends agree to the tolerance, not bit for
-    bit); it is kept for comparing a product with the compiled one exactly.
-
-    Parameters
-    ----------
-    a : ndarray, shape (m, k), C- or F-contiguous
-    b : ndarray, shape (k, n), C- or F-contiguous
-    out : ndarray, shape (m, n), C-contiguous, optional
-        Written in place (no temporary) and returned if given.
-
-    Returns
-    -------
-    ndarray, shape (m, n), C-contiguous
-    """
-    m, k = a.shape
-    n = b.shape[1]
-    if out is None:
-        out = np.empty((m, n))
-    elif out.shape != (m, n) or not out.flags.c_contiguous:
-        # dgemm writes in place only into the column-major view of a C-ordered array
-        raise ValueError(f"out must be a C-contiguous ({m}, {n}) array")
-    if m == 0 or n == 0 or k == 0:
-        out[...] = 0.0
-        return out
-    if m == 1 or n == 1:
-        # numba (like numpy) hands a matrix-vector product to gemv or dot, whose
-        # kernels agree across the two builds
-        return np.dot(a, b, out=out)
-    # column-major operands: b^T first, then a^T, each passed as stored (flag 0 for a
-    # C-ordered array seen transposed, flag 1 for an F-ordered one); the result is
-    # the column-major out^T, written in place
-    first, ta = (b.T, 0) if b.flags.c_contiguous else (b, 1)
-    second, tb = (a.T, 0) if a.flags.c_contiguous else (a, 1)
-    dgemm(1.0, first, second, beta=0.0, c=out.T, trans_a=ta, trans_b=tb, overwrite_c=1)
-    return out
 
 
 #: Largest layer (in bytes) whose ``G W^T`` is computed as ``(W G^T)^T``.  With C = 10

@@ -61,7 +61,7 @@ ERK_ADVANCE_ARGS = ("y", "K", "y_new", "th", "t_target", "t_out", "stats", "max_
 
 @njit(cache=True)
 def error_norm(e5, e3, use_e3, h, n):
-    """``_explicit._error_norm`` from the scaled error sums: RMS, or Hairer's DOP853 norm."""
+    """The error norm of ``methods.base`` from the scaled error sums: RMS, or Hairer's DOP853 norm."""
     if not use_e3:
         return abs(h) * np.sqrt(e5 / n)
     if e5 == 0.0 and e3 == 0.0:
@@ -106,7 +106,7 @@ def accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejecte
 
 @njit(cache=True)
 def sumsq(X):
-    """``sum X^2`` left to right (``_explicit._sequential_sumsq``)."""
+    """``sum X^2``, left to right."""
     acc = 0.0
     for v in X.ravel():
         acc += v * v
