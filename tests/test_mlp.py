@@ -220,7 +220,7 @@ def test_cupy_unavailable_is_a_clear_valueerror():
 def test_methods_on_the_general_path():
     ws, bs, X, Y = _data(seed=3)
     outs = {}
-    for m in ("DOP853", "RK45", "BS32", "SSPRK104", "auto"):
+    for m in ("DOP853", "RK45", "BS32", "SSPRK104", "auto", "ROS34PW2"):
         tr = ln.gradient_flow(ws, X, Y, [0.0, 1.0], backend="numpy", activation="tanh",
                               method=m, record=("outputs",), rtol=1e-9)
         assert tr.success
@@ -229,7 +229,7 @@ def test_methods_on_the_general_path():
         assert np.max(np.abs(o - outs["DOP853"])) <= 100 * 1e-9 * np.max(np.abs(o)), m
     with pytest.raises(ValueError, match="method"):
         ln.gradient_flow(ws, X, Y, [0.0, 1.0], backend="numpy", activation="tanh",
-                         method="ROS34PW2")
+                         method="ROS34PW3")
     with pytest.raises(ValueError, match="dense"):
         ln.gradient_flow(ws, X, Y, [0.0, 1.0], backend="numpy", activation="tanh", dense=True,
                          method="RK45")

@@ -50,7 +50,9 @@ evaluation (``switches``).  A step across a switching surface has a local error
 ``O(h |jump of f|)`` whatever the order of the method, so a high-order pair
 rejects step after step there, and where the flow slides along the surface
 (Filippov) it chatters across it and stalls.  The loop counts consecutive
-rejections whose trial state lies on the other side of some switch; after
+rejections whose trial state, or one of whose stages, lies on the other side of some
+switch (every evaluation of an attempt compares the pattern with the step's start: a
+step may cross a kink and come back, the chattering of a sliding flow); after
 ``KINK_REJECTIONS`` of them it continues with the low-order ``fallback`` stepper at
 the tolerance ``kink_rtol``, and returns to the primary one after ``CALM_STEPS``
 accepted steps without a crossing.  It counts the switches crossed by accepted
@@ -619,9 +621,23 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         broken down.
     """
     n = y0.size
+    # a stage of an attempt may cross a switching surface that its end state does not
+    # (a step across a kink and back, the chattering of sliding): every evaluation
+    # compares the switch pattern with the step's start, for the fallback's trigger
+    stage_cross = [False]
+    if switches is not None and fallback is not None:
+        user_rhs = rhs
+
+        def rhs(t, y):
+            out = user_rhs(t, y)
+            if not stage_cross[0] and pat is not None:
+                now = switches()
+                stage_cross[0] = now is not None and bool(xp.any(now != pat))
+            return out
     main = primary(rhs, n, options.rtol, options.atol, xp)
     low = (fallback(rhs, n, max(options.kink_rtol, options.rtol), options.atol, xp)
            if fallback is not None and switches is not None else None)
+    pat = None
     T = t_eval.size
     t = float(t0)
     y = xp.array(y0, dtype=xp.float64, copy=True)
@@ -704,6 +720,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         clipped = h >= target - t or t + h >= target - eps4 * abs(target)
         t_new = target if clipped else t + h
         step = t_new - t
+        stage_cross[0] = False
         y_new, f_new, err = active.attempt(t, y, f, step)
         attempts += 1
         nfev += active.n_evals
@@ -720,6 +737,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             crossed = int(xp.count_nonzero(pat_new != pat))
         if not err < 1.0:
             counters["nrejected"] += 1
+            crossed = crossed or stage_cross[0]
             if crossed and low is not None and active is main:
                 kink_rejections += 1
                 if kink_rejections >= KINK_REJECTIONS:
