@@ -334,15 +334,31 @@ def test_numba_matches_numpy(method):
 def test_numba_matches_numpy_in_stiff_phase():
     # after convergence the step sits at the stability cap, set by the stiffness
     # estimate of every step: a compiled loop that estimated it otherwise would take
-    # other step counts (or be inaccurate, or unstable)
+    # other step counts (or be inaccurate, or unstable).  The horizon ends while the
+    # residual is still above rounding (loss ~1e-25 at t = 60): further on, the stages
+    # differ by rounding only, and the steps of either backend turn on the last bits
+    # (measured 241 and 286 numpy steps to t = 316 under two OpenBLAS kernels)
+    from linearnets.sim._tableaux import TABLEAUX
     X, y, _ = scalar_teacher(60, 8, 1.0, seed=0)
     ws = init_network((8, 10, 10, 1), 0.05, seed=0)
-    t = np.concatenate(([0.0], np.logspace(-1, 2.5, 30)))
-    ref = tight_reference(ws, X, y, t)
-    for method, min_steps in [("RK45", 150), ("DOP853", 150), ("SSPRK104", 40)]:
+    t = np.concatenate(([0.0], np.logspace(-1, np.log10(60.0), 30)))
+    ref = tight_reference(ws, X, y, t, record=("weights",))
+    # the stability floor after convergence: |lambda|_max of the Jacobian at the end
+    prob = _rhs.make_problem([w.shape for w in ws], X, y.reshape(len(y), -1))
+    yT = _rhs.pack(ref.weights)
+    n = yT.size
+    J = np.empty((n, n))
+    for i in range(n):
+        e = np.zeros(n)
+        e[i] = 1e-6
+        J[:, i] = (_rhs.rhs(yT + e, prob) - _rhs.rhs(yT - e, prob)) / 2e-6
+    lam = np.abs(np.linalg.eigvals(J)).max()
+    t_conv = t[np.argmax(ref.loss < 1e-6 * ref.loss[0])]
+    for method in ("RK45", "DOP853", "SSPRK104"):
+        floor = (t[-1] - t_conv) * lam / TABLEAUX[method].stability_boundary
         a = gradient_flow(ws, X, y, t, backend="numpy", method=method)
         b = gradient_flow(ws, X, y, t, backend="numba", method=method)
-        assert a.nsteps > min_steps
+        assert a.nsteps > floor and b.nsteps > floor
         assert similar_steps(a, b), (a.nsteps, b.nsteps)
         for tr in (a, b):
             assert tr.success
