@@ -282,14 +282,14 @@ def test_general_path_binds_metric_and_jvp(monkeypatch):
     ws, bs, X, Y = _net_problem("tanh", True)
     opts = parse_options(3, activation="tanh", lr_scales=(1.0, 3.0, 0.5))
     net = get_model("mlp")(ws, check_biases(bs, tuple(w.shape for w in ws)), opts)
-    primary, low = general.stepper_for("ROS34PW2", net, opts)
+    primary, low = general.stepper_for("ROS34PW2", net)
     assert primary.jvp is None and low is None             # finite differences by default
     monkeypatch.setattr(general, "ROSENBROCK_JVP", "model")
-    primary, low = general.stepper_for("ROS34PW2", net, opts)
+    primary, low = general.stepper_for("ROS34PW2", net)
     assert primary.jvp is not None
     R = 1.0 / primary.metric
     assert np.allclose(np.unique(R), [0.5, 1.0, 3.0])
     opts = parse_options(3, activation="relu")
     net_relu = get_model("mlp")(ws, None, opts)
-    primary, low = general.stepper_for("ROS34PW2", net_relu, opts)
+    primary, low = general.stepper_for("ROS34PW2", net_relu)
     assert primary.metric is None and low.__name__ == general.ROSENBROCK_FALLBACK

@@ -30,8 +30,7 @@ from .models.mlp import check_biases
 from .network import check_weights
 
 __all__ = ["gradient_flow", "needs_general", "linear_fast_path", "GENERAL_RECORDABLE",
-           "KINK_RTOL", "FALLBACK", "ROSENBROCK_FALLBACK", "general_methods", "stepper_for",
-           "rate_metric"]
+           "KINK_RTOL", "FALLBACK", "ROSENBROCK_FALLBACK", "general_methods", "stepper_for"]
 
 #: What ``record=`` can ask for on this path (``"modes"``/``"conservation"`` linear only).
 GENERAL_RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation")
@@ -63,36 +62,20 @@ def general_methods():
     return tuple(STEPPERS) + tuple(ROSENBROCK) + ("auto",)
 
 
-def rate_metric(net, options):
-    """The positive diagonal ``M`` (n,) with ``M J`` symmetric for gradient flow
-    ``J = -R Hess``: ``R^{-1}``, the inverse per-parameter rates (the model's own ``metric``
-    attribute if it has one); None when the rates are uniform (``J`` is then symmetric).
-
-    Arrays of the state named ``W<l>``/``b<l>`` (the models' layouts) move at
-    ``eta lr_scales[l - 1]``."""
-    own = getattr(net, "metric", None)
-    if own is not None:
-        return own
-    s = np.asarray(options.lr_scales, dtype=np.float64)
-    if s.size == 0 or np.all(s == s[0]):
-        return None
-    parts = []
-    for name, shp in zip(net.layout.names, net.layout.shapes):
-        rate = options.eta * float(s[int(name[1:]) - 1])
-        parts.append(np.full(int(np.prod(shp, dtype=np.int64)), 1.0 / rate))
-    return net.xp.asarray(np.concatenate(parts))
-
-
-def stepper_for(name, net, options):
+def stepper_for(name, net):
     """``(primary, fallback)`` stepper classes of method ``name`` for model ``net`` (the
-    fallback only for a piecewise-smooth model): a Rosenbrock-W method gets
-    :func:`rate_metric` and, with ``ROSENBROCK_JVP = "model"``, the model's ``jvp`` bound
-    (otherwise finite differences)."""
+    fallback only for a piecewise-smooth model): a Rosenbrock-W method gets the model's
+    ``metric`` (its inverse rates) and, with ``ROSENBROCK_JVP = "model"``, the model's
+    ``jvp`` bound (otherwise finite differences)."""
     if name in ROSENBROCK:
         jvp = getattr(net, "jvp", None) if ROSENBROCK_JVP == "model" else None
-        primary = ROSENBROCK[name].bind(jvp=jvp, metric=rate_metric(net, options))
-        low = primary if ROSENBROCK_FALLBACK == "same" else None if ROSENBROCK_FALLBACK is None else (
-            STEPPERS.get(ROSENBROCK_FALLBACK) or ROSENBROCK.get(ROSENBROCK_FALLBACK))
+        primary = ROSENBROCK[name].bind(jvp=jvp, metric=net.metric)
+        if ROSENBROCK_FALLBACK == "same":
+            low = primary
+        elif ROSENBROCK_FALLBACK is None:
+            low = None
+        else:
+            low = STEPPERS.get(ROSENBROCK_FALLBACK) or ROSENBROCK.get(ROSENBROCK_FALLBACK)
     else:
         primary = STEPPERS[name]
         low = STEPPERS[FALLBACK]
@@ -202,7 +185,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     Methods: the explicit pairs of ``methods.erk.STEPPERS`` (``"auto"`` is DOP853 here:
     no switching rule has been measured safe on this path) and the Rosenbrock-W
     ``"ROS34PW2"`` of ``methods.rosw`` (Rang & Angermann 2005), whose stage systems
-    ``(I - h gamma J) x = b`` are solved by CG in the metric of :func:`rate_metric`, with
+    ``(I - h gamma J) x = b`` are solved by CG in the model's ``metric`` (its inverse per-parameter rates), with
     the model's ``jvp`` or finite differences of ``rhs``: not limited by stability, so the
     choice for stiff networks (a fast layer through ``lr_scales``, converged directions
     of a wide net; ``tests/test_rosw_general.py``), dearer per step on non-stiff ones (3
@@ -349,7 +332,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     opts = StepperOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
                           kink_rtol=kink_rtol)
     with np.errstate(over="ignore", invalid="ignore"):
-        primary, low = stepper_for(name, net, options)
+        primary, low = stepper_for(name, net)
         raw = integrate(lambda t, y: net.rhs(y), net.y0, t_eval, primary, opts, observe,
                         fallback=low,
                         switches=None if net.smooth else net.switches, stop=stop_fn, xp=xp)

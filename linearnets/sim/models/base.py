@@ -40,6 +40,10 @@ options, xp=numpy)``:
     the switching functions (training pre-activations ``z > 0``) at the state of the
     most recent ``rhs`` call, so that the integrator can see a step cross a kink at
     no extra cost; ``None`` for a smooth model (``smooth = True``).
+``metric`` : ndarray (n,) or None
+    The inverse per-parameter rates ``R^{-1}`` of the flow ``dtheta/dt = -R grad L``
+    (:func:`inverse_rates`), the weights in which ``J = -R Hess L`` is symmetric, for the
+    Krylov solves of Rosenbrock-type methods; None when the rates are uniform.
 ``margins(y) -> (P,)`` (optional)
     ``y_mu F(x_mu)`` on the training data, for the ``stop="margin"`` rule of a
     classification loss.
@@ -64,7 +68,7 @@ from typing import Optional
 import numpy as np
 
 __all__ = ["Layout", "Model", "ModelOptions", "parse_options", "register_model", "get_model",
-           "model_names", "ACTIVATIONS", "LOSSES"]
+           "model_names", "ACTIVATIONS", "LOSSES", "inverse_rates"]
 
 #: Activation names and the default of their parameter (None: no parameter).
 ACTIVATIONS = {"linear": None, "relu": None, "leaky_relu": 0.01, "softplus": 1.0, "tanh": None}
@@ -227,6 +231,16 @@ def parse_options(depth, *, activation="linear", multipliers=None, alpha=1.0, ce
                         eta=float(eta))
 
 
+def inverse_rates(layout, rates, xp=np):
+    """``R^{-1}`` (n,) from one rate per array of ``layout`` (the state's order), or None
+    when all rates are equal (``J`` is then symmetric)."""
+    rates = [float(r) for r in rates]
+    if len(set(rates)) <= 1:
+        return None
+    sizes = np.diff(layout.offsets)
+    return xp.asarray(np.repeat(1.0 / np.array(rates), sizes))
+
+
 class Model:
     """Base class of a model (see the module docstring for the interface).
 
@@ -238,6 +252,7 @@ class Model:
     linear = False
     smooth = True
     jvp = None
+    metric = None
     layout: Layout
     y0: np.ndarray
 

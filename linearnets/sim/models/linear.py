@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import _rhs
 from ..ntk import _ntk
-from .base import Layout, Model, register_model
+from .base import Layout, Model, inverse_rates, register_model
 
 __all__ = ["LinearNet", "linear_mapping", "expressible"]
 
@@ -79,6 +79,8 @@ class LinearNet(Model):
         self.L = len(weights)
         self.layout = Layout(self.shapes, [f"W{l + 1}" for l in range(self.L)])
         self.y0 = self.layout.pack(self.weights0)
+        # layer l moves at eta M^2 lr_scales[l-1] (module docstring): R^-1 up to a factor
+        self.metric = inverse_rates(self.layout, options.lr_scales)
         self.scale = options.alpha * float(np.prod(options.multipliers))
         self._W0 = _rhs.end_to_end_flat(self.y0, self.shapes) if options.centered else None
 

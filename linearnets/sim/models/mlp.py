@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Layout, Model, register_model
+from .base import Layout, Model, inverse_rates, register_model
 
 __all__ = ["MLP", "MLPNumba", "activation_functions", "check_biases"]
 
@@ -137,6 +137,7 @@ class MLP(Model):
         # the rate of each array of the state: layer l's weights and bias move together
         rates = [options.eta * float(s) for s in options.lr_scales]
         self._rates = rates + (rates[:-1] if self.has_biases else [])
+        self.metric = inverse_rates(self.layout, self._rates, xp)
         self._pattern = None
         self.X = self.Y = None
 
