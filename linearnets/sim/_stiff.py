@@ -27,7 +27,9 @@ What
 * :data:`ROS34PW2` -- the Rosenbrock-W method of Rang & Angermann, BIT 45 (2005)
   761-787: 4 stages, order 3, embedded order 2, L-stable, stiffly accurate, and of
   order 3 for *any* Jacobian approximation (a W-method), so inexact Krylov
-  solves do not spoil its order.  Stored as data; :func:`rosw_run` is the generic stepper.
+  solves do not spoil its order.  Stored as data (``methods.rosw``); :func:`rosw_run` runs
+  it as :class:`FlowRosenbrock` (``methods.rosw.RosenbrockWStepper`` with this exact
+  product) in the one adaptive loop ``methods.base.integrate``.
 * :func:`erk_run` -- an explicit embedded Runge-Kutta pair on ``xp``: the stepper
   ``methods.erk.ExplicitRK`` in the one adaptive loop ``methods.base.integrate``, with
   the stability cap of ``_explicit``: the stiffness ``rho = |f(y_new) - f(Y_s)| / |y_new - Y_s|``
@@ -37,10 +39,10 @@ What
   accuracy, sets the step) the problem is declared stiff.
 * Methods registered on the numpy backend: ``"ROS34PW2"`` and ``"auto"``
   (DOP853 until the stiffness test fires, then ROS34PW2, and back to DOP853 when
-  that is cheaper per unit time).  Each switch back multiplies the stiff steps
+  that is cheaper per unit time by ``methods.base.SWITCH_BACK_MARGIN``).  Each switch back multiplies the stiff steps
   in a row that the next switch needs by ``SWITCH_BACKOFF``.
 * The numba backend: ``"ROS34PW2"`` (:func:`solve_rosw_numba`) steps with
-  :func:`rosw_run_compiled`, the loop of :func:`rosw_run` compiled
+  :func:`rosw_run_compiled`, the algorithm of :func:`rosw_run` as one compiled loop
   (``methods/_rosw_kernels``, through the linear model's entry point in
   ``models/_linear_kernels``) on the buffers of a :class:`CompiledFlow` (right-hand
   side and Jacobian-vector product compiled); ``"auto"`` (:func:`solve_auto_numba`)
@@ -51,34 +53,33 @@ What
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from . import _explicit
 from ._explicit import (MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, PREDICTIVE_MIN_ERR, SAFETY,
-                        STABILITY_SAFETY, _STATUS_BY_CODE, accept_step, advance_in_chunks,
-                        select_initial_step, solve_numba, step_after_reject)
+                        STABILITY_SAFETY, _STATUS_BY_CODE, advance_in_chunks,
+                        select_initial_step, solve_numba)
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
-from .methods.base import StepperOptions, integrate, min_step
+from .methods.base import SWITCH_BACK_MARGIN, StepperOptions, integrate
 from .methods.erk import ExplicitRK
+from .methods.rosw import (FAILED_SOLVE_ERR, KRYLOV_TOL, MAX_KRYLOV, RosenbrockW,  # noqa: F401
+                           RosenbrockWStepper)
+from .methods.rosw import ROS34PW2_TABLEAU as ROS34PW2
+from .models.base import inverse_rates
 
 __all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF_STEPS",
-           "SWITCH_BACKOFF", "rosw_run", "rosw_run_compiled", "erk_run", "solve", "cg_solve",
+           "SWITCH_BACKOFF", "FlowRosenbrock", "rosw_run", "rosw_run_compiled", "erk_run", "solve",
            "solve_auto_numba", "solve_rosw_numba", "CompiledFlow"]
 
 #: Evaluations counted per Rosenbrock step when its compiled loop is run in chunks
 #: (``_explicit.advance_in_chunks``): four stages and a few Krylov products.
 ROSW_CHUNK_EVALS = 16
 
-#: A Krylov solve stops when the residual, in the error norm of the step (units of
-#: ``atol + rtol |y|``), is below this: its effect on the step stays well under tol.
-KRYLOV_TOL = 1e-1
-#: Iteration cap of one Krylov solve; hitting it counts as a rejected step.
-MAX_KRYLOV = 60
-#: Largest step growth factor of the Rosenbrock stepper.
-ROSW_MAX_FACTOR = 5.0
+#: Largest step growth factor of the Rosenbrock stepper (``RosenbrockWStepper.MAX_FACTOR``).
+ROSW_MAX_FACTOR = RosenbrockWStepper.MAX_FACTOR
 #: Accepted steps in a row whose step the stability cap shortened before switching.
 STIFF_STEPS = 15
 #: Each switch back to the explicit pair (the Rosenbrock method proved dearer)
@@ -117,6 +118,9 @@ class Flow:
         self.Sxx = xp.asarray(problem.Sxx)
         self.Syx = xp.asarray(problem.Syx)
         self.base = None
+        #: ``1 / eta`` per weight where the per-layer rates differ (else None): the inner
+        #: product in which ``jvp`` is self-adjoint
+        self.metric = inverse_rates(problem, self.eta, xp)
         self.nfev = 0
         self.njev = 0
 
@@ -213,6 +217,8 @@ class CompiledFlow:
         self.nfev = 0
         self.njev = 0
         # two sets of product buffers: those of the kept state, and scratch for the others
+        self.n = int(problem.offsets[-1])
+        self.metric = inverse_rates(problem, problem.eta_l)
         self.rhs_args = numba_rhs_args(problem)
         self.scratch_args = numba_rhs_args(problem)
         (Sxx, _, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW,
@@ -240,84 +246,14 @@ class CompiledFlow:
 
 
 # --------------------------------------------------------------------------------------------
-# Rosenbrock-W tableau (stored as data) and its transformed coefficients
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RosenbrockW:
-    """A Rosenbrock(-W) method in the standard form (Hairer-Wanner II, IV.7)
-
-        (I - h gamma J) k_i = h f(y + sum_j alpha_ij k_j) + h J sum_{j<i} gamma_ij k_j,
-        y_new = y + sum_i b_i k_i,   embedded  y_hat = y + sum_i bhat_i k_i .
-
-    The stepper uses the equivalent form without products by J on the right:
-    ``U_i = sum_j Gamma_ij k_j`` (``Gamma = gamma_ij + gamma I``),
-
-        (I - h gamma J) U_i = h gamma f(y + sum_j a_ij U_j) + gamma sum_{j<i} c_ij U_j,
-        a = alpha Gamma^-1,  c = diag(1/gamma) - Gamma^-1,  m = b Gamma^-1 .
-    """
-
-    name: str
-    order: int
-    error_order: int
-    gamma: float
-    alpha: np.ndarray
-    gamma_ij: np.ndarray
-    b: np.ndarray
-    bhat: np.ndarray
-
-    @property
-    def n_stages(self):
-        return self.b.size
-
-    def transformed(self):
-        """``(a, c, m, e)``: stage, coupling, solution and error weights of the U-form."""
-        Gam = self.gamma_ij + self.gamma * np.eye(self.n_stages)
-        Gi = np.linalg.inv(Gam)
-        # clean the rounding residue off the structural zeros (the stepper skips zeros)
-        a = np.tril(self.alpha @ Gi, -1)
-        c = np.tril(np.diag(1.0 / np.diag(Gam)) - Gi, -1)
-        m = self.b @ Gi
-        e = (self.b - self.bhat) @ Gi
-        return a, c, m, e
-
-
-#: Rang & Angermann (2005), Table 3 (ROS34PW2).
-ROS34PW2 = RosenbrockW(
-    name="ROS34PW2", order=3, error_order=2, gamma=4.3586652150845900e-1,
-    alpha=np.array([
-        [0.0, 0.0, 0.0, 0.0],
-        [8.7173304301691801e-1, 0.0, 0.0, 0.0],
-        [8.4457060015369423e-1, -1.1299064236484185e-1, 0.0, 0.0],
-        [0.0, 0.0, 1.0, 0.0]]),
-    gamma_ij=np.array([
-        [0.0, 0.0, 0.0, 0.0],
-        [-8.7173304301691801e-1, 0.0, 0.0, 0.0],
-        [-9.0338057013044082e-1, 5.4180672388095326e-2, 0.0, 0.0],
-        [2.4212380706095346e-1, -1.2232505839045147, 5.4526025533510214e-1, 0.0]]),
-    b=np.array([2.4212380706095346e-1, -1.2232505839045147, 1.5452602553351020,
-                4.3586652150845900e-1]),
-    bhat=np.array([3.7810903145819369e-1, -9.6042292212423178e-2, 0.5,
-                   2.1793326075422950e-1]),
-)
-
-
-# --------------------------------------------------------------------------------------------
 # shared helpers
 # --------------------------------------------------------------------------------------------
 class _Stats:
-    __slots__ = ("nsteps", "nrej", "ncg", "stiff_at", "rho", "switches", "capped")
+    __slots__ = ("nsteps", "nrej", "ncg", "stiff_at", "switches", "capped")
 
     def __init__(self):
         self.nsteps = self.nrej = self.ncg = self.switches = self.capped = 0
         self.stiff_at = None
-        self.rho = 0.0
-
-
-def _rms(xp, x):
-    return math.sqrt(float(xp.vdot(x, x)) / x.size) if x.size else 0.0
-
-
-_min_step = min_step
 
 
 def initial_step(flow, y, f0, t0, t_end, error_order, rtol, atol):
@@ -325,58 +261,6 @@ def initial_step(flow, y, f0, t0, t_end, error_order, rtol, atol):
     xp = flow.xp
     return select_initial_step(lambda v: flow.rhs(v, xp.empty_like(v)), t0, y, f0, t_end,
                                error_order, rtol, atol, xp=xp)
-
-
-def cg_solve(flow, hg, rhs, scale, tol=KRYLOV_TOL, maxiter=MAX_KRYLOV):
-    """Solve ``(I - hg J) x = rhs`` by conjugate gradients, matrix-free.
-
-    ``J = -eta Hessian`` is symmetric, so the operator is symmetric, and positive
-    definite unless ``hg`` times a positive (saddle-escape) eigenvalue exceeds 1.
-    The start ``x = rhs`` is exact on the (large) null space of the Hessian, so the
-    residual only lives where the network is learning or has learned.
-
-    Returns
-    -------
-    x : array (n,) or None
-        None if CG met non-positive curvature or did not converge in ``maxiter``.
-    iterations : int
-    rho : float
-        Largest Rayleigh quotient ``-p.Jp / p.p`` over the search directions: a
-        lower bound on the stiffness ``max |lambda(J)|`` (the directions CG explores
-        are the stiff ones), free with the iteration.
-    """
-    xp = flow.xp
-    x = rhs.copy()
-    Jv = xp.empty_like(rhs)
-    flow.jvp(x, Jv)
-    xx = float(xp.vdot(x, x))
-    rho = -float(xp.vdot(x, Jv)) / xx if xx > 0.0 else 0.0
-    r = Jv * hg                              # r = rhs - (x - hg J x) = hg J x
-    it = 1
-    if _rms(xp, r / scale) <= tol:
-        return x, it, rho
-    p = r.copy()
-    rr = float(xp.vdot(r, r))
-    pp = rr
-    while it < maxiter:
-        flow.jvp(p, Jv)
-        it += 1
-        Ap = p - hg * Jv
-        pAp = float(xp.vdot(p, Ap))
-        if not pAp > 0.0:
-            return None, it, rho
-        rho = max(rho, (pAp - pp) / hg / pp)
-        alpha = rr / pAp
-        x += alpha * p
-        r -= alpha * Ap
-        if _rms(xp, r / scale) <= tol:
-            return x, it, rho
-        rr_new = float(xp.vdot(r, r))
-        p *= rr_new / rr
-        p += r
-        rr = rr_new
-        pp = float(xp.vdot(p, p))
-    return None, it, rho
 
 
 def _switches(stats):
@@ -395,137 +279,98 @@ def _failure(status, t, h, max_steps):
 
 
 # --------------------------------------------------------------------------------------------
-# the Rosenbrock-W stepper
+# the Rosenbrock-W stepper on a Flow
 # --------------------------------------------------------------------------------------------
-def rosw_step(flow, y, f0, h, scale, tab=ROS34PW2, coeffs=None, stats=None, tol=KRYLOV_TOL):
-    """One Rosenbrock-W step of size ``h`` from ``y``, ``f0 = f(y)`` computed with ``keep=True``.
+class FlowRosenbrock(RosenbrockWStepper):
+    """``methods.rosw.RosenbrockWStepper`` on a :class:`Flow` (or :class:`CompiledFlow`), with
+    its exact Jacobian-vector product.
 
-    Returns ``(y_new, err_vector)``, or None if a Krylov solve failed (the caller
-    rejects the step).  ``scale`` (n,) weighs the Krylov residuals.
+    ``flow.jvp`` differentiates at the state of the latest ``flow.rhs(..., keep=True)``:
+    ``f(y_new)`` of an accepted step is evaluated with ``keep=True``, so the next step's
+    Jacobian comes free, and a step from any other state first evaluates there with
+    ``keep=True`` (counted with that attempt).  A product costs about two right-hand
+    sides (:attr:`JVP_COST`), and ``f(y_new)`` of a rejected step is not evaluated.
+
+    Parameters
+    ----------
+    flow : Flow or CompiledFlow
+    rtol, atol : float
+    tab : RosenbrockW
+
+    CG runs in the inner product of ``flow.metric`` (``1 / eta`` per weight where the
+    per-layer rates differ), in which ``J`` is self-adjoint.
     """
-    xp = flow.xp
-    a, c, m, e = coeffs if coeffs is not None else tab.transformed()
-    g = tab.gamma
-    hg = h * g
-    U = []
-    fi = xp.empty_like(y)
-    for i in range(tab.n_stages):
-        if i == 0:
-            fi[...] = f0
-        else:
-            Yi = y.copy()
-            for j in range(i):
-                if a[i, j] != 0.0:
-                    Yi += a[i, j] * U[j]
-            flow.rhs(Yi, fi)
-        rhs = fi * hg
-        for j in range(i):
-            if c[i, j] != 0.0:
-                rhs += (g * c[i, j]) * U[j]
-        x, its, rho = cg_solve(flow, hg, rhs, scale, tol)
-        if stats is not None:
-            stats.ncg += its
-            stats.rho = max(stats.rho, rho)
-        if x is None:
-            return None
-        U.append(x)
-    y_new = y.copy()
-    errv = xp.zeros_like(y)
-    for i in range(tab.n_stages):
-        y_new += m[i] * U[i]
-        errv += e[i] * U[i]
-    return y_new, errv
+
+    JVP_COST = 2.0
+    EVALUATE_REJECTED = False
+
+    def __init__(self, flow, rtol, atol, tab=ROS34PW2):
+        self.tableau = tab
+        self.metric = flow.metric
+        super().__init__(None, flow.n, rtol, atol, flow.xp, fun=flow.rhs)
+        self.flow = flow
+        self._kept = None
+        self._jv = flow.xp.empty(flow.n)
+
+    def evaluate(self, t, y):
+        """``f(y)``, its products kept for the Jacobian of a step from ``y``."""
+        out = self.flow.rhs(y, self.xp.empty_like(y), keep=True)
+        self._kept = y
+        return out
+
+    def _freeze(self, t, y, f):
+        if self._kept is not y:
+            self.flow.rhs(y, self._jv, keep=True)
+            self._kept = y
+            self._frozen_evals += 1
+        flow, jv = self.flow, self._jv
+        return lambda v: flow.jvp(v, jv)
 
 
 def rosw_fixed_step(flow, y, h, tab=ROS34PW2, tol=1e-10):
     """One step with tight Krylov solves and no error control (convergence checks only)."""
-    f0 = flow.rhs(y, flow.xp.empty_like(y), keep=True)
-    scale = 1e-3 * (1.0 + flow.xp.abs(y))
-    out = rosw_step(flow, y, f0, h, scale, tab, tol=tol)
-    if out is None:
+    stepper = FlowRosenbrock(flow, 1e-3, 1e-3, tab)
+    stepper.krylov_tol = tol
+    y = flow.xp.array(y, copy=True)
+    f0 = stepper.evaluate(0.0, y)
+    y_new, _, err = stepper.attempt(0.0, y, f0, h)
+    if err == FAILED_SOLVE_ERR:
         raise RuntimeError("Krylov solve failed")
-    return out[0]
+    return y_new
 
 
 def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
              switch_back=None):
     """Advance ``y`` from ``t`` over ``t_eval[k:]`` with the Rosenbrock-W method ``tab``.
 
-    Each step freezes the Jacobian at its start (the products of ``f(y)``), solves
-    the s stage systems by :func:`cg_solve` and controls the local error with the
-    embedded solution.  Output times are hit exactly.
+    :class:`FlowRosenbrock` in the one adaptive loop ``methods.base.integrate``, with the
+    predictive controller (as the explicit pairs): each step freezes the exact Jacobian
+    at its start, solves the stage systems by conjugate gradients and controls the local
+    error with the embedded solution; output times are hit exactly.  The step budget
+    ``options.max_steps`` is shared with the steps already in ``stats``.
 
-    With ``switch_back = tab_explicit`` the run stops early, returning
-    ``nonstiff=True``, once for ``STIFF_STEPS`` accepted steps in a row the explicit
-    pair would have advanced more cheaply: its cost per unit time, ``s_erk`` right-hand
-    sides per step of ``min(h, boundary / rho)``, below this method's measured cost
-    (right-hand sides plus two per Jacobian-vector product) per unit time.
+    With ``switch_back = tab_explicit`` the run stops early, returning ``nonstiff=True``,
+    once for ``STIFF_STEPS`` accepted steps in a row the explicit pair would have
+    advanced more cheaply (``integrate(switch_back=...)``: its ``s`` right-hand sides
+    per step of ``min(h, boundary / rho)``, ``rho`` the Krylov solves' Rayleigh quotient,
+    by the margin ``SWITCH_BACK_MARGIN``, against this method's right-hand sides plus
+    two per Jacobian-vector product, per unit time).
 
     Returns
     -------
     (status, t, y, h, k, nonstiff)
     """
-    xp = flow.xp
-    coeffs = tab.transformed()
-    exponent = -1.0 / (tab.error_order + 1)
-    rtol, atol = options.rtol, options.atol
-    T = t_eval.size
-    f0 = flow.rhs(y, xp.empty_like(y), keep=True)
-    status = FlowStatus.SUCCESS
-    rejected_last = False
-    memory = NO_PREVIOUS_STEP  # the last accepted unclipped step (_explicit.accept_step)
-    n_cheaper = 0
-    if switch_back is not None:
-        # the explicit pair's capped step is STABILITY_SAFETY * boundary / rho
-        boundary = STABILITY_SAFETY * switch_back.stability_boundary
-    cost0 = flow.nfev + 2 * flow.njev
-    while k < T:
-        if stats.nsteps + stats.nrej >= options.max_steps:
-            status = FlowStatus.MAX_STEPS
-            break
-        t_target = float(t_eval[k])
-        if h < _min_step(t):
-            status = FlowStatus.STEP_UNDERFLOW
-            break
-        clipped = t + h >= t_target
-        h_try = t_target - t if clipped else h
-        scale = atol + rtol * xp.abs(y)
-        step = rosw_step(flow, y, f0, h_try, scale, tab, coeffs, stats)
-        err = math.inf
-        if step is not None:
-            y_new, errv = step
-            scale = atol + rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
-            err = _rms(xp, errv / scale)
-        if not err < 1.0:
-            stats.nrej += 1
-            h = step_after_reject(h_try, err, exponent)
-            rejected_last = True
-            continue
-        if switch_back is not None and not clipped:
-            cost = flow.nfev + 2 * flow.njev
-            h_erk = h_try if stats.rho <= 0.0 else min(h_try, boundary / stats.rho)
-            cheaper = switch_back.n_stages / h_erk < (cost - cost0) / h_try
-            n_cheaper = n_cheaper + 1 if cheaper else 0
-            cost0 = cost
-        stats.rho = 0.0
-        h, memory = accept_step(h, h_try, err, exponent, ROSW_MAX_FACTOR, rejected_last,
-                                clipped, memory)
-        rejected_last = False
-        stats.nsteps += 1
-        y = y_new
-        flow.rhs(y, f0, keep=True)
-        if not bool(xp.all(xp.isfinite(f0))):
-            status = FlowStatus.NONFINITE
-            break
-        if clipped:
-            t = t_target
-            observe(k, y)
-            k += 1
-        else:
-            t = t + h_try
-        if n_cheaper >= STIFF_STEPS:
-            return status, t, y, h, k, True
-    return status, t, y, h, k, False
+    stepper = FlowRosenbrock(flow, options.rtol, options.atol, tab)
+    opts = StepperOptions(rtol=float(options.rtol), atol=float(options.atol),
+                          max_steps=int(options.max_steps) - stats.nsteps - stats.nrej,
+                          first_step=h)
+    res = integrate(None, y, t_eval, lambda *_: stepper, opts, observe, t0=t, xp=flow.xp,
+                    k0=k, predictive=True, switch_back=switch_back,
+                    switch_steps=STIFF_STEPS if switch_back is not None else 0)
+    stats.nsteps += res.nsteps
+    stats.nrej += res.nrejected
+    stats.ncg += stepper.n_jvp
+    return res.status, res.t_last, res.y_last, res.h_next, res.n_done, res.nonstiff
 
 
 def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
@@ -536,8 +381,9 @@ def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS
 
     Same arguments, contract and return value ``(status, t, y, h, k, nonstiff)``; the
     counters of ``flow`` (``nfev``, ``njev``) and ``stats`` advance as they would there.
-    The steps are those of :func:`rosw_run` up to the rounding of the inner products
-    (``np.dot`` in compiled code against numpy's ``vdot``).
+    The algorithm is that of :func:`rosw_run`; the steps differ only where the rounding
+    of the inner products (``np.dot`` or loops in compiled code against numpy's ``vdot``)
+    flips a decision.
     """
     from .methods._rosw_kernels import NONSTIFF  # numba compiles on first use only
 
@@ -546,7 +392,9 @@ def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS
     a, c, m, e = (np.ascontiguousarray(v, dtype=np.float64) for v in tab.transformed())
     f0 = flow.rhs(y, np.empty(n), keep=True)
     U = np.empty((tab.n_stages, n))
-    work = np.empty((7, n))
+    work = np.empty((7 if flow.metric is None else 8, n))
+    if flow.metric is not None:
+        work[7] = flow.metric      # CG in the inner product in which J is self-adjoint
     # th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]: a fresh controller memory, as
     # rosw_run starts with; the kernel's counters start at zero after f0
     th = np.array([t, h, 0.0, NO_PREVIOUS_STEP[0], NO_PREVIOUS_STEP[1], 0.0, 0.0])
@@ -555,7 +403,8 @@ def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS
     ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,
                     ROSW_MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, KRYLOV_TOL, MAX_KRYLOV,
                     STABILITY_SAFETY * switch_back.stability_boundary if switch else 0.0,
-                    switch_back.n_stages if switch else 0.0, STIFF_STEPS if switch else 0.0],
+                    SWITCH_BACK_MARGIN * switch_back.n_stages if switch else 0.0,
+                    STIFF_STEPS if switch else 0.0],
                    dtype=np.float64)
     budget = int(options.max_steps) - stats.nsteps - stats.nrej
     code = 0

@@ -1,7 +1,8 @@
 """Compiled Rosenbrock-W loop, for any model with a Jacobian-vector product (numba).
 
-``_stiff.py`` is the numpy reference (``_stiff.rosw_run``, ``_stiff.cg_solve``); this
-module knows nothing of networks.
+The numpy reference is ``methods.rosw.RosenbrockWStepper`` in the loop
+``methods.base.integrate`` (``_stiff.rosw_run`` for the linear model); this module
+knows nothing of networks.
 
 The factory
 -----------
@@ -24,9 +25,11 @@ As for the explicit loop, a model calls ``rosw_advance`` from a module-level
 ``@njit(cache=True, nogil=True)`` entry point of its own module (the linear model's:
 ``models/_linear_kernels.rosw_advance``), so that numba caches it.
 
-The same operations in the same order as the numpy reference, elementwise sums as
-loops and inner products through ``np.dot`` (BLAS ``ddot``): the two backends take
-the same steps up to the rounding of those inner products.
+The same algorithm as the numpy reference (step control, Krylov stopping rule,
+Rayleigh-quotient stiffness and the switch-back test; ``ctl``'s ``explicit_stages``
+carries ``SWITCH_BACK_MARGIN``), with elementwise sums as loops and inner products
+through ``np.dot``: the two backends agree to the tolerance, and a rounding difference
+that flips one decision moves the step counts a little.
 """
 from __future__ import annotations
 
@@ -38,8 +41,8 @@ from ._erk_kernels import accept_step
 __all__ = ["make_rosw_advance", "NONSTIFF", "CTL_FIELDS", "ROSW_ADVANCE_ARGS"]
 
 #: Return code of ``rosw_advance`` when, for the required number of accepted
-#: steps in a row, the explicit pair would have advanced more cheaply (``_stiff.rosw_run``
-#: with ``switch_back``).
+#: steps in a row, the explicit pair would have advanced more cheaply
+#: (``methods.base.integrate`` with ``switch_back``).
 NONSTIFF = 3
 
 #: The entries of the ``ctl`` argument of ``rosw_advance``, in order.
@@ -65,6 +68,17 @@ def _scaled_rms(x, scale):
     return np.sqrt(acc / n)
 
 
+@njit(cache=True)
+def _dot(a, b, w):
+    """``sum w a b`` with ``w`` (n,), or ``a . b`` (``np.dot``) when ``w`` is empty."""
+    if w.shape[0] == 0:
+        return np.dot(a, b)
+    acc = 0.0
+    for m in range(a.shape[0]):
+        acc += w[m] * a[m] * b[m]
+    return acc
+
+
 def make_rosw_advance(rhs, jvp):
     """Build the Rosenbrock-W loop around ``rhs(y, out, data)`` and ``jvp(v, out, y, jdata)``.
 
@@ -81,8 +95,10 @@ def make_rosw_advance(rhs, jvp):
     """
 
     @njit(nogil=True)
-    def cg_solve(x, b, hg, scale, tol, maxiter, r, p, Jv, y, jv):
-        """Solve ``(I - hg J) x = b`` into ``x`` (n,) by conjugate gradients from ``x = b``.
+    def cg_solve(x, b, hg, scale, tol, maxiter, r, p, Jv, y, jv, w):
+        """Solve ``(I - hg J) x = b`` into ``x`` (n,) by conjugate gradients from ``x = b``,
+        in the inner product ``sum w u v`` (``w`` (n,) the metric in which ``J`` is
+        self-adjoint; empty for the identity).
 
         ``J`` is the Jacobian at ``y``, applied as ``jvp(v, out, y, jv)`` (``jv``: the
         model's data tuple, holding what ``rhs`` left of ``y``); ``r``, ``p``, ``Jv`` are
@@ -90,14 +106,14 @@ def make_rosw_advance(rhs, jvp):
 
         Returns ``(converged, iterations, rho)``: not converged after ``maxiter``
         Jacobian-vector products or on non-positive curvature; ``rho`` the largest
-        Rayleigh quotient ``-p.Jp / p.p`` met (``_stiff.cg_solve``).
+        Rayleigh quotient ``-<p, Jp> / <p, p>`` met (``RosenbrockWStepper._solve``).
         """
         n = x.shape[0]
         for m in range(n):
             x[m] = b[m]
         jvp(x, Jv, y, jv)
-        xx = np.dot(x, x)
-        rho = -np.dot(x, Jv) / xx if xx > 0.0 else 0.0
+        xx = _dot(x, x, w)
+        rho = -_dot(x, Jv, w) / xx if xx > 0.0 else 0.0
         for m in range(n):
             r[m] = Jv[m] * hg                   # r = b - (x - hg J x) = hg J x
         it = 1
@@ -105,14 +121,14 @@ def make_rosw_advance(rhs, jvp):
             return True, it, rho
         for m in range(n):
             p[m] = r[m]
-        rr = np.dot(r, r)
+        rr = _dot(r, r, w)
         pp = rr
         while it < maxiter:
             jvp(p, Jv, y, jv)
             it += 1
             for m in range(n):
                 Jv[m] = p[m] - hg * Jv[m]       # A p, in place of J p
-            pAp = np.dot(p, Jv)
+            pAp = _dot(p, Jv, w)
             if not pAp > 0.0:
                 return False, it, rho
             rho = max(rho, (pAp - pp) / hg / pp)
@@ -122,12 +138,12 @@ def make_rosw_advance(rhs, jvp):
                 r[m] -= alpha * Jv[m]
             if _scaled_rms(r, scale) <= tol:
                 return True, it, rho
-            rr_new = np.dot(r, r)
+            rr_new = _dot(r, r, w)
             beta = rr_new / rr
             for m in range(n):
                 p[m] = p[m] * beta + r[m]
             rr = rr_new
-            pp = np.dot(p, p)
+            pp = _dot(p, p, w)
         return False, it, rho
 
     @njit(nogil=True)
@@ -139,8 +155,9 @@ def make_rosw_advance(rhs, jvp):
         which the Jacobian-vector products ``jvp(v, out, y, jv)`` differentiate: ``jv``
         shares what ``rhs`` left in ``base``), on entry and exit; the stages are evaluated
         with ``rhs(Y_i, f_i, scratch)``; ``U`` (s, n) the stage solutions and ``work`` (7, n)
-        scratch; ``a, c, mw, ew`` the transformed coefficients of
-        ``_stiff.RosenbrockW.transformed`` and ``gamma`` its diagonal; ``ctl`` the
+        scratch, or (8, n) with the Krylov solves' metric (``cg_solve``'s ``w``, the inverse
+        per-parameter rates) in its last row; ``a, c, mw, ew`` the transformed coefficients
+        of ``methods.rosw.RosenbrockW.transformed`` and ``gamma`` its diagonal; ``ctl`` the
         settings named by :data:`CTL_FIELDS` (``boundary`` 0: no hand-back test).
         ``th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]`` (time, proposed step,
         the largest Rayleigh quotient of the last accepted step, the memory of
@@ -161,6 +178,7 @@ def make_rosw_advance(rhs, jvp):
         ktol, kmax = ctl[8], int(ctl[9])
         boundary, s_erk, switch_steps = ctl[10], ctl[11], ctl[12]
         Yi, fi, bi, r, p, Jv, scale = work[0], work[1], work[2], work[3], work[4], work[5], work[6]
+        metric = work[7] if work.shape[0] > 7 else work[0, :0]
         t = th[0]
         h = th[1]
         rejected = False
@@ -199,7 +217,8 @@ def make_rosw_advance(rhs, jvp):
                         if c[i, j] != 0.0:
                             acc += (gamma * c[i, j]) * U[j, m]
                     bi[m] = acc
-                ok, its, rho_i = cg_solve(U[i], bi, hg, scale, ktol, kmax, r, p, Jv, y, jv)
+                ok, its, rho_i = cg_solve(U[i], bi, hg, scale, ktol, kmax, r, p, Jv, y, jv,
+                                          metric)
                 stats[3] += its
                 rho = max(rho, rho_i)
                 if not ok:

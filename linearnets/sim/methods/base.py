@@ -122,6 +122,11 @@ STIFFNESS_MIN_REL = 1e-6
 STIFFNESS_STATE_ULPS = 1.0
 #: Non-stiff steps that reset the count of the stiffness test (Hairer's ``nonsti``).
 NONSTIFF_RESET = 6
+#: The switch back from a Rosenbrock-W phase (``integrate(switch_back=...)``) needs the
+#: explicit pair cheaper per unit time by this factor: a hysteresis, so that a cost
+#: comparison within rounding of a tie (both estimates are O(1) models of the work)
+#: does not decide the run.
+SWITCH_BACK_MARGIN = 1.25
 #: Consecutive rejections across a switching surface before the low-order fallback.
 KINK_REJECTIONS = 3
 #: Accepted steps without a crossing after which the primary stepper resumes.
@@ -501,6 +506,8 @@ class Result:
         Accepted steps after which the stability cap shortened the next step.
     stiff : bool
         The stiffness test (``stiff_steps``) ended the run at ``t_last``.
+    nonstiff : bool
+        The switch-back test (``switch_back``) ended the run at ``t_last``.
     nonfinite : bool
         The last rejected trial steps overflowed.
     """
@@ -522,6 +529,7 @@ class Result:
     ncapped: int = 0
     stiff: bool = False
     nonfinite: bool = False
+    nonstiff: bool = False
 
 
 def _kink_factor(err, after_rejection):
@@ -567,7 +575,8 @@ def _locate_stop(stepper, t, y, f, h, g0, stop):
 
 def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, switches=None,
               stop=None, t0=0.0, xp=np, f0=None, k0=0, predictive=False, cap_safety=0.0,
-              stiffness_memory=STIFFNESS_MEMORY, stiff_steps=0, dense=False):
+              stiffness_memory=STIFFNESS_MEMORY, stiff_steps=0, dense=False, switch_back=None,
+              switch_steps=0):
     """Integrate ``dy/dt = rhs(t, y)`` from ``y0`` at ``t0`` onto every time of ``t_eval``.
 
     Parameters
@@ -612,6 +621,17 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         Only the last output time ends a step; the others are evaluated by the stepper's
         ``interpolate`` (where it has one, its tableau a continuous extension, and there
         is no kink fallback).
+    switch_back : Tableau, optional
+        With a stepper that keeps a spectral-radius estimate ``rho`` (reset by its
+        ``accept``) and its work so far ``cost`` (right-hand-side units), as
+        ``methods.rosw.RosenbrockWStepper`` does: return with ``Result.nonstiff`` once, for
+        ``switch_steps`` accepted steps in a row (not counting steps shortened onto an
+        output time), this explicit pair would have advanced more cheaply.  Its cost per
+        unit time is ``SWITCH_BACK_MARGIN s / min(h, STABILITY_SAFETY boundary / rho)``
+        (``s`` stages, its stability-capped step, at most the step just taken); the
+        stepper's is the ``cost`` of the step (and of the attempts rejected before it)
+        over ``h``.
+    switch_steps : int
 
     Returns
     -------
@@ -657,7 +677,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     rho_mem = 0.0
     nonfinite = False
 
-    def done(status, extra="", t_stop=None, y_out=None, stiff=False):
+    def done(status, extra="", t_stop=None, y_out=None, stiff=False, nonstiff=False):
         if status.success:
             msg = status.message
         else:
@@ -674,7 +694,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
                       status=status, message=msg, t_stop=t_stop, kinks=counters["kinks"],
                       sliding_time=sliding, fallback_steps=counters["fallback_steps"],
                       h_next=h, rho=rho_mem, ncapped=counters["ncapped"], stiff=stiff,
-                      nonfinite=nonfinite)
+                      nonfinite=nonfinite, nonstiff=nonstiff)
 
     # the outputs at the start (observed even where f is not finite: they are the state)
     while k < T and t_eval[k] <= t:
@@ -705,6 +725,13 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     eps4 = 4 * float(np.finfo(np.float64).eps)
     memory = NO_PREVIOUS_STEP      # the last accepted unclipped step (accept_step)
     n_stiff = n_nonstiff = 0
+    if switch_back is not None:
+        if not (hasattr(main, "rho") and hasattr(main, "cost")):
+            raise ValueError("switch_back: the stepper keeps no rho and cost estimate")
+        erk_stages = SWITCH_BACK_MARGIN * switch_back.n_stages
+        erk_boundary = STABILITY_SAFETY * switch_back.stability_boundary
+        cost0 = main.cost
+    n_cheaper = 0
     active = main
     kink_rejections = calm = 0
     last_cross = None
@@ -796,6 +823,11 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             h = stability_cap(h, rho_mem, boundary, cap_safety)
             stiff_now = h < h_free
             counters["ncapped"] += stiff_now
+        if switch_back is not None and took is main and not clipped:
+            cost = main.cost
+            h_erk = step if main.rho <= 0.0 else min(step, erk_boundary / main.rho)
+            n_cheaper = n_cheaper + 1 if erk_stages / h_erk < (cost - cost0) / step else 0
+            cost0 = cost
         if dense:
             # the outputs inside the step, while y and the stages are still the step's
             y_old = y
@@ -816,4 +848,6 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
                     n_stiff = 0
             if n_stiff >= stiff_steps and k < T:
                 return done(FlowStatus.SUCCESS, stiff=True)
+        if switch_steps > 0 and n_cheaper >= switch_steps and k < T:
+            return done(FlowStatus.SUCCESS, nonstiff=True)
     return done(FlowStatus.SUCCESS)

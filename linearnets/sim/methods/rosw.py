@@ -3,12 +3,12 @@
 :class:`RosenbrockWStepper` advances ``dy/dt = rhs(t, y)`` by the Rosenbrock-W method
 ROS34PW2 of Rang & Angermann, BIT 45 (2005) 761-787 (4 stages, order 3, embedded order
 2, L-stable, stiffly accurate; its tableau and the U-form transform are
-:data:`linearnets.sim._stiff.ROS34PW2` and ``RosenbrockW.transformed``).  It knows
+:data:`ROS34PW2_TABLEAU` and :meth:`RosenbrockW.transformed`).  It knows
 nothing about networks: it sees ``rhs(t, y)`` and, optionally, a Jacobian-vector
 product ``jvp(y, v)`` and a positive diagonal ``metric`` (both bound to the class by
 :meth:`RosenbrockWStepper.bind`).
 
-The step (U-form of ``_stiff.RosenbrockW``), with ``J`` frozen at the step's start ``y``:
+The step (U-form of :class:`RosenbrockW`), with ``J`` frozen at the step's start ``y``:
 
     (I - h gamma J) U_i = h gamma f(y + sum_j a_ij U_j) + gamma sum_{j<i} c_ij U_j,
     y_new = y + sum_i m_i U_i,   error  sum_i e_i U_i .
@@ -42,7 +42,7 @@ below 1.  The systems are solved by conjugate gradients in that inner product
 (Hestenes & Stiefel 1952 with ``<., .>_M``), matrix-free, on numpy or CuPy alike, from
 the start ``x = b`` (exact on the null space of ``J``) until the residual's RMS in the
 step's error units ``atol + rtol |y|`` is below :data:`KRYLOV_TOL` (as
-``_stiff.cg_solve``).  A finite-difference ``J`` of a non-symmetric or non-smooth field
+the compiled ``methods/_rosw_kernels``).  A finite-difference ``J`` of a non-symmetric or non-smooth field
 is only approximately self-adjoint; CG still converges on it in practice, and when it
 does not the step is rejected.
 
@@ -63,14 +63,14 @@ but counts as one), which is what ``integrate`` adds to ``nfev`` after each atte
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from .._stiff import ROS34PW2 as ROS34PW2_TABLEAU
 from .base import Stepper
 
-__all__ = ["RosenbrockWStepper", "ROS34PW2", "ROSENBROCK", "KRYLOV_TOL", "MAX_KRYLOV",
-           "FAILED_SOLVE_ERR"]
+__all__ = ["RosenbrockW", "ROS34PW2_TABLEAU", "RosenbrockWStepper", "ROS34PW2", "ROSENBROCK",
+           "KRYLOV_TOL", "MAX_KRYLOV", "FAILED_SOLVE_ERR"]
 
 #: A Krylov solve stops when the RMS of its residual over ``atol + rtol |y|`` is below this.
 KRYLOV_TOL = 1e-1
@@ -81,6 +81,69 @@ MAX_KRYLOV = 60
 FAILED_SOLVE_ERR = 1e3
 
 _U = np.finfo(np.float64).eps
+
+
+# --------------------------------------------------------------------------------------------
+# Rosenbrock-W tableaux (stored as data) and their transformed coefficients
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RosenbrockW:
+    """A Rosenbrock(-W) method in the standard form (Hairer-Wanner II, IV.7)
+
+        (I - h gamma J) k_i = h f(y + sum_j alpha_ij k_j) + h J sum_{j<i} gamma_ij k_j,
+        y_new = y + sum_i b_i k_i,   embedded  y_hat = y + sum_i bhat_i k_i .
+
+    The stepper uses the equivalent form without products by J on the right:
+    ``U_i = sum_j Gamma_ij k_j`` (``Gamma = gamma_ij + gamma I``),
+
+        (I - h gamma J) U_i = h gamma f(y + sum_j a_ij U_j) + gamma sum_{j<i} c_ij U_j,
+        a = alpha Gamma^-1,  c = diag(1/gamma) - Gamma^-1,  m = b Gamma^-1 .
+    """
+
+    name: str
+    order: int
+    error_order: int
+    gamma: float
+    alpha: np.ndarray
+    gamma_ij: np.ndarray
+    b: np.ndarray
+    bhat: np.ndarray
+
+    @property
+    def n_stages(self):
+        return self.b.size
+
+    def transformed(self):
+        """``(a, c, m, e)``: stage, coupling, solution and error weights of the U-form."""
+        Gam = self.gamma_ij + self.gamma * np.eye(self.n_stages)
+        Gi = np.linalg.inv(Gam)
+        # clean the rounding residue off the structural zeros (the stepper skips zeros)
+        a = np.tril(self.alpha @ Gi, -1)
+        c = np.tril(np.diag(1.0 / np.diag(Gam)) - Gi, -1)
+        m = self.b @ Gi
+        e = (self.b - self.bhat) @ Gi
+        return a, c, m, e
+
+
+#: Rang & Angermann (2005), Table 3 (ROS34PW2).
+ROS34PW2_TABLEAU = RosenbrockW(
+    name="ROS34PW2", order=3, error_order=2, gamma=4.3586652150845900e-1,
+    alpha=np.array([
+        [0.0, 0.0, 0.0, 0.0],
+        [8.7173304301691801e-1, 0.0, 0.0, 0.0],
+        [8.4457060015369423e-1, -1.1299064236484185e-1, 0.0, 0.0],
+        [0.0, 0.0, 1.0, 0.0]]),
+    gamma_ij=np.array([
+        [0.0, 0.0, 0.0, 0.0],
+        [-8.7173304301691801e-1, 0.0, 0.0, 0.0],
+        [-9.0338057013044082e-1, 5.4180672388095326e-2, 0.0, 0.0],
+        [2.4212380706095346e-1, -1.2232505839045147, 5.4526025533510214e-1, 0.0]]),
+    b=np.array([2.4212380706095346e-1, -1.2232505839045147, 1.5452602553351020,
+                4.3586652150845900e-1]),
+    bhat=np.array([3.7810903145819369e-1, -9.6042292212423178e-2, 0.5,
+                   2.1793326075422950e-1]),
+)
+
 
 
 def _vdot(xp, a, b):
@@ -100,6 +163,12 @@ class RosenbrockWStepper(Stepper):
 
     tableau = ROS34PW2_TABLEAU
     MAX_FACTOR = 5.0
+    #: A Jacobian-vector product's cost in right-hand sides (:attr:`cost`); a forward
+    #: difference is one.
+    JVP_COST = 1.0
+    #: Evaluate ``f(y_new)`` of a rejected step too: ``integrate`` reads a kink model's
+    #: switch pattern at ``y_new`` from the latest evaluation.
+    EVALUATE_REJECTED = True
     jvp = None
     metric = None
     krylov_tol = KRYLOV_TOL
@@ -111,8 +180,8 @@ class RosenbrockWStepper(Stepper):
         attrs = dict(jvp=staticmethod(jvp) if jvp is not None else None, metric=metric)
         return type(cls.__name__, (cls,), attrs)
 
-    def __init__(self, rhs, n, rtol, atol, xp=np):
-        super().__init__(rhs, n, rtol, atol, xp)
+    def __init__(self, rhs, n, rtol, atol, xp=np, fun=None):
+        super().__init__(rhs, n, rtol, atol, xp, fun=fun)
         a, c, m, e = self.tableau.transformed()
         self._a, self._c, self._m, self._e = a, c, m, e
         self._g = float(self.tableau.gamma)
@@ -121,6 +190,11 @@ class RosenbrockWStepper(Stepper):
         if self._M is not None and self._M.shape != (self.n,):
             raise ValueError(f"metric: expected shape ({self.n},), got {self._M.shape}")
         self._last = self.tableau.n_stages
+        self._fi = xp.empty(self.n)
+        #: evaluations :meth:`_freeze` made for the coming attempt (counted with it)
+        self._frozen_evals = 0
+        #: the largest Rayleigh quotient of ``-J`` met since the last accepted step
+        self.rho = 0.0
         self.n_rhs = 0
         self.n_jvp = 0
         self.n_failed = 0
@@ -139,14 +213,14 @@ class RosenbrockWStepper(Stepper):
             return lambda v: jvp(y, v)
         ny = math.sqrt(_vdot(xp, y, y))
         num = math.sqrt(_U * (1.0 + ny))
-        rhs = self.rhs
+        buf = xp.empty_like(y)
 
         def fd(v):
             nv = math.sqrt(_vdot(xp, v, v))
             if nv == 0.0:
                 return xp.zeros_like(v)
             eps = num / nv
-            return (rhs(t, y + eps * v) - f) * (1.0 / eps)
+            return (self._eval(t, y + eps * v, buf) - f) * (1.0 / eps)
         return fd
 
     def _dot(self, a, b):
@@ -156,11 +230,21 @@ class RosenbrockWStepper(Stepper):
         return float(xp.sum(self._M * a * b))
 
     def _solve(self, Jv, hg, b, scale):
-        """CG in the ``metric`` inner product on ``(I - hg J) x = b``: ``(x or None, products)``."""
+        """CG in the ``metric`` inner product on ``(I - hg J) x = b``: ``(x or None, products)``.
+
+        Also raises :attr:`rho` to the largest Rayleigh quotient ``-<p, J p>_M / <p, p>_M``
+        over the start ``x = b`` and the search directions: a lower bound on the spectral
+        radius of ``J`` (the directions CG explores are the stiff ones), free with the
+        iteration (``<p, A p>_M = <p, p>_M - hg <p, J p>_M``).
+        """
         xp = self.xp
         n = b.size
         x = b.copy()
-        r = Jv(x) * hg                       # b - (x - hg J x) with x = b
+        Jx = Jv(x)
+        xx = self._dot(x, x)
+        if xx > 0.0:
+            self._raise_rho(-self._dot(x, Jx) / xx)
+        r = Jx * hg                          # b - (x - hg J x) with x = b
         its = 1
 
         def small(res):
@@ -171,12 +255,14 @@ class RosenbrockWStepper(Stepper):
             return x, its
         p = r.copy()
         rr = self._dot(r, r)
+        pp = rr
         while its < self.max_krylov:
             Ap = p - hg * Jv(p)
             its += 1
             pAp = self._dot(p, Ap)
             if not (pAp > 0.0 and math.isfinite(pAp)):
                 return None, its
+            self._raise_rho((pAp - pp) / (hg * pp))
             alpha = rr / pAp
             x += alpha * p
             r -= alpha * Ap
@@ -188,7 +274,22 @@ class RosenbrockWStepper(Stepper):
             p *= rr_new / rr
             p += r
             rr = rr_new
+            pp = self._dot(p, p)
         return None, its
+
+    def _raise_rho(self, q):
+        if math.isfinite(q) and q > self.rho:
+            self.rho = q
+
+    @property
+    def cost(self) -> float:
+        """The work so far in right-hand-side units: ``n_rhs + JVP_COST n_jvp``."""
+        return self.n_rhs + self.JVP_COST * self.n_jvp
+
+    def accept(self, f_new):
+        """The step is accepted: the Rayleigh-quotient estimate :attr:`rho` starts afresh."""
+        self.rho = 0.0
+        return f_new
 
     # -- one step -------------------------------------------------------------------------
     def attempt(self, t, y, f, h):
@@ -199,7 +300,9 @@ class RosenbrockWStepper(Stepper):
         s = self.tableau.n_stages
         scale = self.atol + self.rtol * xp.abs(y)
         Jv = self._freeze(t, y, f)
-        nrhs = njvp = 0
+        nrhs = self._frozen_evals
+        self._frozen_evals = 0
+        njvp = 0
         U = []
         for i in range(s):
             if i == 0:
@@ -209,7 +312,7 @@ class RosenbrockWStepper(Stepper):
                 for j in range(i):
                     if a[i, j] != 0.0:
                         Yi += a[i, j] * U[j]
-                fi = self.rhs(t + h * self._ct[i], Yi)
+                fi = self._eval(t + h * self._ct[i], Yi, self._fi)
                 nrhs += 1
             b = fi * hg
             for j in range(i):
@@ -227,14 +330,19 @@ class RosenbrockWStepper(Stepper):
         for i in range(s):
             y_new += m[i] * U[i]
             errv += e[i] * U[i]
-        f_new = xp.array(self.rhs(t + h, y_new), copy=True)
-        nrhs += 1
-        self._count(nrhs, njvp)
-        if not bool(xp.all(xp.isfinite(y_new))) or not bool(xp.all(xp.isfinite(f_new))):
-            return y_new, f_new, np.inf
+        if not bool(xp.all(xp.isfinite(y_new))):
+            self._count(nrhs, njvp)
+            return y_new, None, np.inf
         sc = self.atol + self.rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
         v = errv / sc
         err = math.sqrt(_vdot(xp, v, v) / self.n) if self.n else 0.0
+        f_new = None
+        if err < 1.0 or self.EVALUATE_REJECTED:
+            f_new = self.evaluate(t + h, y_new)
+            nrhs += 1
+        self._count(nrhs, njvp)
+        if f_new is not None and not bool(xp.all(xp.isfinite(f_new))):
+            return y_new, f_new, np.inf
         return y_new, f_new, err
 
     def _count(self, nrhs, njvp):
