@@ -231,16 +231,16 @@ def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
     return FlowProblem(tuple((int(r), int(c)) for r, c in shapes), Sxx, Syx, eta_l, X, Y)
 
 
-def chains(y, problem):
-    """The partial products of the gradient at ``y`` (n,): ``(At, G)``, two lists of L arrays.
+def chain_products(Ws, Sxx, Syx, white=False):
+    """The partial products of the gradient at layers ``Ws``: ``(At, G)``, two lists of L arrays.
 
     ``At[i] = (W_L ... W_{i+2})^T`` (N_{i+1} x C, 0-based layer i; ``At[L-1]``, the
     identity, is None) and ``G[i] = E W_1^T ... W_i^T`` (C x N_i, ``G[0] = E``), so that
     layer i moves by ``eta_i At[i] G[i]`` (``eta_i G[L-1]`` at the top).  The same
-    products in the same order as the compiled ``_kernels.chains``.
+    products in the same order as the compiled ``_kernels.chains``, except that with
+    ``white`` (``Sxx`` is the identity, ``FlowProblem.white``) the product with ``Sxx`` is
+    skipped here.  Any array namespace (numpy or CuPy arrays alike).
     """
-    shapes = problem.shapes
-    Ws = unpack(y, shapes, problem.offsets)
     L = len(Ws)
     At = [None] * L
     if L > 1:
@@ -250,10 +250,28 @@ def chains(y, problem):
         WT = Ws[0].T @ At[0]
     else:
         WT = Ws[0].T
-    G = [problem.Syx - (problem.Sxx @ WT).T]
+    G = [Syx - (WT.T if white else (Sxx @ WT).T)]
     for i in range(1, L):
         G.append(times_transpose(G[-1], Ws[i - 1]))
     return At, G
+
+
+def chains(y, problem):
+    """:func:`chain_products` at the flat state ``y`` (n,) of ``problem``."""
+    return chain_products(unpack(y, problem.shapes, problem.offsets), problem.Sxx, problem.Syx,
+                          problem.white)
+
+
+def velocity(At, G, eta_l, dWs, xp=np):
+    """Write ``dW_i = eta_i At[i] G[i]`` (``eta_i G[L-1]`` at the top) into the views ``dWs``."""
+    L = len(dWs)
+    for i in range(L):
+        if i == L - 1:
+            xp.multiply(G[i], eta_l[i], out=dWs[i])
+        else:
+            xp.matmul(At[i], G[i], out=dWs[i])
+            if eta_l[i] != 1.0:
+                dWs[i] *= eta_l[i]
 
 
 def rhs(y, problem, out=None):
@@ -273,15 +291,8 @@ def rhs(y, problem, out=None):
     """
     if out is None:
         out = np.empty_like(y)
-    dWs = unpack(out, problem.shapes, problem.offsets)
     At, G = chains(y, problem)
-    L = len(dWs)
-    for i in range(L):
-        if i == L - 1:
-            np.multiply(G[i], problem.eta_l[i], out=dWs[i])
-        else:
-            np.matmul(At[i], G[i], out=dWs[i])
-            dWs[i] *= problem.eta_l[i]
+    velocity(At, G, problem.eta_l, unpack(out, problem.shapes, problem.offsets))
     return out
 
 

@@ -23,7 +23,9 @@ What
       dE = -dW Sxx,  dR_1 = dE,  dR_{l+1} = dR_l W_l^T + R_l V_l^T,
 
   O(L) narrow (C-row) products, about twice a gradient, reusing ``A_l`` and ``R_l``
-  from the gradient at the step's start.
+  from the gradient at the step's start.  The gradient is ``_rhs.rhs``'s
+  (``_rhs.chain_products``, which keeps ``A_l^T`` and ``R_l = G_l``); the product
+  carries the transposes ``dA_l^T`` the same way.
 * :data:`ROS34PW2` -- the Rosenbrock-W method of Rang & Angermann, BIT 45 (2005)
   761-787: 4 stages, order 3, embedded order 2, L-stable, stiffly accurate, and of
   order 3 for *any* Jacobian approximation (a W-method), so inexact Krylov
@@ -57,7 +59,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import _explicit
+from . import _explicit, _rhs
 from ._explicit import (MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, PREDICTIVE_MIN_ERR, SAFETY,
                         STABILITY_SAFETY, _STATUS_BY_CODE, advance_in_chunks,
                         select_initial_step, solve_numba)
@@ -130,64 +132,45 @@ class Flow:
         return [y[o[i]:o[i + 1]].reshape(self.shapes[i]) for i in range(len(self.shapes))]
 
     def rhs(self, y, out, keep=False):
-        """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,) and return it."""
-        xp = self.xp
+        """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,) and return it (``_rhs.rhs``)."""
         self.nfev += 1
         Ws = self.views(y)
-        dWs = self.views(out)
-        L = len(Ws)
-        A = [None] * L                       # A[i] = W_L ... W_{i+2} (0-based), C x N_{i+1}
-        if L > 1:
-            A[L - 2] = Ws[L - 1]
-            for i in range(L - 3, -1, -1):
-                A[i] = A[i + 1] @ Ws[i + 1]
-            W = A[0] @ Ws[0]
-        else:
-            W = Ws[0]
-        E = self.Syx - (W if self.white else W @ self.Sxx)
-        R = [E] + [None] * (L - 1)           # R[i] = E W_1^T ... W_i^T, C x N_i
-        for i in range(L):
-            if i > 0:
-                R[i] = R[i - 1] @ Ws[i - 1].T
-            # the learning rate goes on the small C-row factor, not on the N x N output
-            Ri = R[i] * self.eta[i] if self.eta[i] != 1.0 else R[i]
-            if i == L - 1:
-                dWs[i][...] = Ri
-            else:
-                xp.matmul(A[i].T, Ri, out=dWs[i])
+        At, G = _rhs.chain_products(Ws, self.Sxx, self.Syx, self.white)
+        _rhs.velocity(At, G, self.eta, self.views(out), self.xp)
         if keep:
-            self.base = (Ws, A, R)
+            self.base = (Ws, At, G)
         return out
 
     def jvp(self, v, out):
         """Write ``J(y) v`` into ``out``, ``y`` the state of the last ``rhs(..., keep=True)``."""
         xp = self.xp
         self.njev += 1
-        Ws, A, R = self.base
+        Ws, At, G = self.base
         V = self.views(v)
         dWs = self.views(out)
         L = len(Ws)
-        dA = [None] * L
+        # dAt[i] = d(At[i]) = d(W_L ... W_{i+2})^T, dW^T = d(W_L ... W_1)^T
+        dAt = [None] * L
         if L > 1:
-            dA[L - 2] = V[L - 1]
+            dAt[L - 2] = V[L - 1].T
             for i in range(L - 3, -1, -1):
-                dA[i] = dA[i + 1] @ Ws[i + 1] + A[i + 1] @ V[i + 1]
-            dW = dA[0] @ Ws[0] + A[0] @ V[0]
+                dAt[i] = Ws[i + 1].T @ dAt[i + 1] + V[i + 1].T @ At[i + 1]
+            dWT = Ws[0].T @ dAt[0] + V[0].T @ At[0]
         else:
-            dW = V[0]
-        dR = -(dW if self.white else dW @ self.Sxx)
+            dWT = V[0].T
+        dG = -(dWT.T if self.white else (self.Sxx @ dWT).T)
         for i in range(L):
             if i > 0:
-                dR = dR @ Ws[i - 1].T + R[i - 1] @ V[i - 1].T
+                dG = _rhs.times_transpose(dG, Ws[i - 1]) + G[i - 1] @ V[i - 1].T
             if i == L - 1:
-                xp.multiply(dR, self.eta[i], out=dWs[i])
+                xp.multiply(dG, self.eta[i], out=dWs[i])
             else:
-                # one product with inner dimension 2C: [dA; A]^T [R; dR]
-                left = xp.concatenate((dA[i], A[i]), axis=0)
-                right = xp.concatenate((R[i], dR), axis=0)
+                # one product with inner dimension 2C: [dAt, At] [G; dG]
+                left = xp.concatenate((dAt[i], At[i]), axis=1)
+                right = xp.concatenate((G[i], dG), axis=0)
                 if self.eta[i] != 1.0:
                     right *= self.eta[i]
-                xp.matmul(left.T, right, out=dWs[i])
+                xp.matmul(left, right, out=dWs[i])
         return out
 
 
