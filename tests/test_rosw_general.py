@@ -293,3 +293,53 @@ def test_general_path_binds_metric_and_jvp(monkeypatch):
     net_relu = get_model("mlp")(ws, None, opts)
     primary, low = general.stepper_for("ROS34PW2", net_relu)
     assert primary.metric is None and low.__name__ == general.ROSENBROCK_FALLBACK
+
+
+# ------------------------------------------------------------------ the switch-back test
+@pytest.mark.parametrize("uniform", [True, False])
+@pytest.mark.parametrize("lam_max", [1e2, 1e5])
+def test_rayleigh_quotient_bounds_the_spectral_radius(uniform, lam_max):
+    """``rho`` of an attempt is a Rayleigh quotient of ``-J`` in the metric in which ``J``
+    is self-adjoint, so it never exceeds the spectral radius; the Krylov directions are
+    the stiff ones, so it is near it (measured 0.72 - 0.99 of it over these cases)."""
+    J, R, y0 = _linear_problem(lam_max=lam_max, uniform=uniform)
+    cls = ROS34PW2.bind(jvp=lambda y, v: J @ v, metric=None if uniform else 1.0 / R)
+    lam = np.abs(np.linalg.eigvals(J)).max()
+    for h in (1e-4, 1e-2, 1.0):
+        st = cls(lambda t, y: J @ y, y0.size, 1e-6, 1e-12)
+        st.attempt(0.0, y0, J @ y0, h)
+        assert 0.5 * lam <= st.rho <= lam * (1 + 1e-9), (h, st.rho / lam)
+        st.accept(None)
+        assert st.rho == 0.0
+
+
+def test_switch_back_fires_after_switch_steps_where_the_pair_is_cheaper():
+    """The test's arithmetic: a stepper whose products cost 100 right-hand sides is dearer
+    per unit time than DOP853 at any step the stability cap allows on a mild spectrum
+    (|lambda| <= 10), so the run hands back after exactly ``switch_steps`` accepted steps;
+    at no cost per product it never does (4 right-hand sides a step against DOP853's
+    12 x SWITCH_BACK_MARGIN at a step at most as long)."""
+    from linearnets.sim._tableaux import DOP853
+
+    J, R, y0 = _linear_problem(lam_max=10.0, uniform=True)
+    for cost, fires in ((100.0, True), (0.0, False)):
+        cls = type("Costed", (ROS34PW2.bind(jvp=lambda y, v: J @ v),), {"JVP_COST": cost})
+        res = integrate(lambda t, y: J @ y, y0, np.array([1e3]), cls,
+                        StepperOptions(rtol=1e-6, atol=1e-12), lambda k, y: None,
+                        predictive=True, switch_back=DOP853, switch_steps=7)
+        assert res.status.success and res.nonstiff == fires
+        if fires:
+            assert res.nsteps == 7 and res.n_done == 0 and 0.0 < res.t_last < 1e3
+        else:
+            assert res.n_done == 1 and res.t_last == 1e3
+
+
+def test_switch_back_needs_a_cost_estimate():
+    from linearnets.sim._tableaux import DOP853
+    from linearnets.sim.methods.erk import ExplicitRK
+
+    class DOP(ExplicitRK):
+        tableau = DOP853
+    with pytest.raises(ValueError, match="switch_back"):
+        integrate(lambda t, y: -y, np.ones(3), np.array([1.0]), DOP, StepperOptions(),
+                  lambda k, y: None, switch_back=DOP853, switch_steps=3)
