@@ -44,6 +44,14 @@ gradient flow is real).  With ``stiff_steps = k > 0`` the run returns early
 ``nonsti`` resets the count after NONSTIFF_RESET uncapped steps): ``method="auto"``
 then switches to the L-stable Rosenbrock-W method.
 
+Switch back (``switch_back = tableau``, with a stepper that estimates its spectral
+radius ``rho`` and counts its ``cost``, as ``methods/rosw.py``'s Rosenbrock-W stepper
+does from its Krylov solves): the run returns early (``Result.nonstiff``) once, for
+``switch_steps`` accepted steps in a row, the explicit pair at its stability-capped
+step ``min(h, STABILITY_SAFETY boundary / rho)`` would have cost less per unit time
+than the step just taken, by the factor ``SWITCH_BACK_MARGIN``; ``method="auto"``
+then hands back to DOP853.
+
 Kinks (ReLU-type activations).  A model whose vector field is only piecewise
 smooth exposes the sign pattern of its switching functions at its latest
 evaluation (``switches``).  A step across a switching surface has a local error
