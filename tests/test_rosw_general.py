@@ -343,3 +343,32 @@ def test_switch_back_needs_a_cost_estimate():
     with pytest.raises(ValueError, match="switch_back"):
         integrate(lambda t, y: -y, np.ones(3), np.array([1.0]), DOP, StepperOptions(),
                   lambda k, y: None, switch_back=DOP853, switch_steps=3)
+
+
+def test_sliding_relu_net_runs_on_the_fallback():
+    """A random-data ReLU net with biases that slides along kinks for most of t in [0, 2]:
+    the low-order pair does the sliding for ROS34PW2 as for DOP853 (the primary pair
+    resumes only after CALM_STEPS steps none of whose stages crossed a switch), so the
+    two take comparable work (measured 27,137 and 27,104 evaluations; 897,193 and 39,542
+    when a step whose stages crossed counted as calm), and both are within
+    20 kink_rtol of a run 10x tighter in both tolerances (measured <= 0.41)."""
+    rng = np.random.default_rng(0)
+    ws = ln.init_network((3, 6, 6, 1), 1.0, seed=1)
+    X, Y = rng.standard_normal((15, 3)), rng.standard_normal((15, 1))
+    bs = [0.3 * rng.standard_normal(6), 0.3 * rng.standard_normal(6)]
+    backend = "numba" if numba_available() else "numpy"
+    kw = dict(activation="relu", biases=bs, backend=backend, record=("outputs",))
+    t_eval = [0.0, 0.5, 2.0]
+    ref = ln.gradient_flow(ws, X, Y, t_eval, method="DOP853", rtol=1e-9, atol=1e-12,
+                           kink_rtol=1e-6, max_steps=10 ** 6, **kw)
+    assert ref.success
+    size = np.abs(ref.outputs).max()
+    runs = {}
+    for method in ("DOP853", "ROS34PW2"):
+        tr = ln.gradient_flow(ws, X, Y, t_eval, method=method, rtol=1e-8, atol=1e-11,
+                              kink_rtol=1e-5, **kw)
+        assert tr.success and tr.sliding_time > 1.5
+        assert tr.fallback_steps > 0.8 * tr.nsteps
+        assert np.abs(tr.outputs - ref.outputs).max() <= 20 * 1e-5 * size
+        runs[method] = tr.nfev
+    assert runs["ROS34PW2"] <= 2 * runs["DOP853"], runs
