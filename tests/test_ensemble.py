@@ -336,3 +336,29 @@ def test_bad_input_names_the_argument():
         gradient_flow_ensemble(nets, X, y, t, backend="cupy")
     with pytest.raises(ValueError, match="b must"):
         gradient_flow_ensemble(nets, X, y, t).member(3)
+
+
+def test_sliding_relu_members_run_on_the_fallback():
+    """The batched loop's kink fallback as ``methods.base.integrate``'s: a member whose flow
+    slides along kinks for most of t in [0, 2] (``test_rosw_general``'s sliding net) stays
+    on the low-order pair while its steps' stages cross a switch, and each member is
+    within 20 kink_rtol of a separate run 10x tighter in both tolerances."""
+    rng = np.random.default_rng(0)
+    ws = ln.init_network((3, 6, 6, 1), 1.0, seed=1)
+    X, Y = rng.standard_normal((15, 3)), rng.standard_normal(15)
+    bs = [0.3 * rng.standard_normal(6), 0.3 * rng.standard_normal(6)]
+    t = np.array([0.5, 2.0])
+    alpha = np.array([1.0, 1.2])
+    kink_rtol = 1e-5
+    ens = gradient_flow_ensemble([ws, ws], X, Y, t, rtol=1e-8, atol=1e-11, activation="relu",
+                                 biases_list=[bs, bs], alpha=alpha, kink_rtol=kink_rtol,
+                                 record=("outputs",), backend="numpy")
+    assert ens.all_success and ens.backend == "numpy"
+    for b in range(2):
+        assert ens.sliding_time[b] > 1.5
+        assert ens.fallback_steps[b] > 0.8 * ens.nsteps[b]
+        ref = ln.gradient_flow(ws, X, Y, t, activation="relu", biases=bs, alpha=float(alpha[b]),
+                               rtol=1e-9, atol=1e-12, kink_rtol=kink_rtol / 10,
+                               max_steps=10 ** 6, record=("outputs",))
+        assert ref.success
+        _close(ens.outputs[b], ref.outputs, 20 * kink_rtol, f"outputs[{b}]")

@@ -521,6 +521,18 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predi
     nonfinite = np.zeros(B, dtype=bool)
     h_prev = np.zeros(B)          # predictive memory: the previous accepted step, its error
     err_prev = np.zeros(B)
+    # a stage of an attempt may cross a switch that its end state does not (a step along
+    # a kink, as methods.base.integrate): every evaluation compares each member's switch
+    # pattern with its step's start
+    stage_x = np.zeros(B, dtype=bool)
+    members_all = np.arange(B)
+    rhs = net.rhs
+    if pat is not None and low is not None:
+        def rhs(Ys, idx):
+            out = net.rhs(Ys, idx)
+            mem = members_all[idx]
+            stage_x[mem] |= np.any(net.pattern != pat[mem], axis=1)
+            return out
     while active.any():
         act = np.flatnonzero(active)
         # budget
@@ -553,7 +565,8 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predi
                 continue
             members = act[sel]
             idx = all_ if members.size == B else members
-            yn, fn, er = stepper.attempt(net.rhs, idx, y[members], f[members], step[sel])
+            stage_x[members] = False
+            yn, fn, er = stepper.attempt(rhs, idx, y[members], f[members], step[sel])
             y_new[sel], f_new[sel], err[sel] = yn, fn, er
             nfev[members] += stepper.n_evals
             if pat is not None:
@@ -588,7 +601,8 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predi
                 last_cross[c_idx] = t[c_idx]
                 calm[c_idx] = 0
                 pat[c_idx] = pat_new[acc][cr > 0]
-                calm[a[cr == 0]] += 1
+                calm[a[(cr == 0) & stage_x[a]]] = 0      # a step along a kink is not calm
+                calm[a[(cr == 0) & ~stage_x[a]]] += 1
                 back = a[use_low[a] & (calm[a] >= CALM_STEPS)]
                 use_low[back] = False
             kink_rej[a] = 0
@@ -619,7 +633,7 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predi
         r = act[rej]
         if r.size:
             nrej[r] += 1
-            cr = crossed[rej]
+            cr = crossed[rej] + stage_x[r]
             if low is not None:
                 bump = r[(cr > 0) & ~use_low[r]]
                 kink_rej[bump] += 1
