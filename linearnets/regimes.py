@@ -29,12 +29,15 @@ import numpy as np
 from ._validation import as_float_array, check_positive
 
 __all__ = ["kernel_drift", "relative_change", "rd_slope", "condensation", "output_variance", "variance_slope",
-           "laziness_ratio", "phase_coordinates", "scaling_exponent", "RD_Z", "CONDENSE_EPS"]
+           "laziness_ratio", "phase_coordinates", "scaling_exponent", "RD_Z", "CONDENSE_EPS",
+           "CAP_CENTRE_STEPS"]
 
 #: A slope within RD_Z standard errors of 0 is "critical".
 RD_Z = 2.0
 #: Two units share an orientation when their cosine similarity exceeds 1 − CONDENSE_EPS.
 CONDENSE_EPS = 0.02
+#: Mean-shift steps that centre each cap of :func:`condensation`'s cap count (off the circle).
+CAP_CENTRE_STEPS = 3
 
 
 def kernel_drift(K0, K):
@@ -162,23 +165,40 @@ def rd_slope(widths, rd, z=RD_Z):
     return {"slope": slope, "stderr": se, "label": label, "per_seed": slopes}
 
 
-def condensation(W, b=None, eps=CONDENSE_EPS):
+def condensation(W, b=None, eps=CONDENSE_EPS, *, cosines=True):
     r"""Cosine similarities of hidden units' input weights and the number of distinct orientations.
 
     Unit k's input weight is u_k = (w_k, b_k) (the bias as the weight of a constant
-    input, Luo et al. 2021).  C_kl = u_k·u_l / (‖u_k‖‖u_l‖).  The count: the clusters of
-    complete-linkage clustering at cosine distance 1 − C ≤ ε, i.e. groups in which
-    **every** pair has C_kl ≥ 1 − ε.  Why: condensation means the units gather at a few
-    isolated directions (Luo et al. 2021; Zhou et al. 2022, Sec. 5), so within a cluster
-    every pair is nearly parallel and clusters are far apart; the count needs no number
-    of clusters chosen in advance, and opposite directions (C ≈ −1) stay distinct, as
-    they are different features for a ReLU unit.  Complete rather than single linkage:
-    in low dimension (1-d inputs with a bias give u_k ∈ R²) many spread-out units are
-    chained by near neighbours into one component, which would read as total
-    condensation.  Random (uncondensed) units in D ≥ 3 dimensions are almost never that
-    close, so the count is then ≈ the width; on a circle (D = 2) it saturates near the
-    ε-covering number, of order 2π/√(2ε) (≈ 31 at the default ε = 0.02), against a few
-    for condensed units.  Units with zero input weight are left out.
+    input, Luo et al. 2021), its direction û_k = u_k/‖u_k‖ and C_kl = û_k·û_l.  The
+    count is a number of groups in each of which **every** pair has C_kl ≥ 1 − ε, i.e.
+    lies within the angle θ = arccos(1 − ε) (0.2003 rad at the default ε = 0.02).  Why:
+    condensation means the units gather at a few isolated directions (Luo et al. 2021;
+    Zhou et al. 2022, Sec. 5), so within a group every pair is nearly parallel and
+    groups are far apart; the count needs no number of groups chosen in advance, and
+    opposite directions (C ≈ −1) stay distinct, as they are different features for a
+    ReLU unit.  Every pair, not a chain of near neighbours: in low dimension many
+    spread-out units are chained into one component, which would read as total
+    condensation.
+
+    - On the circle (û_k ∈ R², e.g. 1-d inputs with a bias): the **least** number of
+      such groups, exactly.  A group with every pair within θ < π/2 is an arc of
+      length ≤ θ, so the count is the fewest arcs of length θ that cover the sorted
+      angles: greedy covering from each start that can begin an optimal cover (the
+      point after the widest gap; when that gap is narrower than θ, also the points
+      within θ before it).  Spread-out units approach ⌈2π/θ⌉ = 32 from below as their
+      number grows (29 for 400 uniform directions), against a few for condensed
+      units.  O(n log n) time.
+    - Otherwise (û_k on the sphere S^{d−1}, d ≠ 2): a greedy cap count.  Each group is
+      the not yet counted units within θ/2 of a centre (so every pair is within θ),
+      the centre started at the first such unit and moved to their mean direction by
+      up to :data:`CAP_CENTRE_STEPS` steps while that does not cover fewer units.
+      Exact for groups that lie within θ/2 of their mean direction and are more than
+      θ/2 from each other; random (uncondensed) units in d ≥ 3 are almost never that
+      close, so the count is then ≈ the width.  O(n·k·d) time for k groups.
+
+    Both use O(n) memory with ``cosines=False``.  Units with zero input weight are left
+    out.  (Complete-linkage clustering of the cosine matrix at distance ε gives the
+    same counts for separated groups, in O(n²) memory.)
 
     Parameters
     ----------
@@ -187,11 +207,15 @@ def condensation(W, b=None, eps=CONDENSE_EPS):
     b : (N,) array_like, optional
         Their biases.
     eps : float in (0, 1)
+        Cosine tolerance ε (default :data:`CONDENSE_EPS`).
+    cosines : bool, optional
+        Return the (N, N) cosine matrix (default True).  False returns None in its
+        place and never forms an N × N array.
 
     Returns
     -------
-    cos : (N, N) ndarray
-        (NaN rows/columns for zero units.)
+    cos : (N, N) ndarray or None
+        C_kl (NaN rows/columns for zero units); None when ``cosines`` is False.
     n_orientations : int
     """
     W = as_float_array(W, "W", ndim=2)
@@ -205,21 +229,59 @@ def condensation(W, b=None, eps=CONDENSE_EPS):
         raise ValueError(f"eps must be in (0, 1), got {eps}")
     norms = np.linalg.norm(W, axis=1)
     live = norms > 0
-    U = np.full_like(W, np.nan)
-    U[live] = W[live] / norms[live, None]
-    cos = U @ U.T
-    idx = np.nonzero(live)[0]
-    if idx.size <= 1:
-        return cos, int(idx.size)
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.spatial.distance import squareform
+    U = W[live] / norms[live, None]
+    cos = None
+    if cosines:
+        full = np.full_like(W, np.nan)
+        full[live] = U
+        cos = full @ full.T
+    theta = math.acos(1.0 - eps)
+    if U.shape[0] <= 1:
+        n = U.shape[0]
+    elif U.shape[1] == 2:
+        n = _arc_cover_count(np.arctan2(U[:, 1], U[:, 0]), theta)
+    else:
+        n = _cap_count(U, theta)
+    return cos, int(n)
 
-    dist = np.clip(1.0 - cos[np.ix_(idx, idx)], 0.0, 2.0)
-    dist = 0.5 * (dist + dist.T)
-    np.fill_diagonal(dist, 0.0)
-    labels = fcluster(linkage(squareform(dist, checks=False), method="complete"),
-                      t=eps, criterion="distance")
-    return cos, int(np.unique(labels).size)
+
+def _arc_cover_count(angles, theta):
+    """Fewest closed arcs of length ``theta`` (< π) covering ``angles`` (radians) on the circle."""
+    a = np.sort(np.mod(angles, 2 * np.pi))
+    n = a.size
+    gaps = np.diff(a, append=a[0] + 2 * np.pi)          # gaps[i]: from point i to point i + 1
+    s0 = (int(np.argmax(gaps)) + 1) % n
+    a = np.concatenate([a[s0:], a[:s0] + 2 * np.pi]) - a[s0]    # start after the widest gap, in [0, 2π)
+    a2 = np.concatenate([a, a + 2 * np.pi])
+    nxt = np.searchsorted(a2, a2 + theta, side="right")        # first point past the arc starting at i
+    # Some optimal cover has an arc through point 0 whose first point lies within theta
+    # before it; greedy covering from that first point is then optimal.
+    starts = np.concatenate([[0], np.nonzero(a >= 2 * np.pi - theta)[0]])
+    pos, count = starts.copy(), np.zeros(starts.size, dtype=np.int64)
+    active = pos < starts + n
+    while active.any():
+        pos[active] = nxt[pos[active]]
+        count += active
+        active = pos < starts + n
+    return int(count.min())
+
+
+def _cap_count(U, theta):
+    """Greedy count of caps of angular radius theta/2 covering the unit rows of ``U`` (see condensation)."""
+    c_half = math.cos(0.5 * theta)
+    free = U
+    count = 0
+    while free.shape[0]:
+        inside = free @ free[0] >= c_half
+        for _ in range(CAP_CENTRE_STEPS):
+            m = free[inside].sum(axis=0)
+            moved = free @ (m / np.linalg.norm(m)) >= c_half
+            if moved.sum() < inside.sum() or np.array_equal(moved, inside):
+                break
+            inside = moved
+        free = free[~inside]
+        count += 1
+    return count
 
 
 def output_variance(F):

@@ -68,6 +68,100 @@ def test_condensation_does_not_chain_spread_units_in_two_dimensions():
     assert n == 3
 
 
+def _complete_linkage_count(U, eps):
+    # the reference: complete-linkage clusters of the cosine matrix at distance eps
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    U = U / np.linalg.norm(U, axis=1)[:, None]
+    dist = np.clip(1.0 - U @ U.T, 0.0, 2.0)
+    dist = 0.5 * (dist + dist.T)
+    np.fill_diagonal(dist, 0.0)
+    return np.unique(fcluster(linkage(squareform(dist, checks=False), method="complete"),
+                              t=eps, criterion="distance")).size
+
+
+@pytest.mark.parametrize("d", [2, 3, 5])
+def test_condensation_counts_separated_groups_as_complete_linkage(d):
+    # groups of angular radius ~0.05 rad whose centres are > 0.6 rad apart: complete
+    # linkage at eps = 0.02 (theta = 0.2 rad) and the count agree on the number of groups
+    rng = np.random.default_rng(10 + d)
+    for _ in range(6):
+        k = int(rng.integers(1, 9))
+        while True:
+            C = rng.standard_normal((k, d))
+            C /= np.linalg.norm(C, axis=1)[:, None]
+            if k == 1 or np.max(C @ C.T - 2 * np.eye(k)) < np.cos(0.6):
+                break
+        U = C[rng.integers(0, k, 200)] * rng.uniform(0.5, 2.0, (200, 1))
+        U += 0.02 / np.sqrt(d) * np.linalg.norm(U, axis=1)[:, None] * rng.standard_normal((200, d))
+        n_ref = _complete_linkage_count(U, regimes.CONDENSE_EPS)
+        _, n = regimes.condensation(U, cosines=False)
+        assert n == n_ref == np.unique(np.argmax(U @ C.T, axis=1)).size
+
+
+def _fewest_arcs_brute(angles, theta):
+    # greedy covering from every point (each optimal cover has an arc starting at a point)
+    a = np.sort(np.mod(angles, 2 * np.pi))
+    n, best = a.size, a.size
+    for s in range(n):
+        rel = np.sort(np.mod(a - a[s], 2 * np.pi))
+        count, i = 0, 0
+        while i < n:
+            count += 1
+            i = int(np.searchsorted(rel, rel[i] + theta, side="right"))
+        best = min(best, count)
+    return best
+
+
+def test_condensation_on_the_circle_is_the_fewest_groups():
+    # every pair within theta <=> an arc of length theta: the count is the exact minimum,
+    # checked against greedy covering from every start, sparse to dense, with clusters
+    rng = np.random.default_rng(3)
+    eps = regimes.CONDENSE_EPS
+    theta = np.arccos(1 - eps)
+    for n in (2, 5, 20, 60, 150):
+        for kind in ("uniform", "clustered"):
+            if kind == "uniform":
+                th = rng.uniform(0, 2 * np.pi, n)
+            else:
+                th = rng.uniform(0, 2 * np.pi, 4)[rng.integers(0, 4, n)] + 0.15 * rng.standard_normal(n)
+            r = rng.uniform(0.1, 3.0, n)
+            _, got = regimes.condensation((r * np.cos(th))[:, None], b=r * np.sin(th), cosines=False)
+            assert got == _fewest_arcs_brute(th, theta), (n, kind)
+    # a larger eps, and units exactly on the arc ends
+    th = np.array([0.0, 0.5, 1.0, 1.5, 2.0])
+    _, got = regimes.condensation(np.column_stack([np.cos(th), np.sin(th)]), eps=1 - np.cos(0.5 + 1e-9),
+                                  cosines=False)
+    assert got == 3
+
+
+def test_condensation_never_forms_an_n_by_n_array():
+    # 10^6 units: an (n, n) float64 array would need 8 TB
+    rng = np.random.default_rng(4)
+    n = 1_000_000
+    th = np.repeat([0.3, 2.0, 4.0], n // 3 + 1)[:n] + 1e-3 * rng.standard_normal(n)
+    cos, k = regimes.condensation(np.cos(th)[:, None], b=np.sin(th), cosines=False)
+    assert cos is None and k == 3
+    C = np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0], [0.6, 0.8, 0]])
+    U = C[rng.integers(0, 4, n)] + 1e-3 * rng.standard_normal((n, 3))
+    cos, k = regimes.condensation(U[:, :2], b=U[:, 2], cosines=False)
+    assert cos is None and k == 4
+
+
+def test_condensation_cosines_and_bad_input():
+    W = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 2.0]])
+    cos, n = regimes.condensation(W)
+    assert n == 2 and np.isnan(cos[1]).all() and np.isnan(cos[:, 1]).all()
+    np.testing.assert_allclose(cos[np.ix_([0, 2], [0, 2])], np.eye(2))
+    assert regimes.condensation(np.zeros((3, 2)), cosines=False) == (None, 0)
+    for eps in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError, match="eps"):
+            regimes.condensation(W, eps=eps)
+    with pytest.raises(ValueError, match="b must have shape"):
+        regimes.condensation(W, b=np.ones(2))
+
+
 def test_output_variance_and_scaling_exponent():
     rng = np.random.default_rng(2)
     F = rng.standard_normal((2000, 4)) * 3.0

@@ -126,7 +126,7 @@ def point(gamma, gamma_prime, m, seed, loss_stop=1e-4, t_max=1e4, rtol=1e-4, kin
     W, b = np.asarray(tr.weights[0]), np.asarray(tr.biases[0])
     u = np.linalg.norm(np.column_stack([W, b]), axis=1)
     big = u > 0.1 * u.max()
-    _, n_orient = ln.condensation(W[big], b[big])
+    _, n_orient = ln.condensation(W[big], b[big], cosines=False)
     return dict(rd_w=float(rd[0]), rd_a=float(rd[1]),
                 t_stop=float(tr.t_stop) if tr.t_stop is not None else float(t_max),
                 converged=float(tr.t_stop is not None), loss_end=float(tr.loss[-1]), loss0=float(tr.loss[0]),

@@ -192,7 +192,7 @@ def point(gamma2, gamma3, m, seed, loss_stop=1e-4, t_max=1e4, rtol=1e-3, kink_rt
     W, b = np.asarray(tr.weights[0]), np.asarray(tr.biases[0])
     u = np.linalg.norm(np.column_stack([W, b]), axis=1)
     big = u > 0.1 * u.max()
-    _, n1 = ln.condensation(W[big], b[big])
+    _, n1 = ln.condensation(W[big], b[big], cosines=False)
     return dict(rd1=float(rd[0]), rd2=float(rd[1]), rd3=float(rd[2]),
                 t_stop=float(tr.t_stop) if tr.t_stop is not None else float(t_max),
                 converged=float(tr.t_stop is not None), loss_end=float(tr.loss[-1]),
