@@ -13,6 +13,8 @@ r"""Diagnostics of the lazy / rich regime of a trajectory (any network, linear o
   :func:`variance_slope` fits its slope against log width with a standard error.
 * :func:`laziness_ratio` — (|d∇f/dt|/|∇f|)·(L/|dL/dt|) of the silent-alignment paper's
   App. I (Atanasov, Bordelon & Pehlevan 2022), predicted O(σ^{−L}) at small σ.
+* :func:`crossing_time` — the first time a sampled curve reaches a level (half-times,
+  alignment and loss times, the time the kernel drift reaches 1), interpolated.
 * :func:`phase_coordinates` — the two-layer (γ, γ′) of Luo et al. (2021) with its regime,
   and the three-layer coordinates of Zhou et al. (2022), from scaling exponents;
   :func:`scaling_exponent` fits an exponent from values at several widths.
@@ -30,7 +32,7 @@ from ._validation import as_float_array, check_positive
 
 __all__ = ["kernel_drift", "relative_change", "rd_slope", "condensation", "output_variance", "variance_slope",
            "laziness_ratio", "phase_coordinates", "scaling_exponent", "RD_Z", "CONDENSE_EPS",
-           "CAP_CENTRE_STEPS"]
+           "CAP_CENTRE_STEPS", "crossing_time"]
 
 #: A slope within RD_Z standard errors of 0 is "critical".
 RD_Z = 2.0
@@ -355,6 +357,47 @@ def variance_slope(widths, outputs):
     slope = float(c @ (logV - logV.mean()))
     se = float(math.sqrt(np.sum((c * np.array(se_log)) ** 2)))
     return {"slope": slope, "stderr": se, "variance": np.array(V), "log_stderr": np.array(se_log)}
+
+
+def crossing_time(t, y, level, *, log=False):
+    r"""First time a sampled curve reaches ``level``, interpolated between the bracketing samples.
+
+    k is the first index with y_k ≥ ``level``; the crossing lies in (t_{k−1}, t_k] and is
+    interpolated linearly in (t, y), or with ``log=True`` linearly in (log t, log y)
+    (a power law between the samples; linearly where a bracketing t or y is ≤ 0).  For a
+    decreasing quantity pass its negative (the time the loss falls below 0.9 L(0):
+    ``crossing_time(t, -loss, -0.9 * loss[0])``).
+
+    Parameters
+    ----------
+    t : (T,) array_like
+        Sample times, increasing.
+    y : (T,) array_like
+        The curve at those times.
+    level : float
+    log : bool, optional
+        Interpolate log y against log t (default False: y against t).
+
+    Returns
+    -------
+    float
+        The crossing time; NaN if y never reaches ``level``, or already does at the
+        first sample (the crossing is not bracketed).
+    """
+    t = as_float_array(t, "t", ndim=1)
+    y = as_float_array(y, "y", ndim=1)
+    if y.shape != t.shape:
+        raise ValueError(f"t and y must have the same length, got {t.size} and {y.size}")
+    level = float(as_float_array(level, "level", ndim=0))
+    above = np.flatnonzero(y >= level)
+    if above.size == 0 or above[0] == 0:
+        return math.nan
+    k = int(above[0])
+    t0, t1, y0, y1 = t[k - 1], t[k], y[k - 1], y[k]
+    if log and min(t0, y0, level) > 0:
+        x0, x1 = math.log(t0), math.log(t1)
+        return float(math.exp(x0 + (math.log(level) - math.log(y0)) * (x1 - x0) / (math.log(y1) - math.log(y0))))
+    return float(t0 + (level - y0) * (t1 - t0) / (y1 - y0))
 
 
 def laziness_ratio(t, grads, loss):

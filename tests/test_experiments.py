@@ -4,7 +4,9 @@ Keep each experiment's tests in functions named after it (``test_luo_*``, ``test
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import json
 import pathlib
 import sys
 
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 import linearnets as ln
+from linearnets.sweep.plot import plot_sweep
 from linearnets.sweep.spec import load_spec
 
 EXP = pathlib.Path(__file__).resolve().parents[1] / "experiments"
@@ -94,8 +97,50 @@ def test_luo_table_recovers_slopes_and_plot_writes(tmp_path):
     assert rows[(0.2, 0.0)]["measured"] == "linear" and rows[(1.8, -0.8)]["measured"] == "condensed"
     assert rows[(1.0, 0.0)]["paper"] == "critical"
     out = tmp_path / "luo.png"
-    luo.plot(df, spec, str(out))
+    spec = dataclasses.replace(spec, store=str(tmp_path / "none.sqlite"))
+    plot_sweep(spec, df, str(out))
     assert out.stat().st_size > 0
+    # the figure's table and the version that drew it, beside the figure
+    import pandas as pd
+
+    csv = pd.read_csv(tmp_path / "luo.csv")
+    assert len(csv) == len(rows) and list(csv.columns) == list(luo.table(df)[0])
+    np.testing.assert_allclose(csv["slope"], [r["slope"] for r in luo.table(df)], rtol=1e-15)
+    prov = json.loads((tmp_path / "luo.provenance.json").read_text())
+    assert prov["written_by"]["package_version"] == ln.__version__
+    assert prov["table"] == "luo.csv" and prov["points_done"] == len(vals) and prov["points_computed_by"] == []
+
+
+def test_every_experiment_names_its_table():
+    for toml in sorted(EXP.glob("*/spec*.toml")):
+        spec = load_spec(str(toml))
+        assert spec.plot and spec.table, toml
+
+
+def _hypot(x, y):
+    return {"r": float(np.hypot(x, y))}
+
+
+def test_plot_writes_the_points_and_their_provenance_without_a_table(tmp_path):
+    # a spec without plot or table: the completed points as the CSV, and the commits that
+    # computed them, read from the store
+    import pandas as pd
+
+    from linearnets.sweep.engine import _git_sha, results_frame, run_sweep
+    from linearnets.sweep.spec import build_spec
+
+    spec = build_spec(_hypot, {"x": [3.0, 5.0], "y": [4.0]}, store=str(tmp_path / "s.sqlite"), name="hyp")
+    spec.raw["_callable"] = _hypot
+    run_sweep(spec, jobs=0, progress=False)
+    out = tmp_path / "hyp.png"
+    df = results_frame(spec)
+    plot_sweep(spec, df, str(out))
+    prov = json.loads((tmp_path / "hyp.provenance.json").read_text())
+    assert prov["points_done"] == 2 == sum(p["points"] for p in prov["points_computed_by"])
+    assert prov["points_computed_by"][0]["git_sha"] == _git_sha() == prov["written_by"]["git_sha"]
+    csv = pd.read_csv(tmp_path / "hyp.csv")
+    assert list(csv["x"]) == [3.0, 5.0] and list(csv["r"]) == [5.0, np.hypot(5.0, 4.0)]
+    assert "status" not in csv.columns
 
 
 # -- experiment 3: Zhou et al. (2022), three layers ----------------------------------------------
@@ -217,6 +262,10 @@ def test_geiger_table_recovers_known_exponents(tmp_path):
     assert all(m == pytest.approx(-1.0, abs=1e-9) for m, _ in overall["var_slopes"].values())
     assert overall["collapse_spread_decades"] == pytest.approx(0.0, abs=1e-12)
     assert overall["spread_vs_alpha_decades"] > 0.5     # against alpha the widths separate
+    rows = geiger.table_rows(df)     # the CSV's rows: the widths, then the fits over all of them
+    assert [r["h"] for r in rows] == [16, 64, "all"]
+    assert rows[-1]["a_feature"] == pytest.approx(1.5, abs=1e-9)
+    assert rows[-1]["var_slope_lazy"] == overall["var_slope_lazy"] and "var_slopes" not in rows[-1]
     spec = load_spec(str(EXP / "geiger_feature_lazy" / "spec.toml"))
     out = tmp_path / "geiger.png"
     geiger.plot(df, spec, str(out))

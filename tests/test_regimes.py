@@ -162,6 +162,28 @@ def test_condensation_cosines_and_bad_input():
         regimes.condensation(W, b=np.ones(2))
 
 
+def test_crossing_time_interpolates_linearly_or_as_a_power_law():
+    t = np.array([0.0, 1.0, 2.0, 4.0])
+    assert regimes.crossing_time(t, 3.0 * t + 1.0, 8.5) == pytest.approx(2.5, rel=1e-15)
+    # decreasing curves through their negative: the loss falls to 0.9 L(0)
+    loss = np.array([1.0, 0.95, 0.85, 0.5])
+    assert regimes.crossing_time(t, -loss, -0.9) == pytest.approx(1.5, rel=1e-15)
+    # a power law y = 2 t^1.7 is exact in log-log, not in linear interpolation
+    t = np.geomspace(1e-3, 1e3, 13)
+    y = 2.0 * t ** 1.7
+    t_true = (5.0 / 2.0) ** (1 / 1.7)
+    assert regimes.crossing_time(t, y, 5.0, log=True) == pytest.approx(t_true, rel=1e-13)
+    assert abs(regimes.crossing_time(t, y, 5.0) / t_true - 1) > 1e-2
+    # a bracketing value at 0 cannot be logged: linear there
+    assert regimes.crossing_time([1.0, 2.0], [0.0, 2.0], 1.0, log=True) == pytest.approx(1.5)
+    assert np.isnan(regimes.crossing_time(t, y, 1e9))          # never reached
+    assert np.isnan(regimes.crossing_time(t, y, 1e-9))         # already above at the first sample
+    with pytest.raises(ValueError, match="same length"):
+        regimes.crossing_time(t, y[:-1], 1.0)
+    with pytest.raises(ValueError, match="level"):
+        regimes.crossing_time(t, y, np.nan)
+
+
 def test_output_variance_and_scaling_exponent():
     rng = np.random.default_rng(2)
     F = rng.standard_normal((2000, 4)) * 3.0

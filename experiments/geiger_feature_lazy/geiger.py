@@ -88,20 +88,6 @@ def network_output(weights, X, multipliers, activation):
     return (multipliers[-1] * (h @ weights[-1].T))[:, 0]
 
 
-def _crossing_time(t, d, level):
-    """First time the positive series ``d`` at times ``t`` reaches ``level`` (log-log
-    interpolation between the two bracketing times; NaN if it never does)."""
-    above = np.flatnonzero(d >= level)
-    if above.size == 0:
-        return math.nan
-    k = int(above[0])
-    if k == 0 or d[k - 1] <= 0:
-        return float(t[k])
-    x0, x1 = math.log(t[k - 1]), math.log(t[k])
-    y0, y1 = math.log(d[k - 1]), math.log(d[k])
-    return float(math.exp(x0 + (math.log(level) - y0) * (x1 - x0) / (y1 - y0)))
-
-
 def point(alpha_sqrt_h, h, seed, n_hidden=3, n_train=200, n_test=200, n_kernel=64, pca=10,
           t_max=1e8, rtol=1e-6, atol=1e-9):
     """One (alpha sqrt(h), h, seed) point of the feature/lazy diagram (see the module docstring)."""
@@ -144,7 +130,7 @@ def point(alpha_sqrt_h, h, seed, n_hidden=3, n_train=200, n_test=200, n_kernel=6
         else:
             ts.append(tr.t_stop)
             ds.append(drift)
-        t1 = _crossing_time(np.array(ts), np.array(ds), T1_DRIFT)
+        t1 = ln.regimes.crossing_time(ts, ds, T1_DRIFT, log=True)
     return dict(drift=drift, test_err=float(np.mean(np.sign(F_test) != yte)),
                 t_stop=float(tr.t_stop), t1=t1, F_test=F_test, nsteps=float(tr.nsteps),
                 cpu_s=time.process_time() - cpu0)
@@ -266,6 +252,20 @@ def table(df):
         overall["a_feature_all"] = -_slope(aa[aa <= FEATURE_MAX], dd[aa <= FEATURE_MAX])
         overall["t1_slope_all"] = _slope(aa[aa <= FEATURE_MAX], tt[aa <= FEATURE_MAX])
     return rows, overall
+
+
+def table_rows(df):
+    """The rows of :func:`table` for the CSV beside the figure: one per width, then one with
+    ``h = "all"`` holding the fits over all widths and the scalars of ``overall`` (Var F slopes,
+    collapse spreads)."""
+    rows, overall = table(df)
+    if not rows:
+        return rows
+    last = dict(h="all", lazy_slope=overall["lazy_slope_all"], a_feature=overall["a_feature_all"],
+                t1_slope=overall["t1_slope_all"])
+    last.update({k: v for k, v in overall.items() if not k.endswith("_all") and np.ndim(v) == 0
+                 and not isinstance(v, dict)})
+    return rows + [last]
 
 
 def n_hidden_of(df):

@@ -37,14 +37,6 @@ N_TIMES = 400
 C0_GUESS = 0.25  # horizon guess only: c0 ~ 0.25 sigma^L
 
 
-def _crossing(t, c, level):
-    above = np.nonzero(c >= level)[0]
-    if above.size == 0 or above[0] == 0:
-        return math.nan
-    k = above[0]
-    return float(t[k - 1] + (level - c[k - 1]) * (t[k] - t[k - 1]) / (c[k] - c[k - 1]))
-
-
 def _model_alignment(t, X, y, beta, K0, s, c0, L):
     """A(t) of the rank-one path model (vectorised over t)."""
     B = X @ (np.eye(X.shape[1]) + (L - 1) * np.outer(beta, beta)) @ X.T
@@ -115,8 +107,8 @@ def point(depth, sigma, seed, D=20, N=20, P=40, s=1.0, rtol=1e-8, atol=1e-12, ba
             raise RuntimeError(f"gradient flow failed: {tr.message}")
         loss = np.asarray(tr.loss)
         A = np.asarray(tr.ntk_alignment)
-        t_loss = _crossing(t, -loss, -0.9 * loss[0])
-        t_align = _crossing(t, A, 0.9 * A_final)
+        t_loss = ln.regimes.crossing_time(t, -loss, -0.9 * loss[0])
+        t_align = ln.regimes.crossing_time(t, A, 0.9 * A_final)
         if math.isfinite(t_loss) and math.isfinite(t_align):
             break
         t_end *= 2.0
@@ -124,7 +116,7 @@ def point(depth, sigma, seed, D=20, N=20, P=40, s=1.0, rtol=1e-8, atol=1e-12, ba
     c0 = _calibrated_c0(t_loss, s, L, c_L) if math.isfinite(t_loss) else math.nan
     if math.isfinite(c0):
         A_model = _model_alignment(t, X, y, beta, K0, s, c0, L)
-        t_align_model = _crossing(t, A_model, 0.9 * A_final)
+        t_align_model = ln.regimes.crossing_time(t, A_model, 0.9 * A_final)
     else:
         t_align_model = math.nan
     return dict(t_align=t_align, t_loss=t_loss, ratio=t_loss / t_align, ratio_model=t_loss / t_align_model,

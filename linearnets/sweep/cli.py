@@ -108,7 +108,8 @@ def _run(args):
         from .plot import plot_sweep
         out = args.out or os.path.join(os.path.dirname(spec.path), f"{spec.name}{'_full' if args.full else ''}.png")
         plot_sweep(spec, results_frame(spec), out)
-        print(f"figure: {out}")
+        stem = os.path.splitext(out)[0]
+        print(f"figure: {out}; table: {stem}.csv; provenance: {stem}.provenance.json")
         return 0
     raise AssertionError(args.sweep_command)  # pragma: no cover
 

@@ -18,24 +18,37 @@ __all__ = ["sweep", "run_sweep", "results_frame", "sweep_status", "provenance"]
 _GIT = {}
 
 
+def _git(*args):
+    """Output of ``git -C <package folder> ARGS`` (stripped), or None outside a checkout."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "-C", here, *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
 def _git_sha():
     """The git commit of the package's source tree, or None outside a checkout."""
     if "sha" not in _GIT:
-        here = os.path.dirname(os.path.abspath(__file__))
-        try:
-            out = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
-                                 timeout=10)
-            _GIT["sha"] = out.stdout.strip() if out.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            _GIT["sha"] = None
+        _GIT["sha"] = _git("rev-parse", "HEAD")
     return _GIT["sha"]
 
 
+def _git_dirty():
+    """Whether tracked files of that checkout differ from its commit (None outside a checkout)."""
+    if "dirty" not in _GIT:
+        st = _git("status", "--porcelain", "--untracked-files=no")
+        _GIT["dirty"] = None if st is None else bool(st)
+    return _GIT["dirty"]
+
+
 def provenance():
-    """Driver-side provenance: package version, git SHA, host, pid, Python."""
+    """Driver-side provenance: package version, git SHA (and whether the tree differs from it), host,
+    pid, Python."""
     from .. import __version__
-    return dict(package_version=__version__, git_sha=_git_sha(), driver_host=socket.gethostname(),
-                driver_pid=os.getpid(), python=sys.version.split()[0])
+    return dict(package_version=__version__, git_sha=_git_sha(), git_dirty=_git_dirty(),
+                driver_host=socket.gethostname(), driver_pid=os.getpid(), python=sys.version.split()[0])
 
 
 def _progress_bar(total, initial, progress):

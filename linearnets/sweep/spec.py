@@ -282,6 +282,7 @@ class SweepSpec:
     entropy: int
     warmup: Any = None
     plot: Any = None
+    table: Any = None
     path: Any = None
     raw: dict = dataclasses.field(default_factory=dict)
 
@@ -328,7 +329,7 @@ DEFAULT_ENTROPY = 0x6C696E6561726E657473  # "linearnets"
 
 
 def build_spec(function, grid, fixed=None, store="sweep.sqlite", version="1", name=None, entropy=None,
-               warmup=None, plot=None, path=None, raw=None, check_function=True):
+               warmup=None, plot=None, path=None, raw=None, check_function=True, table=None):
     """Validate the pieces of a sweep and return a :class:`SweepSpec` (used by ``sweep`` and ``load_spec``)."""
     fname = function_name(function)
     if check_function:
@@ -353,7 +354,7 @@ def build_spec(function, grid, fixed=None, store="sweep.sqlite", version="1", na
         raise SpecError(f"store folder {parent!r} does not exist")
     return SweepSpec(name=str(name or fname), function=fname, version=str(version),
                      store=os.path.abspath(store), axes=axes, fixed=fixed, entropy=int(entropy),
-                     warmup=warmup, plot=plot, path=path, raw=raw or {})
+                     warmup=warmup, plot=plot, table=table, path=path, raw=raw or {})
 
 
 def load_spec(path, full=False):
@@ -363,7 +364,8 @@ def load_spec(path, full=False):
     ``version``, ``store`` relative to the spec file, optional ``entropy``,
     ``description``,
     ``warmup = "module:callable"`` run once per worker, ``plot =
-    "module:callable"``), ``[grid]`` (the axes, see :func:`make_axis`) and
+    "module:callable"``, ``table = "module:callable"``: the figure's results
+    table, see :func:`linearnets.sweep.plot.plot_sweep`), ``[grid]`` (the axes, see :func:`make_axis`) and
     ``[fixed]`` (constants). An optional ``[full]`` table holds ``grid``,
     ``fixed`` and ``store`` overrides used with ``full=True`` (the paper-sized
     run). The spec's folder is put on ``sys.path``, so the function may live
@@ -390,7 +392,8 @@ def load_spec(path, full=False):
     sw = raw.get("sweep")
     if not isinstance(sw, dict):
         raise SpecError(f"spec {path!r}: missing [sweep] table")
-    unknown = set(sw) - {"name", "function", "version", "store", "entropy", "warmup", "plot", "description"}
+    unknown = set(sw) - {"name", "function", "version", "store", "entropy", "warmup", "plot", "table",
+                       "description"}
     if unknown:
         raise SpecError(f"spec {path!r}: unknown [sweep] key(s) {sorted(unknown)}")
     for req in ("function", "store"):
@@ -413,9 +416,9 @@ def load_spec(path, full=False):
     # workers, which inherit this path; Dask workers need them installed or on their PYTHONPATH
     if base not in sys.path:
         sys.path.insert(0, base)
-    for k in ("warmup", "plot"):
+    for k in ("warmup", "plot", "table"):
         if k in sw:
             resolve_function(sw[k])
     return build_spec(sw["function"], grid, fixed, store=store, version=sw.get("version", "1"),
                       name=sw.get("name"), entropy=sw.get("entropy"), warmup=sw.get("warmup"),
-                      plot=sw.get("plot"), path=os.path.abspath(path), raw=raw)
+                      plot=sw.get("plot"), table=sw.get("table"), path=os.path.abspath(path), raw=raw)
