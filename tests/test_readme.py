@@ -48,3 +48,53 @@ def test_no_reference_to_a_design_file_outside_the_repository():
                  if "DESIGN.md" in p.read_text(encoding="utf-8")]
     assert not offenders
     assert (ROOT / "docs" / "conventions.md").is_file()
+
+
+def _methods_table(text):
+    """The method names of the first ``| method | when to use it |`` table of a page."""
+    block = text[text.index("| method | when to use it |"):]
+    rows = block.split("\n\n")[0].splitlines()[2:]
+    return [re.match(r'\| `"(\w+)"`', r).group(1) for r in rows]
+
+
+def test_methods_are_listed_once_and_agree():
+    # the table lives in docs/methods.md; README names the same methods and points there
+    table = _methods_table((ROOT / "docs" / "methods.md").read_text())
+    assert len(table) == len(set(table)) >= 5
+    text = README.read_text()
+    section = text[text.index("## Methods"):text.index("## Documentation")]
+    assert "| method |" not in section and "`docs/methods.md`" in section
+    assert sorted(re.findall(r'`"(\w+)"`', section)) == sorted(table)
+
+
+def test_the_kernel_cache_is_explained_in_one_page():
+    pages = [README] + sorted((ROOT / "docs").glob("*.md"))
+    where = [p.name for p in pages if "LINEARNETS_CACHE_DIR" in p.read_text() or "XDG_CACHE_HOME" in p.read_text()]
+    assert where == ["first_run.md"]
+    assert "`docs/first_run.md`" in README.read_text()
+
+
+#: The papers whose theory the package implements (first author, year, a piece of the title).
+PAPERS = [("Saxe", "2014", "Exact solutions to the nonlinear dynamics of learning"),
+          ("Atanasov", "2022", "The Silent Alignment Effect"),
+          ("Geiger", "2020", "Disentangling feature and lazy training"),
+          ("Luo", "2021", "Phase Diagram for Two-layer ReLU Neural Networks"),
+          ("Zhou", "2022", "Empirical Phase Diagram for Three-layer"),
+          ("Domin", "2024", "From Lazy to Rich: Exact Learning Dynamics"),
+          ("Kunin", "2024", "Get rich quick"),
+          ("Woodworth", "2020", "Kernel and Rich Regimes in Overparametrized Models")]
+
+
+def test_citing_lists_every_paper_in_readme_and_citation_cff():
+    text = README.read_text()
+    citing = text[text.index("## Citing"):text.index("## License")]
+    items = re.findall(r"^- (.*?)(?=^- |^```|\Z)", citing, flags=re.S | re.M)
+    bib = re.findall(r"^@\w+\{", citing, flags=re.M)
+    cff = (ROOT / "CITATION.cff").read_text(encoding="utf-8")
+    cff_titles = re.findall(r'^  - type: [\w-]+\n    title: "(.*)"', cff, flags=re.M)
+    assert len(items) == len(bib) == len(cff_titles) == len(PAPERS)
+    for (author, year, title), item, cff_title in zip(PAPERS, items, cff_titles):
+        flat = " ".join(item.split())
+        assert title in flat and year in flat and author[:4] in flat, flat
+        assert title in cff_title, cff_title
+        assert title in " ".join(citing[citing.index("```bibtex"):].replace("{", "").replace("}", "").split())
