@@ -83,34 +83,38 @@ from .theory.multimode import (
 # --- theory: initial conditions of the closed forms read off given weights --------
 from .theory.matching import matched_initial_conditions
 
-# --- comparison of theory and simulation ------------------------------------------
+# --- comparison of theory and simulation (the rows of ``python -m linearnets verify``) ------
 from .compare import (
     CHECKS,
     Comparison,
+    compare_balanced_ntk_drift,
+    compare_diagonal_bias,
     compare_final_ntk,
+    compare_finite_sigma_ntk,
     compare_half_time_scaling,
     compare_initial_moments,
+    compare_intermediate_kernels,
     compare_kernel_gap,
     compare_kernel_path,
+    compare_laziness_ratio,
+    compare_lazy_limit,
+    compare_lambda_balanced,
     compare_learning_curves,
     compare_mode_strengths,
+    compare_output_variance,
+    compare_path_ntk,
     compare_phase_one,
+    compare_relu_kernel_gap,
     compare_silent_alignment,
+    compare_single_neuron,
+    compare_transfer,
+    compare_unwhitened_phase1,
     run_checks,
 )
 
 # --- sweeps: grids of independent runs, stored point by point (linearnets.sweep) ------
 from .sweep import sweep
 from .sim.prepared import PreparedFlow, prepare_flow
-
-# --- comparison of theory and simulation: extended closed forms ---------------------
-from ._compare_ext import (
-    compare_finite_sigma_ntk,
-    compare_intermediate_kernels,
-    compare_path_ntk,
-    compare_transfer,
-    compare_unwhitened_phase1,
-)
 
 # --- regimes, lazy and rich: exact crossover theory and diagnostics ---------------
 from .theory.lazy import lazy_prediction

@@ -1,12 +1,15 @@
 """Command-line entry points: ``python -m linearnets <command>``.
 
 ``verify`` runs every registered theory-versus-simulation comparison
-(:data:`linearnets.compare.CHECKS`), prints a table, writes one PNG per row and
-a Markdown report to ``--out``, and exits with status 1 if any check fails or
-raises (a check that raises is a row marked ERROR with its message; the others
-still run and the report is still written). Every row is one registered check
-and carries its name in ``--list``, ``--only``, the table, the figure and the
-report. A bad ``--only`` or ``--backend`` is a usage error (status 2).
+(:data:`linearnets.compare.CHECKS`) at the sizes of ``--preset`` (``small``, the
+default; ``full``; ``paper``, the source papers' figure sizes; ``--full`` is
+``--preset full``) and seed ``--seed``, prints a table headed by the settings,
+writes one PNG per row and a Markdown report to ``--out``, and exits with status 1
+if any check fails or raises (a check that raises is a row marked ERROR with its
+message; the others still run and the report is still written). Every row is one
+registered check and carries its name in ``--list``, ``--only``, the table, the
+figure and the report. A bad ``--only``, ``--backend``, ``--preset`` or ``--seed``
+is a usage error (status 2).
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import argparse
 import os
 import sys
 import time
+
+from .backend import BACKENDS
 
 __all__ = ["main", "format_table", "write_report"]
 
@@ -30,13 +35,16 @@ def _fmt(x):
     return f"{x:.4g}"
 
 
-def format_table(results, markdown=False):
+def format_table(results, markdown=False, title=""):
     """The verify table as text (aligned columns) or as a Markdown table.
 
     Parameters
     ----------
     results : sequence of Comparison
     markdown : bool
+    title : str, optional
+        A first line above the column names (``verify`` puts its preset, seed and
+        backend there).
 
     Returns
     -------
@@ -46,19 +54,22 @@ def format_table(results, markdown=False):
     if not markdown:
         # an ERROR row's message can be long: keep the table legible, the report has it whole
         rows = [r if len(r[1]) <= 60 else (r[0], r[1][:57] + "...") + r[2:] for r in rows]
+    head = [title] if title else []
     if markdown:
-        lines = ["| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
+        lines = head + ["| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         return "\n".join(lines)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(_HEADER)]
     line = "  ".join(h.ljust(w) for h, w in zip(_HEADER, widths))
-    out = [line, "-" * len(line)]
+    out = head + [line, "-" * len(line)]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(out)
 
 
-def write_report(results, out_dir, *, settings="", elapsed=None, figures=True):
+def write_report(results, out_dir, *, settings="", elapsed=None, figures=True, seed=None):
     """Write ``report.md`` and one ``NAME.png`` per result into ``out_dir``.
+
+    ``seed`` (the seed every row ran with) goes into the report's title.
 
     Returns
     -------
@@ -68,7 +79,10 @@ def write_report(results, out_dir, *, settings="", elapsed=None, figures=True):
     os.makedirs(out_dir, exist_ok=True)
     n_fail = sum(not r.passed for r in results)
     n_err = sum(r.status == "ERROR" for r in results)
-    lines = ["# linearnets verify: theory against simulation", ""]
+    heading = "# linearnets verify: theory against simulation"
+    if seed is not None:
+        heading += f", seed {seed}"
+    lines = [heading, ""]
     if settings:
         lines += [f"Settings: {settings}", ""]
     summary = f"{len(results) - n_fail} of {len(results)} checks passed"
@@ -117,22 +131,18 @@ def _verify(args):
     if args.only:
         names = list(dict.fromkeys(n for item in args.only for n in item))
     t0 = time.perf_counter()
-    results = run_checks(names, full=args.full, seed=args.seed, backend=args.backend,
+    results = run_checks(names, preset=args.preset, seed=args.seed, backend=args.backend,
                          progress=not args.no_progress)
     elapsed = time.perf_counter() - t0
-    print(format_table(results))
+    settings = f"preset={args.preset}, seed={args.seed}, backend={args.backend}"
+    print(format_table(results, title=f"linearnets verify: {settings}"))
     n_fail = sum(not r.passed for r in results)
-    settings = (f"{'full (paper-sized)' if args.full else 'small'}, seed={args.seed}, "
-                f"backend={args.backend}")
     if not args.no_figures or args.out:
         path = write_report(results, args.out, settings=settings, elapsed=elapsed,
-                            figures=not args.no_figures)
+                            figures=not args.no_figures, seed=args.seed)
         print(f"\nreport: {path}")
     print(f"{len(results) - n_fail}/{len(results)} passed in {elapsed:.1f} s")
     return 1 if n_fail else 0
-
-
-_BACKENDS = ("auto", "numpy", "numba", "cupy")
 
 
 def _check_names(value):
@@ -147,6 +157,13 @@ def _check_names(value):
     return names
 
 
+def _seed(value):
+    """argparse type of ``--seed``: an integer >= 0 (else a usage error)."""
+    if not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"seed must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
 def main(argv=None):
     """Entry point of ``python -m linearnets``; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m linearnets",
@@ -158,10 +175,17 @@ def main(argv=None):
     v.add_argument("--only", action="append", metavar="NAME", type=_check_names,
                    help="run only this check (repeatable or comma-separated); the names of --list")
     v.add_argument("--list", action="store_true", help="list the checks and exit")
-    v.add_argument("--full", action="store_true", help="paper-sized settings (slow)")
-    v.add_argument("--backend", default="auto", choices=_BACKENDS,
+    from .compare import PRESETS
+    size = v.add_mutually_exclusive_group()
+    size.add_argument("--preset", default="small", choices=PRESETS,
+                      help="problem sizes: small (default, minutes), full (larger, slow), "
+                           "paper (the source papers' figure sizes, slowest)")
+    size.add_argument("--full", dest="preset", action="store_const", const="full",
+                      help="the same as --preset full")
+    v.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="integrator backend (default: %(default)s)")
-    v.add_argument("--seed", type=int, default=0, help="random seed (data and initialisation)")
+    v.add_argument("--seed", type=_seed, default=0,
+                   help="random seed of the data and initialisations, an integer >= 0 (default: 0)")
     v.add_argument("--out", default="linearnets-report", help="output folder (default: %(default)s)")
     v.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -36,26 +36,77 @@ def test_registry_and_unknown_name():
 
 def test_register_names_rows_after_their_check(monkeypatch):
     """A registered runner's row carries the registry name; several rows get NAME.row; an exception is a row."""
-    monkeypatch.setattr(compare, "CHECKS", dict(compare.CHECKS))
-    compare._register("dummy_one", "one row")(lambda full=False, seed=0, backend="auto": _dummy(name="other"))
-    compare._register("dummy_two", "two rows")(
-        lambda full=False, seed=0, backend="auto": [_dummy(name="a"), _dummy(name="b", passed=False)])
-    compare._register("dummy_err", "raises")(lambda full=False, seed=0, backend="auto": 1 / 0)
-    rows = compare.run_checks(["dummy_one", "dummy_two", "dummy_err"])
+    monkeypatch.setattr(compare.registry, "CHECKS", dict(compare.CHECKS))
+    reg = compare.registry
+    reg.register(reg.Check("dummy_one", "one row", lambda seed=0, backend="auto": _dummy(name="other")),
+                 reg.Check("dummy_two", "two rows",
+                           lambda seed=0, backend="auto": [_dummy(name="a"), _dummy(name="b", passed=False)]),
+                 reg.Check("dummy_err", "raises", lambda seed=0, backend="auto": 1 / 0))
+    rows = reg.run_checks(["dummy_one", "dummy_two", "dummy_err"])
     assert [r.name for r in rows] == ["dummy_one", "dummy_two.a", "dummy_two.b", "dummy_err"]
     assert [r.status for r in rows] == ["PASS", "PASS", "FAIL", "ERROR"]
     assert rows[-1].exception.startswith("ZeroDivisionError") and not rows[-1].passed
     with pytest.raises(ValueError, match="no figure"):
         rows[-1].plot()
+    with pytest.raises(ValueError, match="no figure"):
+        rows[0].plot()                       # a check registered without a figure
     with pytest.raises(ValueError, match="already registered"):
-        compare._register("dummy_one", "again")(lambda **kw: None)
+        reg.register(reg.Check("dummy_one", "again", lambda **kw: None))
     with pytest.raises(ValueError, match="identifier"):
-        compare._register("bad name", "x")
+        reg.Check("bad name", "x", lambda **kw: None)
+    with pytest.raises(ValueError, match="preset"):
+        reg.Check("dummy_three", "x", lambda **kw: None, presets={"huge": {}})
+
+
+def test_presets_fall_back_and_reach_the_runner(monkeypatch):
+    """small is the default; full falls back to small, paper to full; seed always and backend where taken."""
+    monkeypatch.setattr(compare.registry, "CHECKS", dict(compare.CHECKS))
+    reg = compare.registry
+    calls = []
+
+    def run(seed=0, backend="auto", size=1):
+        calls.append((seed, backend, size))
+        return _dummy()
+
+    def run_no_backend(seed=0, size=1):
+        calls.append((seed, size))
+        return _dummy()
+
+    reg.register(reg.Check("dummy_sized", "sizes", run, presets=dict(small=dict(size=2), full=dict(size=3))),
+                 reg.Check("dummy_plain", "no backend", run_no_backend))
+    for preset in ("small", "full", "paper"):
+        reg.run_checks(["dummy_sized"], preset=preset, seed=4, backend="numpy")
+    reg.run_checks(["dummy_sized"], full=True)
+    reg.run_checks(["dummy_plain"], preset="paper", seed=2)
+    assert calls == [(4, "numpy", 2), (4, "numpy", 3), (4, "numpy", 3), (0, "auto", 3), (2, 1)]
+    with pytest.raises(ValueError, match="preset"):
+        reg.run_checks(["dummy_plain"], preset="huge")
+    with pytest.raises(ValueError, match="contradicts"):
+        reg.run_checks(["dummy_plain"], full=True, preset="small")
+
+
+def test_every_check_has_its_figure_and_presets():
+    """Every registered check draws its rows (its own plot, registered with it) and knows every preset."""
+    for c in compare.CHECKS.values():
+        assert callable(c.plot), c.name
+        for p in compare.PRESETS:
+            assert isinstance(c.arguments(p), dict)
+    # the paper preset: Fig. 3's sigma ranges per depth (a mapping), the sizes of the figures
+    half = compare.CHECKS["half_time_scaling"].arguments("paper")
+    assert set(half["sigmas"]) == {2, 3, 4, 5} and half["D"] == 30 and half["N"] == 50
+    assert compare.CHECKS["silent_alignment"].arguments("paper")["sigma"] == 1e-3
+
+
+def test_every_compare_routine_is_exported():
+    names = [n for n in dir(compare) if n.startswith("compare_")]
+    assert len(names) == 22
+    for n in names:
+        assert getattr(ln, n) is getattr(compare, n) and n in compare.__all__
 
 
 def test_fit_power_offset_recovers_exponent():
     sig = np.geomspace(0.05, 0.3, 6)
-    p, (A, B) = compare._fit_power_offset(sig, 2.0 * sig ** -2.0 + 3.0)
+    p, (A, B) = compare.modes._fit_power_offset(sig, 2.0 * sig ** -2.0 + 3.0)
     assert abs(p + 2.0) < 1e-5 and abs(A - 2.0) < 1e-3 and abs(B - 3.0) < 1e-2
 
 
@@ -71,7 +122,7 @@ def test_learning_curves_pass_and_scale_as_sigma_squared():
 def test_learning_curves_fail_with_unmatched_c0(monkeypatch):
     # the Saxe sigmoid with c0 = q0 (not the matched (q0 + r0)/2) is off by ln 2/(2s) in time
     true = ln.loss_curve
-    monkeypatch.setattr(ln, "loss_curve", lambda t, s, c0, depth=2, eta=1.0: true(t, s, 2 * np.asarray(c0),
+    monkeypatch.setattr(compare.modes, "loss_curve", lambda t, s, c0, depth=2, eta=1.0: true(t, s, 2 * np.asarray(c0),
                                                                                      depth, eta))
     r = ln.compare_learning_curves(sigmas=(0.01, 0.003), D=10, N=10, P=20)
     assert not r.passed
@@ -87,7 +138,7 @@ def test_phase_one_passes():
 def test_phase_one_fails_with_wrong_rate(monkeypatch):
     true = ln.qr_full_path
     # the paper's text drops factors of 2 in places: eta -> eta/2 must be caught
-    monkeypatch.setattr(ln, "qr_full_path", lambda t, s, q0, r0=0.0, eta=1.0: true(t, s, q0, r0, eta / 2))
+    monkeypatch.setattr(compare.alignment, "qr_full_path", lambda t, s, q0, r0=0.0, eta=1.0: true(t, s, q0, r0, eta / 2))
     assert not ln.compare_phase_one(sigma=0.01).passed
 
 
@@ -95,7 +146,7 @@ def test_initial_moments_pass_and_catch_large_D_approximation(monkeypatch):
     r = ln.compare_initial_moments(width=10, input_dim=25, sigma=0.1, n_samples=2000)
     assert r.passed and r.error < r.tolerance
     # dropping the N/D term of E[q0] = sigma^2 (1 + N/D)/2 must fail
-    monkeypatch.setattr(ln, "qr_initial_moments", lambda N, D, s: (0.5 * s ** 2, s ** 2 / np.sqrt(D)))
+    monkeypatch.setattr(compare.alignment, "qr_initial_moments", lambda N, D, s: (0.5 * s ** 2, s ** 2 / np.sqrt(D)))
     assert not ln.compare_initial_moments(width=10, input_dim=25, sigma=0.1, n_samples=2000).passed
 
 
@@ -106,14 +157,14 @@ def test_mode_strengths_pass_all_depths():
     # from small init (L >= 2) the modes are learned in order of strength
     s = r.arrays["spectrum"]
     for L, t, c in zip(r.arrays["depths"][1:], r.arrays["t"][1:], r.arrays["c_sim"][1:]):
-        t_half = [compare._crossing_time(t, c[:, k], s[k] / 2) for k in range(3)]
+        t_half = [compare.common._crossing_time(t, c[:, k], s[k] / 2) for k in range(3)]
         assert t_half[0] < t_half[1] < t_half[2]
 
 
 def test_mode_strengths_fail_without_depth_factor(monkeypatch):
     # the paper's dc/dt = c^{2-2/L}(s - c) (missing factor L) must be caught
     true = ln.mode_strength
-    monkeypatch.setattr(ln, "mode_strength",
+    monkeypatch.setattr(compare.modes, "mode_strength",
                         lambda t, s, c0, depth=2, eta=1.0: true(t, s, c0, depth, eta / depth))
     assert not ln.compare_mode_strengths(depths=(2, 3), D=5, N=6, P=10).passed
 
@@ -137,10 +188,10 @@ def test_final_ntk_passes():
 def test_final_ntk_fails_with_wrong_theory(monkeypatch, which):
     if which == "ntk":  # depth factor L instead of L - 1 on the rank-one spike
         true = ln.final_ntk
-        monkeypatch.setattr(ln, "final_ntk", lambda X1, X2, b, s, L: true(X1, X2, b, s, L + 1)
+        monkeypatch.setattr(compare.ntk, "final_ntk", lambda X1, X2, b, s, L: true(X1, X2, b, s, L + 1)
                             * s ** (2 / (L + 1) - 2 / L))
     else:
-        monkeypatch.setattr(ln, "final_alignment", lambda L, n: L / np.sqrt(L ** 2 + n))
+        monkeypatch.setattr(compare.ntk, "final_alignment", lambda L, n: L / np.sqrt(L ** 2 + n))
     assert not ln.compare_final_ntk(depths=(2, 3), sigmas=(0.1, 0.05)).passed
 
 
@@ -169,7 +220,7 @@ def test_kernel_gap_passes_and_does_not_grow_with_anisotropy():
 
 def test_kernel_gap_fails_with_a_wrong_predictor(monkeypatch):
     true = ln.kernel_regression
-    monkeypatch.setattr(ln, "kernel_regression",
+    monkeypatch.setattr(compare.ntk, "kernel_regression",
                         lambda K, Kx, y, ridge=0.0: true(K, Kx, y, ridge=0.1 * np.trace(K) / len(K)))
     assert not ln.compare_kernel_gap(gammas=(0.0,), Ps=(10, 5), D=10, N=10).passed
 

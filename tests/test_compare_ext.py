@@ -30,7 +30,7 @@ def test_unwhitened_passes_with_sigma_squared_error_and_sigma_beta_direction():
 
 def test_unwhitened_fails_with_wrong_rate(monkeypatch):
     true = ln.unwhitened_phase1
-    monkeypatch.setattr(ln, "unwhitened_phase1",
+    monkeypatch.setattr(compare.unwhitened, "unwhitened_phase1",
                         lambda t, Sigma, beta, s, x0, eta=1.0: true(t, Sigma, beta, s, x0, eta=eta / 2))
     assert not ln.compare_unwhitened_phase1().passed
 
@@ -38,7 +38,7 @@ def test_unwhitened_fails_with_wrong_rate(monkeypatch):
 def test_unwhitened_fails_if_the_kernel_grew_along_beta(monkeypatch):
     # the whitened intuition (Sigma -> I: growth along beta) must be caught by the direction check
     true = ln.unwhitened_kernel_matrix
-    monkeypatch.setattr(ln, "unwhitened_kernel_matrix",
+    monkeypatch.setattr(compare.unwhitened, "unwhitened_kernel_matrix",
                         lambda t, W1, w2, Sigma, beta, s, eta=1.0: true(t, W1, w2, np.eye(len(beta)), beta, s, eta))
     assert not ln.compare_unwhitened_phase1().passed
 
@@ -60,7 +60,7 @@ def test_path_ntk_passes_and_learns_strongest_mode_first():
 
 def test_path_ntk_fails_without_the_depth_factor(monkeypatch):
     true = ln.path_ntk
-    monkeypatch.setattr(ln, "path_ntk", lambda t, X1, X2, Syx, c0, depth=2, eta=1.0:
+    monkeypatch.setattr(compare.modes, "path_ntk", lambda t, X1, X2, Syx, c0, depth=2, eta=1.0:
                         true(t, X1, X2, Syx, c0, depth=depth, eta=eta / depth))
     assert not ln.compare_path_ntk(random_depths=(2,), sigmas=(0.02, 0.01)).passed
 
@@ -68,7 +68,7 @@ def test_path_ntk_fails_without_the_depth_factor(monkeypatch):
 def test_path_ntk_fails_with_a_wrong_log_law(monkeypatch):
     # L = 2 with a power law t ~ 1/sigma (the L = 3 law) instead of ln(1/sigma)
     true = ln.mode_learning_times
-    monkeypatch.setattr(ln, "mode_learning_times", lambda s, c0, depth=2, eta=1.0, fraction=0.5:
+    monkeypatch.setattr(compare.modes, "mode_learning_times", lambda s, c0, depth=2, eta=1.0, fraction=0.5:
                         true(s, np.asarray(c0) ** 1.5 if depth == 2 else c0, 3 if depth == 2 else depth,
                              eta, fraction))
     r = ln.compare_path_ntk(depths=(2,), random_depths=(2,), sigmas=(0.02, 0.01))
@@ -79,7 +79,7 @@ def test_path_ntk_fails_with_a_wrong_log_law(monkeypatch):
 def test_path_ntk_fails_with_a_wrong_power_law(monkeypatch):
     # L = 3 with t ~ sigma^-2 instead of sigma^(2-L) = sigma^-1
     true = ln.mode_learning_times
-    monkeypatch.setattr(ln, "mode_learning_times", lambda s, c0, depth=2, eta=1.0, fraction=0.5:
+    monkeypatch.setattr(compare.modes, "mode_learning_times", lambda s, c0, depth=2, eta=1.0, fraction=0.5:
                         true(s, np.asarray(c0) ** 2 if depth == 3 else c0, depth, eta, fraction))
     r = ln.compare_path_ntk(depths=(2,), random_depths=(3,), sigmas=(0.02, 0.01))
     assert not r.passed
@@ -99,7 +99,7 @@ def test_intermediate_kernels_pass_with_sigma_squared_error():
 def test_intermediate_kernels_fail_with_wrong_power(monkeypatch):
     # (Syx^T Syx)^(l/2L) instead of ^(l/L)
     true = ln.intermediate_kernel
-    monkeypatch.setattr(ln, "intermediate_kernel",
+    monkeypatch.setattr(compare.ntk, "intermediate_kernel",
                         lambda X1, X2, Syx, depth, layer: true(X1, X2, Syx, 2 * depth, layer))
     assert not ln.compare_intermediate_kernels(sigmas=(0.1, 0.05)).passed
 
@@ -122,14 +122,14 @@ def test_transfer_passes_and_A_helps_aligned_hurts_orthogonal():
 
 def test_transfer_fails_with_wrong_spectrum(monkeypatch):
     true = ln.transfer_error
-    monkeypatch.setattr(ln, "transfer_error", lambda P, D, A, alpha, ridge=0.0, noise=0.0:
+    monkeypatch.setattr(compare.transfer, "transfer_error", lambda P, D, A, alpha, ridge=0.0, noise=0.0:
                         true(P, D, np.asarray(A) / 2, alpha, ridge, noise))
     assert not ln.compare_transfer(n_draw=200).passed
 
 
 def test_transfer_fails_with_wrong_trained_spike(monkeypatch):
     true = ln.trained_ntk_spike
-    monkeypatch.setattr(ln, "trained_ntk_spike", lambda L, s=1.0: (float(L), true(L, s)[1]))
+    monkeypatch.setattr(compare.transfer, "trained_ntk_spike", lambda L, s=1.0: (float(L), true(L, s)[1]))
     assert not ln.compare_transfer(n_draw=50).passed
 
 
@@ -153,7 +153,7 @@ def test_finite_sigma_ntk_gains_one_power_of_sigma():
 def test_finite_sigma_ntk_fails_with_wrong_correction(monkeypatch):
     # twice the finite-sigma correction: the error is O(sigma^2) again
     true = ln.final_ntk_finite_sigma
-    monkeypatch.setattr(ln, "final_ntk_finite_sigma", lambda X1, X2, W1, w2, beta, s:
+    monkeypatch.setattr(compare.ntk, "final_ntk_finite_sigma", lambda X1, X2, W1, w2, beta, s:
                         2.0 * true(X1, X2, W1, w2, beta, s) - ln.final_ntk(X1, X2, beta, s, 2))
     assert not ln.compare_finite_sigma_ntk().passed
 
@@ -176,8 +176,8 @@ import inspect  # noqa: E402
 _COMPARES = [getattr(ln, n) for n in dir(ln) if n.startswith("compare_")]
 
 
-def _bad_values(name, default):
-    """Values outside the argument's domain, judged from its name and default."""
+def _bad_values(fn, name, default):
+    """Values outside the argument's domain, judged from its name and default (and the routine)."""
     if name == "backend":
         return ["nope", 3]
     if name == "seed":
@@ -194,8 +194,10 @@ def _bad_values(name, default):
         bad = [(), "abc", [[1.0]]]
         if name in ("depths", "random_depths", "Ps"):
             bad += [(0,), (2.5,)]
-        elif name == "alphas":
+        elif name == "alphas" and fn is ln.compare_transfer:      # task alignments, in [-1, 1]
             bad += [(1.5,)]
+        elif name == "lams" and fn is ln.compare_lambda_balanced:  # any real lambda
+            bad += [(np.nan,)]
         elif name == "As":
             bad += [(-1.0,)]
         elif name == "gammas":
@@ -210,10 +212,10 @@ def _bad_values(name, default):
 def test_every_compare_validates_its_own_arguments(fn):
     """Bad input raises ValueError naming the comparison's own argument, before any simulation."""
     sig = inspect.signature(fn)
-    assert len(_COMPARES) >= 14
+    assert len(_COMPARES) == 22
     checked = 0
     for name, par in sig.parameters.items():
-        for bad in _bad_values(name, par.default):
+        for bad in _bad_values(fn, name, par.default):
             with pytest.raises(ValueError) as err:
                 fn(**{name: bad})
             assert name in str(err.value), (fn.__name__, name, bad, str(err.value))

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import linearnets as ln
-from linearnets import _compare_regimes as cr
 from linearnets import compare
+from linearnets.compare import regimes as cr
 
 ROWS = ("lambda_balanced", "balanced_ntk_drift", "lazy_limit", "lazy_limit_relu", "single_neuron",
         "diagonal_bias", "laziness_ratio", "laziness_ratio_relu", "output_variance", "relu_kernel_gap")
@@ -46,25 +46,25 @@ def test_jacobian_gives_the_empirical_ntk_and_relu_laziness(act):
 
 def test_lambda_balanced_fails_with_wrong_eta(monkeypatch):
     true = ln.lambda_balanced_flow
-    monkeypatch.setattr(ln, "lambda_balanced_flow", lambda t, W1, W2, Syx, eta=1.0: true(t, W1, W2, Syx, eta=1.1 * eta))
+    monkeypatch.setattr(cr, "lambda_balanced_flow", lambda t, W1, W2, Syx, eta=1.0: true(t, W1, W2, Syx, eta=1.1 * eta))
     assert not cr.compare_lambda_balanced().passed
 
 
 def test_single_neuron_fails_with_swapped_rates(monkeypatch):
     true = ln.single_neuron_nu
-    monkeypatch.setattr(ln, "single_neuron_nu",
+    monkeypatch.setattr(cr, "single_neuron_nu",
                         lambda t, a0, w0, beta, eta_a=1.0, eta_w=1.0: true(t, a0, w0, beta, eta_a=eta_w, eta_w=eta_a))
     assert not cr.compare_single_neuron().passed
 
 
 def test_diagonal_fails_with_the_l2_solution(monkeypatch):
-    monkeypatch.setattr(ln, "diagonal_implicit_bias", lambda X, y, alpha: np.linalg.pinv(X) @ y)
+    monkeypatch.setattr(cr, "diagonal_implicit_bias", lambda X, y, alpha: np.linalg.pinv(X) @ y)
     assert not cr.compare_diagonal_bias(alphas=(1.0, 0.1)).passed
 
 
 def test_lazy_limit_fails_with_the_wrong_loss_normalisation(monkeypatch):
     true = ln.lazy_prediction
-    monkeypatch.setattr(ln, "lazy_prediction", lambda t, K, Kq, Y, alpha=1.0: true(t, K, Kq, Y, alpha=1.0))
+    monkeypatch.setattr(cr, "lazy_prediction", lambda t, K, Kq, Y, alpha=1.0: true(t, K, Kq, Y, alpha=1.0))
     assert not cr.compare_lazy_limit().passed
 
 
@@ -84,7 +84,7 @@ def test_relu_kernel_gap_fails_against_a_ridge_kernel_machine(monkeypatch):
     # whatever sigma, and the row must fail
     pytest.importorskip("sklearn")
     true = ln.kernel_regression
-    monkeypatch.setattr(ln, "kernel_regression",
+    monkeypatch.setattr(cr, "kernel_regression",
                         lambda K, Kx, y, ridge=0.0: true(K, Kx, y, ridge=0.1 * np.trace(K) / len(K)))
     r = cr.compare_relu_kernel_gap(gammas=(0.25,), n_draws=1)
     assert not r.passed and r.simulation > 0.5

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import linearnets as ln
-from linearnets.compare import RTOL, SAFETY, _balanced_aligned_init, _mode_projection
+from linearnets.compare.common import RTOL, SAFETY, _balanced_aligned_init, _mode_projection
 
 RTOL_SIM = 1e-10
 

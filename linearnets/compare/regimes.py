@@ -1,15 +1,13 @@
-"""Theory against simulation for the lazy / rich crossover of linear networks.
+"""Lazy and rich: the crossover of linear (and ReLU) networks against simulation.
 
-Importing the module registers the ``verify`` rows ``lambda_balanced``,
-``balanced_ntk_drift``, ``lazy_limit``, ``lazy_limit_relu``, ``single_neuron``,
-``diagonal_bias``, ``laziness_ratio``, ``laziness_ratio_relu``, ``output_variance`` and
-``relu_kernel_gap`` in :data:`~linearnets.compare.CHECKS`, and their figures.
-``relu_kernel_gap`` needs scikit-learn (the ``data`` extra) for the bundled digits; without
-it the row is :class:`Skipped` (status ``SKIP``, counted as passed).  Each
-routine returns a frozen :class:`~linearnets.compare.Comparison` whose tolerance is
-the error the theory predicts: the integrator's error for the exact solutions
-(``lambda_balanced_flow``, ``single_neuron_nu``, the implicit biases), the size of the
-first neglected order for the scaling laws (1/α, 1/λ, σ^{−L}).
+Checks ``lambda_balanced``, ``balanced_ntk_drift``, ``lazy_limit``, ``lazy_limit_relu``,
+``single_neuron``, ``diagonal_bias``, ``laziness_ratio``, ``laziness_ratio_relu``,
+``output_variance`` and ``relu_kernel_gap``. ``relu_kernel_gap`` needs scikit-learn (the
+``data`` extra) for the bundled digits; without it the row is skipped (status ``SKIP``,
+counted as passed). Each tolerance is the error the theory predicts: the integrator's
+error for the exact solutions (``lambda_balanced_flow``, ``single_neuron_nu``, the
+implicit biases), the size of the first neglected order for the scaling laws (1/alpha,
+1/lambda, sigma^-L).
 """
 from __future__ import annotations
 
@@ -17,68 +15,37 @@ import warnings
 
 import numpy as np
 
-import linearnets as _ln
-
-from . import _plotting
-from . import regimes as _regimes
-from .compare import ATOL, RTOL, SAFETY, Comparison, _loglog_slope, _register
+from .. import regimes as _regimes
+from ..data import whitened_inputs
+from ..sim.ensemble import gradient_flow_ensemble
+from ..sim.flow import gradient_flow
+from ..sim.network import init_network
+from ..sim.ntk import empirical_ntk
+from ..sim.parameterisations import init_parameterised
+from ..theory.balanced import init_lambda_balanced, lambda_balanced_flow, lambda_balanced_ntk
+from ..theory.diagonal import diagonal_implicit_bias
+from ..theory.kernels import kernel_regression
+from ..theory.lazy import lazy_prediction
+from ..theory.single_neuron import single_neuron_delta, single_neuron_implicit_bias, single_neuron_nu
+from .common import ATOL, GLOBAL_RTOL_FACTOR, RTOL, SAFETY, _check_args, _flow, _loglog_slope, _require
+from .plotting import THEORY, colors, figure
+from .registry import Comparison
 
 __all__ = ["compare_lambda_balanced", "compare_balanced_ntk_drift", "compare_lazy_limit",
            "compare_single_neuron", "compare_diagonal_bias", "compare_laziness_ratio",
            "compare_relu_kernel_gap", "compare_output_variance"]
 
-#: The integrator's global error on these short, non-stiff runs, in units of its rtol
-#: (a few hundred steps, each with local error <= rtol, on a contracting flow).
-GLOBAL_RTOL_FACTOR = 100.0
-#: Smallest tolerance on a fitted log-log slope (a fit over a factor 4-8 in the variable).
-MIN_SLOPE_TOL = 0.1
-
-
-class Skipped(Comparison):
-    """The row of a check whose optional dependency is missing: status ``"SKIP"``.
-
-    It counts as passed (nothing was tested, nothing failed), prints the reason in the
-    theory column of the table, and its figure is a note with the reason.
-    """
-
-    @property
-    def status(self):
-        return "SKIP"
-
-    def row(self):
-        return (self.name, self.notes, "", "", "", "SKIP")
-
-    def plot(self):
-        fig, axes = _plotting._figure(1, height=1.2)
-        axes[0].set_axis_off()
-        axes[0].text(0.5, 0.5, f"{self.name}: skipped ({self.notes})", ha="center", va="center", fontsize=8,
-                     wrap=True)
-        return fig
-
-    def __repr__(self):
-        return f"Comparison({self.name!r}: SKIP {self.notes})"
-
-
-def _skipped(name, title, reason):
-    nan = float("nan")
-    return Skipped(name=name, title=title, quantity="(skipped)", theory=nan, simulation=nan, error=nan,
-                   tolerance=nan, passed=True, notes=reason, kind="skip")
-
-
-def _flow(weights, X, Y, t, eta=1.0, backend="auto", **kw):
-    traj = _ln.gradient_flow(weights, X, Y, t, eta=eta, rtol=RTOL, atol=ATOL, backend=backend, **kw)
-    if not traj.success:
-        raise RuntimeError(f"gradient flow failed: {traj.message}")
-    return traj
+#: Smallest tolerance on the fitted log-log slope of a scaling law in 1/alpha, 1/lambda or
+#: sigma^-L (a fit over a factor 4-8 in the variable).
+LAW_SLOPE_TOL = 0.1
 
 
 def _task(D, C, P, seed):
-    X = _ln.whitened_inputs(P, D, seed=seed)
+    """Whitened inputs (P, D) and a random linear teacher's targets (P, C)."""
+    X = whitened_inputs(P, D, seed=seed)
     rng = np.random.default_rng(seed + 1)
     Wt = rng.standard_normal((C, D))
     return X, X @ Wt.T
-
-
 # =============================================================================
 # 1. lambda-balanced exact flow (Dominé et al. 2024)
 # =============================================================================
@@ -91,13 +58,14 @@ def compare_lambda_balanced(lams=(-2.0, 0.0, 2.0), D=4, N=3, C=3, P=20, sigma=0.
     tolerance ``SAFETY * GLOBAL_RTOL_FACTOR * RTOL``.  The figure shows the loss for each
     λ: λ < 0 is delayed, λ = 0 sigmoidal (rich), λ > 0 fast and exponential (lazy).
     """
+    _check_args(locals())
     X, Y = _task(D, C, P, seed)
     Syx = Y.T @ X / P
     t = np.concatenate([[0.0], np.geomspace(1e-2, t_max, n_times - 1)])
     errs, losses, losses_th = [], [], []
     for lam in lams:
-        W1, W2 = _ln.init_lambda_balanced((D, N, C), lam, sigma, seed=seed + 2)
-        W, A, B = _ln.lambda_balanced_flow(t, W1, W2, Syx, eta=eta)
+        W1, W2 = init_lambda_balanced((D, N, C), lam, sigma, seed=seed + 2)
+        W, A, B = lambda_balanced_flow(t, W1, W2, Syx, eta=eta)
         tr = _flow([W1, W2], X, Y, t, eta=eta, backend=backend, record=("weights",))
         W1t, W2t = tr.weights_t
         scale = max(1.0, float(np.abs(tr.end_to_end).max()))
@@ -130,30 +98,31 @@ def compare_balanced_ntk_drift(lams=(16.0, 32.0, 64.0, 128.0), D=3, N=3, C=3, P=
 
     Same initial function at every λ (``init_lambda_balanced``): W1ᵀW1 ≈ WᵀW/λ and
     W2W2ᵀ ≈ λ + WWᵀ/λ, so ‖K(∞) − K(0)‖ ∝ 1/λ while ‖K‖ ∝ λ.  Headline: the fitted slope
-    of log ‖ΔK‖ on log λ, theory −1, tolerance ``max(MIN_SLOPE_TOL, SAFETY s²/λ_min²)``
+    of log ‖ΔK‖ on log λ, theory −1, tolerance ``max(LAW_SLOPE_TOL, SAFETY s²/λ_min²)``
     (the next order, s = ‖Σyx‖₂).  The closed-form path is checked against
     ``empirical_ntk`` on the simulated weights at the largest λ (exact, integrator
     tolerance) and the relative drift slope (theory −2) is reported.
     """
+    _check_args(locals(), lams=("positive_seq", 2))
     X, Y = _task(D, C, P, seed)
     Syx = Y.T @ X / P
     s = float(np.linalg.norm(Syx, 2))
     lams = np.asarray(lams, float)
     absd, reld = [], []
     for lam in lams:
-        W1, W2 = _ln.init_lambda_balanced((D, N, C), lam, sigma, seed=seed + 3)
-        K = _ln.lambda_balanced_ntk([0.0, t_end], W1, W2, Syx, X)
+        W1, W2 = init_lambda_balanced((D, N, C), lam, sigma, seed=seed + 3)
+        K = lambda_balanced_ntk([0.0, t_end], W1, W2, Syx, X)
         absd.append(np.linalg.norm(K[1] - K[0]))
         reld.append(float(_regimes.kernel_drift(K[0], K[1])))
     # the closed-form NTK against the simulated network (largest lambda, a short time)
     tt = np.array([0.0, 0.05])
-    K = _ln.lambda_balanced_ntk(tt, W1, W2, Syx, X)
+    K = lambda_balanced_ntk(tt, W1, W2, Syx, X)
     tr = _flow([W1, W2], X, Y, tt, backend=backend, record=("weights",))
-    Ke = _ln.empirical_ntk([w[-1] for w in tr.weights_t], X, X)
+    Ke = empirical_ntk([w[-1] for w in tr.weights_t], X, X)
     ntk_err = float(np.abs(K[-1] - Ke).max() / np.abs(Ke).max())
     slope = _loglog_slope(lams, absd)
     slope_rel = _loglog_slope(lams, reld)
-    tol = max(MIN_SLOPE_TOL, SAFETY * s * s / lams[0] ** 2)
+    tol = max(LAW_SLOPE_TOL, SAFETY * s * s / lams[0] ** 2)
     ntk_tol = SAFETY * GLOBAL_RTOL_FACTOR * RTOL * lams[-1]
     err = abs(slope + 1.0)
     return Comparison(
@@ -182,34 +151,35 @@ def compare_lazy_limit(alphas=None, D=6, N=40, P=4, Q=3, t_max=30.0, n_times=8, 
     log max_t |F − F_lazy| (training and test inputs) on log α, theory −1; the
     kernel-drift slope must also be −1.  Both quantities are c₁/α + c₂/α² + …, so a
     fitted slope deviates from −1 by O(c₂/(c₁ α_min)); tolerance
-    ``max(MIN_SLOPE_TOL, 1/alpha_min)``, i.e. |c₂/c₁| ≤ 1 (measured, linear: ≈ 0.3 for the
+    ``max(LAW_SLOPE_TOL, 1/alpha_min)``, i.e. |c₂/c₁| ≤ 1 (measured, linear: ≈ 0.3 for the
     distance, ≈ 0.7 for the drift at N = 40).  A ReLU network has kinks: while α is small
     enough that some hidden pre-activation on a training input changes sign, the NTK
     jumps and the drift is O(1) instead of O(1/α) (measured: drift 0.025 at α = 8 and 16,
     then 0.0025 at α = 32), so its default α range starts at 32 (``alphas=None``).
     """
+    _check_args(locals(), alphas=("positive_seq", 2))
     if alphas is None:
         alphas = (8.0, 16.0, 32.0, 64.0) if activation == "linear" else (32.0, 64.0, 128.0, 256.0)
     rng = np.random.default_rng(seed)
     X, Xq = rng.standard_normal((P, D)), rng.standard_normal((Q, D))
     Xall = np.vstack([X, Xq])
     Y = rng.standard_normal((P, 1))
-    w0 = _ln.init_network((D, N, 1), 1.0, seed=seed + 1)
-    K = _ln.empirical_ntk(w0, X, X, activation=activation)
-    Ka = _ln.empirical_ntk(w0, Xall, X, activation=activation)
+    w0 = init_network((D, N, 1), 1.0, seed=seed + 1)
+    K = empirical_ntk(w0, X, X, activation=activation)
+    Ka = empirical_ntk(w0, Xall, X, activation=activation)
     t = np.concatenate([[0.0], np.geomspace(0.1, t_max, n_times - 1)])
     alphas = np.asarray(alphas, float)
     dist, drift = [], []
     for a in alphas:
-        _, Fall = _ln.lazy_prediction(t, a * a * K, a * a * Ka, Y, alpha=a)
+        _, Fall = lazy_prediction(t, a * a * K, a * a * Ka, Y, alpha=a)
         tr = _flow(w0, X, Y, t, backend=backend, alpha=a, centered=True, activation=activation,
                    record=("outputs", "weights"), probe=Xall)
         wl = [w[-1] for w in tr.weights_t]
         dist.append(float(np.abs(tr.outputs - Fall).max() / np.abs(Y).max()))
-        drift.append(float(_regimes.kernel_drift(K, _ln.empirical_ntk(wl, X, X, activation=activation))))
+        drift.append(float(_regimes.kernel_drift(K, empirical_ntk(wl, X, X, activation=activation))))
     slope = _loglog_slope(alphas, dist)
     slope_k = _loglog_slope(alphas, drift)
-    tol = max(MIN_SLOPE_TOL, 1.0 / alphas[0])
+    tol = max(LAW_SLOPE_TOL, 1.0 / alphas[0])
     err = max(abs(slope + 1.0), abs(slope_k + 1.0))
     name = "lazy_limit" if activation == "linear" else f"lazy_limit_{activation}"
     return Comparison(
@@ -235,8 +205,11 @@ def compare_single_neuron(eta_a=0.25, eta_w=2.0, D=5, P=30, a0=0.1, w_scale=0.5,
     / max|ν| along the path and |β_th − a∞w∞| / |β| at convergence, tolerance
     ``SAFETY * GLOBAL_RTOL_FACTOR * RTOL`` (and the convergence level for the bias).
     """
+    _check_args(locals())
+    _require(P_under < D_under, f"P_under must be < D_under (the underdetermined case), got "
+             f"P_under={P_under}, D_under={D_under}")
     rng = np.random.default_rng(seed)
-    X = _ln.whitened_inputs(P, D, seed=seed)
+    X = whitened_inputs(P, D, seed=seed)
     beta = rng.standard_normal(D)
     y = X @ beta
     w0 = w_scale * rng.standard_normal(D) / np.sqrt(D)
@@ -245,16 +218,16 @@ def compare_single_neuron(eta_a=0.25, eta_w=2.0, D=5, P=30, a0=0.1, w_scale=0.5,
     tr = _flow(weights, X, y, t, backend=backend, lr_scales=(eta_w, eta_a), record=("weights",))
     w_t, a_t = tr.weights_t[0][:, 0, :], tr.weights_t[1][:, 0, 0]
     nu_sim = (w_t @ beta) / a_t
-    nu = _ln.single_neuron_nu(t, a0, w0, beta, eta_a=eta_a, eta_w=eta_w)
+    nu = single_neuron_nu(t, a0, w0, beta, eta_a=eta_a, eta_w=eta_w)
     err_nu = float(np.abs(nu - nu_sim).max() / np.abs(nu_sim).max())
-    delta = _ln.single_neuron_delta(a_t, w_t, eta_a, eta_w)
+    delta = single_neuron_delta(a_t, w_t, eta_a, eta_w)
     err_delta = float(np.abs(delta - delta[0]).max() / (eta_w * a0 ** 2 + eta_a * w0 @ w0))
     # implicit bias, P < D
     Xu = rng.standard_normal((P_under, D_under))
     yu = rng.standard_normal(P_under)
     wu = rng.standard_normal(D_under) / np.sqrt(D_under)
     au = 1.2 * np.sqrt(eta_a / eta_w) * np.linalg.norm(wu)          # c = delta + eta_a |P_perp w|^2 > 0
-    b_th, a_inf = _ln.single_neuron_implicit_bias(Xu, yu, au, wu, eta_a, eta_w)
+    b_th, a_inf = single_neuron_implicit_bias(Xu, yu, au, wu, eta_a, eta_w)
     tl = np.array([0.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0])
     tr2 = _flow([wu[None, :], np.array([[au]])], Xu, yu, tl, backend=backend, lr_scales=(eta_w, eta_a))
     b_sim = tr2.end_to_end[-1, 0]
@@ -291,7 +264,9 @@ def compare_diagonal_bias(alphas=(3.0, 1.0, 0.3, 0.1, 0.03, 0.01), P=5, D=12, se
     residual left at the stop, through the dual's condition, plus the integrator).
     The figure shows ‖β‖₁ and the distance to the minimum-ℓ² solution against α.
     """
-    from .sim.models.diagonal import diagonal_flow
+    _check_args(locals(), alphas=("positive_seq", 2))
+    _require(P < D, f"P must be < D (the underdetermined case the implicit bias selects in), got P={P}, D={D}")
+    from ..sim.models.diagonal import diagonal_flow
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((P, D))
     bt = np.zeros(D)
@@ -304,7 +279,7 @@ def compare_diagonal_bias(alphas=(3.0, 1.0, 0.3, 0.1, 0.03, 0.01), P=5, D=12, se
         tr = diagonal_flow(X, y, [0.0, 1e5], alpha=a, stop_loss=DIAG_STOP * L0, rtol=rtol, max_steps=200000)
         if not tr.success:
             raise RuntimeError(f"diagonal flow failed at alpha = {a}: {tr.message}")
-        b = _ln.diagonal_implicit_bias(X, y, a)
+        b = diagonal_implicit_bias(X, y, a)
         errs.append(float(np.abs(tr.beta[-1] - b).max() / np.abs(b).max()))
         l1_sim.append(float(np.abs(tr.beta[-1]).sum()))
         l1_th.append(float(np.abs(b).sum()))
@@ -354,10 +329,11 @@ def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=2
     Linear or ReLU networks (both homogeneous) from ``init_network`` at σ, whitened data,
     early window [0, t_max].
     Headline: the worst deviation of the fitted slope of log(median ratio) on log σ from
-    −L, tolerance ``max(2 MIN_SLOPE_TOL, SAFETY σ_max²)`` (the relative size of the
+    −L, tolerance ``max(2 LAW_SLOPE_TOL, SAFETY σ_max²)`` (the relative size of the
     neglected f ≈ 0 and next-order terms).
     """
-    X = _ln.whitened_inputs(P, D, seed=seed)
+    _check_args(locals(), sigmas=("positive_seq", 2))
+    X = whitened_inputs(P, D, seed=seed)
     y = X @ np.ones(D) / np.sqrt(D)
     sigmas = np.asarray(sigmas, float)
     t = np.linspace(0.0, t_max, 5)
@@ -365,14 +341,14 @@ def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=2
     for L in depths:
         r = []
         for s in sigmas:
-            w = _ln.init_network((D,) + (N,) * (L - 1) + (1,), s, seed=seed + 3)
+            w = init_network((D,) + (N,) * (L - 1) + (1,), s, seed=seed + 3)
             tr = _flow(w, X, y, t, backend=backend, record=("weights",), activation=activation)
             G = np.stack([_jacobian([wt[k] for wt in tr.weights_t], X, activation) for k in range(t.size)])
             r.append(float(np.median(_regimes.laziness_ratio(t, G, tr.loss))))
         ratios.append(r)
         slopes.append(_loglog_slope(sigmas, r))
     err = float(max(abs(sl + L) for sl, L in zip(slopes, depths)))
-    tol = max(2 * MIN_SLOPE_TOL, SAFETY * sigmas[0] ** 2)
+    tol = max(2 * LAW_SLOPE_TOL, SAFETY * sigmas[0] ** 2)
     return Comparison(
         name="laziness_ratio" if activation == "linear" else f"laziness_ratio_{activation}",
         title=f"laziness ratio ~ sigma^{{-L}} (silent alignment App. I), {activation} L = 2, 3",
@@ -431,16 +407,16 @@ def _relu_gap_run(X0, Xt0, y, M, w0, t_max, rtol, backend, max_steps=None):
     with warnings.catch_warnings():
         if max_steps is not None:
             warnings.simplefilter("ignore")     # the step budget is expected to run out sometimes
-        traj = _ln.gradient_flow(w0, Xg, y, [0.0, t_max], rtol=rtol, atol=ATOL, backend=backend, activation="relu",
+        traj = gradient_flow(w0, Xg, y, [0.0, t_max], rtol=rtol, atol=ATOL, backend=backend, activation="relu",
                                  method="auto", stop=("loss", RELU_GAP_STOP * L0), **kw)
     if not traj.success:
         if max_steps is not None:
             return float("nan"), float("nan"), int(np.sum(traj.kinks)) if traj.kinks is not None else -1
         raise RuntimeError(f"gradient flow failed: {traj.message}")
     wf = list(traj.weights)
-    K = _ln.empirical_ntk(wf, Xg, Xg, activation="relu")
-    Kx = _ln.empirical_ntk(wf, Xt, Xg, activation="relu")
-    f_kr = np.asarray(_ln.kernel_regression(K, Kx, y)).ravel()
+    K = empirical_ntk(wf, Xg, Xg, activation="relu")
+    Kx = empirical_ntk(wf, Xt, Xg, activation="relu")
+    f_kr = np.asarray(kernel_regression(K, Kx, y)).ravel()
     f_nn = (np.maximum(Xt @ wf[0].T, 0.0) @ wf[1].T).ravel()
     gap = float(np.linalg.norm(f_nn - f_kr) / np.linalg.norm(f_kr))
     kinks = int(np.sum(traj.kinks)) if traj.kinks is not None else -1
@@ -504,6 +480,7 @@ def compare_relu_kernel_gap(gammas=(0.25, 0.75), sigmas=(1e-2, 1e-4), n_draws=5,
     active on x_mu; the measured gap there (~0.03) does not fall with sigma, so gamma = 0
     is kept out of the test (it may be passed in ``gammas`` and is reported).
     """
+    _check_args(locals())
     gammas = tuple(float(g) for g in gammas)
     sigmas = tuple(float(v) for v in sigmas)
     if len(gammas) < 1 or any(g < 0 for g in gammas):
@@ -524,7 +501,7 @@ def compare_relu_kernel_gap(gammas=(0.25, 0.75), sigmas=(1e-2, 1e-4), n_draws=5,
         _, S, Vt = np.linalg.svd(X0, full_matrices=False)
         r = int(np.sum(S > 1e-10 * S[0]))
         for j, sig in enumerate(sigmas):
-            w0 = _ln.init_network((X0.shape[1], int(N), 1), sig, seed=seed + k + 1)
+            w0 = init_network((X0.shape[1], int(N), 1), sig, seed=seed + k + 1)
             for i, g in enumerate(gammas):
                 if j == 0 and g != g_test and len(gammas) < 4:
                     continue       # default size: sigma_max only where it is tested
@@ -580,6 +557,7 @@ def compare_output_variance(widths=(16, 32, 64, 128), n_seeds=32, D=8, P=4, Q=8,
     (slope 0 within its error), which is what centering removes: with ``centered=False``
     the trained F keeps α f₀'s O(α²) fluctuations, flat in h, and the row fails.
     """
+    _check_args(locals(), activation=None)     # any activation of gradient_flow (validated there)
     if len(widths) < 2 or int(n_seeds) < 3:
         raise ValueError(f"need >= 2 widths and n_seeds >= 3, got widths={widths!r}, n_seeds={n_seeds!r}")
     if not alpha > 0 or not t_end > 0:
@@ -588,17 +566,17 @@ def compare_output_variance(widths=(16, 32, 64, 128), n_seeds=32, D=8, P=4, Q=8,
     X, Xq = rng.standard_normal((P, D)), rng.standard_normal((Q, D))
     y = rng.standard_normal(P)
     widths = np.asarray(widths, int)
-    F_end, F_init, loss_ratio, drift = [], [], [], []
+    F_end, F_init, loss_ratio = [], [], []
     for i, h in enumerate(widths):
-        ps = [_ln.init_parameterised((D, int(h), 1), "ntk", seed=[seed, i, k]) for k in range(int(n_seeds))]
+        ps = [init_parameterised((D, int(h), 1), "ntk", seed=[seed, i, k]) for k in range(int(n_seeds))]
         W0 = [p.weights for p in ps]
         kw = dict(activation=activation, multipliers=ps[0].multipliers, backend=backend, record=("outputs",),
                   probe=Xq)
-        tr = _ln.gradient_flow_ensemble(W0, X, y, [0.0, t_end], rtol=1e-8, atol=ATOL, alpha=alpha,
+        tr = gradient_flow_ensemble(W0, X, y, [0.0, t_end], rtol=1e-8, atol=ATOL, alpha=alpha,
                                         centered=bool(centered), **kw)
         if not np.all(tr.success):
             raise RuntimeError(f"gradient flow failed at width {h}: {tr.message}")
-        f0 = _ln.gradient_flow_ensemble(W0, X, y, [0.0], **kw)
+        f0 = gradient_flow_ensemble(W0, X, y, [0.0], **kw)
         F_end.append(tr.outputs[:, -1, :, 0])
         F_init.append(f0.outputs[:, 0, :, 0])
         loss_ratio.append(float(np.max(tr.loss[:, -1] / tr.loss[:, 0])))
@@ -625,12 +603,15 @@ def compare_output_variance(widths=(16, 32, 64, 128), n_seeds=32, D=8, P=4, Q=8,
 # =============================================================================
 # figures
 # =============================================================================
-def _plot_lambda_balanced(res):
+
+
+def plot_lambda_balanced(res):
+    """Loss per lambda (simulation and exact), and the error per lambda."""
     a = res.arrays
-    fig, (ax, ax2) = _plotting._figure(2)
-    for lam, ls, lt, col in zip(a["lams"], a["loss_sim"], a["loss_theory"], _plotting._colors(len(a["lams"]))):
+    fig, (ax, ax2) = figure(2)
+    for lam, ls, lt, col in zip(a["lams"], a["loss_sim"], a["loss_theory"], colors(len(a["lams"]))):
         ax.semilogx(a["t"][1:], ls[1:], color=col, lw=2.5, alpha=0.8, label=fr"$\lambda$={lam:g}")
-        ax.semilogx(a["t"][1:], lt[1:], **_plotting._THEORY)
+        ax.semilogx(a["t"][1:], lt[1:], **THEORY)
     ax.set(xlabel="t", ylabel="loss", title="loss: simulation (solid), exact (dashed)")
     ax.legend(fontsize=8)
     ax2.semilogy(a["lams"], np.maximum(a["errors"], 1e-17), "o-")
@@ -641,47 +622,52 @@ def _plot_lambda_balanced(res):
 
 
 def _plot_loglog(res, x, ys, xlabel, labels, slopes):
+    """Log-log curves ``ys`` against ``x`` with the predicted slopes dashed."""
     a = res.arrays
-    fig, axes = _plotting._figure(1)
+    fig, axes = figure(1)
     ax = axes[0]
     for key, lab, p in zip(ys, labels, slopes):
         v = a[key]
         ax.loglog(a[x], v, "o-", label=lab)
-        ax.loglog(a[x], v[0] * (a[x] / a[x][0]) ** p, **_plotting._THEORY)
+        ax.loglog(a[x], v[0] * (a[x] / a[x][0]) ** p, **THEORY)
     ax.set(xlabel=xlabel)
     ax.legend(fontsize=8)
     return fig
 
 
-def _plot_ntk_drift(res):
+def plot_balanced_ntk_drift(res):
+    """Absolute and relative NTK drift against lambda."""
     return _plot_loglog(res, "lams", ["absolute", "relative"], r"$\lambda$",
                         [r"$\|K(\infty)-K(0)\|$ ($\propto 1/\lambda$)", r"relative drift ($\propto 1/\lambda^2$)"], [-1, -2])
 
 
-def _plot_lazy(res):
+def plot_lazy_limit(res):
+    """Distance to the lazy prediction and kernel drift against alpha."""
     return _plot_loglog(res, "alphas", ["distance", "drift"], r"$\alpha$",
                         [r"max $|F - F_{lazy}|$", "kernel drift"], [-1, -1])
 
 
-def _plot_single_neuron(res):
+def plot_single_neuron(res):
+    """nu(t) against the exact solution, and the implicit bias."""
     a = res.arrays
-    fig, (ax, ax2) = _plotting._figure(2)
+    fig, (ax, ax2) = figure(2)
     ax.plot(a["t"], a["nu_sim"], lw=2.5, alpha=0.7, label="width-1 network")
-    ax.plot(a["t"], a["nu_theory"], **_plotting._THEORY, label="exact")
+    ax.plot(a["t"], a["nu_theory"], **THEORY, label="exact")
     ax.set(xlabel="t", ylabel=r"$\nu = w^\top\beta / a$", title=r"$\eta_a \neq \eta_w$")
     ax.legend(fontsize=8)
     ax2.plot(a["beta_theory"], a["beta_sim"], "o")
     lim = np.abs(a["beta_theory"]).max() * 1.1
-    ax2.plot([-lim, lim], [-lim, lim], **_plotting._THEORY)
+    ax2.plot([-lim, lim], [-lim, lim], **THEORY)
     ax2.set(xlabel=r"$\beta_\infty$ theory", ylabel="simulation", title="implicit bias, P < D")
     return fig
 
 
-def _plot_diagonal(res):
+def plot_diagonal_bias(res):
+    """l1 norm of the limit and the distance to the min-l2 solution against alpha."""
     a = res.arrays
-    fig, (ax, ax2) = _plotting._figure(2)
+    fig, (ax, ax2) = figure(2)
     ax.semilogx(a["alphas"], a["l1_sim"], "o-", lw=2.5, alpha=0.7, label="simulation")
-    ax.semilogx(a["alphas"], a["l1_theory"], **_plotting._THEORY, label=r"argmin $Q_\alpha$")
+    ax.semilogx(a["alphas"], a["l1_theory"], **THEORY, label=r"argmin $Q_\alpha$")
     ax.axhline(float(a["l1_min"]), color="gray", ls=":", label=r"min $\ell^1$")
     ax.set(xlabel=r"$\alpha$", ylabel=r"$\|\beta\|_1$", title=r"rich ($\ell^1$) $\leftarrow$ $\rightarrow$ lazy ($\ell^2$)")
     ax.legend(fontsize=8)
@@ -692,28 +678,30 @@ def _plot_diagonal(res):
     return fig
 
 
-def _plot_laziness(res):
+def plot_laziness_ratio(res):
+    """Laziness ratio against sigma per depth, with sigma^-L."""
     a = res.arrays
-    fig, axes = _plotting._figure(1)
+    fig, axes = figure(1)
     ax = axes[0]
-    for L, r, col in zip(a["depths"], a["ratios"], _plotting._colors(len(a["depths"]))):
+    for L, r, col in zip(a["depths"], a["ratios"], colors(len(a["depths"]))):
         ax.loglog(a["sigmas"], r, "o-", color=col, label=f"L = {L}")
-        ax.loglog(a["sigmas"], r[0] * (a["sigmas"] / a["sigmas"][0]) ** (-float(L)), **_plotting._THEORY)
+        ax.loglog(a["sigmas"], r[0] * (a["sigmas"] / a["sigmas"][0]) ** (-float(L)), **THEORY)
     ax.set(xlabel=r"$\sigma$", ylabel="laziness ratio", title=r"$\propto \sigma^{-L}$ (dashed)")
     ax.legend(fontsize=8)
     return fig
 
 
-def _plot_output_variance(res):
+def plot_output_variance(res):
+    """Var F across seeds against width, trained and at t = 0."""
     a = res.arrays
-    fig, axes = _plotting._figure(1)
+    fig, axes = figure(1)
     ax = axes[0]
     h = a["widths"]
     for key, se, lab, p in (("var_trained", "se_trained", r"trained, centered: Var $F$", -1.0),
                             ("var_init", "se_init", r"$t = 0$, uncentered: Var $f_0$", 0.0)):
         v = a[key]
         ax.errorbar(h, v, yerr=[v * (1 - np.exp(-a[se])), v * (np.exp(a[se]) - 1)], fmt="o-", capsize=3, label=lab)
-        ax.loglog(h, v[0] * (h / h[0]) ** p, **_plotting._THEORY)
+        ax.loglog(h, v[0] * (h / h[0]) ** p, **THEORY)
     ax.set_xticks(h, [f"{int(x)}" for x in h], minor=False)
     ax.set_xticks([], minor=True)
     ax.set(xlabel="width h", ylabel="variance across seeds",
@@ -722,11 +710,12 @@ def _plot_output_variance(res):
     return fig
 
 
-def _plot_relu_kernel_gap(res):
+def plot_relu_kernel_gap(res):
+    """Gap to the final-NTK kernel machine against gamma, and the ratios per draw."""
     a = res.arrays
     g, sig, gap = a["gammas"], a["sigmas"], a["gap"]
-    fig, (ax, ax2) = _plotting._figure(2)
-    for k, col in zip(range(gap.shape[0]), _plotting._colors(gap.shape[0])):
+    fig, (ax, ax2) = figure(2)
+    for k, col in zip(range(gap.shape[0]), colors(gap.shape[0])):
         ax.semilogy(g, gap[k, 1], "o-", color=col, alpha=0.8, label=fr"draw {k}, $\sigma$={sig[1]:g}")
         m = np.isfinite(gap[k, 0])
         ax.semilogy(g[m], gap[k, 0][m], "s", mfc="none", color=col, label=fr"$\sigma$={sig[0]:g}" if k == 0 else None)
@@ -742,103 +731,3 @@ def _plot_relu_kernel_gap(res):
     ax2.set_xticks(np.arange(r.size))
     ax2.legend(fontsize=7)
     return fig
-
-
-_plotting._PLOTTERS.update({
-    "lambda_balanced": _plot_lambda_balanced,
-    "balanced_ntk_drift": _plot_ntk_drift,
-    "lazy_limit": _plot_lazy,
-    "single_neuron": _plot_single_neuron,
-    "diagonal_bias": _plot_diagonal,
-    "laziness_ratio": _plot_laziness,
-    "output_variance": _plot_output_variance,
-    "relu_kernel_gap": _plot_relu_kernel_gap,
-    "skip": lambda res: res.plot(),
-})
-
-
-# =============================================================================
-# registry
-# =============================================================================
-@_register("lambda_balanced", "lambda-balanced exact flow vs gradient flow, lambda in {-2, 0, 2} (Dominé et al.)")
-def _check_lambda_balanced(full=False, seed=0, backend="auto"):
-    if full:
-        return compare_lambda_balanced(lams=(-4.0, -2.0, -0.5, 0.0, 0.5, 2.0, 4.0), D=8, N=6, C=6, P=64,
-                                        n_times=200, seed=seed, backend=backend)
-    return compare_lambda_balanced(seed=seed, backend=backend)
-
-
-@_register("balanced_ntk_drift", "NTK drift of lambda-balanced networks ~ 1/lambda")
-def _check_ntk_drift(full=False, seed=0, backend="auto"):
-    if full:
-        return compare_balanced_ntk_drift(lams=(16.0, 32.0, 64.0, 128.0, 256.0, 512.0), D=6, N=5, C=5, P=24,
-                                          seed=seed, backend=backend)
-    return compare_balanced_ntk_drift(seed=seed, backend=backend)
-
-
-@_register("lazy_limit", "centered linear network -> lazy_prediction, distance and NTK drift ~ 1/alpha")
-def _check_lazy(full=False, seed=0, backend="auto"):
-    if full:
-        return compare_lazy_limit(alphas=(16.0, 32.0, 64.0, 128.0, 256.0), N=200, D=20, P=10, Q=10,
-                                  seed=seed, backend=backend)
-    return compare_lazy_limit(seed=seed, backend=backend)
-
-
-@_register("lazy_limit_relu", "centered ReLU network -> lazy_prediction, distance and NTK drift ~ 1/alpha")
-def _check_lazy_relu(full=False, seed=0, backend="auto"):
-    if full:
-        return compare_lazy_limit(alphas=(32.0, 64.0, 128.0, 256.0, 512.0), N=200, D=20, P=10, Q=10,
-                                  seed=seed, backend=backend, activation="relu")
-    return compare_lazy_limit(seed=seed, backend=backend, activation="relu")
-
-
-@_register("single_neuron", "single neuron, eta_a != eta_w: exact nu(t), delta, implicit bias (Kunin et al.)")
-def _check_single_neuron(full=False, seed=0, backend="auto"):
-    if full:
-        return compare_single_neuron(D=20, P=60, n_times=200, seed=seed, backend=backend)
-    return compare_single_neuron(seed=seed, backend=backend)
-
-
-@_register("diagonal_bias", "diagonal network: flow limit = Woodworth's implicit bias, alpha from l2 to l1")
-def _check_diagonal(full=False, seed=0, backend="auto"):
-    if full:
-        return compare_diagonal_bias(alphas=np.geomspace(10.0, 1e-4, 11), P=10, D=40, seed=seed)
-    return compare_diagonal_bias(seed=seed)
-
-
-@_register("laziness_ratio", "laziness ratio ~ sigma^{-L}, linear L = 2, 3 (silent alignment App. I)")
-def _check_laziness(full=False, seed=0, backend="auto"):
-    if full:
-        return compare_laziness_ratio(depths=(2, 3, 4), sigmas=(0.2, 0.1, 0.05, 0.025), N=16,
-                                      seed=seed, backend=backend)
-    return compare_laziness_ratio(seed=seed, backend=backend)
-
-
-@_register("laziness_ratio_relu", "laziness ratio ~ sigma^{-L}, ReLU L = 2, 3 (silent alignment App. I)")
-def _check_laziness_relu(full=False, seed=0, backend="auto"):
-    if full:
-        return compare_laziness_ratio(depths=(2, 3, 4), sigmas=(0.2, 0.1, 0.05, 0.025), N=16,
-                                      seed=seed, backend=backend, activation="relu")
-    return compare_laziness_ratio(seed=seed, backend=backend, activation="relu")
-
-
-@_register("output_variance", "Var F across seeds ~ 1/h, trained centered network (Geiger et al. 2019)")
-def _check_output_variance(full=False, seed=0, backend="auto"):
-    if full:
-        return compare_output_variance(widths=(16, 32, 64, 128, 256, 512), n_seeds=64, seed=seed, backend=backend)
-    return compare_output_variance(seed=seed, backend=backend)
-
-
-_RELU_GAP_TITLE = "ReLU network vs kernel regression with its final NTK, digits X_gamma (silent alignment Fig. 4)"
-
-
-@_register("relu_kernel_gap", "ReLU net vs final-NTK kernel regression on digits X_gamma: gap falls with sigma (Fig. 4)")
-def _check_relu_kernel_gap(full=False, seed=0, backend="auto"):
-    try:
-        import sklearn.datasets  # noqa: F401  the bundled digits (the optional 'data' extra)
-    except ImportError:
-        return _skipped("relu_kernel_gap", _RELU_GAP_TITLE,
-                        "scikit-learn is not installed (pip install linearnets[data]); the digits ship with it")
-    if full:
-        return compare_relu_kernel_gap(gammas=(0.0, 0.25, 0.5, 0.75), n_draws=6, seed=seed, backend=backend)
-    return compare_relu_kernel_gap(seed=seed, backend=backend)
