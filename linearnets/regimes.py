@@ -50,7 +50,7 @@ def kernel_drift(K0, K):
     K0 : array_like
         The kernel at t = 0, e.g. (P, P) or (P, P, C, C).
     K : array_like
-        One kernel of the shape of K0, or a path with extra leading axes (T, *K0.shape)
+        One kernel of the shape of K0, or a path with extra leading axes ``(T, *K0.shape)``
         (``traj.ntk``).
 
     Returns

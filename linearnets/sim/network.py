@@ -165,7 +165,7 @@ def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
 
 
 def end_to_end(weights):
-    """End-to-end map ``W_L ... W_1``.
+    """End-to-end map ``W_L … W_1``.
 
     Parameters
     ----------
@@ -189,7 +189,7 @@ def end_to_end(weights):
 
 
 def forward(weights, X):
-    """Network outputs ``f(x_mu) = W_L ... W_1 x_mu`` for the rows of ``X``.
+    """Network outputs ``f(x_mu) = W_L … W_1 x_mu`` for the rows of ``X``.
 
     Parameters
     ----------

@@ -117,8 +117,7 @@ def init_parameterised(layer_sizes, parameterisation="standard", sigma=1.0, seed
         ``W_l = sigma G_l / sqrt(N_{l-1})`` ~ N(0, sigma^2/N_{l-1}), ``m_l = 1``.
     ``"ntk"`` (Jacot, Gabriel & Hongler 2018, eq. (1): ``alpha^(l+1) = W^(l) alpha~^(l) / sqrt(n_l)``):
         ``W_l = sigma G_l`` ~ N(0, sigma^2), ``m_l = 1/sqrt(N_{l-1})``.
-    ``"mean_field"`` (Mei, Montanari & Nguyen 2018; Chizat & Bach 2018:
-    ``f = (1/N) sum_i a_i phi(w_i . x)``):
+    ``"mean_field"`` (Mei, Montanari & Nguyen 2018; Chizat & Bach 2018: ``f = (1/N) sum_i a_i phi(w_i . x)``):
         as ``"ntk"`` but the output layer's multiplier is ``1/N_{L-1}``; for L = 2
         with ``m_1 = 1/sqrt(D)`` this is their two-layer model with inputs scaled by
         ``1/sqrt(D)``. Their particle clock runs ``N_{L-1}`` times faster
