@@ -483,8 +483,9 @@ def bench(name, quick, rate):
 
     # the same RK45 without the stability cap (the plain step-size controller)
     b = "numba" if have_numba else "numpy"
+    from linearnets.sim.methods import compiled as _compiled
     cap = _explicit.STABILITY_SAFETY
-    _explicit.STABILITY_SAFETY = np.inf
+    _explicit.STABILITY_SAFETY = _compiled.STABILITY_SAFETY = np.inf
     try:
         def run(rtol):
             tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * ATOL_RATIO,
@@ -493,12 +494,15 @@ def bench(name, quick, rate):
         res, ok = scan(run, Wref, rtols)
         report("RK45, no stability cap", b, res, ok)
     finally:
-        _explicit.STABILITY_SAFETY = cap
+        _explicit.STABILITY_SAFETY = _compiled.STABILITY_SAFETY = cap
 
     # the generic stepper (dense stage states) beside the factored one, same tableau
     from linearnets.sim import _lowrank
-    from linearnets.sim._explicit import _erk_numba, erk_solve
+    from linearnets.sim._explicit import erk_solve, raw_result
+    from linearnets.sim.methods import compiled
     from linearnets.sim._solvers import SolverOptions
+    if have_numba:
+        from linearnets.sim.models import _linear_ops as lk
     from linearnets.sim._tableaux import TABLEAUX
     tab = TABLEAUX["DOP853"]
     if _lowrank.worth_factoring(problem, tab.n_stages):
@@ -509,7 +513,8 @@ def bench(name, quick, rate):
             keep = {}
             args = (y0, np.array([0.0, t_end]), tab, opts,
                     lambda k, y: keep.__setitem__("W", _rhs.end_to_end_flat(y, shapes)))
-            raw = (_erk_numba(problem, *args) if have_numba else
+            raw = (raw_result(compiled.erk(lk.erk_ops(problem, tab, factored=False), *args), opts)
+                   if have_numba else
                    erk_solve(lambda v, o: _rhs.rhs(v, problem, o), *args))
             W = keep["W"] if raw.status.success else np.full_like(Wref, np.nan)
             return W, raw.nfev, raw.nrejected

@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_flow as bf  # noqa: E402
 import linearnets as ln  # noqa: E402
 from linearnets.sim import _explicit, _lowstorage, _rhs, _stiff  # noqa: E402
+from linearnets.sim.methods import compiled  # noqa: E402
 from linearnets.sim._tableaux import SSPRK104  # noqa: E402
 
 #: (method, rtol): the tolerances at which bench_flow.py's medium rows reach 1e-4.
@@ -52,6 +53,7 @@ def run(ws, X, Y, t_end, method, rtol, safety, memory):
     """(nfev, rejected, seconds, W(t_end)) with the cap's constants set as given."""
     saved = _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY
     _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY = safety, memory
+    compiled.STABILITY_SAFETY, compiled.STIFFNESS_MEMORY = safety, memory  # the numba loops
     try:
         t0 = time.perf_counter()
         tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * bf.ATOL_RATIO,
@@ -59,6 +61,7 @@ def run(ws, X, Y, t_end, method, rtol, safety, memory):
         dt = time.perf_counter() - t0
     finally:
         _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY = saved
+        compiled.STABILITY_SAFETY, compiled.STIFFNESS_MEMORY = saved
     return tr.nfev, tr.nrejected, dt, tr.end_to_end[-1]
 
 

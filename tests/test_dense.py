@@ -9,9 +9,9 @@ from scipy.linalg import expm
 
 from linearnets import backend as B
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _cupy, _explicit, _lowstorage, _rhs
+from linearnets.sim import _cupy, _lowstorage, _rhs
 from linearnets.sim._explicit import STABILITY_SAFETY
-from linearnets.sim.methods import base as mbase
+from linearnets.sim.methods import base as mbase, compiled
 from linearnets.sim._tableaux import RK45, SSPRK104, TABLEAUX
 from linearnets.sim.flow import DENSE_METHODS, gradient_flow
 from linearnets.sim.network import init_balanced, init_network
@@ -226,13 +226,13 @@ def test_numba_dense_output_in_chunks(monkeypatch, method, kind, record):
     a = gradient_flow(ws, X, Y, t, backend="numpy", **kw)
     b = gradient_flow(ws, X, Y, t, backend="numba", **kw)
     held = []
-    observe_step = _explicit.observe_step
+    observe_step = compiled.observe_step
 
     def spy(k, t_eval, t0, h, t_new, *args):
         held.append(int(np.sum((t_eval > t0) & (t_eval < t_new))) if args[-1] else 0)
         return observe_step(k, t_eval, t0, h, t_new, *args)
 
-    monkeypatch.setattr(_explicit, "observe_step", spy)
+    monkeypatch.setattr(compiled, "observe_step", spy)
     n = sum(w.size for w in ws)
     monkeypatch.setattr(mbase, "DENSE_BATCH_BYTES", 3 * 8 * n)  # chunks of 3 outputs
     c = gradient_flow(ws, X, Y, t, backend="numba", **kw)

@@ -3,6 +3,7 @@ estimate, and what the cap saves where steps are limited by stability."""
 import numpy as np
 import pytest
 
+from linearnets.sim.methods import compiled
 from linearnets.data import scalar_teacher, teacher_task
 from linearnets.sim import _explicit
 from linearnets.sim.methods import base as mbase
@@ -195,6 +196,7 @@ def test_cap_holds_once_the_gradient_is_at_rounding_level(method, stepper, monke
                       SolverOptions(rtol=1e-6, atol=1e-9), lambda k, y: None)
     capped = run()
     monkeypatch.setattr(_explicit, "STABILITY_SAFETY", np.inf)
+    monkeypatch.setattr(compiled, "STABILITY_SAFETY", np.inf)   # the compiled loops' runner
     free = run()
     assert capped.status.success and free.status.success
     assert free.nrejected >= 0.15 * free.nsteps           # stability limits the steps

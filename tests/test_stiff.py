@@ -424,18 +424,18 @@ def test_auto_numba_budget_spans_phases():
 def test_auto_numba_switch_on_an_output_time(monkeypatch):
     """On a grid fine enough that steps end on output times, the test fires after a step
     that ended on one: the compiled loop returns there and the driver hands over after
-    observing it (``_explicit.stiff_fired``); the outputs still follow numpy's auto."""
-    from linearnets.sim import _explicit
+    observing it (``methods.compiled.stiff_fired``); the outputs still follow numpy's auto."""
+    from linearnets.sim.methods import compiled
 
     fired = []
-    real = _explicit.stiff_fired
+    real = compiled.stiff_fired
 
-    def spy(options, th):
-        hit = real(options, th)
+    def spy(stiff_steps, th):
+        hit = real(stiff_steps, th)
         fired.append(hit)
         return hit
 
-    monkeypatch.setattr(_explicit, "stiff_fired", spy)
+    monkeypatch.setattr(compiled, "stiff_fired", spy)
     ws, X, Y, prob = _problem((3, 4, 2), 0.05, [3.0, 0.02], seed=2)
     t_eval = np.linspace(0.0, 400.0, 401)
     rtol = 1e-6

@@ -9,13 +9,11 @@ backend hands the tableau to the factored-stage stepper of ``_lowrank`` (see
 :func:`linearnets.sim._lowrank.worth_factoring`), which enters the same loop through
 :func:`adaptive_run`.
 
-The numba backend runs the same algorithm compiled (:func:`erk_compiled`: the loop of
-``methods/_erk_kernels.make_erk_advance`` through a model's cached entry point, for the
-linear network ``models/_linear_kernels.erk_advance``), one call per output interval, so
-there is no Python per step.  It uses the control constants of ``methods.base``
-(re-exported here; :func:`stiffness_args` reads this module's ``STABILITY_SAFETY`` and
-``STIFFNESS_MEMORY``, and so do the numpy solvers, so that a study may change them in
-one place).  The two backends agree to the tolerance, not bit for bit: their products
+The numba backend runs the same algorithm compiled (the runner ``methods.compiled.erk``
+on the linear network's ops, ``models/_linear_ops.erk_ops``: the loop of
+``methods/_erk_kernels.make_erk_advance`` through its cached entry point, or the
+factored stages of ``_lowrank_kernels``), one call per output interval, so there is no
+Python per step.  It uses the control constants of ``methods.base`` (re-exported here).  The two backends agree to the tolerance, not bit for bit: their products
 round differently, and an adaptive code turns a rounding difference that flips one
 accept/reject decision into a difference of the order of the local error the
 controller allows (``rtol``); a flow escaping a saddle amplifies a last-bit difference
@@ -48,6 +46,7 @@ from .methods.base import (DENSE_BATCH_BYTES, MAX_FACTOR, MIN_FACTOR, MIN_STEP_U
                            dense_batch_rows, integrate, observe_step, predictive_step,
                            select_initial_step, stability_cap, step_after_accept,  # noqa: F401
                            step_after_reject, stiffness_estimate)
+from .methods import compiled
 from .methods.erk import ExplicitRK
 
 __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS",
@@ -55,25 +54,9 @@ __all__ = ["SAFETY", "MIN_FACTOR", "MAX_FACTOR", "PREDICTIVE_MIN_ERR", "MIN_STEP
            "stiffness_estimate",
            "stability_cap", "predictive_step", "NO_PREVIOUS_STEP", "accept_step",
            "select_initial_step",
-           "error_norm", "erk_solve", "adaptive_run", "raw_result", "erk_fixed", "solve_numpy", "solve_numba",
-           "compiled_result", "compiled_start", "erk_compiled", "chain_layout", "PENDING", "observe_step",
-           "interpolates", "dense_target", "complete_pending", "STIFF", "NONSTIFF_RESET",
-           "DENSE_BATCH_BYTES", "dense_batch_rows", "INTERRUPT_STEPS", "INTERRUPT_WORK",
-           "MIN_CHUNK_STEPS",
-           "chunk_budget", "advance_in_chunks", "stiff_fired"]
-
-#: Work of one call of a compiled stepping loop: at most INTERRUPT_STEPS attempted steps
-#: and at most INTERRUPT_WORK state entries times stages (``n s`` a step), at least
-#: MIN_CHUNK_STEPS steps.  The loops return to Python that often and resume where they
-#: stopped (:func:`advance_in_chunks`), so that a KeyboardInterrupt (Ctrl-C), which Python
-#: delivers only between its own bytecodes, lands within a fraction of a second (measured
-#: on a loaded 2-core machine: 0.1-0.5 s, small and 300-wide networks) rather than at the
-#: next output time; a return costs microseconds against milliseconds of stepping.
-INTERRUPT_STEPS = 1000
-INTERRUPT_WORK = 1 << 23
-MIN_CHUNK_STEPS = 2
-_EPS = float(np.finfo(np.float64).eps)
-
+           "error_norm", "erk_solve", "adaptive_run", "raw_result", "erk_fixed", "solve_numpy",
+           "solve_numba", "chain_layout", "numba_rhs_args", "observe_step", "NONSTIFF_RESET",
+           "DENSE_BATCH_BYTES", "dense_batch_rows"]
 
 def _start(evaluate_f0, fun, y, t_eval, tab, options, observe):
     """Evaluate ``f0 = evaluate_f0()``, observe ``t_eval[0]`` and choose the first step.
@@ -131,48 +114,6 @@ def _failure_message(status, t, h, max_steps, nonfinite=False, rho=0.0, boundary
         return f"{status.message} at t={t:.6g}"
     why = "; the rejected trial steps overflowed (non-finite stages)" if nonfinite else ""
     return f"{status.message} at t={t:.6g} (h={h:.3g}{why})"
-
-
-#: Return code of the compiled loops for an accepted step that reaches the next output
-#: time in dense mode: its stages are kept for the caller to interpolate, and the caller
-#: then completes the step (:func:`observe_step`).
-PENDING = 1
-#: Return code of the compiled loops whose stiffness test fired
-#: (``SolverOptions.stiff_steps``, ``_kernels.count_stiff``).
-STIFF = 2
-
-
-
-def interpolates(options, tab):
-    """Whether outputs are interpolated: dense output asked for, and ``tab`` has a
-    continuous extension."""
-    return options.dense and tab.dense_P is not None
-
-
-def dense_target(t_eval, k, options, tab):
-    """``(t_target, t_out)`` for the compiled loops: without dense output every output
-    time ends a step (``t_out`` infinite); with it only the last does, and the loop
-    returns :data:`PENDING` after the step that reaches ``t_out = t_eval[k]``."""
-    if interpolates(options, tab):
-        return float(t_eval[-1]), float(t_eval[k])
-    return float(t_eval[k]), math.inf
-
-
-def complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal,
-                     interpolate_many=None):
-    """After a compiled loop returned :data:`PENDING`: observe the outputs inside the held
-    step (:func:`observe_step`, ``interpolate(theta)``, ``interpolate_many(thetas)``), then
-    complete the step as the loop would have -- ``y`` takes ``y_new``, ``fsal()`` moves
-    ``f(y_new)`` into the first stage slot, the time becomes ``th[6]``.  Returns the next
-    output index."""
-    k = observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new, interpolate,
-                     observe, interpolate_many)
-    y[:] = y_new
-    fsal()
-    th[0] = th[6]
-    return k
-
-
 
 
 def _stepper_options(options, first_step=None):
@@ -333,181 +274,14 @@ def numba_rhs_args(problem):
             np.empty((D, C)), np.empty((D, C)), np.empty(2 * C * max(max(sh) for sh in shapes)))
 
 
-def stiffness_args(tab, stiff_steps=0):
-    """``(wd, stiff)`` for the compiled loops: the tableau's stiffness weights and
-    ``[boundary, STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|,
-    STIFFNESS_STATE_ULPS eps, NONSTIFF_RESET, stiff_steps]`` (``stiff_steps`` 0: no
-    stiffness test, ``SolverOptions.stiff_steps``)."""
-    wd = np.ascontiguousarray(tab.stiffness_weights, dtype=np.float64)
-    stiff = np.array([tab.stability_boundary, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                      STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS,
-                      NONSTIFF_RESET, stiff_steps], dtype=np.float64)
-    return wd, stiff
-
-
-def compiled_start(first, rhs_args, y, t_eval, tab, options, observe, rhs=None):
-    """:func:`_start` for a compiled loop: ``first()`` evaluates ``f(y)`` into the loop's
-    own storage, the initial-step selection uses ``rhs(v, out, rhs_args)`` (a model's
-    compiled right-hand side and its data tuple), by default the linear network's
-    ``_kernels.rhs_flat(v, out, *rhs_args)``.
-
-    Returns ``(early, th, stats)``: the loop's state ``th = [t, h, rho, h_prev,
-    err_prev, h_step, t_new, n_stiff, n_nonstiff]`` (``h_step, t_new``: the step a
-    :data:`PENDING` return holds; the last two: the counts of the stiffness test) and
-    counters ``stats = [nfev, accepted, rejected, nonfinite, capped]``, unless the run ends
-    here (``early``, as in :func:`_start`).
-    """
-    if rhs is None:
-        from . import _kernels as kern  # numba compiles (or loads its cache) on first use only
-
-        def dense_rhs(v, out):
-            kern.rhs_flat(v, out, *rhs_args)
-            return out
-    else:
-        def dense_rhs(v, out):
-            rhs(v, out, rhs_args)
-            return out
-
-    with np.errstate(all="ignore"):
-        early, h, nfev = _start(first, dense_rhs, y, t_eval, tab, options, observe)
-    th = np.array([float(t_eval[0]), h, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    stats = np.array([nfev, 0, 0, 0, 0], dtype=np.int64)
-    return early, th, stats
-
-
-def erk_compiled(advance, rhs, data, y0, t_eval, tab, options, observe):
-    """The numba twin of :func:`erk_solve` for any model: Python only at output times.
-
-    ``advance`` is the model's cached entry point into the loop of
-    ``methods._erk_kernels.make_erk_advance``, ``rhs(y, out, data)`` its compiled
-    right-hand side (called from here for the first evaluation and the initial step)
-    and ``data`` the tuple both take.  Same contract as :func:`erk_solve` (a RawResult).
-    """
-    from .methods import _erk_kernels as ek  # numba compiles (or loads its cache) on first use
-
-    rtol, atol = float(options.rtol), float(options.atol)
-    s = tab.n_stages
-    n = y0.size
-    T = t_eval.size
-    y = np.array(y0, dtype=np.float64, copy=True)
-    K = np.empty((s + 1, n))
-
-    def first():
-        rhs(y, K[0], data)
-        return K[0]
-
-    early, th, stats = compiled_start(first, data, y, t_eval, tab, options, observe, rhs=rhs)
-    if early is not None:
-        return early
-    use_e3 = tab.e3 is not None
-    e3 = tab.e3 if use_e3 else np.zeros_like(tab.e)
-    y_new = np.empty(n)
-    out = np.empty(n)
-    wd, stiff = stiffness_args(tab, options.stiff_steps)
-
-    def interpolate(theta):
-        ek.stage_state(y, K, tab.dense_weights(theta), th[5], out)
-        return out
-
-    # the states of the outputs inside a step (observe_step passes at most this many)
-    batch = np.empty((dense_batch_rows(n), n)) if interpolates(options, tab) else None
-
-    def interpolate_many(thetas):
-        ek.stage_states(y, K, tab.dense_weights(thetas), th[5], batch)
-        return batch
-
-    def fsal():
-        K[0] = K[s]
-
-    code = 0
-    k = 1
-    while k < T:
-        t_target, t_out = dense_target(t_eval, k, options, tab)
-        code = advance_in_chunks(
-            lambda budget: advance(
-                y, K, y_new, th, t_target, t_out, stats, budget, tab.A, tab.b, tab.e, e3, use_e3,
-                -1.0 / (tab.error_order + 1), rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR,
-                PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff, data),
-            stats, options.max_steps, n, s)
-        if code == PENDING:
-            k = complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal,
-                                 interpolate_many)
-            code = 0
-            continue
-        if code != 0:
-            break
-        observe(k, y)
-        k += 1
-        if stiff_fired(options, th):
-            code = STIFF
-            break
-    return compiled_result(code, k, y, th, stats, options, tab.stability_boundary)
-
-
-def _erk_numba(problem, y0, t_eval, tab, options, observe):
-    """:func:`erk_compiled` on the linear network: the entry point
-    ``models._linear_kernels.erk_advance`` with the data tuple :func:`numba_rhs_args`."""
-    from .models import _linear_kernels as lk  # numba compiles (or loads its cache) on first use
-
-    return erk_compiled(lk.erk_advance, lk.rhs, numba_rhs_args(problem), y0, t_eval, tab,
-                        options, observe)
-
-
-def chunk_budget(attempted, max_steps, n, s):
-    """The step budget of one compiled call after ``attempted`` steps (accepted plus
-    rejected) of a run with budget ``max_steps``, state size ``n`` and ``s`` evaluations a
-    step: at most :data:`INTERRUPT_STEPS` steps and :data:`INTERRUPT_WORK` entries times
-    stages more (at least :data:`MIN_CHUNK_STEPS`), never past ``max_steps``."""
-    chunk = max(MIN_CHUNK_STEPS, min(INTERRUPT_STEPS, INTERRUPT_WORK // max(1, int(n) * int(s))))
-    return min(int(max_steps), int(attempted) + chunk)
-
-
-def advance_in_chunks(advance, counts, max_steps, n, s):
-    """Run a compiled stepping loop in chunks: ``advance(budget)`` calls it with a step
-    budget (it returns ``FlowStatus.MAX_STEPS.code`` once ``counts[1] + counts[2]``, its
-    accepted plus rejected steps, reach ``budget``, with its state in place to resume) and
-    is called again until it returns anything else or the run's own ``max_steps`` is spent.
-    Between calls Python runs, and a pending KeyboardInterrupt is raised there."""
-    exhausted = FlowStatus.MAX_STEPS.code
-    while True:
-        budget = chunk_budget(counts[1] + counts[2], max_steps, n, s)
-        code = advance(budget)
-        if code != exhausted or budget >= max_steps:
-            return code
-
-
-def stiff_fired(options, th):
-    """Whether the stiffness test of a compiled loop (``th[7]``, ``_kernels.count_stiff``)
-    has reached ``options.stiff_steps`` (a loop returning 0 on an output time leaves the
-    count for its caller to read)."""
-    return options.stiff_steps > 0 and th[7] >= options.stiff_steps
-
-
-def compiled_result(code, k, y, th, stats, options, boundary=0.0):
-    """The RawResult of a compiled loop from its return code, ``th = [t, h, rho, ...]`` and
-    ``stats = [nfev, accepted, rejected, nonfinite, capped]``; ``k`` output times reached,
-    ``boundary`` the tableau's stability boundary (for the message).  :data:`STIFF`
-    gives a successful result with ``stiff=True`` and the proposed step ``th[1]``."""
-    stiff = code == STIFF
-    status = FlowStatus.SUCCESS if stiff else _STATUS_BY_CODE[code]
-    t, h = float(th[0]), float(th[1])
-    msg = (status.message if status.success
-           else _failure_message(status, t, h, options.max_steps, bool(stats[3]), float(th[2]),
-                                 boundary))
-    return RawResult(k, t, y, int(stats[0]), int(stats[1]), int(stats[2]), status, msg,
-                     stiff=stiff, h_next=h, ncapped=int(stats[4]))
-
-
-_STATUS_BY_CODE = {st.code: st for st in FlowStatus}
-
-
 def solve_numba(tab):
-    """Build the numba-backend solver for tableau ``tab``: one compiled call per output interval."""
+    """Build the numba-backend solver for tableau ``tab``: the runner ``methods.compiled.erk``
+    on the linear network's ops (``models/_linear_ops.erk_ops``)."""
     def solver(problem, y0, t_eval, options, observe):
-        from . import _lowrank
-        if _lowrank.worth_factoring(problem, tab.n_stages):
-            return _lowrank.lowrank_solve_numba(problem, y0, t_eval, tab, options, observe)
-        return _erk_numba(problem, y0, t_eval, tab, options, observe)
+        from .models import _linear_ops as lk  # numba compiles (or loads) on first use
+        res = compiled.erk(lk.erk_ops(problem, tab), y0, t_eval, tab, options, observe,
+                           dense=options.dense, stiff_steps=options.stiff_steps)
+        return raw_result(res, options, tab.stability_boundary)
     solver.__doc__ = (f"{tab.name} on the numba backend (whole stepping loop compiled; stages "
                       "in factored form where that saves work, see ``_lowrank``).")
     return solver

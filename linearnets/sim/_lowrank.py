@@ -2,7 +2,7 @@
 
 The linear model's fast path for the explicit pairs on wide networks (rank-C factored
 stages, on the sufficient statistics); every other model, and the linear one on narrow
-networks, steps through the generic loops of ``methods/`` (``_explicit.erk_compiled``).
+networks, steps through the generic loops of ``methods/`` (``methods.compiled.erk``).
 
 Why
 ---
@@ -36,7 +36,8 @@ an error norm sits within rounding of 1.
 
 This module is the numpy reference (plain numpy products and sums, its stepper run by
 the one adaptive loop ``methods.base.integrate`` through ``_explicit.adaptive_run``);
-``_lowrank_kernels.lowrank_advance`` is its compiled twin (the same operations in the
+``_lowrank_kernels.lowrank_advance`` (driven by ``methods.compiled.erk`` on
+``models/_linear_ops.FactoredStages``) is its compiled twin (the same operations in the
 same order, agreeing to the tolerance, not bit for bit).
 """
 from __future__ import annotations
@@ -44,7 +45,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import _explicit, _rhs
-from ._explicit import MAX_FACTOR, MIN_FACTOR
 from .methods.base import sumsq
 
 __all__ = ["Layout", "worth_factoring", "third_order_rest", "lowrank_solve",
@@ -385,82 +385,13 @@ def lowrank_solve(problem, y0, t_eval, tab, options, observe):
 
 
 def lowrank_solve_numba(problem, y0, t_eval, tab, options, observe):
-    """The compiled twin of :func:`lowrank_solve`: Python only at output times."""
-    from . import _lowrank_kernels as kern  # compiled (or loaded) on first use only
-
-    s = tab.n_stages
-    n = y0.size
-    lay = Layout(problem, s + 1)
-    C = lay.C
-    ints = (lay.rows, lay.cols, lay.offs, lay.factored, lay.utoff, lay.vsoff, lay.kdoff,
-            lay.toff, lay.goff)
-    mx = lay.max_dim
-    bufs = (np.empty(lay.utoff[-1]), np.empty(lay.vsoff[-1]), np.empty(lay.kdoff[-1]),
-            np.empty(n), np.empty(lay.toff[-1]), np.empty(lay.goff[-1]),
-            np.empty(problem.Sxx.shape[0] * C), np.empty(problem.Sxx.shape[0] * C),
-            np.empty(lay.S1 * C * C), np.empty(lay.S1 * C * C), np.empty(mx * C),
-            np.empty(3 * lay.S1 * C * mx), np.empty(3 * lay.S1 * C * mx),
-            np.empty(2 * (lay.S1 * C) ** 2), np.empty(2 * C * mx))
-    pbuf = np.empty(3 * max(BLOCK_ENTRIES, mx))
-    Sxx = np.ascontiguousarray(problem.Sxx)
-    Syx = np.ascontiguousarray(problem.Syx)
-    eta_l = np.ascontiguousarray(problem.eta_l, dtype=np.float64)
-    rhs_args = _explicit.numba_rhs_args(problem)
-    y = np.array(y0, dtype=np.float64, copy=True)
-    f0 = np.empty(n)
-
-    def first():
-        kern.stage(y, np.zeros(1), 0, 0, Sxx, Syx, eta_l, problem.white, ints, bufs)
-        kern.combination(np.ones(1), 1, f0, C, ints, bufs)
-        return f0
-
-    early, th, stats = _explicit.compiled_start(first, rhs_args, y, t_eval, tab, options,
-                                                observe)
-    if early is not None:
-        return early
-    use_e3 = tab.e3 is not None
-    e3 = third_order_rest(tab) if use_e3 else np.zeros_like(tab.e)
-    wd, stiff = _explicit.stiffness_args(tab, options.stiff_steps)
-    y_new, wtmp, out = np.empty(n), np.empty(s + 1), np.empty(n)
-
-    def interpolate(theta):
-        kern.combination(th[5] * tab.dense_weights(theta), s + 1, out, C, ints, bufs)
-        np.add(out, y, out=out)
-        return out
-
-    # the states of the outputs inside a step (observe_step passes at most this many)
-    batch = (np.empty((_explicit.dense_batch_rows(n), n))
-             if _explicit.interpolates(options, tab) else None)
-
-    def interpolate_many(thetas):
-        kern.combinations(th[5] * tab.dense_weights(thetas), s + 1, y, batch, C, ints, bufs)
-        return batch
-
-    code = 0
-    k = 1
-    while k < t_eval.size:
-        t_target, t_out = _explicit.dense_target(t_eval, k, options, tab)
-        code = _explicit.advance_in_chunks(
-            lambda budget: kern.lowrank_advance(
-                y, y_new, pbuf, BLOCK_ENTRIES, wtmp, th, t_target, t_out, stats, budget, tab.A,
-                tab.b, tab.e, e3, use_e3, -1.0 / (tab.error_order + 1), float(options.rtol),
-                float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
-                _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, wd, stiff, Sxx, Syx, eta_l,
-                problem.white, ints, bufs),
-            stats, options.max_steps, n, s)
-        if code == _explicit.PENDING:
-            k = _explicit.complete_pending(k, t_eval, th, y, y_new, interpolate, observe,
-                                           lambda: kern.fsal(s, C, ints, bufs), interpolate_many)
-            code = 0
-            continue
-        if code != 0:
-            break
-        observe(k, y)
-        k += 1
-        if _explicit.stiff_fired(options, th):
-            code = _explicit.STIFF
-            break
-    return _explicit.compiled_result(code, k, y, th, stats, options, tab.stability_boundary)
+    """The compiled twin of :func:`lowrank_solve`: the runner ``methods.compiled.erk`` on
+    the factored stages of ``models/_linear_ops.FactoredStages``."""
+    from .methods import compiled
+    from .models import _linear_ops as lk  # compiled (or loaded) on first use only
+    res = compiled.erk(lk.FactoredStages(problem, tab), y0, t_eval, tab, options, observe,
+                       dense=options.dense, stiff_steps=options.stiff_steps)
+    return _explicit.raw_result(res, options, tab.stability_boundary)
 
 
 def third_order_rest(tab):

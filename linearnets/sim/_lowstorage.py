@@ -59,8 +59,7 @@ import numpy as np
 from scipy.linalg.blas import dgemm
 
 from . import _explicit, _lowrank, _rhs
-from ._explicit import MAX_FACTOR, MIN_FACTOR
-from ._lowrank import BLOCK_ENTRIES, block_rows
+from ._lowrank import block_rows
 from .methods.base import sumsq
 from ._solvers import register_solver
 from ._tableaux import SSPRK104, cubic_hermite
@@ -339,75 +338,13 @@ def ssp_solve(problem, y0, t_eval, options, observe, tab=SSPRK104):
 
 
 def ssp_solve_numba(problem, y0, t_eval, options, observe, tab=SSPRK104):
-    """The compiled twin of :func:`ssp_solve`: Python only at output times."""
-    from . import _kernels, _lowstorage_kernels as kern  # compiled (or loaded) on first use
-
-    n = y0.size
-    st = Slots(problem)
-    C = st.C
-    mx = int(max(st.rows.max(), st.cols.max()))
-    rhs_args = _explicit.numba_rhs_args(problem)
-    Sxx, Syx, eta_l = rhs_args[0], rhs_args[1], rhs_args[2]
-    WT, SW, tbuf = rhs_args[10], rhs_args[11], rhs_args[12]
-    lay = (st.rows, st.cols, st.offs, st.aoff, st.goff)
-    q = ERROR_SLOTS.size
-    pbuf = np.empty(2 * max(BLOCK_ENTRIES, mx))
-    ubuf, vbuf, gram = np.empty(mx * q * C), np.empty(q * C * mx), np.empty(2 * C * C)
-    ibuf, dbuf = np.zeros(8, dtype=np.int32), np.zeros(2)
-    y = np.array(y0, dtype=np.float64, copy=True)
-    f0 = np.empty(n)
-
-    def first():
-        # f(y) through rhs_flat with slot 0 as its product buffers: the factors stay there
-        _kernels.rhs_flat(y, f0, Sxx, Syx, eta_l, st.rows, st.cols, st.offs, st.at[0], st.aoff,
-                          st.g[0], st.goff, WT, SW, tbuf)
-        return f0
-
-    early, th, stats = _explicit.compiled_start(first, rhs_args, y, t_eval, tab, options,
-                                                observe)
-    if early is not None:
-        return early
-    _, stiff = _explicit.stiffness_args(tab)
-    ref0 = np.array([kern.stiffness_sums(st.at, st.g, 0, 0, eta_l, st.rows, st.cols, st.aoff,
-                                         st.goff, pbuf, BLOCK_ENTRIES, gram,
-                                         GRAM_MIN_REL)[1]])  # |f(y)|^2
-    y_new, q1, q2, out = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-
-    def interpolate(theta):
-        return hermite_state(theta, y, y_new, float(th[5]), st, problem, out)
-
-    # the states of the outputs inside a step (observe_step passes at most this many)
-    batch = (np.empty((_explicit.dense_batch_rows(n), n))
-             if _explicit.interpolates(options, tab) else None)
-
-    def interpolate_many(thetas):
-        kern.hermite_states(np.ascontiguousarray(thetas), float(th[5]), y, y_new, batch, st.at,
-                            st.g, eta_l, *lay[:3], st.aoff, st.goff, kern.DGEMM, ibuf, dbuf)
-        return batch
-
-    code = 0
-    k = 1
-    while k < t_eval.size:
-        t_target, t_out = _explicit.dense_target(t_eval, k, options, tab)
-        code = _explicit.advance_in_chunks(
-            lambda budget: kern.ssp_advance(
-                y, y_new, q1, q2, st.at, st.g, th, ref0, t_target, t_out, stats, budget,
-                ERROR_SLOTS, ERROR_WEIGHTS, -1.0 / (tab.error_order + 1), float(options.rtol),
-                float(options.atol), _explicit.SAFETY, MIN_FACTOR, MAX_FACTOR,
-                _explicit.PREDICTIVE_MIN_ERR, _explicit.MIN_STEP_ULPS, stiff, pbuf, ubuf, vbuf,
-                gram, GRAM_MIN_REL, kern.DGEMM, ibuf, dbuf, BLOCK_ENTRIES, Sxx, Syx, eta_l, *lay,
-                WT, SW, tbuf),
-            stats, options.max_steps, n, tab.n_stages)
-        if code == _explicit.PENDING:
-            k = _explicit.complete_pending(k, t_eval, th, y, y_new, interpolate, observe,
-                                           st.fsal, interpolate_many)
-            code = 0
-            continue
-        if code != 0:
-            break
-        observe(k, y)
-        k += 1
-    return _explicit.compiled_result(code, k, y, th, stats, options, tab.stability_boundary)
+    """The compiled twin of :func:`ssp_solve`: the runner ``methods.compiled.ssp`` on the
+    two-register stages of ``models/_linear_ops.LowStorageStages``."""
+    from .methods import compiled
+    from .models import _linear_ops as lk  # compiled (or loaded) on first use
+    res = compiled.ssp(lk.LowStorageStages(problem), y0, t_eval, tab, options, observe,
+                       dense=options.dense)
+    return _explicit.raw_result(res, options, tab.stability_boundary)
 
 
 def factored_is_faster(problem):

@@ -45,12 +45,12 @@ What
   in a row that the next switch needs by ``SWITCH_BACKOFF``.
 * The numba backend: ``"ROS34PW2"`` (:func:`solve_rosw_numba`) steps with
   :func:`rosw_run_compiled`, the algorithm of :func:`rosw_run` as one compiled loop
-  (``methods/_rosw_kernels``, through the linear model's entry point in
-  ``models/_linear_kernels``) on the buffers of a :class:`CompiledFlow` (right-hand
-  side and Jacobian-vector product compiled); ``"auto"`` (:func:`solve_auto_numba`)
-  runs the same phases as on numpy, the DOP853 ones in the compiled loops of
-  ``_explicit``/``_lowrank`` (whose stiffness test, ``SolverOptions.stiff_steps``,
-  counts as :func:`erk_run` does), the ROS34PW2 ones by :func:`rosw_run_compiled`.
+  (the runner ``methods.compiled.rosw`` on a :class:`CompiledFlow`: right-hand side
+  and Jacobian-vector product compiled, the linear model's entry point in
+  ``models/_linear_kernels``); ``"auto"`` (:func:`solve_auto_numba`) runs the same
+  phases as on numpy, the DOP853 ones in the compiled explicit loops (whose stiffness
+  test, ``SolverOptions.stiff_steps``, counts as :func:`erk_run` does), the ROS34PW2
+  ones by :func:`rosw_run_compiled`.
 """
 from __future__ import annotations
 
@@ -60,12 +60,11 @@ from dataclasses import replace
 import numpy as np
 
 from . import _explicit, _rhs
-from ._explicit import (MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, PREDICTIVE_MIN_ERR, SAFETY,
-                        STABILITY_SAFETY, _STATUS_BY_CODE, advance_in_chunks,
-                        select_initial_step, solve_numba)
+from ._explicit import select_initial_step, solve_numba
 from ._solvers import FlowStatus, RawResult, register_solver
 from ._tableaux import DOP853, TABLEAUX
-from .methods.base import SWITCH_BACK_MARGIN, StepperOptions, integrate
+from .methods import compiled
+from .methods.base import StepperOptions, integrate
 from .methods.erk import ExplicitRK
 from .methods.rosw import (FAILED_SOLVE_ERR, KRYLOV_TOL, MAX_KRYLOV, RosenbrockW,  # noqa: F401
                            RosenbrockWStepper)
@@ -75,10 +74,6 @@ from .models.base import inverse_rates
 __all__ = ["Flow", "RosenbrockW", "ROS34PW2", "KRYLOV_TOL", "MAX_KRYLOV", "STIFF_STEPS",
            "SWITCH_BACKOFF", "FlowRosenbrock", "rosw_run", "rosw_run_compiled", "erk_run", "solve",
            "solve_auto_numba", "solve_rosw_numba", "CompiledFlow"]
-
-#: Evaluations counted per Rosenbrock step when its compiled loop is run in chunks
-#: (``_explicit.advance_in_chunks``): four stages and a few Krylov products.
-ROSW_CHUNK_EVALS = 16
 
 #: Largest step growth factor of the Rosenbrock stepper (``RosenbrockWStepper.MAX_FACTOR``).
 ROSW_MAX_FACTOR = RosenbrockWStepper.MAX_FACTOR
@@ -174,58 +169,11 @@ class Flow:
         return out
 
 
-class CompiledFlow:
-    """:class:`Flow` on numpy with its right-hand side and Jacobian-vector product in
-    compiled kernels (``_kernels.rhs_flat``, ``_kernels.jvp_flat``): ROS34PW2 and the
-    Rosenbrock phases of ``"auto"`` on the numba backend.  Same interface and contract
-    as :class:`Flow` (``rhs(y, out, keep=True)`` keeps the products of ``y``, which
-    :meth:`jvp` then differentiates; the caller leaves ``y`` unchanged meanwhile).
-
-    ``rhs_args`` (the kept state's products), ``scratch_args`` (the other states') and
-    ``jvp_args`` are the trailing arguments of the kernels, the data tuples of the linear
-    model's compiled ``rhs``/``jvp`` (``models/_linear_kernels``); :func:`rosw_run_compiled`
-    hands them to the model's entry point ``rosw_advance`` into the loop of
-    ``methods/_rosw_kernels.make_rosw_advance``.
-    """
-
-    def __init__(self, problem):
-        from . import _kernels  # numba compiles (or loads its cache) on first use only
-        from ._explicit import numba_rhs_args
-        from .models import _linear_kernels
-
-        self.xp = np
-        self._kern = _kernels
-        #: the model's cached entry point into the compiled Rosenbrock-W loop
-        self.rosw_advance = _linear_kernels.rosw_advance
-        self.nfev = 0
-        self.njev = 0
-        # two sets of product buffers: those of the kept state, and scratch for the others
-        self.n = int(problem.offsets[-1])
-        self.metric = inverse_rates(problem, problem.eta_l)
-        self.rhs_args = numba_rhs_args(problem)
-        self.scratch_args = numba_rhs_args(problem)
-        (Sxx, _, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW,
-         tbuf) = self.rhs_args
-        C, D = problem.Syx.shape
-        largest = max(max(r * c, r * C, C * c) for r, c in problem.shapes)
-        self.jvp_args = (Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
-                     np.empty_like(abuf), np.empty_like(gbuf), np.empty((D, C)),
-                     np.empty((D, C)), tbuf, np.empty(max(largest, D * C)))
-        self._y = None
-
-    def rhs(self, y, out, keep=False):
-        """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,) and return it."""
-        self.nfev += 1
-        self._kern.rhs_flat(y, out, *(self.rhs_args if keep else self.scratch_args))
-        if keep:
-            self._y = y
-        return out
-
-    def jvp(self, v, out):
-        """Write ``J(y) v`` into ``out``, ``y`` the state of the last ``rhs(..., keep=True)``."""
-        self.njev += 1
-        self._kern.jvp_flat(v, out, self._y, *self.jvp_args)
-        return out
+def CompiledFlow(problem):
+    """:class:`Flow` with its right-hand side and Jacobian-vector product compiled: the
+    Rosenbrock-W ops of ``models/_linear_ops.CompiledFlow`` (numba, on first use)."""
+    from .models import _linear_ops  # numba compiles (or loads its cache) on first use
+    return _linear_ops.CompiledFlow(problem)
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,9 +306,9 @@ def rosw_run(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
 
 def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS34PW2,
                       switch_back=None):
-    """:func:`rosw_run` with its stepping compiled: ``flow.rosw_advance`` (a model's entry
-    point into ``methods/_rosw_kernels.make_rosw_advance``'s loop), one call per output
-    time, on the buffers of a :class:`CompiledFlow` ``flow``.
+    """:func:`rosw_run` with its stepping compiled: the runner ``methods.compiled.rosw`` on
+    the ops of a :class:`CompiledFlow` ``flow`` (its entry point into
+    ``methods/_rosw_kernels.make_rosw_advance``'s loop), one call per output time.
 
     Same arguments, contract and return value ``(status, t, y, h, k, nonstiff)``; the
     counters of ``flow`` (``nfev``, ``njev``) and ``stats`` advance as they would there.
@@ -368,50 +316,17 @@ def rosw_run_compiled(flow, y, t, h, t_eval, k, options, observe, stats, tab=ROS
     of the inner products (``np.dot`` or loops in compiled code against numpy's ``vdot``)
     flips a decision.
     """
-    from .methods._rosw_kernels import NONSTIFF  # numba compiles on first use only
-
-    y = np.array(y, dtype=np.float64, copy=True)
-    n = y.size
-    a, c, m, e = (np.ascontiguousarray(v, dtype=np.float64) for v in tab.transformed())
-    f0 = flow.rhs(y, np.empty(n), keep=True)
-    U = np.empty((tab.n_stages, n))
-    work = np.empty((7 if flow.metric is None else 8, n))
-    if flow.metric is not None:
-        work[7] = flow.metric      # CG in the inner product in which J is self-adjoint
-    # th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]: a fresh controller memory, as
-    # rosw_run starts with; the kernel's counters start at zero after f0
-    th = np.array([t, h, 0.0, NO_PREVIOUS_STEP[0], NO_PREVIOUS_STEP[1], 0.0, 0.0])
-    counts = np.zeros(4, dtype=np.int64)
-    switch = switch_back is not None
-    ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,
-                    ROSW_MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, KRYLOV_TOL, MAX_KRYLOV,
-                    STABILITY_SAFETY * switch_back.stability_boundary if switch else 0.0,
-                    SWITCH_BACK_MARGIN * switch_back.n_stages if switch else 0.0,
-                    STIFF_STEPS if switch else 0.0],
-                   dtype=np.float64)
-    budget = int(options.max_steps) - stats.nsteps - stats.nrej
-    code = 0
-    T = t_eval.size
-    while k < T:
-        # in chunks (_explicit.advance_in_chunks): a step is the stages plus the Krylov
-        # iterations' products, counted here as ROSW_CHUNK_EVALS evaluations
-        code = advance_in_chunks(
-            lambda chunk, t_k=float(t_eval[k]): flow.rosw_advance(
-                y, f0, U, work, th, counts, t_k, chunk, a, c, m, e, float(tab.gamma), ctl,
-                flow.rhs_args, flow.scratch_args, flow.jvp_args),
-            counts, budget, y.size, ROSW_CHUNK_EVALS)
-        if code != 0:
-            break
-        observe(k, y)
-        k += 1
-    flow.nfev += int(counts[0])
-    flow.njev += int(counts[3])
-    stats.nsteps += int(counts[1])
-    stats.nrej += int(counts[2])
-    stats.ncg += int(counts[3])
-    nonstiff = code == NONSTIFF
-    status = FlowStatus.SUCCESS if nonstiff else _STATUS_BY_CODE[code]
-    return status, float(th[0]), y, float(th[1]), k, nonstiff
+    opts = StepperOptions(rtol=float(options.rtol), atol=float(options.atol),
+                          max_steps=int(options.max_steps) - stats.nsteps - stats.nrej,
+                          first_step=h)
+    njev = flow.njev
+    res = compiled.rosw(flow, y, t_eval, tab, opts, observe, t0=t, k0=k,
+                        switch_back=switch_back,
+                        switch_steps=STIFF_STEPS if switch_back is not None else 0)
+    stats.nsteps += res.nsteps
+    stats.nrej += res.nrejected
+    stats.ncg += flow.njev - njev
+    return res.status, res.t_last, res.y_last, res.h_next, res.n_done, res.nonstiff
 
 
 # --------------------------------------------------------------------------------------------

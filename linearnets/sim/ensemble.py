@@ -391,16 +391,12 @@ class _BatchedERK:
         m, n = y.shape
         if self.compiled is not None:
             from ._ensemble_kernels import linear_attempt
+            from .methods.compiled import batched_attempt
             net, A, e, e3, use_e3 = self.compiled
-            y = np.ascontiguousarray(y)
-            y_new = np.empty_like(y)
-            f_new = np.empty_like(y)
-            err = np.empty(m)
-            linear_attempt(y, np.ascontiguousarray(f), np.ascontiguousarray(h, dtype=np.float64),
-                           net.Sxx, np.ascontiguousarray(net.Syx[idx]), net.rates_arr,
-                           net.rows, net.cols, net.offs, A, self.b, e, e3, use_e3, self.rtol,
-                           self.atol, y_new, f_new, err)
-            return y_new, f_new, err
+            return batched_attempt(linear_attempt,
+                                   (net.Sxx, np.ascontiguousarray(net.Syx[idx]), net.rates_arr,
+                                    net.rows, net.cols, net.offs),
+                                   (A, self.b, e, e3, use_e3), y, f, h, self.rtol, self.atol)
         s = self.s
         K = np.empty((s + 1, m, n))
         K[0] = f

@@ -36,9 +36,10 @@ with the loop and the model's ``rhs`` compiled into it::
 
 (``models/_linear_kernels.py`` is the linear model's).  Do not pass a dispatcher as an
 *argument* to a cached kernel instead: numba never takes such a call from its cache
-and recompiles it in every process.  ``_explicit._erk_numba(problem, y0, t_eval, tab,
-options, observe, advance=..., rhs=..., data=...)`` drives an entry point from Python
-(start, output times, dense output, chunked budgets).
+and recompiles it in every process.  ``methods.compiled.erk(ops, y0, t_eval, tab,
+options, observe)`` drives an entry point from Python (start, output times, dense
+output, chunked budgets), ``ops = methods.compiled.DenseStages(erk_advance, rhs, data,
+tab, n)``.
 
 Every argument is a C-contiguous float64 (or int64) array or a scalar of fixed type.
 """
@@ -127,7 +128,7 @@ def stiffness_estimate(num, dd, ref, wsum, h, yy, min_rel, ulps_eps):
 @njit(cache=True)
 def stability_cap(h_next, rho, stiff):
     """``_explicit.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum,
-    state_ulps * eps]`` (``_explicit.stiffness_args``)."""
+    state_ulps * eps]`` (``methods.compiled.stiffness_args``)."""
     if not (rho > 0.0 and stiff[0] > 0.0):
         return h_next
     return min(h_next, stiff[1] * stiff[0] / rho)
@@ -168,7 +169,7 @@ def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
 #: Verdicts of :func:`judge_step`.
 ACCEPTED, REJECTED, NONFINITE_TRIAL = 0, 1, 2
 
-#: Return code of a loop holding an accepted step across an output time (``_explicit.PENDING``).
+#: Return code of a loop holding an accepted step across an output time (``methods.compiled.PENDING``).
 PENDING = 1
 #: Return code of a loop whose stiffness test fired (:func:`count_stiff`) after an
 #: accepted step that did not end on ``t_target``: ``y``, ``K[0]`` and ``th`` hold its end.

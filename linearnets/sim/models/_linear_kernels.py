@@ -16,7 +16,10 @@ cached, module-level entry points:
 * :func:`erk_advance` -- the adaptive embedded Runge-Kutta loop
   (``methods/_erk_kernels.make_erk_advance``) on :func:`rhs`;
 * :func:`rosw_advance` -- the Rosenbrock-W loop
-  (``methods/_rosw_kernels.make_rosw_advance``) on :func:`rhs` and :func:`jvp`.
+  (``methods/_rosw_kernels.make_rosw_advance``) on :func:`rhs` and :func:`jvp`;
+
+``models/_linear_ops.py`` builds from these (and from the factored stages' kernels) the
+operations that the runners of ``methods/compiled.py`` take.
 
 The entry points are ``@njit(cache=True, nogil=True)`` functions of this module, so
 numba caches each with the factory-built loop and the gradient compiled into it (a

@@ -1,0 +1,472 @@
+"""The compiled loops' runners: Python only at output times (numba backend).
+
+``methods.base.integrate`` is the one adaptive loop of the numpy and CuPy backends; on
+numba the whole stepping loop is compiled (``methods/_erk_kernels``,
+``methods/_rosw_kernels`` and the linear model's stage stores), and this module drives
+such a loop from Python: it evaluates the first derivative, chooses the initial step,
+calls the compiled loop once per output interval (in chunks, so that Ctrl-C lands within
+a fraction of a second), forms the outputs inside a step with dense output, and returns
+the same :class:`~linearnets.sim.methods.base.Result` as ``integrate``.  There is one
+runner per algorithm family, with ``integrate``'s calling convention:
+
+* :func:`erk` -- embedded explicit Runge-Kutta pairs (RK45, DOP853, BS32, SSPRK104 as a
+  Butcher tableau), with the predictive step, the stability cap, dense output and the
+  stiffness test of ``method="auto"``;
+* :func:`ssp` -- SSPRK104 in Ketcheson's two-register low-storage form (the same loop
+  contract, no stiffness test);
+* :func:`rosw` -- the Rosenbrock-W method ROS34PW2 (Krylov solves with the model's
+  Jacobian-vector product), with the test that hands back to an explicit pair.
+
+Nothing here knows networks.  The first argument, ``ops``, is a model's compiled
+operations for one loop (the linear network's are built in
+``models/_linear_kernels.py``): an object with
+
+``first(y) -> f``
+    ``f(y)`` (n,) into the loop's own storage (the first stage slot), returned;
+``rhs(v, out) -> out``
+    ``f(v)`` into ``out`` without touching the loop's storage (the initial step);
+``advance(y, y_new, th, t_target, t_out, stats, budget, ctl) -> code``
+    one call of the model's cached entry point into the compiled loop (the loop's
+    contract: ``methods/_erk_kernels.make_erk_advance``), ``ctl`` the control tuple of
+    :func:`control`;
+``interpolate(theta, y, y_new, h) -> state`` and ``interpolate_many(thetas, y, y_new, h)
+-> states``
+    the continuous extension of the step just held (:data:`PENDING`), one output or
+    many (rows);
+``fsal()``
+    the last stage's derivative becomes the first (completing a held step);
+``detects_stiffness``
+    whether the loop has the stiffness test (its ``stiff`` constants then carry
+    ``stiff_steps``).
+
+The Rosenbrock-W runner's ``ops`` has ``rosw_advance`` (the model's entry point into
+``methods/_rosw_kernels.make_rosw_advance``), ``rhs(y, out, keep=True)``, ``metric`` and
+the data tuples ``rhs_args``, ``scratch_args``, ``jvp_args`` (see :func:`rosw`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._solvers import FlowStatus
+from .base import (MAX_FACTOR, MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET,
+                   PREDICTIVE_MIN_ERR, SAFETY, STABILITY_SAFETY, STIFFNESS_MEMORY,
+                   STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS, SWITCH_BACK_MARGIN, Result,
+                   dense_batch_rows, observe_step, select_initial_step)
+
+__all__ = ["erk", "ssp", "rosw", "control", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
+           "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
+           "JVP_COST", "chunk_budget", "advance_in_chunks", "dense_target", "interpolates",
+           "complete_pending", "stiff_fired", "DenseStages", "batched_attempt"]
+
+#: Work of one call of a compiled stepping loop: at most INTERRUPT_STEPS attempted steps
+#: and at most INTERRUPT_WORK state entries times stages (``n s`` a step), at least
+#: MIN_CHUNK_STEPS steps.  The loops return to Python that often and resume where they
+#: stopped (:func:`advance_in_chunks`), so that a KeyboardInterrupt (Ctrl-C), which Python
+#: delivers only between its own bytecodes, lands within a fraction of a second (measured
+#: on a loaded 2-core machine: 0.1-0.5 s, small and 300-wide networks) rather than at the
+#: next output time; a return costs microseconds against milliseconds of stepping.
+INTERRUPT_STEPS = 1000
+INTERRUPT_WORK = 1 << 23
+MIN_CHUNK_STEPS = 2
+#: Evaluations counted per Rosenbrock step when its compiled loop is run in chunks:
+#: four stages and a few Krylov products.
+ROSW_CHUNK_EVALS = 16
+#: Right-hand sides counted for one Jacobian-vector product (as ``methods.rosw``).
+JVP_COST = 2
+
+#: Return code of an explicit loop holding an accepted step across an output time
+#: (dense output): its stages are kept for the runner to interpolate
+#: (``_erk_kernels.PENDING``).
+PENDING = 1
+#: Return code of an explicit loop whose stiffness test fired (``_erk_kernels.STIFF``).
+STIFF = 2
+#: Return code of the Rosenbrock-W loop whose hand-back test fired
+#: (``_rosw_kernels.NONSTIFF``).
+NONSTIFF = 3
+
+_EPS = float(np.finfo(np.float64).eps)
+_STATUS_BY_CODE = {st.code: st for st in FlowStatus}
+
+
+# --------------------------------------------------------------------------------------------
+# the pieces every runner shares
+# --------------------------------------------------------------------------------------------
+def chunk_budget(attempted, max_steps, n, s):
+    """The step budget of one compiled call after ``attempted`` steps (accepted plus
+    rejected) of a run with budget ``max_steps``, state size ``n`` and ``s`` evaluations a
+    step: at most :data:`INTERRUPT_STEPS` steps and :data:`INTERRUPT_WORK` entries times
+    stages more (at least :data:`MIN_CHUNK_STEPS`), never past ``max_steps``."""
+    chunk = max(MIN_CHUNK_STEPS, min(INTERRUPT_STEPS, INTERRUPT_WORK // max(1, int(n) * int(s))))
+    return min(int(max_steps), int(attempted) + chunk)
+
+
+def advance_in_chunks(advance, counts, max_steps, n, s):
+    """Run a compiled stepping loop in chunks: ``advance(budget)`` calls it with a step
+    budget (it returns ``FlowStatus.MAX_STEPS.code`` once ``counts[1] + counts[2]``, its
+    accepted plus rejected steps, reach ``budget``, with its state in place to resume) and
+    is called again until it returns anything else or the run's own ``max_steps`` is spent.
+    Between calls Python runs, and a pending KeyboardInterrupt is raised there."""
+    exhausted = FlowStatus.MAX_STEPS.code
+    while True:
+        budget = chunk_budget(counts[1] + counts[2], max_steps, n, s)
+        code = advance(budget)
+        if code != exhausted or budget >= max_steps:
+            return code
+
+
+def interpolates(dense, tab):
+    """Whether outputs are interpolated: dense output asked for, and ``tab`` has a
+    continuous extension."""
+    return bool(dense) and tab.dense_P is not None
+
+
+def dense_target(t_eval, k, dense, tab):
+    """``(t_target, t_out)`` of an explicit loop: without dense output every output time
+    ends a step (``t_out`` infinite); with it only the last does, and the loop returns
+    :data:`PENDING` after the step that reaches ``t_out = t_eval[k]``."""
+    if interpolates(dense, tab):
+        return float(t_eval[-1]), float(t_eval[k])
+    return float(t_eval[k]), math.inf
+
+
+def complete_pending(k, t_eval, th, y, y_new, interpolate, observe, fsal,
+                     interpolate_many=None):
+    """After a compiled loop returned :data:`PENDING`: observe the outputs inside the held
+    step (``methods.base.observe_step``, ``interpolate(theta)``,
+    ``interpolate_many(thetas)``), then complete the step as the loop would have -- ``y``
+    takes ``y_new``, ``fsal()`` moves ``f(y_new)`` into the first stage slot, the time
+    becomes ``th[6]``.  Returns the next output index."""
+    k = observe_step(k, t_eval, float(th[0]), float(th[5]), float(th[6]), y_new, interpolate,
+                     observe, interpolate_many)
+    y[:] = y_new
+    fsal()
+    th[0] = th[6]
+    return k
+
+
+def stiff_fired(stiff_steps, th):
+    """Whether the stiffness test of an explicit loop (``th[7]``, ``_erk_kernels.count_stiff``)
+    has reached ``stiff_steps`` (a loop returning 0 on an output time leaves the count for
+    its runner to read)."""
+    return stiff_steps > 0 and th[7] >= stiff_steps
+
+
+def stiffness_args(tab, stiff_steps=0):
+    """``(wd, stiff)`` for the compiled explicit loops: the tableau's stiffness weights and
+    ``[boundary, STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|,
+    STIFFNESS_STATE_ULPS eps, NONSTIFF_RESET, stiff_steps]`` (``stiff_steps`` 0: no
+    stiffness test), the constants read from this module (a study may set them here)."""
+    wd = np.ascontiguousarray(tab.stiffness_weights, dtype=np.float64)
+    stiff = np.array([tab.stability_boundary, STABILITY_SAFETY, STIFFNESS_MEMORY,
+                      STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS,
+                      NONSTIFF_RESET, stiff_steps], dtype=np.float64)
+    return wd, stiff
+
+
+def control(tab, options, stiff_steps=0):
+    """The control tuple an explicit loop takes after its tableau: ``(exponent, rtol, atol,
+    SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff)``
+    (:func:`stiffness_args`)."""
+    wd, stiff = stiffness_args(tab, stiff_steps)
+    return (-1.0 / (tab.error_order + 1), float(options.rtol), float(options.atol), SAFETY,
+            MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff)
+
+
+def _message(status, t, nonfinite):
+    """``integrate``'s message of a run that ended with ``status`` at ``t``."""
+    if status.success:
+        return status.message
+    msg = f"{status.message} at t = {t:.6g}"
+    if nonfinite:
+        msg += "; the rejected trial steps overflowed (non-finite stages)"
+    return msg
+
+
+def _early(k, t, y, nfev, status):
+    return Result(n_done=k, t_last=t, y_last=y, nfev=nfev, nsteps=0, nrejected=0,
+                  status=status, message=_message(status, t, False))
+
+
+def _start(ops, y, t_eval, t0, order, options, observe):
+    """The start of a run at ``t0``: ``f(y)`` (``ops.first``), the outputs at ``t0``, the
+    first step.  Returns ``(early, k, h, nfev)``: ``early`` is the finished Result when the
+    run ends here (a non-finite derivative, or no output after ``t0``)."""
+    t = float(t0)
+    with np.errstate(all="ignore"):
+        f0 = ops.first(y)
+    nfev = 1
+    k = 0
+    T = t_eval.size
+    while k < T and t_eval[k] <= t:
+        observe(k, y)
+        k += 1
+    if not np.all(np.isfinite(f0)):
+        return _early(k, t, y, nfev, FlowStatus.NONFINITE), k, 0.0, nfev
+    if k == T:
+        return _early(k, t, y, nfev, FlowStatus.SUCCESS), k, 0.0, nfev
+    if options.first_step is not None:
+        return None, k, float(options.first_step), nfev
+    with np.errstate(all="ignore"):
+        h = select_initial_step(lambda v: ops.rhs(v, np.empty_like(v)), t, y, f0,
+                                float(t_eval[-1]), order, float(options.rtol),
+                                float(options.atol))
+    return None, k, h, nfev + 1
+
+
+def _result(code, k, y, th, stats):
+    """The Result of an explicit loop from its return code, ``th = [t, h, rho, ...]`` and
+    ``stats = [nfev, accepted, rejected, nonfinite, capped]``; :data:`STIFF` is a
+    successful result with ``stiff=True`` and the proposed step ``th[1]``."""
+    stiff = code == STIFF
+    status = FlowStatus.SUCCESS if stiff else _STATUS_BY_CODE[code]
+    t = float(th[0])
+    nonfinite = bool(stats[3])
+    return Result(n_done=k, t_last=t, y_last=y, nfev=int(stats[0]), nsteps=int(stats[1]),
+                  nrejected=int(stats[2]), status=status,
+                  message=_message(status, t, nonfinite and not status.success),
+                  h_next=float(th[1]), rho=float(th[2]), ncapped=int(stats[4]), stiff=stiff,
+                  nonfinite=nonfinite)
+
+
+# --------------------------------------------------------------------------------------------
+# explicit runners
+# --------------------------------------------------------------------------------------------
+def _explicit(ops, y0, t_eval, tab, options, observe, t0, dense, stiff_steps):
+    t_eval = np.asarray(t_eval, dtype=np.float64)
+    t0 = float(t_eval[0]) if t0 is None else float(t0)
+    y = np.array(y0, dtype=np.float64, copy=True)
+    n, s = y.size, tab.n_stages
+    T = t_eval.size
+    early, k, h, nfev = _start(ops, y, t_eval, t0, tab.error_order, options, observe)
+    if early is not None:
+        return early
+    th = np.array([t0, h, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    stats = np.array([nfev, 0, 0, 0, 0], dtype=np.int64)
+    steps = int(stiff_steps) if ops.detects_stiffness else 0
+    ctl = control(tab, options, steps)
+    y_new = np.empty(n)
+    # the states of the outputs inside a step (observe_step passes at most this many)
+    batch = np.empty((dense_batch_rows(n), n)) if interpolates(dense, tab) else None
+
+    def interpolate(theta):
+        return ops.interpolate(theta, y, y_new, float(th[5]))
+
+    def interpolate_many(thetas):
+        return ops.interpolate_many(thetas, y, y_new, float(th[5]), batch)
+
+    code = 0
+    max_steps = int(options.max_steps)
+    while k < T:
+        t_target, t_out = dense_target(t_eval, k, dense, tab)
+        with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
+            code = advance_in_chunks(
+                lambda budget: ops.advance(y, y_new, th, t_target, t_out, stats, budget, ctl),
+                stats, max_steps, n, s)
+        if code == PENDING:
+            k = complete_pending(k, t_eval, th, y, y_new, interpolate, observe, ops.fsal,
+                                 interpolate_many)
+            code = 0
+            continue
+        if code != 0:
+            break
+        observe(k, y)
+        k += 1
+        if stiff_fired(steps, th):
+            code = STIFF
+            break
+    return _result(code, k, y, th, stats)
+
+
+def erk(ops, y0, t_eval, tableau, options, observe, *, t0=None, dense=False, stiff_steps=0):
+    """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` onto every ``t_eval``.
+
+    The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``
+    and the linear network's controls (``predictive=True``, the stability cap
+    ``cap_safety = STABILITY_SAFETY``): the same algorithm, agreeing to the tolerance.
+
+    Parameters
+    ----------
+    ops : compiled operations (module docstring)
+    y0 : ndarray, shape (n,)
+        The state at ``t0`` (not modified).
+    t_eval : ndarray, shape (T,)
+        Strictly increasing output times ``>= t0``; each ends a step (but see ``dense``).
+    tableau : Tableau
+    options : StepperOptions or SolverOptions
+        ``rtol``, ``atol``, ``max_steps``, ``first_step``.
+    observe : callable ``observe(k, y)``
+    t0 : float, optional
+        The start time, by default ``t_eval[0]``.
+    dense : bool
+        Only the last output time ends a step; the others come from the tableau's
+        continuous extension (where it has one).
+    stiff_steps : int
+        > 0: return with ``Result.stiff`` once the stability cap has shortened this many
+        accepted steps in a row (loops that have the test).
+
+    Returns
+    -------
+    Result
+    """
+    return _explicit(ops, y0, t_eval, tableau, options, observe, t0, dense, stiff_steps)
+
+
+def ssp(ops, y0, t_eval, tableau, options, observe, *, t0=None, dense=False):
+    """:func:`erk` for a low-storage SSP loop (``ops``: the model's two-register stages;
+    the same contract, no stiffness test)."""
+    return _explicit(ops, y0, t_eval, tableau, options, observe, t0, dense, 0)
+
+
+class DenseStages:
+    """The explicit ops of a model with a compiled right-hand side (module docstring):
+    stage derivatives kept as the rows of ``K`` (s + 1, n).
+
+    Parameters
+    ----------
+    advance : numba dispatcher
+        The model's cached entry point into ``_erk_kernels.make_erk_advance(rhs)``'s loop.
+    rhs : numba dispatcher
+        ``rhs(y, out, data)``.
+    data : tuple
+        The model's data tuple.
+    tab : Tableau
+    n : int
+    """
+
+    detects_stiffness = True
+
+    def __init__(self, advance, rhs, data, tab, n):
+        from . import _erk_kernels  # numba compiles (or loads its cache) on first use
+        self._ek = _erk_kernels
+        self._advance, self._rhs, self.data, self.tab = advance, rhs, data, tab
+        s = tab.n_stages
+        self.s = s
+        self.K = np.empty((s + 1, n))
+        self.use_e3 = tab.e3 is not None
+        self.e3 = tab.e3 if self.use_e3 else np.zeros_like(tab.e)
+        self._out = np.empty(n)
+
+    def first(self, y):
+        self._rhs(y, self.K[0], self.data)
+        return self.K[0]
+
+    def rhs(self, v, out):
+        self._rhs(v, out, self.data)
+        return out
+
+    def advance(self, y, y_new, th, t_target, t_out, stats, budget, ctl):
+        tab = self.tab
+        return self._advance(y, self.K, y_new, th, t_target, t_out, stats, budget, tab.A,
+                             tab.b, tab.e, self.e3, self.use_e3, *ctl, self.data)
+
+    def interpolate(self, theta, y, y_new, h):
+        self._ek.stage_state(y, self.K, self.tab.dense_weights(theta), h, self._out)
+        return self._out
+
+    def interpolate_many(self, thetas, y, y_new, h, batch):
+        self._ek.stage_states(y, self.K, self.tab.dense_weights(thetas), h, batch)
+        return batch
+
+    def fsal(self):
+        self.K[0] = self.K[self.s]
+
+
+# --------------------------------------------------------------------------------------------
+# Rosenbrock-W runner
+# --------------------------------------------------------------------------------------------
+def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, switch_back=None,
+         switch_steps=0):
+    """Integrate with the compiled Rosenbrock-W loop of ``ops`` onto ``t_eval[k0:]``.
+
+    The numba counterpart of ``methods.base.integrate`` with
+    ``methods.rosw.RosenbrockWStepper`` and ``predictive=True``: each step freezes the
+    Jacobian at its start (``ops.rhs(y, f, keep=True)``), solves the stage systems by
+    conjugate gradients in the metric ``ops.metric`` and controls the local error with the
+    embedded solution; output times are hit exactly.  The first step is
+    ``options.first_step`` (required: the Rosenbrock phases continue a run).
+
+    ``ops`` has ``rosw_advance`` (the model's entry point into
+    ``_rosw_kernels.make_rosw_advance``'s loop), ``rhs(y, out, keep=False)`` (counting its
+    calls in ``ops.nfev``), ``metric`` ((n,) or None) and the data tuples ``rhs_args``,
+    ``scratch_args`` and ``jvp_args`` of the loop; ``ops.nfev`` and ``ops.njev`` advance
+    by the loop's evaluations and products.
+
+    With ``switch_back`` (an explicit tableau) the run returns with ``Result.nonstiff``
+    once, for ``switch_steps`` accepted steps in a row, that pair at its stability-capped
+    step would have advanced more cheaply by ``SWITCH_BACK_MARGIN``
+    (``integrate(switch_back=...)``).  ``Result.nfev`` counts a product as
+    :data:`JVP_COST` evaluations, the first ``f(y)`` included.
+    """
+    from ._rosw_kernels import NONSTIFF as _nonstiff  # numba compiles on first use only
+    assert _nonstiff == NONSTIFF
+    tab = tableau
+    t_eval = np.asarray(t_eval, dtype=np.float64)
+    t = float(t_eval[0]) if t0 is None else float(t0)
+    y = np.array(y0, dtype=np.float64, copy=True)
+    n = y.size
+    a, c, m, e = (np.ascontiguousarray(v, dtype=np.float64) for v in tab.transformed())
+    f0 = ops.rhs(y, np.empty(n), keep=True)
+    U = np.empty((tab.n_stages, n))
+    work = np.empty((7 if ops.metric is None else 8, n))
+    if ops.metric is not None:
+        work[7] = ops.metric      # CG in the inner product in which J is self-adjoint
+    # th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]: a fresh controller memory, as
+    # the numpy loop starts with; the kernel's counters start at zero after f0
+    th = np.array([t, float(options.first_step), 0.0, NO_PREVIOUS_STEP[0],
+                   NO_PREVIOUS_STEP[1], 0.0, 0.0])
+    counts = np.zeros(4, dtype=np.int64)
+    switch = switch_back is not None
+    from .rosw import KRYLOV_TOL, MAX_KRYLOV, RosenbrockWStepper
+    ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,
+                    RosenbrockWStepper.MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS,
+                    KRYLOV_TOL, MAX_KRYLOV,
+                    STABILITY_SAFETY * switch_back.stability_boundary if switch else 0.0,
+                    SWITCH_BACK_MARGIN * switch_back.n_stages if switch else 0.0,
+                    switch_steps if switch else 0.0],
+                   dtype=np.float64)
+    budget = int(options.max_steps)
+    code = 0
+    k = int(k0)
+    T = t_eval.size
+    while k < T:
+        # in chunks (advance_in_chunks): a step is the stages plus the Krylov iterations'
+        # products, counted here as ROSW_CHUNK_EVALS evaluations
+        with np.errstate(all="ignore"):
+            code = advance_in_chunks(
+                lambda chunk, t_k=float(t_eval[k]): ops.rosw_advance(
+                    y, f0, U, work, th, counts, t_k, chunk, a, c, m, e, float(tab.gamma), ctl,
+                    ops.rhs_args, ops.scratch_args, ops.jvp_args),
+                counts, budget, n, ROSW_CHUNK_EVALS)
+        if code != 0:
+            break
+        observe(k, y)
+        k += 1
+    ops.nfev += int(counts[0])
+    ops.njev += int(counts[3])
+    nonstiff = code == NONSTIFF
+    status = FlowStatus.SUCCESS if nonstiff else _STATUS_BY_CODE[code]
+    t_last = float(th[0])
+    return Result(n_done=k, t_last=t_last, y_last=y,
+                  nfev=1 + int(counts[0]) + JVP_COST * int(counts[3]), nsteps=int(counts[1]),
+                  nrejected=int(counts[2]), status=status,
+                  message=_message(status, t_last, False), h_next=float(th[1]),
+                  rho=float(th[2]), nonstiff=nonstiff)
+
+
+# --------------------------------------------------------------------------------------------
+# a compiled attempt of the batched (ensemble) loop
+# --------------------------------------------------------------------------------------------
+def batched_attempt(kernel, member_data, tab_data, y, f, h, rtol, atol):
+    """One compiled embedded Runge-Kutta attempt of m members at once, each with its own
+    step ``h`` (m,): ``kernel(y, f, h, *member_data, *tab_data, rtol, atol, y_new, f_new,
+    err)`` (the linear ensemble's ``_ensemble_kernels.linear_attempt``).  Returns
+    ``(y_new, f_new, err)``, (m, n), (m, n), (m,)."""
+    y = np.ascontiguousarray(y)
+    y_new = np.empty_like(y)
+    f_new = np.empty_like(y)
+    err = np.empty(y.shape[0])
+    kernel(y, np.ascontiguousarray(f), np.ascontiguousarray(h, dtype=np.float64),
+           *member_data, *tab_data, float(rtol), float(atol), y_new, f_new, err)
+    return y_new, f_new, err
