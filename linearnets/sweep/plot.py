@@ -73,7 +73,8 @@ def write_table(spec, df, out):
                     p = r["provenance"]
                     made[(p.get("package_version"), p.get("git_sha"), p.get("git_dirty"))] += 1
     info = dict(
-        figure=os.path.basename(out), table=os.path.basename(csv), spec=spec.path, sweep=spec.name,
+        figure=os.path.basename(out), table=os.path.basename(csv),
+        spec=os.path.relpath(spec.path, os.path.dirname(os.path.abspath(out))) if spec.path else None, sweep=spec.name,
         sweep_version=spec.version, points_done=int((df["status"] == "done").sum()), points=len(df),
         written=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         written_by={k: v for k, v in provenance().items() if k in ("package_version", "git_sha", "git_dirty",
