@@ -14,6 +14,7 @@ import numpy as np
 
 from .._validation import as_float_array, check_depth, check_nonnegative, check_positive
 from ..backend import check_backend
+from ..regimes import crossing_time as _crossing_time  # first time a sampled curve reaches a level
 from ..sim.flow import gradient_flow
 from ..theory.dynamics import half_time
 
@@ -101,15 +102,6 @@ def _weights_at(traj, k):
 def _mode_projection(E2E, U, S, Vt):
     """c_alpha(t) = u_alpha^T W(t) v_alpha for E2E of shape (T, C, D)."""
     return np.einsum("ca,tcd,ad->ta", U, np.asarray(E2E), Vt)
-
-
-def _crossing_time(t, c, level):
-    """First time the sampled increasing curve ``c`` reaches ``level`` (linear interpolation)."""
-    above = np.nonzero(c >= level)[0]
-    if above.size == 0 or above[0] == 0:
-        return np.nan
-    k = above[0]
-    return t[k - 1] + (level - c[k - 1]) * (t[k] - t[k - 1]) / (c[k] - c[k - 1])
 
 
 def _loglog_slope(x, y):
