@@ -118,6 +118,7 @@ from .sim.prepared import PreparedFlow, prepare_flow
 
 # --- regimes, lazy and rich: exact crossover theory and diagnostics ---------------
 from .theory.lazy import lazy_prediction
+from .theory.infinite_width import infinite_width_kernels
 from .theory.balanced import init_lambda_balanced, lambda_balanced_flow, lambda_balanced_ntk
 from .theory.single_neuron import single_neuron_delta, single_neuron_implicit_bias, single_neuron_nu
 from .theory.diagonal import diagonal_implicit_bias, diagonal_potential, diagonal_q
