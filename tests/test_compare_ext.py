@@ -212,7 +212,7 @@ def _bad_values(fn, name, default):
 def test_every_compare_validates_its_own_arguments(fn):
     """Bad input raises ValueError naming the comparison's own argument, before any simulation."""
     sig = inspect.signature(fn)
-    assert len(_COMPARES) == 22
+    assert len(_COMPARES) == 24
     checked = 0
     for name, par in sig.parameters.items():
         for bad in _bad_values(fn, name, par.default):

@@ -364,3 +364,36 @@ def test_against_neural_tangents(act, bias_std):
     # two closed forms in different arithmetic (measured: <= 4e-15): rounding over 4 layers
     np.testing.assert_allclose(nngp, np.asarray(k.nngp), rtol=1e-13)
     np.testing.assert_allclose(ntk, np.asarray(k.ntk), rtol=1e-13)
+
+
+# ---------------------------------------------------------------------------------------
+# the verify rows
+# ---------------------------------------------------------------------------------------
+def test_verify_rows_are_registered_and_pass_small():
+    from linearnets import compare
+
+    assert {"ntk_at_init", "infinite_width_lazy"} <= set(compare.CHECKS)
+    r = ln.compare_ntk_at_init(widths=(32, 128, 512), reps=3, seed=1)
+    assert r.passed and -0.8 < r.simulation < -0.2, r
+    r.plot()
+    r = ln.compare_infinite_width_lazy(widths=(128, 512, 2048), reps=3, seed=1)
+    assert r.passed and np.all(np.diff(r.arrays["distance"]) < 0), r
+    r.plot()
+
+
+def test_ntk_at_init_fails_against_a_wrong_limit(monkeypatch):
+    """A limit off by 10 %: the error stops falling at 0.1 and the slope leaves -1/2."""
+    from linearnets.compare import infinite_width as cmp
+
+    right = cmp.infinite_width_kernels
+    monkeypatch.setattr(cmp, "infinite_width_kernels", lambda *a, **k: tuple(1.1 * K for K in right(*a, **k)))
+    r = cmp.compare_ntk_at_init(widths=(64, 256, 1024, 4096), reps=3, seed=0)
+    assert not r.passed, r
+
+
+@pytest.mark.parametrize("kw,name", [(dict(widths=(64,)), "widths"), (dict(reps=1), "reps"),
+                                     (dict(activation="gelu"), "activation"), (dict(biases=1), "biases"),
+                                     (dict(sigma=0.0), "sigma")])
+def test_ntk_at_init_bad_arguments(kw, name):
+    with pytest.raises(ValueError, match=name):
+        ln.compare_ntk_at_init(**kw)

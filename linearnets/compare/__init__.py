@@ -19,6 +19,7 @@ Layout (imports run one way: this table -> topic modules -> ``common``,
 - :mod:`~linearnets.compare.transfer` — transfer with the learned kernel;
 - :mod:`~linearnets.compare.unwhitened` — phase I on non-whitened inputs;
 - :mod:`~linearnets.compare.regimes` — lazy and rich: balanced flows, lazy limit, implicit biases, Var F;
+- :mod:`~linearnets.compare.infinite_width` — finite networks against the infinite-width NTK (at t = 0 and trained);
 - :mod:`~linearnets.compare.common` — tolerances, the flow helper ``_flow``, crossing times,
   log-log slopes, initial conditions, argument validation;
 - :mod:`~linearnets.compare.registry` — :class:`Comparison`, :class:`Check`, :data:`CHECKS`,
@@ -56,9 +57,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alignment, modes, ntk, regimes, transfer, unwhitened
+from . import alignment, infinite_width, modes, ntk, regimes, transfer, unwhitened
 from .alignment import compare_initial_moments, compare_phase_one, compare_silent_alignment
 from .common import ATOL, RTOL, SAFETY, Z_SCORE
+from .infinite_width import compare_infinite_width_lazy, compare_ntk_at_init
 from .modes import compare_half_time_scaling, compare_learning_curves, compare_mode_strengths, compare_path_ntk
 from .ntk import (
     compare_final_ntk,
@@ -89,7 +91,7 @@ __all__ = [
     "compare_kernel_path", "compare_unwhitened_phase1", "compare_path_ntk", "compare_intermediate_kernels",
     "compare_transfer", "compare_finite_sigma_ntk", "compare_lambda_balanced", "compare_balanced_ntk_drift",
     "compare_lazy_limit", "compare_single_neuron", "compare_diagonal_bias", "compare_laziness_ratio",
-    "compare_output_variance", "compare_relu_kernel_gap",
+    "compare_output_variance", "compare_relu_kernel_gap", "compare_ntk_at_init", "compare_infinite_width_lazy",
 ]
 
 _PAPER = dict(D=30, N=50, P=60)          # Atanasov et al. (2022), Figs. 3, E.1, E.3
@@ -193,4 +195,11 @@ register(
           "ReLU net vs final-NTK kernel regression on digits X_gamma: gap falls with sigma (Fig. 4)",
           regimes.compare_relu_kernel_gap, regimes.plot_relu_kernel_gap, requires=_SKLEARN,
           presets=dict(full=dict(gammas=(0.0, 0.25, 0.5, 0.75), n_draws=6))),
+    # --- the infinite-width limit (Jacot et al. 2018; Lee et al. 2019) -----------------
+    Check("ntk_at_init", "empirical NTK of 'ntk' networks -> infinite_width_kernels, error ~ m^-1/2",
+          infinite_width.compare_ntk_at_init, infinite_width.plot_ntk_at_init,
+          presets=dict(full=dict(widths=(64, 256, 1024, 4096, 8192), reps=8))),
+    Check("infinite_width_lazy", "wide 'ntk' ReLU net under gradient flow -> lazy_prediction(K_inf), ~ m^-1/2",
+          infinite_width.compare_infinite_width_lazy, infinite_width.plot_infinite_width_lazy,
+          presets=dict(full=dict(widths=(128, 512, 2048, 8192, 32768), reps=8))),
 )
