@@ -14,9 +14,17 @@ __all__ = [
     "check_positive",
     "check_nonnegative",
     "check_depth",
+    "check_int",
+    "check_int_array",
+    "check_seed",
+    "rng_from_seed",
     "check_matrix",
     "check_unit_vector",
     "UNIT_TOL",
+    "pow2_normalise",
+    "ldexp_safe",
+    "pow2_power",
+    "overflow_check",
 ]
 
 #: One rule for unit vectors (a teacher direction beta, ...), for every public
@@ -26,8 +34,26 @@ __all__ = [
 UNIT_TOL = 1e-6
 
 
+def _not_a_number(x):
+    """True for what numpy would cast to float but is no number: strings, bytes and
+    booleans (``'3'``, ``True``, ``array([True])``), also inside lists, and None (which
+    numpy reads as NaN)."""
+    if x is None or isinstance(x, (str, bytes, bool, np.bool_)):
+        return True
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind in "USb":
+            return True
+        return x.dtype == object and any(_not_a_number(e) for e in x.flat)
+    if isinstance(x, (list, tuple)):
+        return any(_not_a_number(e) for e in x)
+    return False
+
+
 def as_float_array(x, name, *, finite=True, ndim=None):
     """Return ``x`` as a float64 numpy array, rejecting non-numeric or non-finite input.
+
+    Strings, booleans and None are not numbers: ``'3'``, ``True``, ``array([True])`` and
+    ``None`` are a ``ValueError`` naming ``name`` (numpy would read them as 3.0, 1.0, NaN).
 
     Parameters
     ----------
@@ -40,6 +66,9 @@ def as_float_array(x, name, *, finite=True, ndim=None):
     ndim : int or tuple of int, optional
         Allowed number(s) of dimensions.
     """
+    if _not_a_number(x):
+        raise ValueError(f"{name} must be a real number or array of real numbers, not a "
+                         f"string, boolean or None: got {x!r}")
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -76,17 +105,71 @@ def check_nonnegative(x, name, *, finite=True, ndim=None):
     return arr
 
 
+def check_int(x, name, minimum=0, maximum=None):
+    """Return ``x`` as a Python int in ``[minimum, maximum]``: the one rule for integer
+    arguments (counts, sizes, depths, layer indices).
+
+    Accepts Python and numpy integers and integral floats (``3.0``, as a TOML spec may
+    write them); rejects booleans, strings, fractions, NaN/inf, None and arrays with a
+    ``ValueError`` naming ``name``.
+    """
+    bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+    msg = f"{name} must be an integer {bound}, got {x!r}"
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+        raise ValueError(msg)
+    if not isinstance(x, numbers.Integral):
+        if not np.isfinite(x) or x != int(x):
+            raise ValueError(msg)
+    n = int(x)
+    if n < minimum or (maximum is not None and n > maximum):
+        raise ValueError(msg)
+    return n
+
+
+def check_int_array(x, name, minimum=0):
+    """Cast an integer-valued array (e.g. widths to broadcast over) to float64, every
+    entry an integer ``>= minimum``; booleans and strings are a ``ValueError`` naming
+    ``name``, as for :func:`check_int`."""
+    if _not_a_number(x):
+        raise ValueError(f"{name} must be an integer >= {minimum} (or an array of them), got {x!r}")
+    arr = as_float_array(x, name)
+    if np.any(arr < minimum) or np.any(arr != np.round(arr)):
+        raise ValueError(f"{name} must be an integer >= {minimum} (or an array of them), got {x!r}")
+    return arr
+
+
 def check_depth(depth, name="depth"):
-    """Return ``depth`` as a Python int >= 1; reject floats with a fractional part, bools, arrays."""
-    if isinstance(depth, bool) or not isinstance(depth, (numbers.Integral, numbers.Real)):
-        raise ValueError(f"{name} must be an integer >= 1, got {depth!r}")
-    if isinstance(depth, numbers.Real) and not isinstance(depth, numbers.Integral):
-        if not np.isfinite(depth) or depth != int(depth):
-            raise ValueError(f"{name} must be an integer >= 1, got {depth!r}")
-    d = int(depth)
-    if d < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {depth!r}")
-    return d
+    """Return ``depth`` as a Python int >= 1 (:func:`check_int` with ``minimum=1``)."""
+    return check_int(depth, name, minimum=1)
+
+
+def _is_seed_int(x):
+    return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_)) and x >= 0
+
+
+def check_seed(seed, name="seed"):
+    """Validate a random seed: an int >= 0 (or a non-empty sequence of them, numpy's
+    entropy), a ``numpy.random.SeedSequence``, a ``BitGenerator`` or a ``Generator``
+    (returned as given; ints as Python ints).
+
+    Everything else -- negative or fractional numbers, NaN, booleans, strings, None (a
+    seed drawn from the operating system would not be reproducible) -- is a
+    ``ValueError`` naming ``name``.
+    """
+    if isinstance(seed, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
+        return seed
+    if _is_seed_int(seed):
+        return int(seed)
+    if (isinstance(seed, (list, tuple)) and seed and all(_is_seed_int(s) for s in seed)):
+        return [int(s) for s in seed]
+    raise ValueError(f"{name} must be an int >= 0, a numpy SeedSequence or a Generator, "
+                     f"got {seed!r}")
+
+
+def rng_from_seed(seed, name="seed"):
+    """``numpy.random.default_rng`` of a seed checked by :func:`check_seed` (a Generator
+    passed in is returned itself, so its stream continues)."""
+    return np.random.default_rng(check_seed(seed, name))
 
 
 def check_matrix(x, name, *, finite=True):
@@ -118,3 +201,74 @@ def check_unit_vector(x, name, *, size=None):
     if not abs(norm - 1.0) <= UNIT_TOL:
         raise ValueError(f"{name} must be a unit vector (|norm - 1| <= {UNIT_TOL:g}), got norm {norm!r}")
     return v / norm
+
+
+# ------------------------------------------------------------------------------ overflow
+# The overflow rule (docs/conventions.md, "Bad input and overflow"): a result that is
+# representable in float64 is computed however large or small the inputs, one that is not
+# is +-inf without a numpy warning, never NaN.  Homogeneous maps (products, Gram matrices,
+# kernels) get there by scaling their inputs by powers of two, which is exact: the scaled
+# computation rounds exactly as the unscaled one wherever that one stays in range, and
+# the scale goes back on at the end with ``ldexp`` (exact, +-inf beyond the range, 0
+# stays 0).
+
+def pow2_normalise(x):
+    """``(x * 2**-e, e)``: ``x`` scaled exactly by a power of two so that its largest
+    entry has magnitude in [0.5, 1) (``e = 0`` for an empty or all-zero ``x``).
+
+    Parameters
+    ----------
+    x : ndarray of float64, finite
+
+    Returns
+    -------
+    scaled : ndarray, the shape of ``x``
+    e : int
+    """
+    x = np.asarray(x, dtype=np.float64)
+    m = float(np.max(np.abs(x))) if x.size else 0.0
+    if not (m > 0 and np.isfinite(m)):
+        return x, 0
+    e = int(np.frexp(m)[1])
+    return np.ldexp(x, -e), e
+
+
+def ldexp_safe(x, e):
+    """``x * 2**e`` exactly, broadcasting: +-inf (no warning) beyond the float range, 0
+    where ``x`` is 0, subnormal or 0 below it.  ``e``: int or integer array."""
+    with np.errstate(over="ignore", under="ignore"):
+        return np.ldexp(np.asarray(x, dtype=np.float64), np.asarray(e, dtype=np.int64))
+
+
+def pow2_power(e, p):
+    """``2**(e * p)`` as ``(mantissa, exponent)`` with ``mantissa * 2**exponent`` the value:
+    a fractional power of a power-of-two scale (``s**p`` for ``s = f 2**e`` is
+    ``f**p * 2**(e p)``) that never overflows before :func:`ldexp_safe` applies it.
+
+    Parameters
+    ----------
+    e : int or integer array
+    p : float
+
+    Returns
+    -------
+    mantissa : float or ndarray in [1, 2)
+    exponent : int64 ndarray (0-d for scalar ``e``), clipped to +-2**40 (far beyond the
+        float range, where :func:`ldexp_safe` gives +-inf or 0 either way)
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        ep = np.clip(np.asarray(e, dtype=np.float64) * p, -2.0 ** 40, 2.0 ** 40)
+    n = np.floor(ep)
+    return np.exp2(ep - n), n.astype(np.int64)
+
+
+def overflow_check(x, name, what, factor=1):
+    """Raise a ``ValueError`` naming ``name`` when ``factor * max|x|^2`` exceeds the float64
+    range: a quadratic statistic of ``x`` (``what``, e.g. a loss or a Gram matrix) would
+    overflow."""
+    m = float(np.max(np.abs(x))) if np.size(x) else 0.0
+    with np.errstate(over="ignore"):
+        big = not np.isfinite(m * m * factor)
+    if big:
+        raise ValueError(f"{name} overflows: {what} exceeds the float64 range "
+                         f"(max |{name}| = {m:.3g})")

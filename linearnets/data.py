@@ -6,11 +6,10 @@ Conventions (docs/conventions.md): ``X`` (P, D) with samples as rows, ``Y`` (P, 
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from ._validation import as_float_array, check_depth, check_matrix, check_nonnegative
+from ._validation import (as_float_array, check_int, check_matrix, check_nonnegative, ldexp_safe,
+                          pow2_normalise, rng_from_seed)
 
 __all__ = [
     "whitened_inputs",
@@ -22,12 +21,7 @@ __all__ = [
 
 
 def _count(x, name, minimum=1):
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-        check_depth(x, name)  # accepts integral floats, raises otherwise
-    n = int(x)
-    if n < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {x!r}")
-    return n
+    return check_int(x, name, minimum=minimum)
 
 
 def _orthonormal_columns(rng, n, k):
@@ -43,7 +37,7 @@ def whitened_inputs(P, D, seed=0):
     ----------
     P, D : int
         Number of samples and input dimension, ``P >= D``.
-    seed : int
+    seed : int >= 0, numpy.random.SeedSequence or Generator
 
     Returns
     -------
@@ -61,7 +55,7 @@ def whitened_inputs(P, D, seed=0):
     D = _count(D, "D")
     if P < D:
         raise ValueError(f"whitened inputs need P >= D, got P={P}, D={D}")
-    rng = np.random.default_rng(seed)
+    rng = rng_from_seed(seed)
     return np.sqrt(P) * _orthonormal_columns(rng, P, D)
 
 
@@ -81,7 +75,7 @@ def teacher_task(P, D, singular_values, seed=0, whiten=True):
     P, D : int
     singular_values : array_like, shape (C,)
         Nonnegative; ``C = len(singular_values) <= D``.
-    seed : int
+    seed : int >= 0, numpy.random.SeedSequence or Generator
     whiten : bool
         If True, ``X`` is exactly whitened (``Syx = B``); otherwise i.i.d. N(0, 1).
 
@@ -106,7 +100,7 @@ def teacher_task(P, D, singular_values, seed=0, whiten=True):
     C = s.size
     if C > D:
         raise ValueError(f"need len(singular_values) <= D, got {C} > {D}")
-    rng = np.random.default_rng(seed)
+    rng = rng_from_seed(seed)
     X = _inputs(rng, P, D, whiten)
     U = _orthonormal_columns(rng, C, C)
     V = _orthonormal_columns(rng, D, C)
@@ -122,7 +116,7 @@ def scalar_teacher(P, D, s, seed=0, whiten=True):
     P, D : int
     s : float
         Teacher strength, ``s >= 0``.
-    seed : int
+    seed : int >= 0, numpy.random.SeedSequence or Generator
     whiten : bool
 
     Returns
@@ -141,7 +135,7 @@ def scalar_teacher(P, D, s, seed=0, whiten=True):
     P = _count(P, "P")
     D = _count(D, "D")
     s = float(check_nonnegative(s, "s", ndim=0))
-    rng = np.random.default_rng(seed)
+    rng = rng_from_seed(seed)
     X = _inputs(rng, P, D, whiten)
     beta = rng.standard_normal(D)
     beta /= np.linalg.norm(beta)
@@ -175,8 +169,19 @@ def partially_whitened(X, gamma):
     # singular values at rounding level (below max(P, D) eps s_max, the rank rule of
     # task_modes) are zero and stay zero: 1e-15**0 would turn them into 1
     keep = S > (max(X.shape) * np.finfo(np.float64).eps * (S[0] if S.size else 0.0))
-    Sg = np.where(keep, S, 1.0) ** gamma * keep
-    return (U * Sg) @ Vt
+    with np.errstate(over="ignore", invalid="ignore"):
+        Sg = np.where(keep, S, 1.0) ** gamma * keep
+        out = (U * Sg) @ Vt
+    if np.all(np.isfinite(out)):
+        return out
+    # S^gamma overflowed: S^gamma = s_max^gamma (S / s_max)^gamma with the scale
+    # s_max^gamma = mant 2^n put on last, so the result is +-inf where it exceeds the float
+    # range and exact elsewhere, never NaN (docs/conventions.md, "Bad input and overflow")
+    Sg = np.where(keep, np.where(keep, S, 1.0) / S[0], 0.0) ** gamma
+    with np.errstate(over="ignore"):
+        ep = min(gamma * np.log2(S[0]), 2.0 ** 40)
+    n = np.floor(ep)
+    return ldexp_safe(np.exp2(ep - n) * ((U * Sg) @ Vt), int(n))
 
 
 def sufficient_statistics(X, Y):
@@ -210,4 +215,7 @@ def sufficient_statistics(X, Y):
         raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and "
                          f"{Y.shape[0]}")
     P = X.shape[0]
-    return X.T @ X / P, Y.T @ X / P
+    # exact power-of-two scalings of X and Y, back on at the end: exact where
+    # representable, +-inf beyond (docs/conventions.md, "Bad input and overflow")
+    (Xs, ex), (Ys, ey) = pow2_normalise(X), pow2_normalise(Y)
+    return ldexp_safe(Xs.T @ Xs / P, 2 * ex), ldexp_safe(Ys.T @ Xs / P, ex + ey)

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ._validation import as_float_array, check_positive
+from ._validation import as_float_array, check_positive, ldexp_safe, pow2_normalise
 
 __all__ = ["kernel_drift", "relative_change", "rd_slope", "condensation", "output_variance", "variance_slope",
            "laziness_ratio", "phase_coordinates", "scaling_exponent", "RD_Z", "CONDENSE_EPS",
@@ -60,16 +60,31 @@ def kernel_drift(K0, K):
     K0 = as_float_array(K0, "K0")
     K = as_float_array(K, "K")
     if K0.ndim == 0 or K.shape[K.ndim - K0.ndim:] != K0.shape:
-        raise ValueError(f"K must have shape (..., {', '.join(map(str, K0.shape))}), got {K.shape}")
-    n0 = np.linalg.norm(K0)
-    if not n0 > 0:
-        raise ValueError("K0 must be nonzero")
-    axes = tuple(range(K.ndim - K0.ndim, K.ndim))
-    d = np.sqrt(np.sum((K - K0) ** 2, axis=axes)) / n0
+        raise ValueError(f"K0 and K: K must have shape (..., {', '.join(map(str, K0.shape))}) "
+                         f"of K0, got {K.shape}")
+    d = _relative_distance(K0, K, "K0")
     return float(d) if np.ndim(d) == 0 else d
 
 
+def _relative_distance(a0, a, name):
+    """``||a - a0|| / ||a0||`` over a0's axes (the trailing axes of a), with both norms
+    taken at unit scale (exact powers of two), so that neither overflows nor underflows:
+    +inf only where the ratio itself exceeds the float range."""
+    a0s, e0 = pow2_normalise(a0)
+    n0 = np.linalg.norm(a0s)
+    if not n0 > 0:
+        raise ValueError(f"{name} must be nonzero")
+    e = max(e0, pow2_normalise(a)[1])
+    axes = tuple(range(a.ndim - a0.ndim, a.ndim))
+    diff = np.ldexp(a, -e) - np.ldexp(a0, -e)
+    return ldexp_safe(np.sqrt(np.sum(diff ** 2, axis=axes)) / n0, e - e0)
+
+
 def _layer_params(weights, biases, name):
+    try:
+        weights = list(weights)
+    except TypeError:
+        raise ValueError(f"{name} must be a list of layers [W_1, ..., W_L]") from None
     ws = [as_float_array(w, f"{name}[{i}]") for i, w in enumerate(weights)]
     if biases is None:
         return ws
@@ -114,11 +129,11 @@ def relative_change(theta0, theta, biases0=None, biases=None):
     out = []
     for l, (a0, a) in enumerate(zip(p0, p)):
         if a.shape[a.ndim - a0.ndim:] != a0.shape:
-            raise ValueError(f"layer {l + 1}: shape {a.shape} does not end with {a0.shape}")
-        n0 = np.linalg.norm(a0)
-        if not n0 > 0:
+            raise ValueError(f"theta0 and theta: layer {l + 1} of theta has shape {a.shape}, which "
+                             f"does not end with theta0's {a0.shape}")
+        if not np.any(a0 != 0):
             raise ValueError(f"layer {l + 1} is zero at initialisation (RD undefined)")
-        out.append(np.sqrt(np.sum((a - a0) ** 2, axis=(-2, -1))) / n0)
+        out.append(_relative_distance(a0, a, f"layer {l + 1} at initialisation"))
     return np.stack(out, axis=-1)
 
 
@@ -229,9 +244,11 @@ def condensation(W, b=None, eps=CONDENSE_EPS, *, cosines=True):
     eps = float(check_positive(eps, "eps", ndim=0))
     if eps >= 1:
         raise ValueError(f"eps must be in (0, 1), got {eps}")
-    norms = np.linalg.norm(W, axis=1)
-    live = norms > 0
-    U = W[live] / norms[live, None]
+    # each row at unit scale before its norm: a tiny row (1e-300) must not underflow to "dead"
+    mx = np.max(np.abs(W), axis=1, initial=0.0)
+    live = mx > 0
+    rows = W[live] / mx[live, None]
+    U = rows / np.linalg.norm(rows, axis=1)[:, None]
     cos = None
     if cosines:
         full = np.full_like(W, np.nan)
@@ -307,7 +324,9 @@ def output_variance(F):
     F = as_float_array(F, "F")
     if F.ndim < 1 or F.shape[0] < 2:
         raise ValueError(f"F needs a leading axis of at least 2 seeds, got shape {F.shape}")
-    return float(np.mean(np.var(F, axis=0, ddof=1)))
+    # quadratic in F: at unit scale (an exact power of two), the scale back on at the end
+    F, e = pow2_normalise(F)
+    return float(ldexp_safe(np.mean(np.var(F, axis=0, ddof=1)), 2 * e))
 
 
 def variance_slope(widths, outputs):

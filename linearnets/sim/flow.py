@@ -16,7 +16,6 @@ estimate; run in its two-register low-storage form, ``_lowstorage``) on the
 from __future__ import annotations
 
 import contextlib
-import numbers
 import os
 import sys
 import threading
@@ -27,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from .. import backend as _backend
-from .._validation import as_float_array, check_matrix, check_positive
+from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
 from . import _rhs
 from ._solvers import FlowStatus, SolverOptions, backends_for, get_solver
 from ._tableaux import TABLEAUX
@@ -422,6 +421,11 @@ def _check_data(X, Y, shapes):
     D, C = shapes[0][1], shapes[-1][0]
     if X.shape[1] != D:
         raise ValueError(f"X has {X.shape[1]} columns but weights[0] expects D={D}")
+    if D < 1 or Y.shape[1] < 1:
+        raise ValueError(f"X and Y need at least one column each (D >= 1 inputs, C >= 1 "
+                         f"outputs), got X {X.shape}, Y {Y.shape}")
+    overflow_check(X, "X", "the statistics X^T X / P")
+    overflow_check(Y, "Y", "the loss (1/2P) sum ||y||^2", factor=Y.shape[1])
     if Y.shape[0] != X.shape[0]:
         raise ValueError(f"X and Y must have the same number of rows, got {X.shape[0]} and "
                          f"{Y.shape[0]}")
@@ -472,18 +476,21 @@ def _check_probe(probe, D, C):
     Xp = check_matrix(Xp, "probe inputs")
     if Xp.shape[1] != D:
         raise ValueError(f"probe inputs have {Xp.shape[1]} columns, expected D={D}")
+    if Xp.shape[0] < 1:
+        raise ValueError("probe inputs must hold at least one row (Q >= 1), got Q = 0")
     if Yp is not None:
         Yp = as_float_array(Yp, "probe targets", ndim=(1, 2))
         Yp = Yp.reshape(-1, 1) if Yp.ndim == 1 else Yp
         if Yp.shape != (Xp.shape[0], C):
             raise ValueError(f"probe targets must have shape ({Xp.shape[0]}, {C}), got {Yp.shape}")
+        if not np.any(Yp != 0):
+            raise ValueError("probe targets (the training Y when no probe is given) are all zero: "
+                             "the kernel-target alignment is undefined; pass probe inputs alone")
     return Xp, Yp
 
 
 def _check_max_steps(max_steps):
-    if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-    return int(max_steps)
+    return check_int(max_steps, "max_steps", minimum=1)
 
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,

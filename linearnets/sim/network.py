@@ -9,7 +9,8 @@ import numbers
 
 import numpy as np
 
-from .._validation import as_float_array, check_depth, check_matrix, check_positive
+from .._validation import (as_float_array, check_depth, check_matrix, check_positive, ldexp_safe,
+                           pow2_normalise, rng_from_seed)
 
 __all__ = ["init_network", "init_balanced", "forward", "end_to_end", "check_weights",
            "check_layer_sizes"]
@@ -71,7 +72,7 @@ def init_network(layer_sizes, sigma, seed=0):
         ``sigma^L / sqrt(D)``, of either sign.  Not the ``sigma`` of
         :func:`init_balanced`, whose singular values are exactly ``sigma``
         (``docs/conventions.md``, "Initialisation").
-    seed : int or numpy.random.Generator
+    seed : int >= 0, numpy.random.SeedSequence or Generator
         Reproducible: the same seed gives the same weights.
 
     Returns
@@ -87,7 +88,7 @@ def init_network(layer_sizes, sigma, seed=0):
     """
     sizes = check_layer_sizes(layer_sizes)
     sigma = float(check_positive(sigma, "sigma", ndim=0))
-    rng = np.random.default_rng(seed)
+    rng = rng_from_seed(seed)
     return [sigma / np.sqrt(n_in) * rng.standard_normal((n_out, n_in))
             for n_in, n_out in zip(sizes[:-1], sizes[1:])]
 
@@ -116,7 +117,7 @@ def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
         ``left``/``right`` are the task's directions).  Not the ``sigma`` of
         :func:`init_network`, whose entries are N(0, sigma^2 / N_{l-1})
         (``docs/conventions.md``, "Initialisation").
-    seed : int or numpy.random.Generator
+    seed : int >= 0, numpy.random.SeedSequence or Generator
     rank : int, optional
         r, at most the narrowest layer (default: the narrowest layer).
     left : array_like, shape (C, r), optional
@@ -145,7 +146,7 @@ def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
     r = rmax if rank is None else check_depth(rank, "rank")
     if r > rmax:
         raise ValueError(f"rank must be <= the narrowest layer ({rmax}), got {r}")
-    rng = np.random.default_rng(seed)
+    rng = rng_from_seed(seed)
     R = [_orthonormal(rng, n, r) for n in sizes]
 
     def _directions(arr, n, nm):
@@ -181,11 +182,19 @@ def end_to_end(weights):
     array([[2., 0.],
            [0., 2.]])
     """
-    ws = check_weights(weights)
-    W = ws[-1]
-    for w in ws[-2::-1]:
+    W, e = _end_to_end_scaled(check_weights(weights))
+    return ldexp_safe(W, e)
+
+
+def _end_to_end_scaled(ws):
+    """``(M, e)`` with ``W_L ... W_1 = M 2**e``: the product of the layers scaled exactly
+    by powers of two, so that it cannot overflow on the way (docs/conventions.md, "Bad
+    input and overflow")."""
+    scaled = [pow2_normalise(w) for w in ws]
+    W = scaled[-1][0]
+    for w, _ in scaled[-2::-1]:
         W = W @ w
-    return W
+    return W, sum(e for _, e in scaled)
 
 
 def forward(weights, X):
@@ -207,7 +216,8 @@ def forward(weights, X):
            [2.]])
     """
     X = check_matrix(X, "X")
-    W = end_to_end(weights)
+    W, e = _end_to_end_scaled(check_weights(weights))
     if X.shape[1] != W.shape[1]:
         raise ValueError(f"X has {X.shape[1]} columns but the network expects D={W.shape[1]}")
-    return X @ W.T
+    Xs, ex = pow2_normalise(X)
+    return ldexp_safe(Xs @ W.T, e + ex)

@@ -14,16 +14,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_matrix
+from .._validation import check_matrix, ldexp_safe, pow2_normalise
 from .network import check_weights
 
 __all__ = ["empirical_ntk"]
 
 
 def _ntk_blocks(ws, X1, X2):
-    """Return (sum over l of the per-layer kernels) as a (P1, P2, C, C) array."""
+    """Return (sum over l of the per-layer kernels) as a (P1, P2, C, C) array.
+
+    The layers and inputs are scaled exactly by powers of two first (layer l's kernel is
+    homogeneous of degree 2 in every other layer and 1 in each input), so that no product
+    overflows on the way: the result is exact where representable, +-inf beyond
+    (docs/conventions.md, "Bad input and overflow")."""
     L = len(ws)
     C = ws[-1].shape[0]
+    scaled = [pow2_normalise(w) for w in ws]
+    ws = [w for w, _ in scaled]
+    ew = np.array([e for _, e in scaled])
+    (X1, e1), (X2, e2) = pow2_normalise(X1), pow2_normalise(X2)
+    # layer l's kernel carries 2^(e1 + e2 + 2 sum_{k != l} e_k)
+    expo = e1 + e2 + 2 * (int(ew.sum()) - ew)
+    top = int(expo.max())
     tops = [None] * L
     A = np.eye(C)
     for l in range(L - 1, -1, -1):
@@ -35,8 +47,8 @@ def _ntk_blocks(ws, X1, X2):
         if l > 0:
             H1 = H1 @ ws[l - 1].T
             H2 = H2 @ ws[l - 1].T
-        K += np.multiply.outer(H1 @ H2.T, tops[l] @ tops[l].T)
-    return K
+        K += ldexp_safe(np.multiply.outer(H1 @ H2.T, tops[l] @ tops[l].T), int(expo[l]) - top)
+    return ldexp_safe(K, top)
 
 
 def _ntk(ws, X1, X2):

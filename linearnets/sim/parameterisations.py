@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .._validation import check_positive
+from .._validation import check_positive, rng_from_seed
 from .network import check_layer_sizes, init_network
 
 __all__ = [
@@ -129,7 +129,7 @@ def init_parameterised(layer_sizes, parameterisation="standard", sigma=1.0, seed
     parameterisation : {"standard", "ntk", "mean_field"}
     sigma : float
         Weight scale, ``> 0``.
-    seed : int or numpy.random.Generator
+    seed : int >= 0, numpy.random.SeedSequence or Generator
     biases : bool
         Trained hidden biases ``b_l`` (N_l,), l < L.
     bias_std : float
@@ -155,7 +155,7 @@ def init_parameterised(layer_sizes, parameterisation="standard", sigma=1.0, seed
     bias_std = float(np.asarray(bias_std, dtype=np.float64))
     if not (math.isfinite(bias_std) and bias_std >= 0):
         raise ValueError(f"bias_std must be finite and >= 0, got {bias_std!r}")
-    rng = np.random.default_rng(seed)
+    rng = rng_from_seed(seed)
     ws = init_network(sizes, sigma, seed=rng)
     fan_in = sizes[:-1]
     if parameterisation == "standard":
@@ -198,7 +198,7 @@ def zhou_parameterisation(layer_sizes, betas, alpha, seed=0, *, form="direct", b
         ``(beta_1, ..., beta_L)``: per-layer init standard deviations (``beta_L`` of ``a``).
     alpha : float
         Their scaling factor ``alpha_Z > 0`` (the output is divided by it).
-    seed : int or numpy.random.Generator
+    seed : int >= 0, numpy.random.SeedSequence or Generator
     form : {"direct", "init_network"}
     biases : bool
 
@@ -215,12 +215,17 @@ def zhou_parameterisation(layer_sizes, betas, alpha, seed=0, *, form="direct", b
     if betas.size != L:
         raise ValueError(f"betas needs {L} entries (one per layer), got {betas.size}")
     alpha_z = _check_sigma(alpha, "alpha")
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        eta = float(1.0 / np.float64(alpha_z) ** 2)
+    if not (np.isfinite(eta) and eta > 0):
+        raise ValueError(f"alpha = {alpha_z!r} is out of range: the clock's learning rate "
+                         "1/alpha^2 over- or underflows float64")
     if form not in ("direct", "init_network"):
         raise ValueError(f"form must be 'direct' or 'init_network', got {form!r}")
     biases = _check_bool(biases, "biases")
     if biases and form != "direct":
         raise ValueError("biases need form='direct' (a bias moves at its layer's lr_scale)")
-    rng = np.random.default_rng(seed)
+    rng = rng_from_seed(seed)
     g = init_network(sizes, 1.0, seed=rng)                # N(0, 1/N_{l-1})
     fan_in = sizes[:-1]
     if form == "direct":
@@ -233,7 +238,7 @@ def zhou_parameterisation(layer_sizes, betas, alpha, seed=0, *, form="direct", b
     bs = [float(b) * rng.standard_normal(n) for b, n in zip(betas[:-1], sizes[1:-1])] \
         if biases else None
     return Parameterised(weights=ws, biases=bs, multipliers=mult, alpha=1.0 / alpha_z,
-                         lr_scales=lr, eta=1.0 / alpha_z ** 2, activation="relu", loss="mse",
+                         lr_scales=lr, eta=eta, activation="relu", loss="mse",
                          name=f"zhou-{form}")
 
 
@@ -335,7 +340,7 @@ def geiger_parameterisation(layer_sizes, alpha, activation=("softplus", 5.0), si
         Default their Softplus with beta 5 (feature_lazy ``--spbeta``).
     sigma : float
         ``sigma_w``, ``> 0`` (1 in their experiments).
-    seed : int or numpy.random.Generator
+    seed : int >= 0, numpy.random.SeedSequence or Generator
     loss : str or tuple
         Default their soft hinge with beta_h = 20 (``--lossbeta``).
     clock : {"paper", "code"}
@@ -350,7 +355,7 @@ def geiger_parameterisation(layer_sizes, alpha, activation=("softplus", 5.0), si
     if clock not in ("paper", "code"):
         raise ValueError(f"clock must be 'paper' or 'code', got {clock!r}")
     c = activation_normalisation(activation)
-    rng = np.random.default_rng(seed)
+    rng = rng_from_seed(seed)
     ws = [rng.standard_normal((n_out, n_in)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]
     mult = tuple(sigma * (1.0 if l == 0 else c) / math.sqrt(n) for l, n in enumerate(sizes[:-1]))
     return Parameterised(weights=ws, biases=None, multipliers=mult, alpha=alpha,

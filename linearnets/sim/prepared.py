@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _backend
-from .._validation import check_positive
+from .._validation import check_int, check_positive
 from . import _rhs
 from ._solvers import SolverOptions, backends_for, get_solver
 from .flow import (DEFAULT_MAX_STEPS, DENSE_METHODS, Trajectory, _check_data, _check_max_steps,
@@ -28,11 +28,14 @@ __all__ = ["prepare_flow", "PreparedFlow", "warm"]
 
 
 def _shapes_of(layers):
-    layers = tuple(layers)
+    try:
+        layers = tuple(layers)
+    except TypeError:
+        raise ValueError(f"layers must be layer sizes (D, N_1, ..., C) or weight shapes, got {layers!r}") from None
     if layers and all(isinstance(s, tuple) for s in layers):
-        shapes = tuple((int(r), int(c)) for r, c in layers)
+        shapes = tuple((check_int(r, "layers", 1), check_int(c, "layers", 1)) for r, c in layers)
     else:
-        sizes = tuple(int(n) for n in layers)
+        sizes = tuple(check_int(n, "layers", 1) for n in layers)
         if len(sizes) < 2:
             raise ValueError(f"layers must be layer sizes (D, N_1, ..., C) with at least 2 entries, got {layers!r}")
         shapes = tuple((sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1))

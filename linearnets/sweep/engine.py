@@ -10,7 +10,7 @@ import sys
 import time
 
 from .executors import make_executor
-from .spec import SpecError, build_spec
+from .spec import SpecError, build_spec, function_name, resolve_function
 from .store import Store, acquire_lock, release_lock
 
 __all__ = ["sweep", "run_sweep", "results_frame", "sweep_status", "provenance"]
@@ -294,6 +294,14 @@ def sweep(fn, grid, fixed=None, store="sweep.sqlite", jobs=None, scheduler=None,
         import pandas  # noqa: F401  (fail before running anything)
     except ImportError:
         raise ImportError("linearnets.sweep needs pandas: pip install 'linearnets[data]'") from None
+    if not (callable(fn) or isinstance(fn, str)):
+        raise SpecError(f"fn must be a module-level callable or a 'module:callable' string, "
+                        f"got {fn!r}")
+    try:   # the function first, and an error that names the argument
+        function_name(fn)
+        resolve_function(fn)
+    except SpecError as exc:
+        raise SpecError(f"fn: {exc}") from None
     spec = build_spec(fn, grid, fixed, store=store, version=version, name=name, entropy=entropy,
                       warmup=warmup)
     if callable(fn):

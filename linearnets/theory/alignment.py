@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_nonnegative, check_positive
+from .._validation import as_float_array, check_int_array, check_nonnegative, check_positive
 
 __all__ = ['qr_trajectory', 'qr_initial_moments', 'qr_full_path']
 
@@ -157,15 +157,6 @@ def qr_trajectory(t, s, q0, r0, eta=1.0):
     return _as_output(q, r)
 
 
-def _check_positive_integer(x, name):
-    if isinstance(x, bool) or (isinstance(x, np.ndarray) and x.dtype == bool):
-        raise ValueError(f"{name} must be a positive integer, got {x!r}")
-    arr = as_float_array(x, name)
-    if np.any(arr < 1) or np.any(arr != np.round(arr)):
-        raise ValueError(f"{name} must be a positive integer, got {x!r}")
-    return arr
-
-
 def qr_initial_moments(width, input_dim, sigma):
     r"""Mean of q0 and standard deviation of r0 under the standard Gaussian init.
 
@@ -215,13 +206,14 @@ def qr_initial_moments(width, input_dim, sigma):
     >>> round(float(q0), 12), round(float(r0_std), 12)
     (0.015, 0.001414213562)
     """
-    n = _check_positive_integer(width, "width")
-    d = _check_positive_integer(input_dim, "input_dim")
+    n = check_int_array(width, "width", minimum=1)
+    d = check_int_array(input_dim, "input_dim", minimum=1)
     sigma = check_positive(sigma, "sigma")
     n, d, sigma = _broadcast(width=n, input_dim=d, sigma=sigma)
-    sig2 = sigma * sigma
-    q0_mean = 0.5 * sig2 * (1.0 + n / d)
-    r0_std = sig2 / np.sqrt(d)
+    with np.errstate(over="ignore"):   # +inf where sigma^2 exceeds the float range
+        sig2 = sigma * sigma
+        q0_mean = 0.5 * sig2 * (1.0 + n / d)
+        r0_std = sig2 / np.sqrt(d)
     return _as_output(q0_mean, r0_std)
 
 

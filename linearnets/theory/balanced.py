@@ -37,7 +37,8 @@ import math
 
 import numpy as np
 
-from .._validation import as_float_array, check_matrix, check_nonnegative, check_positive
+from .._validation import (as_float_array, check_matrix, check_nonnegative, check_positive, ldexp_safe,
+                           pow2_normalise, rng_from_seed)
 
 __all__ = ["lambda_balanced_flow", "lambda_balanced_ntk", "init_lambda_balanced", "balance_lambda"]
 
@@ -92,14 +93,22 @@ def balance_lambda(W1, W2):
     if W2.shape[1] != W1.shape[0]:
         raise ValueError(f"W1 {W1.shape} and W2 {W2.shape} do not chain (W2 W1 needs W2.shape[1] == W1.shape[0])")
     N = W1.shape[0]
+    # quadratic in the weights: check at unit scale (one exact power of two 2^e for both
+    # layers), so that no norm overflows or underflows, and put 2^(2e) back on lambda
+    e = pow2_normalise(np.concatenate([W1.ravel(), W2.ravel()]))[1]
+    W1, W2 = np.ldexp(W1, -e), np.ldexp(W2, -e)
     A, B = W2.T @ W2, W1 @ W1.T
     Dm = A - B
     lam = float(np.trace(Dm) / N)
     off = np.linalg.norm(Dm - lam * np.eye(N))
     scale = np.linalg.norm(A) + np.linalg.norm(B) + abs(lam) * math.sqrt(N)
     if off > BALANCE_RTOL * scale:
-        raise ValueError(f"W1, W2 are not lambda-balanced: ||W2^T W2 - W1 W1^T - lambda I||_F = {off:.3g} "
-                         f"> {BALANCE_RTOL:g} x {scale:.3g} (lambda = {lam:.6g})")
+        raise ValueError(f"W1, W2 are not lambda-balanced: ||W2^T W2 - W1 W1^T - lambda I||_F = "
+                         f"{off:.3g} > {BALANCE_RTOL:g} x {scale:.3g} at unit scale (lambda = "
+                         f"{float(ldexp_safe(lam, 2 * e)):.6g})")
+    lam = float(ldexp_safe(lam, 2 * e))
+    if not np.isfinite(lam):
+        raise ValueError("W1, W2 overflow: W2^T W2 - W1 W1^T exceeds the float64 range")
     return lam
 
 
@@ -137,8 +146,12 @@ def _riccati_path(t, Q0, Fm, eta):
                 Z = np.linalg.solve(Lc, (e[:, None] * Z).T).T
                 M = Z @ Z.T
                 steps += 1
-                dm = np.linalg.norm(M - M_prev)
-                stationary = stationary + 1 if dm <= STATIONARY_RTOL * np.linalg.norm(M) else 0
+                # relative Frobenius change, on M scaled by its largest entry: the norm of a
+                # tiny M (weights ~1e-100) would underflow to 0 and look stationary
+                scale = np.max(np.abs(M))
+                scale = scale if scale > 0 else 1.0
+                dm = np.linalg.norm((M - M_prev) / scale)
+                stationary = stationary + 1 if dm <= STATIONARY_RTOL * np.linalg.norm(M / scale) else 0
                 M_prev = M
                 if stationary >= STATIONARY_STEPS:
                     break
@@ -204,7 +217,18 @@ def lambda_balanced_flow(t, W1, W2, Syx, eta=1.0):
     Syx = _check_syx(Syx, C, D)
     Fm = np.block([[-0.5 * lam * np.eye(D), Syx.T], [Syx, 0.5 * lam * np.eye(C)]])
     Q0 = np.vstack([W1.T, W2])
-    M = _riccati_path(t, Q0, Fm, eta)
+    # The flow is invariant under (F, QQ^T, eta) -> (F 2^-e, QQ^T 2^-e, eta 2^e): run it at
+    # unit scale (exact power-of-two scalings), so that no product overflows on the way, and
+    # put the scale back on at the end (docs/conventions.md, "Bad input and overflow").
+    e = max(int(np.frexp(np.max(np.abs(Fm)))[1]), 2 * int(np.frexp(np.max(np.abs(Q0)))[1]))
+    e += e % 2
+    with np.errstate(over="ignore"):
+        eta_s = float(np.ldexp(eta, e))
+    if not np.isfinite(eta_s):
+        raise ValueError("eta (with Syx, W1, W2): eta times the scale of Syx or of the weights "
+                         "overflows float64")
+    M = _riccati_path(t, np.ldexp(Q0, -e // 2), np.ldexp(Fm, -e), eta_s)
+    M = ldexp_safe(M, e)
     return M[:, D:, :D].copy(), M[:, :D, :D].copy(), M[:, D:, D:].copy()
 
 
@@ -268,7 +292,7 @@ def init_lambda_balanced(layer_sizes, lam, sigma, seed=0):
         λ (any real number the shape admits).
     sigma : float > 0
         Scale of the base singular values.
-    seed : int
+    seed : int >= 0, numpy.random.SeedSequence or Generator
 
     Returns
     -------
@@ -286,14 +310,20 @@ def init_lambda_balanced(layer_sizes, lam, sigma, seed=0):
     if lam < 0 and N > D:
         raise ValueError(f"lam = {lam:g} < 0 needs the hidden width N = {N} <= D = {D} (W1 W1^T = W2^T W2 - lam I "
                          "must have full rank N)")
-    rng = np.random.default_rng(seed)
+    rng = rng_from_seed(seed)
     r = min(N, C, D)
-    prod = np.zeros(N)                       # singular values of W2 W1 (zero beyond min(N, C, D))
-    prod[:r] = np.linalg.svd(rng.standard_normal((N, D)) * sigma / math.sqrt(D), compute_uv=False)[:r] ** 2
-    root = np.sqrt(lam * lam + 4.0 * prod * prod)
-    big = 0.5 * (root + abs(lam))            # s2^2 - s1^2 = lam, s1 s2 = prod, without cancellation
+    sv = np.zeros(N)                         # sqrt of the singular values of W2 W1 (0 beyond min(N, C, D))
+    sv[:r] = np.linalg.svd(rng.standard_normal((N, D)) * sigma / math.sqrt(D), compute_uv=False)[:r]
+    # s1, s2 scale like sv and sqrt|lam|: solve at unit scale (an exact power of two 2^k),
+    # so that no square overflows for sigma or lam up to the float range
+    k = max(int(np.frexp(np.max(sv))[1]), (int(np.frexp(abs(lam))[1]) + 1) // 2 if lam else -1074)
+    sv, lam_n = np.ldexp(sv, -k), float(ldexp_safe(lam, -2 * k))
+    prod = sv * sv
+    root = np.hypot(lam_n, 2.0 * prod)
+    big = 0.5 * (root + abs(lam_n))          # s2^2 - s1^2 = lam, s1 s2 = prod, without cancellation
     small = np.divide(prod * prod, big, out=np.zeros(N), where=big > 0)
     s1, s2 = (np.sqrt(small), np.sqrt(big)) if lam >= 0 else (np.sqrt(big), np.sqrt(small))
+    s1, s2 = ldexp_safe(s1, k), ldexp_safe(s2, k)
 
     def haar(n, k):
         q, rr = np.linalg.qr(rng.standard_normal((n, max(k, 1))))

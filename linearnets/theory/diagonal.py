@@ -56,7 +56,11 @@ def diagonal_q(z):
         Computed as z asinh(z/2) − z²/(2 + √(4 + z²)) (no cancellation at small z).
     """
     z = as_float_array(z, "z")
-    return z * np.arcsinh(0.5 * z) - z * z / (2.0 + np.sqrt(4.0 + z * z))
+    a = np.abs(z)
+    # z²/(2 + √(4 + z²)) as |z| (|z| / (2 + hypot(2, z))): no z² to overflow; +inf only
+    # where q itself exceeds the float range (|z| ≳ 1e305)
+    with np.errstate(over="ignore"):
+        return z * np.arcsinh(0.5 * z) - a * (a / (2.0 + np.hypot(2.0, z)))
 
 
 def diagonal_potential(beta, alpha):
@@ -73,8 +77,17 @@ def diagonal_potential(beta, alpha):
     float
     """
     beta = as_float_array(beta, "beta", ndim=1)
-    a2 = check_positive(alpha, "alpha", ndim=(0, 1)) ** 2
-    return float(np.sum(a2 * diagonal_q(beta / a2)))
+    alpha = check_positive(alpha, "alpha", ndim=(0, 1))
+    # α² q(β/α²) = β asinh(β/(2α²)) − |β| (|β| / (2α² + hypot(2α², β))), written so that
+    # neither α² nor β² is needed as a finite number: asinh of an overflowing argument
+    # is log(|β|/α²) = log|β| − 2 log α to rounding (the next term is O(α⁴/β²))
+    b = np.abs(beta)
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        a2 = alpha * alpha
+        x = b / (2.0 * a2)
+        ash = np.where(np.isfinite(x), np.arcsinh(x), np.log(b) - 2.0 * np.log(alpha))
+        terms = np.where(b == 0, 0.0, b * ash - b * (b / (2.0 * a2 + np.hypot(2.0 * a2, b))))
+        return float(np.sum(terms))
 
 
 def diagonal_implicit_bias(X, y, alpha, tol=1e-13):
@@ -110,6 +123,8 @@ def diagonal_implicit_bias(X, y, alpha, tol=1e-13):
     """
     X = check_matrix(X, "X")
     P, D = X.shape
+    if P < 1:
+        raise ValueError("X must hold at least one sample (P >= 1 rows), got P = 0")
     y = as_float_array(y, "y", ndim=1)
     if y.shape != (P,):
         raise ValueError(f"y must have shape ({P},), got {y.shape}")
@@ -121,9 +136,13 @@ def diagonal_implicit_bias(X, y, alpha, tol=1e-13):
     sv = np.linalg.svd(X, compute_uv=False)
     if P > D or sv[-1] <= max(P, D) * np.finfo(float).eps * sv[0]:
         raise ValueError("X must have full row rank (P <= D, rows independent)")
-    ynorm = float(np.linalg.norm(y))
-    if ynorm == 0:
+    ymax = float(np.max(np.abs(y)))
+    if ymax == 0:
         return np.zeros(D)
+    with np.errstate(over="ignore"):
+        ynorm = ymax * float(np.linalg.norm(y / ymax))   # +inf only beyond the float range
+    if not np.isfinite(ynorm):
+        raise ValueError("y overflows: its norm exceeds the float64 range")
 
     def phi(nu):
         z = X.T @ nu
@@ -131,7 +150,11 @@ def diagonal_implicit_bias(X, y, alpha, tol=1e-13):
             return 2.0 * np.sum(a2 * np.cosh(z)) - y @ nu
 
     with np.errstate(over="ignore", invalid="ignore"):
-        return _newton(X, y, a2, tol, ynorm, phi)
+        try:
+            return _newton(X, y, a2, tol, ynorm, phi)
+        except np.linalg.LinAlgError:
+            raise ValueError("X, y, alpha: the Newton system of the implicit bias is singular in "
+                             "float64 (alpha or X too small for its Hessian 2 alpha^2 X cosh X^T)") from None
 
 
 def _newton(X, y, a2, tol, ynorm, phi):
@@ -169,5 +192,6 @@ def _newton(X, y, a2, tol, ynorm, phi):
     res = np.linalg.norm(X @ beta - y) / ynorm
     if res <= 1e3 * tol:
         return beta
-    raise ValueError(f"diagonal_implicit_bias: Newton did not converge (relative residual {res:.3g}); "
-                     "alpha may be too small for float64 (|X^T nu| ~ log(|beta|/alpha^2) must stay below ~700)")
+    raise ValueError(f"diagonal_implicit_bias (X, y, alpha): Newton did not converge (relative residual "
+                     f"{res:.3g}); alpha may be too small or y too large for float64 (|X^T nu| ~ "
+                     "log(|beta|/alpha^2) must stay below ~700)")

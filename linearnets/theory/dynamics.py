@@ -78,6 +78,21 @@ def _log_ratio(a, b):
     return out.reshape(shape)
 
 
+def _quotient(log_num, *den, num=None):
+    """num / (den_1 ... den_k) for positive factors, num = exp(log_num) unless given:
+    directly where nothing over- or underflows, else from logarithms, so that the result
+    is +inf or 0 only where the quotient itself leaves the float range (no numpy warning)."""
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        d = den[0]
+        for x in den[1:]:
+            d = d * x
+        out = (np.exp(log_num) if num is None else num) / d
+        bad = ~(np.isfinite(out) & (out > 0) & np.isfinite(d) & (d > 0))
+        if np.any(bad):
+            out = np.where(bad, np.exp(log_num - sum(np.log(x) for x in den)), out)
+    return out
+
+
 def _validate_common(s, c0, depth, eta):
     L = check_depth(depth)
     s = check_positive(s, "s")
@@ -654,13 +669,14 @@ def plateau_time(s, c0, depth=2, eta=1.0):
     if np.any(c0 >= s):
         raise ValueError("c0 must be < s for plateau_time: a mode starting at or above s has no "
                          "plateau to escape (it decays or stays), as for half_time")
+    # +inf or 0 only where the time itself leaves the float range
     if L == 1:
-        out = np.log(2.0) / eta
+        out = _quotient(np.log(np.log(2.0)), eta, num=np.log(2.0))
     elif L == 2:
-        out = _log_ratio(s, c0) / (2.0 * eta * s)
+        r = _log_ratio(s, c0)
+        out = _quotient(np.log(r), 2.0, eta, s, num=r)
     else:
-        with np.errstate(over="ignore"):
-            out = np.exp(-(L - 2) / L * np.log(c0)) / (eta * s * (L - 2))
+        out = _quotient(-(L - 2) / L * np.log(c0), eta, s, float(L - 2))
     return np.asarray(out, dtype=np.float64).reshape(s.shape)
 
 
@@ -679,7 +695,8 @@ def loss_curve(t, s, c0, depth=2, eta=1.0):
     t : array_like, shape (...)
         Times >= 0.
     s : array_like, shape (M,) or scalar
-        Singular values of the modes, > 0.
+        Singular values of the modes, > 0.  M = 0 (``s = c0 = []``) is the empty sum:
+        the loss is 0 at every t.
     c0 : array_like, shape (M,) or scalar
         Initial strengths, > 0 (broadcast against s).
     depth : int, optional
@@ -713,6 +730,8 @@ def loss_curve(t, s, c0, depth=2, eta=1.0):
         raise ValueError(f"s and c0 must be scalars or 1-D over modes, got shapes {s.shape}, "
                          f"{c0.shape}")
     s, c0 = _broadcast(("s", "c0"), np.atleast_1d(s), np.atleast_1d(c0))
+    if s.size == 0:   # no modes: the empty sum
+        return np.zeros(t.shape)
     tt = t.ravel()[:, None]
     T_, s_, c0_ = np.broadcast_arrays(tt, s[None, :], c0[None, :])
     T_ = _natural_time(T_, _tau_scale(s_, eta, L))

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_depth, check_matrix
+from .._validation import (as_float_array, check_depth, check_int, check_matrix, ldexp_safe,
+                           pow2_normalise, pow2_power)
 from .multimode import task_modes
 
 __all__ = ["intermediate_kernel", "intermediate_feature_matrix", "intermediate_alignment"]
@@ -71,6 +72,14 @@ def intermediate_feature_matrix(Syx, depth, layer, *, rcond=None):
     array([[2., 0.],
            [0., 0.]])
     """
+    F, e = _feature_scaled(Syx, depth, layer, rcond)
+    return ldexp_safe(F, e)
+
+
+def _feature_scaled(Syx, depth, layer, rcond):
+    """``(F, e)`` with the feature matrix ``F 2**e``: ``V S^{2l/L} V^T`` with the scale of
+    S taken out exactly (``S = S~ 2^k``, ``S^p = S~^p 2^{kp}``), so that neither this nor a
+    kernel built on it overflows on the way (docs/conventions.md, "Bad input and overflow")."""
     Syx = _check_syx(Syx)
     L = check_depth(depth)
     lf = _check_layer(layer, L)
@@ -78,12 +87,14 @@ def intermediate_feature_matrix(Syx, depth, layer, *, rcond=None):
         raise ValueError("layer must be a single integer here")
     D = Syx.shape[1]
     if lf == 0:
-        return np.eye(D)
+        return np.eye(D), 0
     if not np.any(Syx != 0):
-        return np.zeros((D, D))
+        return np.zeros((D, D)), 0
     S, _, V = task_modes(Syx, rcond=rcond)
-    # S^{2l/L} via logs: no overflow or underflow of S**2 for extreme scales
-    return (V * np.exp((2.0 * lf / L) * np.log(S))) @ V.T
+    S, k = pow2_normalise(S)
+    mant, e = pow2_power(k, 2.0 * float(lf) / L)
+    # S~^{2l/L} via logs: no underflow of S~**2 for widely spread singular values
+    return (V * (mant * np.exp((2.0 * lf / L) * np.log(S)))) @ V.T, int(e)
 
 
 def intermediate_kernel(X1, X2, Syx, depth, layer, *, rcond=None):
@@ -127,11 +138,12 @@ def intermediate_kernel(X1, X2, Syx, depth, layer, *, rcond=None):
     """
     X1 = check_matrix(X1, "X1")
     X2 = check_matrix(X2, "X2")
-    F = intermediate_feature_matrix(Syx, depth, layer, rcond=rcond)
+    F, e = _feature_scaled(Syx, depth, layer, rcond)
     D = F.shape[0]
     if X1.shape[1] != D or X2.shape[1] != D:
         raise ValueError(f"X1 and X2 must have {D} columns to match Syx, got {X1.shape}, {X2.shape}")
-    return X1 @ F @ X2.T
+    (X1, e1), (X2, e2) = pow2_normalise(X1), pow2_normalise(X2)
+    return ldexp_safe(X1 @ F @ X2.T, e + e1 + e2)
 
 
 def intermediate_alignment(singular_values, depth, layer, n=None):
@@ -178,6 +190,8 @@ def intermediate_alignment(singular_values, depth, layer, n=None):
         raise ValueError("singular_values must be a non-empty array of values > 0")
     L = check_depth(depth)
     lf = _check_layer(layer, L)
+    if n is not None:
+        n = check_int(n, "n", minimum=s.size)   # at least len(singular_values)
     # normalise by s_max: the alignment is scale-free and this avoids overflow
     s = s / np.max(s)
     p = (lf / L)[..., None]
@@ -187,9 +201,6 @@ def intermediate_alignment(singular_values, depth, layer, n=None):
     if np.any(lf == 0):
         if n is None:
             raise ValueError("n (the rank of the training inputs) is required for layer 0")
-        n_arr = as_float_array(n, "n")
-        if n_arr.ndim != 0 or n_arr != int(n_arr) or n_arr < s.size:
-            raise ValueError(f"n must be an integer >= len(singular_values) = {s.size}, got {n!r}")
-        a0 = np.sum(s ** 2) / np.sqrt(float(n_arr) * np.sum(s ** 4))
+        a0 = np.sum(s ** 2) / np.sqrt(float(n) * np.sum(s ** 4))
         out = np.where(lf == 0, a0, out)
     return np.asarray(np.minimum(out, 1.0), dtype=np.float64)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from .._validation import as_float_array, check_matrix, check_nonnegative
+from .._validation import as_float_array, check_matrix, check_nonnegative, ldexp_safe, pow2_normalise
 
 __all__ = ['kernel_regression', 'kernel_alignment']
 
@@ -87,6 +87,14 @@ def kernel_regression(K_train, K_test_train, Y, ridge=0.0):
                          f"got shape {Kt.shape}")
     if Y.shape[0] != P:
         raise ValueError(f"Y must have P = {P} rows (one per training point), got shape {Y.shape}")
+    # f is homogeneous of degree 1 in K_test_train and Y and -1 in (K_train, ridge): solve at
+    # unit scale (exact powers of two) and put the scale back on at the end, so that nothing
+    # overflows on the way (docs/conventions.md, "Bad input and overflow")
+    (K, ek), (Kt, et), (Y, ey) = pow2_normalise(K), pow2_normalise(Kt), pow2_normalise(Y)
+    ridge = ldexp_safe(ridge, -ek)
+    if not np.isfinite(ridge):
+        raise ValueError("ridge overflows relative to K_train (ridge / max|K_train| exceeds "
+                         "the float64 range)")
     norm = np.linalg.norm(K)
     if np.linalg.norm(K - K.T) > SYMMETRY_RTOL * norm:
         raise ValueError("K_train must be symmetric")
@@ -94,7 +102,8 @@ def kernel_regression(K_train, K_test_train, Y, ridge=0.0):
     eig = np.linalg.eigvalsh(K)
     scale = max(np.max(np.abs(eig)), float(ridge))
     if eig[0] < -PSD_RTOL * scale:
-        raise ValueError(f"K_train must be positive semidefinite, smallest eigenvalue {eig[0]!r}")
+        raise ValueError(f"K_train must be positive semidefinite, smallest eigenvalue "
+                         f"{float(ldexp_safe(eig[0], ek))!r}")
     shifted = eig + float(ridge)
     if not shifted[0] > SINGULAR_FACTOR * P * np.finfo(np.float64).eps * shifted[-1]:
         if ridge > 0:
@@ -108,7 +117,8 @@ def kernel_regression(K_train, K_test_train, Y, ridge=0.0):
     except np.linalg.LinAlgError as exc:   # eigenvalues passed but pivots broke down
         raise ValueError("K_train + ridge*I is numerically singular; increase ridge") from exc
     alpha = scipy.linalg.cho_solve(factor, Y, check_finite=False)
-    return np.ascontiguousarray(Kt @ alpha, dtype=np.float64)
+    alpha, ea = pow2_normalise(alpha)
+    return np.ascontiguousarray(ldexp_safe(Kt @ alpha, et + ey + ea - ek), dtype=np.float64)
 
 
 def kernel_alignment(K, y):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_nonnegative, check_positive
+from .._validation import as_float_array, check_nonnegative, check_positive, ldexp_safe, pow2_normalise
 
 __all__ = ["lazy_prediction"]
 
@@ -35,21 +35,6 @@ PSD_RTOL = 1e-8
 #: Eigenvalues with |λ| ≤ NULL_FACTOR·n·eps·max|λ| (n the matrix size) are the null
 #: space of K (the rank tolerance of ``numpy.linalg.matrix_rank``): there the factor is τ.
 NULL_FACTOR = 1.0
-#: Below this |z| the series 1 − z/2 + z²/6 − z³/24 gives φ(z) = −expm1(−z)/z (error < z⁴/120).
-_SERIES_Z = 1e-4
-
-
-def _phi(z):
-    """φ(z) = (1 − e^{−z})/z, φ(0) = 1, accurate for every z ≥ 0 (no cancellation)."""
-    z = np.asarray(z, dtype=np.float64)
-    out = np.empty_like(z)
-    small = np.abs(z) < _SERIES_Z
-    zs = z[small]
-    out[small] = 1.0 - zs / 2.0 + zs * zs / 6.0 - zs ** 3 / 24.0
-    zl = z[~small]
-    out[~small] = -np.expm1(-zl) / zl
-    return out
-
 
 def _flatten_kernel(K, name, P1=None):
     """(P1, P2) or (P1, P2, C, C) -> (P1 C, P2 C) sample-major, and C."""
@@ -124,7 +109,7 @@ def lazy_prediction(t, K_train, K_test_train, Y, F0_train=None, F0_test=None, et
     if Kf.shape != (P * C, P * C):
         raise ValueError(f"K_train must be square, got shape {np.shape(K_train)}")
     Y = as_float_array(Y, "Y", ndim=(1, 2))
-    Y2 = Y.reshape(len(Y), -1)
+    Y2 = Y.reshape(len(Y), -1) if len(Y) == P else Y
     if Y2.shape != (P, C):
         raise ValueError(f"Y must have shape ({P},) or ({P}, {C}) to match K_train, got {Y.shape}")
 
@@ -138,6 +123,9 @@ def lazy_prediction(t, K_train, K_test_train, Y, F0_train=None, F0_test=None, et
         return F0
 
     F0 = _f0(F0_train, P, "F0_train")
+    # K_train enters through K tau only: take its scale 2^ek out exactly (and put it on tau
+    # in the products below), so that no norm or product overflows on the way
+    Kf, ek = pow2_normalise(Kf)
     norm = np.linalg.norm(Kf)
     if np.linalg.norm(Kf - Kf.T) > SYMMETRY_RTOL * norm:
         raise ValueError("K_train must be symmetric")
@@ -148,8 +136,10 @@ def lazy_prediction(t, K_train, K_test_train, Y, F0_train=None, F0_test=None, et
         raise ValueError(f"K_train must be positive semidefinite (smallest eigenvalue {lam[0]:.3g})")
     lam = np.where(np.abs(lam) <= NULL_FACTOR * Kf.shape[0] * np.finfo(float).eps * lmax, 0.0, lam)
     lam = np.maximum(lam, 0.0)
-    tau = eta * t / (alpha ** 2 * P)                       # (T,)
-    z = tau[:, None] * lam[None, :]                        # (T, n)
+    with np.errstate(over="ignore"):
+        tau = eta * t / (alpha ** 2 * P)                   # (T,), +inf beyond the range
+    with np.errstate(invalid="ignore"):
+        z = np.where(lam[None, :] > 0, ldexp_safe(tau[:, None] * lam[None, :], ek), 0.0)   # (T, n)
     r0 = V.T @ (Y2 - F0).reshape(-1)                       # residual Y - F0 in the eigenbasis
     # training: F_t = Y - V e^{-lam tau} V^T (Y - F0)
     Ftr = Y2.reshape(-1)[None, :] - (np.exp(-z) * r0[None, :]) @ V.T
@@ -162,7 +152,13 @@ def lazy_prediction(t, K_train, K_test_train, Y, F0_train=None, F0_test=None, et
                          + f" to match K_train, got {np.shape(K_test_train)}")
     Q = Kq.shape[0] // C
     F0q = _f0(F0_test, Q, "F0_test")
-    # test: F_t(x) = F0(x) + K(x,X) V diag(tau phi(lam tau)) V^T (Y - F0)
-    coeff = tau[:, None] * _phi(z) * r0[None, :]           # (T, n)
-    Fte = F0q.reshape(-1)[None, :] + (coeff @ V.T) @ Kq.T
+    # test: F_t(x) = F0(x) + K(x,X) V diag(tau phi(lam tau)) V^T (Y - F0), where
+    # tau phi(lam tau) = (1 - e^{-z}) / lam (tau where lam = 0: the t-linear null space);
+    # K(x, X) and the coefficients at unit scale, their scales back on at the end
+    with np.errstate(over="ignore", invalid="ignore"):
+        coeff = np.where(lam[None, :] > 0, -np.expm1(-z) / np.where(lam > 0, lam, 1.0)[None, :],
+                         ldexp_safe(tau[:, None], ek)) * r0[None, :]              # (T, n) x 2^-ek
+        coeff = np.where(r0[None, :] == 0, 0.0, coeff)                           # inf * 0
+    (Kq, eq), (coeff, ec) = pow2_normalise(Kq), pow2_normalise(coeff)
+    Fte = F0q.reshape(-1)[None, :] + ldexp_safe((coeff @ V.T) @ Kq.T, eq + ec - ek)
     return Ftr, Fte.reshape(len(t), Q, C)

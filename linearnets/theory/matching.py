@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_matrix
+from .._validation import check_matrix, ldexp_safe, pow2_normalise
 from .multimode import task_modes
 
 __all__ = ["matched_initial_conditions"]
@@ -102,10 +102,13 @@ def matched_initial_conditions(weights, Syx, *, rcond=None):
         raise ValueError(f"Syx must have shape (C, D) = {(W2.shape[0], W1.shape[1])} "
                          f"of the weights, got {Syx.shape}")
     s, U, V = task_modes(Syx) if rcond is None else task_modes(Syx, rcond=rcond)
-    a = W2.T @ U                     # (N, r): W_2ᵀ u_α
-    w = W1 @ V                       # (N, r): W_1 v_α
+    # q0, r0 are quadratic in the weights: both layers at unit scale (one exact power of
+    # two 2^e), 2^(2e) back on at the end (exact where representable, +-inf beyond, no NaN)
+    e = pow2_normalise(np.concatenate([W1.ravel(), W2.ravel()]))[1]
+    a = np.ldexp(W2, -e).T @ U       # (N, r): W_2ᵀ u_α
+    w = np.ldexp(W1, -e) @ V         # (N, r): W_1 v_α
     q0 = 0.5 * (np.sum(a * a, axis=0) + np.sum(w * w, axis=0))
     r0 = np.sum(a * w, axis=0)       # u_αᵀ W_2 W_1 v_α
-    c0 = 0.5 * (q0 + r0)
+    q0, r0, c0 = ldexp_safe(q0, 2 * e), ldexp_safe(r0, 2 * e), ldexp_safe(0.5 * (q0 + r0), 2 * e)
     return {"s": np.asarray(s, dtype=np.float64), "u": np.asarray(U, dtype=np.float64),
             "v": np.asarray(V, dtype=np.float64), "q0": q0, "r0": r0, "c0": c0}

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_float_array, check_depth, check_matrix, check_positive, check_unit_vector
+from .._validation import (as_float_array, check_depth, check_matrix, check_positive, check_unit_vector,
+                           ldexp_safe, pow2_normalise, pow2_power)
 from .dynamics import loss_curve, mode_strength, mode_time, plateau_time
 
 __all__ = ["MultimodeResult", "ModeTimes", "task_modes", "multimode_dynamics",
@@ -300,14 +301,22 @@ def aligned_ntk(X1, X2, Syx, c, depth, *, rcond=None):
                          f"got shape {c.shape}")
     L = check_depth(depth)
     lead = c.shape[:-1]
+    # K is bilinear in (X1, X2) and homogeneous of degree 2 - 2/L in c (at each leading
+    # index): exact power-of-two scalings of all three, and the scale back on at the end
+    # (exact where representable, +-inf beyond, never NaN)
+    (X1, e1), (X2, e2) = pow2_normalise(X1), pow2_normalise(X2)
+    ec = np.frexp(np.max(c, axis=-1))[1]                                # (...)
+    c = np.ldexp(c, -ec[..., None])
     logc = np.log(c)
     G = X1 @ X2.T
     Z1, Z2 = X1 @ V, X2 @ V
     eyeC = np.eye(C)
     K = np.broadcast_to(G[:, :, None, None] * eyeC, lead + G.shape + (C, C)).copy()
     if L == 1:
-        return K
+        return ldexp_safe(K, e1 + e2)
     e = 2.0 - 2.0 / L
+    mant, ep = pow2_power(ec, e)
+    back = (...,) + (None,) * 4
     cp = np.exp(e * logc)                                               # (..., r)
     A1 = np.einsum("ia,...a,ja->...ij", U, cp, U)
     BL = np.einsum("ma,...a,na->...mn", Z1, cp, Z2)
@@ -320,7 +329,7 @@ def aligned_ntk(X1, X2, Syx, c, depth, *, rcond=None):
         m = np.einsum("...al,...gl->...ag", left, right)               # (..., r, r)
         H = np.einsum("mg,ng,...ag->...mna", Z1, Z2, m)
         K = K + np.einsum("...mna,ia,ja->...mnij", H, U, U)
-    return np.ascontiguousarray(K)
+    return np.ascontiguousarray(ldexp_safe(np.asarray(mant)[back] * K, np.asarray(ep)[back] + e1 + e2))
 
 
 def path_ntk(t, X1, X2, Syx, c0, depth=2, eta=1.0, *, rcond=None):
@@ -425,19 +434,31 @@ def final_kernel_matrix_finite_sigma(W1, w2, beta, s):
         raise ValueError(f"beta must have shape ({D},), got {beta.shape}")
     beta = check_unit_vector(beta, "beta")
     s = float(check_positive(s, "s", ndim=0))
-    v = a0 + W0 @ beta
-    nv = np.linalg.norm(v)
-    if not nv > 0:
-        raise ValueError("w2 + W1 @ beta must be nonzero (phase I has no growing direction)")
-    ah = v / nv
-    wa = W0.T @ ah
-    delta = (a0 @ ah) ** 2 - wa @ wa
-    # u² = (δ + sqrt(δ² + 4s²))/2 written without cancellation for δ < 0
-    root = np.hypot(delta, 2.0 * s)
-    u2 = 0.5 * (delta + root) if delta >= 0 else 2.0 * s ** 2 / (root - delta)
-    Pp = np.eye(D) - np.outer(beta, beta)
-    Z = (W0 - np.outer(ah, wa)) @ Pp                  # (I − ââᵀ) W0 P⊥
-    return (s ** 2 / u2) * np.outer(beta, beta) + Z.T @ Z + u2 * np.eye(D)
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = a0 + W0 @ beta
+        vmax = np.max(np.abs(v))
+        nv = vmax * np.linalg.norm(v / vmax) if vmax > 0 else 0.0   # no under/overflow
+        if not np.isfinite(nv):
+            raise ValueError("W1, w2: w2 + W1 @ beta overflows float64")
+        if not nv > 0:
+            raise ValueError("w2 + W1 @ beta must be nonzero (phase I has no growing direction)")
+        ah = v / nv
+        wa = W0.T @ ah
+        delta = (a0 @ ah) ** 2 - wa @ wa
+        # u² = (δ + sqrt(δ² + 4s²))/2 and q = s²/u² = (sqrt(δ² + 4s²) − δ)/2, each written
+        # without cancellation and without forming s² (no overflow or underflow for any s)
+        root = np.hypot(delta, 2.0 * s)
+        if delta >= 0:
+            u2, q = 0.5 * (delta + root), 2.0 * s * (s / (delta + root))
+        else:
+            u2, q = 2.0 * s * (s / (root - delta)), 0.5 * (root - delta)
+        Pp = np.eye(D) - np.outer(beta, beta)
+        Z = (W0 - np.outer(ah, wa)) @ Pp                  # (I − ââᵀ) W0 P⊥
+        M = q * np.outer(beta, beta) + Z.T @ Z + u2 * np.eye(D)
+    if not np.all(np.isfinite(M)):
+        raise ValueError("W1, w2, s: the final kernel matrix overflows float64 (phase-I weights "
+                         "this large are far outside the small-initialisation theory)")
+    return M
 
 
 def final_ntk_finite_sigma(X1, X2, W1, w2, beta, s):

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import UNIT_TOL, as_float_array, check_depth, check_matrix, check_positive, check_unit_vector
+from .._validation import (UNIT_TOL, as_float_array, check_depth, check_int_array, check_matrix,
+                           check_positive, check_unit_vector, ldexp_safe, pow2_normalise, pow2_power)
 from .multimode import task_modes
 
 __all__ = ['final_ntk', 'final_ntk_multi', 'final_alignment']
@@ -120,10 +121,14 @@ def final_ntk(X1, X2, beta, s, depth):
     if s.ndim != 0:
         raise ValueError(f"s must be a scalar, got shape {s.shape}")
     L = check_depth(depth)
-    prefactor = np.exp((2.0 - 2.0 / L) * np.log(s))
+    # exact power-of-two scalings of s, X1 and X2 (the kernel is homogeneous in each), so
+    # that the result is exact where representable and +-inf beyond, never NaN
+    (sn, es), (X1, e1), (X2, e2) = pow2_normalise(s), pow2_normalise(X1), pow2_normalise(X2)
+    mant, ep = pow2_power(es, 2.0 - 2.0 / L)
+    prefactor = mant * np.exp((2.0 - 2.0 / L) * np.log(sn))
     z1, z2 = X1 @ beta, X2 @ beta
     K = prefactor * (X1 @ X2.T + (L - 1) * np.outer(z1, z2))
-    return np.ascontiguousarray(K, dtype=np.float64)
+    return np.ascontiguousarray(ldexp_safe(K, ep + e1 + e2), dtype=np.float64)
 
 
 def final_ntk_multi(X1, X2, Syx, depth, *, rcond=None):
@@ -198,6 +203,11 @@ def final_ntk_multi(X1, X2, Syx, depth, *, rcond=None):
     if not np.any(Syx != 0):
         raise ValueError("Syx must be non-zero (the network learns nothing from a zero task)")
     S, U, V = task_modes(Syx, rcond=rcond)
+    # K is homogeneous of degree 2 - 2/L in the singular values and bilinear in (X1, X2):
+    # scale all three exactly by powers of two, and the scale back on at the end (exact
+    # where representable, +-inf beyond, never NaN)
+    (S, es), (X1, e1), (X2, e2) = pow2_normalise(S), pow2_normalise(X1), pow2_normalise(X2)
+    mant, ep = pow2_power(es, 2.0 - 2.0 / L)
     logS = np.log(S)
 
     def spow(e):      # S ** e for e >= 0, via logs (no overflow for large/small s)
@@ -209,7 +219,7 @@ def final_ntk_multi(X1, X2, Syx, depth, *, rcond=None):
     K = np.zeros((P1, P2, C, C))
     if L == 1:
         K += G[:, :, None, None] * np.eye(C)
-        return K
+        return ldexp_safe(K, e1 + e2)
     # l = 1: A_1 = U S^{2−2/L} Uᵀ, B_1 = I
     A1 = (U * spow(2.0 - 2.0 / L)) @ U.T
     K += G[:, :, None, None] * A1
@@ -226,7 +236,7 @@ def final_ntk_multi(X1, X2, Syx, depth, *, rcond=None):
         H = np.matmul(Z1[:, None, :] * c[None, :, :], Z2.T).transpose(0, 2, 1)   # (P1, P2, k)
         UU = (U.T[:, :, None] * U.T[:, None, :]).reshape(k, C * C)             # rows u_α u_αᵀ
         K += (H.reshape(P1 * P2, k) @ UU).reshape(P1, P2, C, C)
-    return np.ascontiguousarray(K)
+    return np.ascontiguousarray(ldexp_safe(mant * K, ep + e1 + e2))
 
 
 def final_alignment(depth, n):
@@ -272,9 +282,5 @@ def final_alignment(depth, n):
     0.6666666666666666
     """
     L = check_depth(depth)
-    if isinstance(n, bool):
-        raise ValueError(f"n must be a positive integer, got {n!r}")
-    n = as_float_array(n, "n")
-    if np.any(n < 1) or np.any(n != np.round(n)):
-        raise ValueError(f"n must be a positive integer (min(P, D)), got {n!r}")
+    n = check_int_array(n, "n", minimum=1)   # min(P, D)
     return np.array(L / np.sqrt(float(L) ** 2 + n - 1.0), dtype=np.float64)

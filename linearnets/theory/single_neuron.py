@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 
-from .._validation import as_float_array, check_matrix, check_nonnegative, check_positive
+from .._validation import as_float_array, check_matrix, check_nonnegative, check_positive, ldexp_safe
 
 __all__ = ["single_neuron_delta", "single_neuron_nu", "single_neuron_implicit_bias"]
 
@@ -71,7 +71,12 @@ def single_neuron_delta(a, w, eta_a=1.0, eta_w=1.0):
         raise ValueError(f"w must have shape a.shape + (D,), got a {a.shape}, w {w.shape}")
     eta_a = float(check_positive(eta_a, "eta_a", ndim=0))
     eta_w = float(check_positive(eta_w, "eta_w", ndim=0))
-    return eta_w * a * a - eta_a * np.sum(w * w, axis=-1)
+    # quadratic in (a, w): each neuron at unit scale (an exact power of two 2^e), and 2^(2e)
+    # back on at the end, so that delta is exact where representable and +-inf beyond
+    e = np.frexp(np.maximum(np.abs(a), np.max(np.abs(w), axis=-1, initial=0.0)))[1]
+    a, w = np.ldexp(a, -e), np.ldexp(w, -e[..., None])
+    with np.errstate(over="ignore"):
+        return ldexp_safe(eta_w * a * a - eta_a * np.sum(w * w, axis=-1), 2 * e)
 
 
 def single_neuron_nu(t, a0, w0, beta, eta_a=1.0, eta_w=1.0):
@@ -115,11 +120,16 @@ def single_neuron_nu(t, a0, w0, beta, eta_a=1.0, eta_w=1.0):
     eta_w = float(check_positive(eta_w, "eta_w", ndim=0))
     if not abs(a0) > _A0_TINY:
         raise ValueError("a0 must be nonzero (nu = w.beta / a is undefined at a = 0)")
-    s2 = float(beta @ beta)
+    with np.errstate(over="ignore"):
+        s2 = float(beta @ beta)
+        delta = float(single_neuron_delta(a0, w0, eta_a, eta_w))
+        Delta = float(np.hypot(delta, 2.0 * np.sqrt(eta_a * eta_w * s2)))
+        u0 = eta_a * float(w0 @ beta) / a0
     if not s2 > 0:
         raise ValueError("beta must be nonzero")
-    delta = eta_w * a0 * a0 - eta_a * float(w0 @ w0)
-    Delta = math.sqrt(delta * delta + 4.0 * eta_a * eta_w * s2)
+    if not (np.isfinite(Delta) and np.isfinite(u0)):
+        raise ValueError("a0, w0, beta: the Riccati coefficients (delta = eta_w a0^2 - eta_a "
+                         "|w0|^2, |beta|^2, w0.beta / a0) overflow float64")
     # the roots without cancellation: the larger one directly, the other from u+ u- = -eta_a eta_w s^2
     if delta < 0:
         up = 0.5 * (Delta - delta)
@@ -127,7 +137,6 @@ def single_neuron_nu(t, a0, w0, beta, eta_a=1.0, eta_w=1.0):
     else:
         um = -0.5 * (Delta + delta)
         up = -eta_a * eta_w * s2 / um
-    u0 = eta_a * float(w0 @ beta) / a0
     if u0 == um:
         return np.full(len(t), um / eta_a)
     z0 = (u0 - up) / (u0 - um)
@@ -174,6 +183,8 @@ def single_neuron_implicit_bias(X, y, a0, w0, eta_a=1.0, eta_w=1.0):
     """
     X = check_matrix(X, "X")
     P, D = X.shape
+    if P < 1:
+        raise ValueError("X must hold at least one sample (P >= 1 rows), got P = 0")
     y = as_float_array(y, "y", ndim=1)
     if y.shape != (P,):
         raise ValueError(f"y must have shape ({P},), got {y.shape}")
@@ -186,14 +197,19 @@ def single_neuron_implicit_bias(X, y, a0, w0, eta_a=1.0, eta_w=1.0):
     U, sv, Vt = np.linalg.svd(X, full_matrices=False)
     if sv.size == 0 or sv[-1] <= max(P, D) * np.finfo(float).eps * sv[0]:
         raise ValueError("X must have full row rank (P <= D, rows independent)")
-    beta_star = Vt.T @ ((U.T @ y) / sv)
-    w_perp = w0 - Vt.T @ (Vt @ w0)
-    delta = eta_w * a0 * a0 - eta_a * float(w0 @ w0)
-    c = delta + eta_a * float(w_perp @ w_perp)
+    with np.errstate(over="ignore", invalid="ignore"):
+        beta_star = Vt.T @ ((U.T @ y) / sv)
+        w_perp = w0 - Vt.T @ (Vt @ w0)
+        delta = float(single_neuron_delta(a0, w0, eta_a, eta_w))
+        c = delta + eta_a * float(w_perp @ w_perp)
+        b2 = float(beta_star @ beta_star)
+        a2 = 0.5 * (c + float(np.hypot(c, 2.0 * np.sqrt(eta_w * eta_a * b2)))) / eta_w
+        a_inf = math.copysign(math.sqrt(a2), a0)
+        out = beta_star + a_inf * w_perp
+    if not (np.all(np.isfinite(out)) and np.isfinite(a_inf)):
+        raise ValueError("X, y, a0, w0: the limit overflows float64 (X^+ y, delta = eta_w a0^2 - "
+                         "eta_a |w0|^2 or a_inf beyond the float range)")
     if not c > 0:
         raise ValueError(f"delta + eta_a |P_perp w0|^2 = {c:.3g} <= 0: a can cross zero and the sign of the "
                          "limit is not fixed by a0 (choose a0, w0 with a larger eta_w a0^2)")
-    b2 = float(beta_star @ beta_star)
-    a2 = 0.5 * (c + math.sqrt(c * c + 4.0 * eta_w * eta_a * b2)) / eta_w
-    a_inf = math.copysign(math.sqrt(a2), a0)
-    return beta_star + a_inf * w_perp, a_inf
+    return out, a_inf

@@ -43,11 +43,16 @@ def _kappa_scalar(P, D, A, ridge):
     # over a common denominator: 1 − λ1/(Pλ1 + κ) − (D − 1)/(P + κ) = N(κ)/((Pλ1 + κ)(P + κ)),
     # N(κ) = κ² + bκ + c, b = λ1(P − 1) + P − D + 1, c = Pλ1(P − D): no cancellation of
     # ~1 − 1 as κ -> 0 (P = D with a tiny ridge: κ ~ sqrt(ridge)).
-    b = lam1 * (P - 1.0) + (P - D + 1.0)
-    c = P * lam1 * (P - D)
+    # everything in units of S = 2^e ~ Σλ (exact): k² and c = O(D²) never overflow,
+    # for D up to the float range
+    S = float(np.ldexp(1.0, int(np.frexp(total)[1])))
+    bS = (lam1 * (P - 1.0) + (P - D + 1.0)) / S
+    cS = (P * lam1 / S) * ((P - D) / S)
+    pl, pS, rS = P * lam1 / S, P / S, ridge / S
 
     def g(k):
-        return (k * k + b * k + c) / ((P * lam1 + k) * (P + k)) - ridge / k
+        x = k / S
+        return (x * x + bS * x + cS) / ((pl + x) * (pS + x)) - rS / x
 
     # Bracket: κ >= ridge, and κ >= (D − P) λ_min (each λ/(Pλ + κ) >= (1/P) Pλ_min/(Pλ_min + κ));
     # g(hi) > 0 at hi = ridge + Σλ.  Solve in log κ: κ may be tiny (ridge -> 0, P > D).
@@ -56,6 +61,8 @@ def _kappa_scalar(P, D, A, ridge):
     ulo, uhi = np.log(lo), np.log(hi)
     if g(np.exp(ulo)) >= 0.0:
         return float(np.exp(ulo))       # the bound is the root (A = 0) up to rounding
+    if g(np.exp(uhi)) <= 0.0:
+        return float(np.exp(uhi))       # the bracket is below rounding (D >> P, e.g. D = 1e150)
     u = brentq(lambda v: g(np.exp(v)), ulo, uhi, xtol=KAPPA_XTOL,
                rtol=4 * np.finfo(float).eps, maxiter=500)
     return float(np.exp(u))
@@ -141,7 +148,7 @@ def _error_scalar(P, D, A, alpha, ridge, noise):
     # in the ratios r = κ/(Pλ + κ) <= 1, so that nothing overflows for κ up to 1e308
     r1, r2 = k / d1, k / d2
     # γ κ = Σ Pλ² κ/(Pλ + κ)²
-    gamma_k = P * lam1 ** 2 * (r1 / d1) + (D - 1.0) * P * (r2 / d2)
+    gamma_k = lam1 * ((P * lam1) / d1) * r1 + (D - 1.0) * (P / d2) * r2   # no λ² to overflow
     # κ(1 − γ) = ridge + κ² Σ λ/(Pλ + κ)² by the κ equation: no cancellation as γ -> 1
     k_one_minus_gamma = ridge + lam1 * r1 ** 2 + (D - 1.0) * r2 ** 2
     k_bias = k * (alpha ** 2 * r1 ** 2 + (1.0 - alpha ** 2) * r2 ** 2)
@@ -229,7 +236,8 @@ def trained_ntk_spike(depth, s=1.0):
     """
     L = check_depth(depth)
     s = check_positive(s, "s")
-    return float(L - 1), np.asarray(s ** (2.0 - 2.0 / L), dtype=np.float64)
+    with np.errstate(over="ignore"):   # +inf where s^(2-2/L) exceeds the float range
+        return float(L - 1), np.asarray(s ** (2.0 - 2.0 / L), dtype=np.float64)
 
 
 def transfer_error_trained(P, D, depth, alpha, s=1.0, ridge=0.0, noise=0.0):

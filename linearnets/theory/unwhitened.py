@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import UNIT_TOL, as_float_array, check_matrix, check_positive, check_unit_vector
+from .._validation import (UNIT_TOL, as_float_array, check_int, check_matrix, check_positive,
+                           check_unit_vector, ldexp_safe, pow2_normalise)
 
 __all__ = [
     "STAT_NAMES",
@@ -59,7 +60,11 @@ def _check_sigma_beta(Sigma, beta):
     beta = check_unit_vector(beta, "beta")
     g = Sigma @ beta
     m1 = float(beta @ g)
-    b = float(g @ g)
+    with np.errstate(over="ignore"):
+        b = float(g @ g)
+    if not np.isfinite(b):
+        raise ValueError("Sigma overflows: |Sigma beta|^2 exceeds the float64 range (rescale "
+                         "the inputs)")
     if not b > 0:
         raise ValueError("Sigma @ beta must be nonzero (the teacher must be visible in the data)")
     return Sigma, beta, g, m1, b
@@ -130,7 +135,8 @@ def unwhitened_system_matrix(Sigma, beta, s, eta=1.0):
     A[3, 1] = 2.0 * m1
     A[4, 1], A[4, 2] = b, m1
     A[5, 2] = 2.0 * b
-    return eta * s * A
+    with np.errstate(over="ignore", invalid="ignore"):   # +inf beyond the float range; 0 stays
+        return np.where(A != 0, (eta * s) * A, 0.0)
 
 
 def _phi(theta):
@@ -279,7 +285,8 @@ def unwhitened_phase1(t, Sigma, beta, s, init_stats, eta=1.0):
     ghat = g / sb
     direction = _top_direction(scaled, beta, g, m1, b)
     rates = eta * s * np.array([0.0, 0.0, -sb, sb, -2 * sb, 2 * sb])
-    return Phase1Result(t=t.copy(), scaled_stats=scaled, log_scale=2.0 * theta, rates=rates,
+    return Phase1Result(t=t.copy(), scaled_stats=scaled,
+                        log_scale=np.array(2.0 * theta, dtype=np.float64), rates=rates,
                         m1=m1, b=b, direction=direction, limit_direction=ghat)
 
 
@@ -331,8 +338,13 @@ def unwhitened_init_stats(W1, w2, Sigma, beta):
     """
     Sigma, beta, g, _, _ = _check_sigma_beta(Sigma, beta)
     W1, a = _check_weights(W1, w2, Sigma.shape[0])
+    # bilinear in (a, W1) and of degree 0, 1, 2 in g: exact power-of-two scalings, and the
+    # scales back on at the end (exact where representable, +-inf beyond, never NaN)
+    (a, ea), (W1, ew), (g, eg) = pow2_normalise(a), pow2_normalise(W1), pow2_normalise(g)
     wb, wg = W1 @ beta, W1 @ g
-    return np.array([a @ a, a @ wb, a @ wg, wb @ wb, wb @ wg, wg @ wg])
+    stats = np.array([a @ a, a @ wb, a @ wg, wb @ wb, wb @ wg, wg @ wg])
+    return ldexp_safe(stats, np.array([2 * ea, ea + ew, ea + ew + eg, 2 * ew, 2 * ew + eg,
+                                       2 * ew + 2 * eg]))
 
 
 def unwhitened_init_stats_expected(width, sigma, Sigma, beta):
@@ -364,13 +376,12 @@ def unwhitened_init_stats_expected(width, sigma, Sigma, beta):
     array([0.01, 0.  , 0.  , 0.02, 0.04, 0.08])
     """
     Sigma, beta, _, m1, b = _check_sigma_beta(Sigma, beta)
-    N = float(check_positive(width, "width", ndim=0))
-    if N != int(N):
-        raise ValueError(f"width must be an integer >= 1, got {width!r}")
-    sigma = float(check_positive(sigma, "sigma", ndim=0))
+    N = float(check_int(width, "width", minimum=1))
+    sigma = check_positive(sigma, "sigma", ndim=0)
     D = Sigma.shape[0]
-    v = N * sigma ** 2 / D
-    return np.array([sigma ** 2, 0.0, 0.0, v, v * m1, v * b])
+    with np.errstate(over="ignore"):   # +inf where sigma^2 exceeds the float range
+        v = N * sigma ** 2 / D
+        return np.array([sigma ** 2, 0.0, 0.0, v, v * m1, v * b])
 
 
 def unwhitened_linear_weights(t, W1, w2, Sigma, beta, s, eta=1.0):
@@ -405,19 +416,24 @@ def unwhitened_linear_weights(t, W1, w2, Sigma, beta, s, eta=1.0):
     s = float(check_positive(s, "s", ndim=0))
     eta = float(check_positive(eta, "eta", ndim=0))
     sb = np.sqrt(b)
-    theta = eta * s * sb * t
+    with np.errstate(over="ignore"):
+        theta = eta * s * sb * t
     if np.any(theta > MAX_LOG / 2):
-        raise ValueError("weights overflow float64 at these times (eta s sqrt(b) t > "
-                         f"{MAX_LOG / 2}); the linearisation is long invalid there")
+        raise ValueError("t (with s, eta, Sigma): the weights overflow float64 at these times "
+                         f"(eta s |Sigma beta| t > {MAX_LOG / 2}); the linearisation is long "
+                         "invalid there")
     tau = eta * s * t
     C = np.cosh(theta)
     S_b = tau * np.where(theta > 0, np.sinh(theta) / np.where(theta > 0, theta, 1.0), 1.0)
     Cm_b = 0.5 * tau ** 2 * np.where(theta > 0, (np.sinh(0.5 * theta)
                                                 / np.where(theta > 0, 0.5 * theta, 1.0)), 1.0) ** 2
-    wg = W0 @ g
-    a = C[..., None] * a0 + S_b[..., None] * wg
-    c = S_b[..., None] * a0 + Cm_b[..., None] * wg
-    W = W0 + c[..., :, None] * g
+    with np.errstate(over="ignore", invalid="ignore"):
+        wg = W0 @ g
+        a = C[..., None] * a0 + S_b[..., None] * wg
+        c = S_b[..., None] * a0 + Cm_b[..., None] * wg
+        W = W0 + c[..., :, None] * g
+    if not (np.all(np.isfinite(W)) and np.all(np.isfinite(a))):
+        raise ValueError("W1, w2 (with Sigma): the weights overflow float64")
     return W, a
 
 
@@ -446,4 +462,9 @@ def unwhitened_kernel_matrix(t, W1, w2, Sigma, beta, s, eta=1.0):
     """
     W, a = unwhitened_linear_weights(t, W1, w2, Sigma, beta, s, eta)
     D = W.shape[-1]
-    return np.swapaxes(W, -1, -2) @ W + np.einsum("...n,...n->...", a, a)[..., None, None] * np.eye(D)
+    # quadratic in (W, a): one exact power-of-two scale for both, back on at the end
+    # (exact where representable, +-inf beyond, never NaN)
+    e = pow2_normalise(np.concatenate([W.ravel(), a.ravel()]))[1]
+    W, a = np.ldexp(W, -e), np.ldexp(a, -e)
+    M = np.swapaxes(W, -1, -2) @ W + np.einsum("...n,...n->...", a, a)[..., None, None] * np.eye(D)
+    return ldexp_safe(M, 2 * e)
