@@ -19,15 +19,20 @@ def cluster():
         yield c
 
 
-def test_dask_equals_local_bitwise(tmp_path, cluster):
+def test_dask_equals_local(tmp_path, cluster):
     grid = {"n": [8, 40], "seed": range(4)}
     local = ln.sweep("linearnets.sweep.toy:linalg", grid, store=str(tmp_path / "local.sqlite"), jobs=2,
                      progress=False, entropy=5)
     dask = ln.sweep("linearnets.sweep.toy:linalg", grid, store=str(tmp_path / "dask.sqlite"),
                     scheduler=cluster.scheduler_address, progress=False, entropy=5)
     assert (local["status"] == "done").all() and (dask["status"] == "done").all()
+    # the same draws on both (a point's stream depends on the point only); the arithmetic
+    # runs in other processes, whose BLAS may use another thread count, so the results
+    # agree to the rounding of a well-conditioned solve (cond(S) <= 5 here: ~n eps cond),
+    # while a stream that depended on order or worker would differ at O(1)
     for col in ("logdet", "x_norm", "top"):
-        assert np.array_equal(local[col].to_numpy(), dask[col].to_numpy()), col
+        np.testing.assert_allclose(local[col].to_numpy(), dask[col].to_numpy(), rtol=1e-12,
+                                   atol=0, err_msg=col)
     # the points ran on the cluster's worker processes, not here
     from linearnets.sweep.store import Store
     with Store(str(tmp_path / "dask.sqlite"), readonly=True) as st:
