@@ -99,8 +99,9 @@ def test_linear_member_route_matches_gradient_flow_and_probe():
     np.testing.assert_allclose(ens.end_to_end[:, 0], np.stack(
         [a * (n[1] @ n[0]) for a, n in zip(alpha, nets)]), rtol=1e-13, atol=0)  # t = 0: W(0)
     budget = int(ens.nsteps[0] + ens.nrejected[0])
-    short = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, alpha=alpha,
-                                   max_steps=max(budget // 3, 1))
+    with pytest.warns(ln.FlowWarning, match="members"):
+        short = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, alpha=alpha,
+                                       max_steps=max(budget // 3, 1))
     assert not short.success[0] and short.status[0] is ln.FlowStatus.MAX_STEPS
     assert np.isnan(short.loss[0, -1]) and short.t_last[0] < t[-1]
 
@@ -215,7 +216,7 @@ def test_mlp_member_route_is_gradient_flow_on_numba(case):
                                  alpha=alpha, record=("weights", "outputs"), probe=probe,
                                  backend="numpy", **kw)
     assert ens.backend == "numba" and bat.backend == "numpy" and ens.all_success
-    assert ens.method == bat.method == "DOP853" and ens.model == bat.model == "mlp"
+    assert ens.method == bat.method == "auto" and ens.model == bat.model == "mlp"
     for name in ("end_to_end", "biases", "weights_t", "biases_t", "outputs", "kinks",
                  "sliding_time", "fallback_steps", "weights0", "biases0"):
         assert (getattr(ens, name) is None) == (getattr(bat, name) is None), name
@@ -251,7 +252,8 @@ def test_a_failing_mlp_member_leaves_the_others(backend):
     ok = gradient_flow_ensemble(nets, X, y, t, **kw)
     work = ok.nsteps + ok.nrejected
     assert ok.all_success and work.min() < work.max()
-    ens = gradient_flow_ensemble(nets, X, y, t, max_steps=int(work.min()), **kw)
+    with pytest.warns(ln.FlowWarning, match="2 of 3 members"):
+        ens = gradient_flow_ensemble(nets, X, y, t, max_steps=int(work.min()), **kw)
     fast = work == work.min()
     assert list(ens.success) == list(fast) and not ens.all_success
     for b in np.flatnonzero(~fast):
@@ -289,7 +291,12 @@ def test_a_failing_member_leaves_the_others():
     assert ok.all_success
     budget = int(np.max(ok.nsteps[[0, 2]] + ok.nrejected[[0, 2]]))
     assert ok.nsteps[1] + ok.nrejected[1] > budget
-    ens = gradient_flow_ensemble(nets, X, y, t, rtol=1e-6, atol=1e-9, max_steps=budget)
+    with pytest.warns(ln.FlowWarning, match="1 of 3 members"):
+        ens = gradient_flow_ensemble(nets, X, y, t, rtol=1e-6, atol=1e-9, max_steps=budget)
+    with pytest.raises(ln.FlowError) as err:
+        gradient_flow_ensemble(nets, X, y, t, rtol=1e-6, atol=1e-9, max_steps=budget,
+                               raise_on_failure=True)
+    assert err.value.trajectory.success.tolist() == ens.success.tolist()
     assert list(ens.success) == [True, False, True] and not ens.all_success
     assert ens.status[1] is ln.FlowStatus.MAX_STEPS and "max_steps" in ens.message[1]
     assert np.isnan(ens.loss[1, -1]) and ens.t_last[1] < 50.0

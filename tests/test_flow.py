@@ -735,26 +735,23 @@ def test_compiled_end_to_end_matches_reference(sizes):
     ``_rhs.end_to_end_flat``: the two agree to the rounding of a few products (each
     entry a sum of O(1) terms: a few eps of the largest partial product).  The maps of
     many states at once (the outputs of a step) are those of each state alone."""
-    from linearnets.sim.flow import _end_to_end_of
+    from linearnets.sim.models import parse_options
+    from linearnets.sim.models.linear import LinearNet, LinearNetNumba
     rng = np.random.default_rng(len(sizes))
     ws = [rng.standard_normal((o, i)) for i, o in zip(sizes[:-1], sizes[1:])]
     X = rng.standard_normal((9, sizes[0]))
     Y = rng.standard_normal((9, sizes[-1]))
-    prob = _rhs.make_problem([w.shape for w in ws], X, Y)
     y = _rhs.pack(ws)
     ref = np.linalg.multi_dot(ws[::-1]) if len(ws) > 1 else ws[0]
     bound = 1e-13 * np.prod([np.abs(w).sum(axis=1).max() for w in ws])
     states = np.stack([y, 0.5 * y, -y])
-    for backend in ("numpy", "numba"):
-        one, many = _end_to_end_of(prob, backend)
-        out = np.full(ref.shape, np.nan)
-        one(y, out)
-        assert np.abs(out - ref).max() <= bound, backend
-        outs = np.full((3,) + ref.shape, np.nan)
-        many(states, outs)
+    for cls in (LinearNet, LinearNetNumba):
+        net = cls(ws, None, parse_options(len(ws))).prepare(X, Y)
+        out = net.end_to_end(y)
+        assert np.abs(out - ref).max() <= bound, cls
+        outs = net.end_to_end_many(states)
         for state, got in zip(states, outs):
-            one(state, out)
-            assert np.array_equal(got, out), backend
+            assert np.array_equal(got, net.end_to_end(state)), cls
 
 
 def test_loss_from_residual_and_from_summary():

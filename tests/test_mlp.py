@@ -8,7 +8,6 @@ from scipy.integrate import solve_ivp
 
 import linearnets as ln
 from linearnets import backend as B
-from linearnets.sim import general
 from linearnets.sim.models import get_model, parse_options
 from linearnets.sim.network import init_network
 
@@ -232,7 +231,17 @@ def test_methods_on_the_general_path():
                          method="ROS34PW3")
     with pytest.raises(ValueError, match="dense"):
         ln.gradient_flow(ws, X, Y, [0.0, 1.0], backend="numpy", activation="tanh", dense=True,
-                         method="RK45")
+                         method="DOP853")
+    # dense output interpolates RK45's steps (order 4): within a few rtol of stepping onto
+    # every output
+    grid = np.linspace(0.0, 1.0, 41)
+    dense = ln.gradient_flow(ws, X, Y, grid, backend="numpy", activation="tanh", dense=True,
+                             method="RK45", record=("outputs",), rtol=1e-9)
+    step = ln.gradient_flow(ws, X, Y, grid, backend="numpy", activation="tanh",
+                            method="RK45", record=("outputs",), rtol=1e-9)
+    assert dense.dense and dense.nfev < step.nfev
+    size = np.max(np.abs(step.outputs))
+    assert np.max(np.abs(dense.outputs - step.outputs)) <= 100 * 1e-9 * size
 
 
 # ------------------------------------------------------------------ the compiled model
@@ -359,4 +368,4 @@ def test_numba_backend_stop_rules_and_auto():
     assert np.max(np.abs(a.outputs - b.outputs)) <= 10 * 1e-3 * size
 
     lin = ln.gradient_flow(ws2, X2, Y2, [0.0, 1.0], backend="numba", stop=("loss", 1e-9))
-    assert lin.backend == "numpy"
+    assert lin.backend == "numba"

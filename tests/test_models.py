@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import linearnets as ln
-from linearnets.sim import general
 from linearnets.sim.models import Layout, get_model, model_names, parse_options, register_model
 from linearnets.sim.models.base import Model
 from linearnets.sim.network import init_network
@@ -135,10 +134,10 @@ def test_linear_mapping_matches_mlp_with_linear_activation(opts):
     rtol = 1e-10
     fast = ln.gradient_flow(ws, X, Y, te, rtol=rtol, backend="numpy", eta=0.8,
                             record=("outputs", "ntk", "weights"), **opts)
-    ref = general.gradient_flow(ws, X, Y, te, rtol=rtol, backend="numpy", eta=0.8,
-                                record=("outputs", "ntk", "weights"), model="mlp", **opts)
+    ref = ln.gradient_flow(ws, X, Y, te, rtol=rtol, backend="numpy", eta=0.8,
+                           record=("outputs", "ntk", "weights"), model="mlp", **opts)
     assert fast.success and ref.success and fast.kinks == 0
-    assert ref.method == "DOP853" and ref.nfev > 0
+    assert ref.method == "auto" and ref.nfev > 0
     size = np.max(np.abs(ref.outputs))
     assert np.max(np.abs(fast.outputs - ref.outputs)) <= 1e3 * rtol * size
     assert np.max(np.abs(fast.end_to_end - ref.end_to_end)) <= 1e3 * rtol * size
@@ -149,9 +148,11 @@ def test_linear_mapping_matches_mlp_with_linear_activation(opts):
     # outputs = F on the training inputs = X end_to_end^T
     np.testing.assert_allclose(fast.outputs, np.einsum("qd,tcd->tqc", X, fast.end_to_end),
                                rtol=1e-12, atol=1e-14)
-    # and the 'linear' model through the general loop (what a stop rule runs) agrees too
-    lin = general.gradient_flow(ws, X, Y, te, rtol=rtol, backend="numpy", eta=0.8,
-                                record=("outputs", "modes"), model="linear", **opts)
+    # and the 'linear' model through the raw loop (what a stop rule runs: one that never
+    # fires) agrees too
+    lin = ln.gradient_flow(ws, X, Y, te, rtol=rtol, backend="numpy", eta=0.8,
+                           record=("outputs", "modes"), model="linear", stop=("loss", 0.0),
+                           **opts)
     assert np.max(np.abs(lin.outputs - ref.outputs)) <= 1e3 * rtol * size
     fm = ln.gradient_flow(ws, X, Y, te, rtol=rtol, backend="numpy", eta=0.8, record=("modes",),
                           **opts)

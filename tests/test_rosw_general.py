@@ -7,7 +7,7 @@ from scipy.linalg import expm
 
 import linearnets as ln
 from linearnets.backend import numba_available
-from linearnets.sim import general
+from linearnets.sim import methods
 from linearnets.sim.methods import StepperOptions, integrate
 from linearnets.sim.methods.rosw import (FAILED_SOLVE_ERR, ROS34PW2, ROSENBROCK,
                                          RosenbrockWStepper)
@@ -91,7 +91,7 @@ def test_failed_krylov_solve_rejects_and_shrinks():
 def test_registry():
     assert ROSENBROCK["ROS34PW2"] is ROS34PW2
     assert issubclass(ROS34PW2, RosenbrockWStepper)
-    assert "ROS34PW2" in general.general_methods()
+    assert "ROS34PW2" in ln.sim.flow.METHODS
 
 
 # ------------------------------------------------------------------ networks vs solve_ivp
@@ -131,7 +131,7 @@ CASES = [
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("jvp", ["finite_differences", "model"])
 def test_trajectory_against_solve_ivp(act, biases, lr, backend, jvp, monkeypatch):
-    monkeypatch.setattr(general, "ROSENBROCK_JVP", jvp)
+    monkeypatch.setattr(methods, "ROSENBROCK_JVP", jvp)
     if backend == "numba" and not numba_available():
         pytest.skip("numba not installed")
     kinked = act == "relu"
@@ -282,17 +282,17 @@ def test_general_path_binds_metric_and_jvp(monkeypatch):
     ws, bs, X, Y = _net_problem("tanh", True)
     opts = parse_options(3, activation="tanh", lr_scales=(1.0, 3.0, 0.5))
     net = get_model("mlp")(ws, check_biases(bs, tuple(w.shape for w in ws)), opts)
-    primary, low = general.stepper_for("ROS34PW2", net)
+    primary, low = methods.stepper_for("ROS34PW2", net)
     assert primary.jvp is None and low is None             # finite differences by default
-    monkeypatch.setattr(general, "ROSENBROCK_JVP", "model")
-    primary, low = general.stepper_for("ROS34PW2", net)
+    monkeypatch.setattr(methods, "ROSENBROCK_JVP", "model")
+    primary, low = methods.stepper_for("ROS34PW2", net)
     assert primary.jvp is not None
     R = 1.0 / primary.metric
     assert np.allclose(np.unique(R), [0.5, 1.0, 3.0])
     opts = parse_options(3, activation="relu")
     net_relu = get_model("mlp")(ws, None, opts)
-    primary, low = general.stepper_for("ROS34PW2", net_relu)
-    assert primary.metric is None and low.__name__ == general.ROSENBROCK_FALLBACK
+    primary, low = methods.stepper_for("ROS34PW2", net_relu)
+    assert primary.metric is None and low.__name__ == methods.ROSENBROCK_FALLBACK
 
 
 # ------------------------------------------------------------------ the switch-back test

@@ -852,7 +852,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                            backend="auto", *, method="auto", record=(), probe=None,
                            max_steps=None, first_step=None, activation="linear",
                            biases_list=None, multipliers=None, alpha=1.0, centered=False,
-                           loss="mse", lr_scales=None, kink_rtol=None, model=None):
+                           loss="mse", lr_scales=None, kink_rtol=None, model=None,
+                           raise_on_failure=False):
     """Gradient flow of B initialisations of one network on one data set, in one call.
 
     Member b integrates ``d theta_b/dt = -eta lr_scales[l] dL_b/d theta_{b,l}`` from its
@@ -921,6 +922,10 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     model : {None, "linear", "mlp"}
         Force the batched model; by default a linear network without biases on the
         squared loss runs on sufficient statistics, everything else on raw samples.
+    raise_on_failure : bool
+        As for :func:`linearnets.gradient_flow`: a failed member warns once
+        (:class:`~.flow.FlowWarning`) or, with True, raises :class:`~.flow.FlowError`
+        (its ``trajectory`` the :class:`EnsembleTrajectory`).
 
     Returns
     -------
@@ -947,13 +952,12 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     """
     B, shapes, stacked = _stack_members(weights_list)
     L = len(shapes)
-    X, Y = _flow._check_data(X, Y, shapes)
+    X, Y = _flow.check_data(X, Y, shapes)
     D, C = shapes[0][1], shapes[-1][0]
-    t_eval = _flow._check_t_eval(t_eval)
+    t_eval = _flow.check_t_eval(t_eval)
     eta = float(check_positive(eta, "eta", ndim=0))
-    rtol, atol = _flow._check_tolerances(rtol, atol)
-    max_steps = (_flow.DEFAULT_MAX_STEPS if max_steps is None
-                 else _flow._check_max_steps(max_steps))
+    rtol, atol = _flow.check_tolerances(rtol, atol)
+    max_steps = _flow.check_max_steps(max_steps)
     if first_step is not None:
         first_step = float(check_positive(first_step, "first_step", ndim=0))
     kink_rtol = (max(rtol, KINK_RTOL) if kink_rtol is None
@@ -981,7 +985,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         raise ValueError(f"record: unknown quantity {bad[0]!r}; choose from "
                          f"{ENSEMBLE_RECORDABLE}")
     if probe is not None:
-        Xo = _flow._check_probe(probe, D, C)[0]
+        Xo = _flow.check_probe(probe, D, C)[0]
         rec = rec | {"outputs"}
     else:
         Xo = X
@@ -993,20 +997,18 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     if model == "linear" and not linear_ok:
         raise ValueError("model='linear' needs activation='linear', no biases and loss='mse'")
 
-    if model == "linear" and "weights" not in rec and method in PER_MEMBER_METHODS:
-        from .. import backend as _backend
-        width = max(max(sh) for sh in shapes)
-        if method == "auto" or (backend != "numpy" and _backend.numba_available()
-                                and width <= PER_MEMBER_MAX_WIDTH):
-            return _linear_members(stacked, shapes, X, Y, t_eval, options, alphas, rec, Xo,
-                                   method, backend, rtol, atol, max_steps, first_step)
-    if model == "mlp" and backend != "numpy":
-        from .. import backend as _backend
-        if _backend.numba_available():
-            return _mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, Xo,
-                                probe, method, rtol, atol, max_steps, first_step, kink_rtol)
-        if backend == "numba":
-            raise ValueError("backend='numba' needs numba, which is not installed")
+    from .. import backend as _backend
+    width = max(max(sh) for sh in shapes)
+    if (model == "linear" and "weights" not in rec and method in PER_MEMBER_METHODS and (
+            method == "auto" or (backend != "numpy" and _backend.numba_available()
+                                 and width <= PER_MEMBER_MAX_WIDTH))) or (
+            model == "mlp" and backend != "numpy" and _backend.numba_available()):
+        return _report(_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec,
+                                Xo if probe is not None else None, method, backend, rtol,
+                                atol, max_steps, first_step, kink_rtol, model),
+                       raise_on_failure)
+    if backend == "numba" and not _backend.numba_available():
+        raise ValueError("backend='numba' needs numba, which is not installed")
     Y0 = np.ascontiguousarray(np.concatenate(
         [a.reshape(B, -1) for a in stacked + list(bs or [])], axis=1))
     if model == "linear":
@@ -1036,12 +1038,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     main = _BatchedERK(STEPPERS[name].tableau, rtol, atol)
     low = None if net.smooth else _BatchedERK(STEPPERS[FALLBACK].tableau, kink_rtol, atol)
     concrete = "numpy"
-    if model == "linear" and backend != "numpy":
-        from .. import backend as _backend
-        if not _backend.numba_available():
-            if backend == "numba":
-                raise ValueError("backend='numba' needs numba, which is not installed")
-        elif backend == "numba" or max(max(sh) for sh in shapes) <= COMPILED_MAX_WIDTH:
+    if model == "linear" and backend != "numpy" and _backend.numba_available():
+        if backend == "numba" or width <= COMPILED_MAX_WIDTH:
             main.use_compiled(net)
             concrete = "numba"
     with np.errstate(over="ignore", invalid="ignore"):
@@ -1060,107 +1058,57 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     final_w = tuple(np.ascontiguousarray(a) for a in finals[:L])
     final_b = tuple(np.ascontiguousarray(a) for a in finals[L:]) if bs is not None else None
     t_last = np.where(success, float(t_eval[-1]), raw["t"])
-    return EnsembleTrajectory(
+    return _report(EnsembleTrajectory(
         t=t_eval.copy(), loss=lossv, end_to_end=e2e, weights=final_w, t_last=t_last,
         nfev=raw["nfev"], nsteps=raw["nsteps"], nrejected=raw["nrejected"], success=success,
-        status=status, message=tuple(messages), method=name, backend=concrete, model=model,
+        status=status, message=tuple(messages), method=method, backend=concrete, model=model,
         alpha=alphas, biases=final_b, weights_t=None if wt is None else wt[:L],
         biases_t=None if wt is None or bs is None else wt[L:], outputs=outs,
         kinks=raw["kinks"], sliding_time=raw["sliding"], fallback_steps=raw["fallback_steps"],
         weights0=tuple(np.array(a) for a in stacked),
-        biases0=None if bs is None else tuple(np.array(a) for a in bs))
+        biases0=None if bs is None else tuple(np.array(a) for a in bs)), raise_on_failure)
 
 
-def _linear_members(stacked, shapes, X, Y, t_eval, options, alphas, rec, Xo, method, backend,
-                    rtol, atol, max_steps, first_step):
-    """The linear model's members one after another through ``prepare_flow(...).run``.
+def _report(ens, raise_on_failure):
+    """The failure report of ``gradient_flow`` (:func:`~.flow.report_failure`) for an
+    ensemble: one warning (or :class:`~.flow.FlowError`) naming the failed members."""
+    bad = np.flatnonzero(~ens.success)
+    summary = "; ".join(f"member {b}: {ens.message[b]}" for b in bad[:3])
+    more = f" (and {bad.size - 3} more)" if bad.size > 3 else ""
+    return _flow.report_failure(
+        ens, f"{bad.size} of {ens.n_members} members: {summary}{more}" if bad.size else None,
+        raise_on_failure)
 
-    Member b is the standard problem of :mod:`linearnets.sim.models.linear` (as
-    ``gradient_flow``'s own linear fast path): targets ``Y'_b = Y / (alpha_b M)``
-    (``+ X W_{0,b}^T`` when centered), rates ``eta M^2 lr_scales``; its observations map
-    back as ``loss = M^2 loss'``, ``end_to_end = alpha_b M (W - W_{0,b})``.  One
-    :class:`~.prepared.PreparedFlow` serves all members of one ``alpha`` (one per member
-    when centered, since ``Y'_b`` holds its ``W_0``)."""
-    from .prepared import prepare_flow
 
-    B, L = stacked[0].shape[0], len(shapes)
-    T = t_eval.size
-    C, D = shapes[-1][0], shapes[0][1]
-    M = float(np.prod(options.multipliers))
-    M2 = M * M
-    lr = np.asarray(options.lr_scales, dtype=np.float64)
-    lossv = np.full((B, T), np.nan)
-    e2e = np.full((B, T, C, D), np.nan)
-    final = [np.empty_like(a) for a in stacked]
-    trs = []
-    prepared = {}
+def _members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, probe, method, backend,
+             rtol, atol, max_steps, first_step, kink_rtol, model):
+    """The members one after another through :func:`~.flow.prepare_flow` (one preparation
+    per ``alpha``): member b is the run ``gradient_flow`` makes of it."""
+    from .flow import prepare_flow
+
+    B = stacked[0].shape[0]
+    trs, prepared = [], {}
     for b in range(B):
-        ws = [np.ascontiguousarray(a[b]) for a in stacked]
-        scale = float(alphas[b]) * M
-        W0 = _chain(ws) if options.centered else None
-        key = b if options.centered else float(alphas[b])
-        pf = prepared.get(key)
+        a = float(alphas[b])
+        pf = prepared.get(a)
         if pf is None:
-            Yp = Y / scale if W0 is None else Y / scale + X @ W0.T
-            pf = prepared[key] = prepare_flow(
-                X, Yp, shapes, t_eval, eta=options.eta * M2, rtol=rtol, atol=atol,
-                backend=backend, method=method, max_steps=max_steps, first_step=first_step,
-                lr_scales=lr)
-        tr = pf.run(ws)
-        trs.append(tr)
-        lossv[b] = M2 * tr.loss
-        e2e[b] = scale * (tr.end_to_end if W0 is None else tr.end_to_end - W0)
-        for i in range(L):
-            final[i][b] = tr.weights[i]
-    outs = np.einsum("qd,btcd->btqc", Xo, e2e) if "outputs" in rec else None
-    return _from_members(trs, t_eval, alphas, stacked, None, "linear", loss=lossv, e2e=e2e,
-                         outs=outs, final=final, method=method)
-
-
-def _mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, Xo, probe, method,
-                 rtol, atol, max_steps, first_step, kink_rtol):
-    """The MLP's members one after another through the raw-sample loop of
-    ``linearnets.sim.general.gradient_flow`` on ``backend="numba"`` (the compiled MLP,
-    ``MLPNumba``), model ``"mlp"``: member b is the run ``gradient_flow`` makes of it.
-
-    Outputs on a probe other than the training inputs are evaluated afterwards on the
-    recorded states (``_BatchedMLP.outputs``), since a probe there also records the NTK."""
-    from .general import gradient_flow as _general_flow
-
-    B, L = stacked[0].shape[0], len(shapes)
-    T = t_eval.size
-    own_outputs = "outputs" in rec and probe is None
-    want = tuple(r for r in ("weights", "outputs") if r in rec and (r != "outputs" or own_outputs))
-    if "outputs" in rec and not own_outputs:
-        want = tuple(sorted(set(want) | {"weights"}))
-    trs = []
-    for b in range(B):
-        ws = [np.ascontiguousarray(a[b]) for a in stacked]
-        bb = None if bs is None else [np.ascontiguousarray(a[b]) for a in bs]
-        trs.append(_general_flow(
-            ws, X, Y, t_eval, options.eta, rtol, atol, "numba", method=method, record=want,
-            max_steps=max_steps, first_step=first_step,
-            activation=(options.activation, options.activation_param)
-            if options.activation_param is not None else options.activation,
-            biases=bb, multipliers=options.multipliers, alpha=float(alphas[b]),
-            centered=options.centered,
-            loss=(options.loss, options.loss_param) if options.loss_param is not None
-            else options.loss, lr_scales=options.lr_scales, kink_rtol=kink_rtol, model="mlp"))
-    outs = None
-    if "outputs" in rec:
-        if own_outputs:
-            outs = np.stack([tr.outputs for tr in trs])
-        else:
-            Y0 = np.concatenate([a.reshape(B, -1) for a in stacked + list(bs or [])], axis=1)
-            net = _BatchedMLP(shapes, bs is not None, options, alphas, X, Y, Y0)
-            outs = np.empty((B, T, Xo.shape[0], shapes[-1][0]))
-            for b, tr in enumerate(trs):
-                states = np.concatenate([a.reshape(T, -1) for a in
-                                         tr.weights_t + tuple(tr.biases_t or ())], axis=1)
-                outs[b] = net.outputs(states, np.full(T, b), Xo)
-    rec_w = "weights" in rec
-    return _from_members(trs, t_eval, alphas, stacked, bs, "mlp", outs=outs,
-                         weights_t=rec_w, method=trs[0].method)
+            pf = prepared[a] = prepare_flow(
+                X, Y, shapes, t_eval, options.eta, rtol, atol, backend, method=method,
+                max_steps=max_steps, first_step=first_step, lr_scales=options.lr_scales,
+                activation=(options.activation, options.activation_param)
+                if options.activation_param is not None else options.activation,
+                biases=bs is not None, multipliers=options.multipliers, alpha=a,
+                centered=options.centered,
+                loss=(options.loss, options.loss_param) if options.loss_param is not None
+                else options.loss, kink_rtol=kink_rtol,
+                record=tuple(r for r in ("weights", "outputs") if r in rec), model=model)
+            if probe is not None:
+                pf.Xo = probe      # outputs on the probe (no NTK there, as on this path)
+        trs.append(pf.run([a_[b] for a_ in stacked],
+                          None if bs is None else [a_[b] for a_ in bs], report=False))
+    return _from_members(trs, t_eval, alphas, stacked, bs, model,
+                         outs=np.stack([tr.outputs for tr in trs]) if "outputs" in rec else None,
+                         weights_t="weights" in rec, method=method)
 
 
 def _from_members(trs, t_eval, alphas, stacked, bs, model, *, loss=None, e2e=None, outs=None,

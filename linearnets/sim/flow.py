@@ -1,24 +1,25 @@
-"""The public gradient-flow integrator for deep linear networks.
+"""The simulator's front end: one validation, one run, one trajectory, one failure report.
 
-:func:`gradient_flow` integrates
+:func:`gradient_flow` is ``prepare_flow(...).run(weights)``: :func:`prepare_flow`
+validates the arguments, picks the model (``linearnets.sim.models``: the first
+registered model that takes the options, or the one named) and the backend, and
+summarises the data once (``Model.shared``: a linear network's sufficient statistics);
+:meth:`PreparedFlow.run` builds the model at the given weights (the state at t = 0),
+integrates it with the method and records the outputs into a :class:`Trajectory`.
+Every run, of any model, is watched by one breakdown guard (a loss that rose above
+``BREAKDOWN_RISE`` times its initial value ends the record) and reports a failure in
+one way (:class:`FlowWarning`, or :class:`FlowError` with ``raise_on_failure``).
 
-    dW_l/dt = eta (W_L ... W_{l+1})^T E (W_{l-1} ... W_1)^T ,   E = Syx - W Sxx ,
-
-the exact gradient flow of the loss ``(1/2P) sum_mu |y_mu - W x_mu|^2`` with
-``W = W_L ... W_1``, for any depth and widths.  The data enter only through
-``Sxx = X^T X / P`` and ``Syx = Y^T X / P``, computed once.  The integration
-methods live in a registry (``_solvers``): adaptive embedded Runge-Kutta pairs
-``"RK45"`` (Dormand-Prince 5(4)), ``"DOP853"`` (Hairer's 8(5,3)) and
-``"SSPRK104"`` (Ketcheson's ten-stage SSP method, order 4, with an order-3
-estimate; run in its two-register low-storage form, ``_lowstorage``) on the
-``"numpy"`` and ``"numba"`` backends, plus whatever other modules register.
+The linear network is integrated by the solvers of ``_solvers`` on its
+:class:`~linearnets.sim._rhs.FlowProblem` (the sufficient statistics, with the compiled
+loops on numba), every other run by the adaptive loop ``methods.base.integrate`` on the
+model's right-hand side.
 """
 from __future__ import annotations
 
-import contextlib
+import numbers
 import os
 import sys
-import threading
 import warnings
 from dataclasses import dataclass
 from typing import Optional
@@ -27,32 +28,37 @@ import numpy as np
 
 from .. import backend as _backend
 from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
-from . import _rhs
 from ._solvers import FlowStatus, SolverOptions, backends_for, get_solver
 from ._tableaux import TABLEAUX
+from .methods import STEPPERS, StepperOptions, integrate, stepper_for
+from .methods.rosw import ROSENBROCK
+from .models import get_model, parse_options, select_model
+from .models.mlp import check_biases
 from .network import check_weights
-from .ntk import _ntk
 
-__all__ = ["gradient_flow", "Trajectory", "FlowStatus", "FlowWarning", "FlowError",
-           "RECORDABLE", "DEFAULT_MAX_STEPS", "DEFAULT_METHOD", "DENSE_METHODS"]
+__all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowStatus",
+           "FlowWarning", "FlowError", "RECORDABLE", "DEFAULT_MAX_STEPS", "DEFAULT_METHOD",
+           "DENSE_METHODS", "METHODS", "KINK_RTOL"]
 
-#: Quantities that ``record=`` can ask for.
-RECORDABLE = ("weights", "modes", "conservation", "ntk")
+#: Quantities that ``record=`` can ask for (``"modes"`` and ``"conservation"``: linear
+#: networks only).
+RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation")
 
 #: Methods with a continuous extension for ``dense=True`` (``Tableau.dense_P``).
 DENSE_METHODS = tuple(name for name, tab in TABLEAUX.items() if tab.dense_P is not None)
+
+#: Every method name (``"auto"``: see :data:`DEFAULT_METHOD`).
+METHODS = ("auto",) + tuple(STEPPERS) + tuple(ROSENBROCK)
 
 #: Default budget of attempted steps.
 DEFAULT_MAX_STEPS = 1_000_000
 
 #: Default method of :func:`gradient_flow`: ``"auto"`` (DOP853, switching to the L-stable
 #: ROS34PW2 where converged modes hold DOP853's step at its stability limit, and back).
-#: Until that happens it is DOP853 itself (on numba the same compiled loop), so it is never
-#: much slower than DOP853 (``benchmarks/bench_flow.py --quick``: 0.97-1.0x its time on the
-#: small and medium problems), while a run far past convergence ("train to convergence"
-#: with a generous horizon) costs it little: on the 10-20-20-1 network of issue 23 to
-#: t = 1e8 DOP853 spends 12 million evaluations (173 s) and fails, auto finishes in ~1 s.
 DEFAULT_METHOD = "auto"
+
+#: Default relative tolerance of the low-order pair at kinks: ``max(rtol, KINK_RTOL)``.
+KINK_RTOL = 1e-4
 
 #: Smallest accepted rtol: below it the error estimate is dominated by rounding.
 MIN_RTOL = 100 * np.finfo(np.float64).eps
@@ -92,20 +98,6 @@ class FlowError(RuntimeError):
         self.trajectory = trajectory
 
 
-_QUIET = threading.local()
-
-
-@contextlib.contextmanager
-def _reported_once():
-    """Inner :func:`gradient_flow` calls (a model that runs the linear loops) report no
-    failure: the outer call reports the result it returns."""
-    _QUIET.depth = getattr(_QUIET, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _QUIET.depth -= 1
-
-
 def _outside_stacklevel():
     """The ``stacklevel`` of a warning issued here that names the first frame outside the
     package (a user's call, not the module of ``linearnets`` that passed it on)."""
@@ -116,17 +108,19 @@ def _outside_stacklevel():
     return level
 
 
-def _report_failure(traj, raise_on_failure):
-    """``traj``; a failed run warns (:class:`FlowWarning`) or raises (:class:`FlowError`)."""
-    if traj.success or getattr(_QUIET, "depth", 0) > 0:
-        return traj
-    msg = f"gradient flow failed: {traj.message}"
+def report_failure(result, failure, raise_on_failure):
+    """``result``; with a ``failure`` (what failed: a message, None for success) it warns
+    (:class:`FlowWarning`) or raises (:class:`FlowError`, whose ``trajectory`` is
+    ``result``)."""
+    if failure is None:
+        return result
+    msg = f"gradient flow failed: {failure}"
     if raise_on_failure:
-        raise FlowError(msg, traj)
+        raise FlowError(msg, result)
     warnings.warn(f"{msg} (the outputs reached are kept, later ones are NaN; "
                   f"raise_on_failure=True raises instead)", FlowWarning,
                   stacklevel=_outside_stacklevel())
-    return traj
+    return result
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,145 +242,10 @@ class Trajectory:
         return len(self.weights)
 
 
-def _end_to_end_of(problem, backend):
-    """``(f, many)``: ``f(y, out)`` writes the end-to-end map (C, D) of the flat state ``y``
-    into ``out``, ``many(Ys, out)`` those of the rows of ``Ys`` (m, n) into ``out`` (m, C, D).
-
-    On the numba backend compiled products (``_kernels.end_to_end``, ``end_to_end_many``):
-    there the loop's BLAS threads may still be spinning when an output is observed, and
-    numpy's BLAS, another library with threads of its own, would contend with them for
-    the cores.
-    """
-    if backend == "numba":
-        from . import _kernels
-        from ._explicit import chain_layout
-
-        rows, cols, offs, _, _ = chain_layout(problem)
-        buf = np.empty(2 * problem.Syx.shape[0] * int(cols.max()))
-
-        def compiled(y, out):
-            _kernels.end_to_end(np.ascontiguousarray(y, dtype=np.float64), rows, cols, offs,
-                                out, buf)
-
-        def compiled_many(Ys, out):
-            _kernels.end_to_end_many(np.ascontiguousarray(Ys, dtype=np.float64), rows, cols,
-                                     offs, out, buf)
-        return compiled, compiled_many
-
-    def reference(y, out):
-        out[...] = _rhs.end_to_end_flat(y, problem.shapes, problem.offsets)
-
-    def reference_many(Ys, out):
-        for y, o in zip(Ys, out):
-            reference(y, o)
-    return reference, reference_many
-
-
-def _balance_drift_of(problem, backend):
-    """``f(y, Wl, first)``: ``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at the first
-    call)|_F`` of the flat state ``y`` (layer views ``Wl``), 0 at the first call and for
-    L = 1.  Compiled on the numba backend (``_kernels.balance_drift``), for the reason
-    given in :func:`_end_to_end_of`."""
-    L = len(problem.shapes)
-    if backend == "numba":
-        from . import _kernels
-        from ._explicit import chain_layout
-
-        rows, cols, offs, _, _ = chain_layout(problem)
-        sq = [int(r) * int(r) for r in rows[:-1]]
-        goffs = np.concatenate(([0], np.cumsum(sq))).astype(np.int64)
-        gram, gram0 = np.empty(goffs[-1]), np.empty(goffs[-1])
-        tmp = np.empty(max(sq, default=0))
-
-        def compiled(y, Wl, first):
-            return float(_kernels.balance_drift(np.ascontiguousarray(y, dtype=np.float64), rows,
-                                                cols, offs, gram, gram0, goffs, first, tmp))
-        return compiled
-
-    gram0 = []
-
-    def reference(y, Wl, first):
-        grams = [Wl[i + 1].T @ Wl[i + 1] - Wl[i] @ Wl[i].T for i in range(L - 1)]
-        if first:
-            gram0[:] = grams
-        return max((np.linalg.norm(g - g0) for g, g0 in zip(grams, gram0)), default=0.0)
-    return reference
-
-
-def _probe_ntk_of(problem, backend, Xp):
-    """``f(y, Wl)``: the empirical NTK on the probe inputs ``Xp`` (Q, D) of the flat state
-    ``y`` (layer views ``Wl``), (Q, Q) for one output, (Q, Q, C, C) for C.  Compiled on the
-    numba backend (``_kernels.probe_ntk``), for the reason given in :func:`_end_to_end_of`."""
-    if backend == "numba":
-        from . import _kernels
-        from ._explicit import chain_layout
-
-        rows, cols, offs, _, _ = chain_layout(problem)
-        C = problem.Syx.shape[0]
-        Q = Xp.shape[0]
-        Xc = np.ascontiguousarray(Xp, dtype=np.float64)
-        width = int(cols.max())
-        out = np.empty((Q, Q, C, C))
-        abuf, hbuf = np.empty(2 * C * width), np.empty(2 * Q * width)
-        tt, hh = np.empty((len(problem.shapes), C, C)), np.empty((Q, Q))
-
-        def compiled(y, Wl):
-            _kernels.probe_ntk(np.ascontiguousarray(y, dtype=np.float64), rows, cols, offs, Xc,
-                               out, abuf, tt, hbuf, hh)
-            return out[:, :, 0, 0] if C == 1 else out
-        return compiled
-
-    def reference(y, Wl):
-        return _ntk(Wl, Xp, Xp)
-    return reference
-
-
-class _BreakdownGuard:
-    """Watches the loss at the outputs of a run for a rise no controlled integration of
-    gradient flow makes (:data:`BREAKDOWN_RISE`): the loss, a quadratic form in the
-    end-to-end map, is evaluated from the sufficient statistics (``O(C D^2)`` a map; its
-    cancellation is far below the rise it looks for).  ``broken`` is the first output that
-    rose (None while none has), ``last_y`` a copy of the last state before it."""
-
-    def __init__(self, problem):
-        self.Sxx, self.Syx = problem.Sxx, problem.Syx
-        self.syy = 0.5 * float(np.sum(problem.Y * problem.Y)) / problem.P
-        self.loss0 = None
-        self.loss_bad = None
-        self.broken = None
-        self.last_y = None
-
-    def _losses(self, W):
-        # 1/2 tr(W Sxx W^T) - tr(W Syx^T) + 1/2 tr Syy, and the size of its terms
-        quad = 0.5 * np.einsum("kcd,de,kce->k", W, self.Sxx, W)
-        lin = np.einsum("kcd,cd->k", W, self.Syx)
-        return quad - lin + self.syy, np.abs(quad) + np.abs(lin) + self.syy
-
-    def rose(self, k, W, states):
-        """Check the outputs ``k, k + 1, ...`` with maps ``W`` (m, C, D) and states (m, n)
-        or (n,); True (and ``broken`` set) if one rose."""
-        states = np.asarray(states)
-        states = states[None] if states.ndim == 1 else states
-        loss, size = self._losses(W)
-        if self.loss0 is None:
-            self.loss0 = float(loss[0])
-        with np.errstate(invalid="ignore"):
-            bad = ~((loss - self.loss0 <= max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0))
-                    | (loss - self.loss0 <= BREAKDOWN_ROUNDING * size))
-        if (k == 0 and not bad[1:].any()) or not bad.any():
-            self.last_y = np.array(states[-1], dtype=np.float64, copy=True)
-            return False
-        i = int(np.argmax(bad))
-        if i == 0 and k == 0:
-            i = int(np.argmax(bad[1:])) + 1
-        self.broken = k + i
-        self.loss_bad = float(loss[i])
-        if i > 0:
-            self.last_y = np.array(states[i - 1], dtype=np.float64, copy=True)
-        return True
-
-
-def _check_t_eval(t_eval):
+# --------------------------------------------------------------------------------------------
+# validation (every front end: gradient_flow, prepare_flow, gradient_flow_ensemble)
+# --------------------------------------------------------------------------------------------
+def check_t_eval(t_eval):
     """``t_eval`` as a float64 (T,) array: times since initialisation, strictly increasing
     and ``>= 0`` (a ``ValueError`` naming ``t_eval`` otherwise)."""
     t = as_float_array(t_eval, "t_eval", ndim=(0, 1)).reshape(-1)
@@ -400,17 +259,7 @@ def _check_t_eval(t_eval):
     return np.ascontiguousarray(t)
 
 
-def solver_times(t_eval):
-    """``(t_solve, skip)``: the times a solver integrates through for the checked output
-    times ``t_eval`` -- from t = 0, the time of the initial weights, so a leading 0 is
-    prepended where ``t_eval[0] > 0`` -- and how many leading solver outputs (0 or 1) are
-    not outputs of the run."""
-    if t_eval[0] > 0:
-        return np.concatenate(([0.0], t_eval)), 1
-    return t_eval, 0
-
-
-def _check_data(X, Y, shapes):
+def check_data(X, Y, shapes):
     """``X`` (P, D) and ``Y`` (P, C) as float64 with P >= 1 and the D and C of the layer
     ``shapes`` (``ValueError`` naming X or Y)."""
     X = check_matrix(X, "X")
@@ -434,7 +283,7 @@ def _check_data(X, Y, shapes):
     return X, Y
 
 
-def _check_tolerances(rtol, atol):
+def check_tolerances(rtol, atol):
     """``(rtol, atol)`` as floats in ``MIN_RTOL <= rtol < MAX_RTOL`` and
     ``0 < atol < MAX_ATOL`` (a ``ValueError`` naming the argument otherwise)."""
     rtol = float(check_positive(rtol, "rtol", ndim=0))
@@ -450,7 +299,7 @@ def _check_tolerances(rtol, atol):
     return rtol, atol
 
 
-def _check_record(record, allowed=RECORDABLE):
+def check_record(record, allowed=RECORDABLE):
     """``record`` as a frozenset of names from ``allowed`` (``ValueError`` naming record)."""
     if record is None:
         return frozenset()
@@ -466,7 +315,8 @@ def _check_record(record, allowed=RECORDABLE):
     return rec
 
 
-def _check_probe(probe, D, C):
+def check_probe(probe, D, C):
+    """``(Xp (Q, D), Yp (Q, C) or None)`` from inputs or a pair (inputs, targets)."""
     if isinstance(probe, tuple):
         if len(probe) != 2:
             raise ValueError("probe must be inputs Xp (Q, D) or a pair (Xp, Yp)")
@@ -489,15 +339,443 @@ def _check_probe(probe, D, C):
     return Xp, Yp
 
 
-def _check_max_steps(max_steps):
+def check_max_steps(max_steps):
+    if max_steps is None:
+        return DEFAULT_MAX_STEPS
     return check_int(max_steps, "max_steps", minimum=1)
+
+
+def check_stop(stop, options):
+    """A stop rule: None, ``("margin", 1.0)`` or ``("loss", value)``."""
+    if stop is None:
+        return None
+    if isinstance(stop, str) and stop == "margin":
+        if options.loss != "soft_hinge":
+            raise ValueError("stop='margin' needs loss='soft_hinge'")
+        return ("margin", 1.0)
+    if (isinstance(stop, tuple) and len(stop) == 2 and stop[0] == "loss"
+            and isinstance(stop[1], numbers.Real) and not isinstance(stop[1], bool)
+            and np.isfinite(stop[1]) and stop[1] >= 0):
+        return ("loss", float(stop[1]))
+    raise ValueError(f"stop must be None, 'margin' or ('loss', value >= 0), got {stop!r}")
+
+
+def check_labels(Y, options):
+    """The soft hinge needs one output and labels +-1."""
+    if options.loss != "soft_hinge":
+        return
+    if Y.shape[1] != 1:
+        raise ValueError(f"loss='soft_hinge' needs one output (C = 1), got C = {Y.shape[1]}")
+    if not np.all(np.abs(Y) == 1.0):
+        raise ValueError("Y: loss='soft_hinge' needs labels +1 or -1")
+
+
+def check_method(method, dense):
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(dense, (bool, np.bool_)):
+        raise ValueError(f"dense must be True or False, got {dense!r}")
+    if dense and method not in DENSE_METHODS:
+        raise ValueError(f"dense=True needs a method with a continuous extension "
+                         f"{DENSE_METHODS}, got method={method!r} (which steps onto every "
+                         f"output time: pass dense=False)")
+    return method, bool(dense)
+
+
+def shapes_of(layers):
+    """Weight shapes from layer sizes ``(D, N_1, ..., C)`` or from the shapes themselves."""
+    try:
+        layers = tuple(layers)
+    except TypeError:
+        raise ValueError(f"layers must be layer sizes (D, N_1, ..., C) or weight shapes, "
+                         f"got {layers!r}") from None
+    if layers and all(isinstance(s, tuple) for s in layers):
+        shapes = tuple((check_int(r, "layers", 1), check_int(c, "layers", 1)) for r, c in layers)
+    else:
+        sizes = tuple(check_int(n, "layers", 1) for n in layers)
+        if len(sizes) < 2:
+            raise ValueError(f"layers must be layer sizes (D, N_1, ..., C) with at least 2 "
+                             f"entries, got {layers!r}")
+        shapes = tuple((sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1))
+    if any(r < 1 or c < 1 for r, c in shapes):
+        raise ValueError(f"layers must have positive sizes, got {layers!r}")
+    for i in range(len(shapes) - 1):
+        if shapes[i + 1][1] != shapes[i][0]:
+            raise ValueError(f"layers: shape {shapes[i + 1]} does not follow {shapes[i]}")
+    return shapes
+
+
+class _Guard:
+    """Watches the loss at the outputs of a run for a rise no controlled integration of
+    gradient flow makes (:data:`BREAKDOWN_RISE` times the loss ``loss0`` at t = 0, and more
+    than ``BREAKDOWN_ROUNDING`` of the size ``size`` of the loss's terms).  ``broken`` is
+    the first output that rose (None while none has), ``last_y`` a copy of the last state
+    before it (``y0`` at first).  A non-finite ``loss0`` judges nothing (such a run fails
+    with a non-finite state)."""
+
+    def __init__(self, loss0, y0):
+        self.loss0, self.last_y = float(loss0), y0
+        self.loss_bad = self.broken = None
+
+    def rose(self, k, loss, size, states, to_np):
+        """Check the outputs ``k, k + 1, ...`` with losses ``loss`` (m,), the size of their
+        terms ``size`` (m,) and states (m, n); True (and ``broken`` set) if one rose."""
+        with np.errstate(invalid="ignore"):
+            bad = ~((loss - self.loss0 <= max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0))
+                    | (loss - self.loss0 <= BREAKDOWN_ROUNDING * size))
+        if not bad.any() or not np.isfinite(self.loss0):
+            self.last_y = np.array(to_np(states[-1]), dtype=np.float64, copy=True)
+            return False
+        i = int(np.argmax(bad))
+        self.broken, self.loss_bad = k + i, float(loss[i])
+        if i > 0:
+            self.last_y = np.array(to_np(states[i - 1]), dtype=np.float64, copy=True)
+        return True
+
+
+# --------------------------------------------------------------------------------------------
+# the run
+# --------------------------------------------------------------------------------------------
+class PreparedFlow:
+    """Gradient flow of one network on one data set, ready to run from many initialisations.
+
+    Built by :func:`prepare_flow`; :meth:`run` takes the parameters at t = 0.
+    ``gradient_flow(weights, ...)`` is ``prepare_flow(...).run(weights)``.
+    """
+
+    def __init__(self, *, shapes, X, Y, t_eval, cls, options, has_biases, method, backend,
+                 xp, rtol, atol, max_steps, first_step, dense, stop, kink_rtol, record,
+                 probe, Xo, raise_on_failure):
+        self.shapes, self.X, self.Y, self.t_eval = shapes, X, Y, t_eval
+        self.model, self.options, self.has_biases = cls, options, has_biases
+        self.method, self.backend, self.xp = method, backend, xp
+        self.rtol, self.atol, self.max_steps, self.first_step = rtol, atol, max_steps, first_step
+        self.dense, self.stop, self.kink_rtol = dense, stop, kink_rtol
+        self.record, self.probe, self.Xo = record, probe, Xo
+        self.raise_on_failure = raise_on_failure
+        self._shared = cls.shared(shapes, X, Y, options, xp)
+        self._data = (X, Y) if xp is np else (xp.asarray(X), xp.asarray(Y))
+        # the sufficient-statistics solvers (_solvers) integrate a linear network's problem
+        self._solver = (get_solver(method, backend)
+                        if getattr(cls, "solvers", False) and stop is None else None)
+        if "modes" in record:
+            U, s, Vt = np.linalg.svd(Y.T @ X / X.shape[0], full_matrices=False)
+            self._modes = (U, s, Vt.T.copy())
+
+    def _check(self, arrays, shapes, name):
+        if len(arrays) != len(shapes):
+            raise ValueError(f"{name} must have {len(shapes)} layers, got {len(arrays)}")
+        out = []
+        for i, (a, s) in enumerate(zip(arrays, shapes)):
+            a = np.ascontiguousarray(a, dtype=np.float64)
+            if a.shape != s:
+                raise ValueError(f"{name}[{i}] must have shape {s}, got {a.shape}")
+            if not np.isfinite(a).all():
+                raise ValueError(f"{name}[{i}] has non-finite entries")
+            out.append(a)
+        return out
+
+    def run(self, weights0, biases0=None, *, report=True):
+        """Integrate from ``weights0`` (and ``biases0``), the state at t = 0, over the
+        prepared output times.
+
+        Parameters
+        ----------
+        weights0 : list of ndarray
+            ``[W_1, ..., W_L]`` with the prepared shapes; never modified.
+        biases0 : list of ndarray (N_l,), optional
+            ``[b_1, ..., b_{L-1}]``, where the flow was prepared with biases.
+        report : bool
+            Whether a failed run warns or raises here (False: the caller reports it).
+
+        Returns
+        -------
+        Trajectory
+            As :func:`linearnets.gradient_flow` returns it; a failed run warns
+            (:class:`FlowWarning`) or raises (:class:`FlowError`).
+        """
+        ws = self._check(weights0, self.shapes, "weights0")
+        if (biases0 is not None) != self.has_biases:
+            raise ValueError("biases: pass them to run() exactly when the flow was prepared "
+                             "with biases")
+        bs = self._check(biases0, [(s[0],) for s in self.shapes[:-1]], "biases0") \
+            if self.has_biases else None
+        net = self.model(ws, bs, self.options, xp=self.xp)
+        if self._shared is not None:
+            net.prepare(*self._data, self._shared)
+        else:
+            net.prepare(*self._data)
+        with np.errstate(over="ignore", invalid="ignore"):
+            # a state that overflows is reported through the status, not through warnings
+            traj = self._trajectory(net, ws, bs)
+        return report_failure(traj, None if traj.success or not report else traj.message,
+                              self.raise_on_failure)
+
+    def _trajectory(self, net, ws, bs):
+        """Integrate ``net`` and record the outputs (the one Trajectory builder)."""
+        rec, t_eval, xp = self.record, self.t_eval, self.xp
+        T, L, C, D = t_eval.size, len(self.shapes), self.shapes[-1][0], self.shapes[0][1]
+        to_np = _backend.to_numpy if xp is not np else (lambda a: a)
+        nan = np.nan
+        lossv = np.full(T, nan)
+        size = np.full(T, nan)
+        e2e = np.full((T, C, D), nan) if net.linear else None
+        wt = tuple(np.full((T,) + s, nan) for s in self.shapes) if "weights" in rec else None
+        bt = (tuple(np.full((T, s[0]), nan) for s in self.shapes[:-1])
+              if wt is not None and bs is not None else None)
+        outs = np.full((T, self.Xo.shape[0], C), nan) if "outputs" in rec else None
+        cons = np.full(T, nan) if "conservation" in rec else None
+        if "ntk" in rec:
+            Xp, Yp = self.probe
+            Q = Xp.shape[0]
+            ntk = np.full((T, Q, Q) if C == 1 else (T, Q, Q, C, C), nan)
+            ntk_norm = np.full(T, nan)
+            ntk_align = np.full(T, nan) if Yp is not None else None
+            yflat = Yp.reshape(-1) if Yp is not None else None
+            kernel = net.probe_ntk(xp.asarray(Xp))
+        else:
+            ntk = ntk_norm = ntk_align = None
+        Xo_dev = xp.asarray(self.Xo) if outs is not None and not net.linear else None
+        # a linear model's loss from its maps: cheap terms for the guard at every output,
+        # the exact loss of all maps at the end
+        terms = getattr(net, "loss_terms", None)
+
+        def losses(k, m, y):
+            if terms is not None:
+                lossv[k:k + m], size[k:k + m] = terms(e2e[k:k + m])
+            else:
+                lossv[k] = size[k] = net.loss(y)
+
+        if terms is not None:
+            guard = _Guard(terms(to_np(net.end_to_end(net.y0)))[0], net.y0)
+        else:
+            guard = _Guard(net.loss(net.y0), net.y0)
+
+        def observe(k, y):
+            if guard.broken is not None:
+                return  # nothing is recorded once step control has broken down
+            if e2e is not None:
+                e2e[k] = to_np(net.end_to_end(y))
+            losses(k, 1, y)
+            if guard.rose(k, lossv[k:k + 1], size[k:k + 1], y[None], to_np):
+                return
+            if wt is not None:
+                for i, w in enumerate(net.weights_of(y)):
+                    wt[i][k] = to_np(w)
+                for i, b in enumerate(net.biases_of(y) or ()):
+                    bt[i][k] = to_np(b)
+            if outs is not None:
+                outs[k] = self.Xo @ e2e[k].T if e2e is not None else to_np(net.outputs(y, Xo_dev))
+            if cons is not None:
+                cons[k] = net.conservation(y, k == 0)
+            if ntk is not None:
+                K = to_np(kernel(y))
+                ntk[k] = K
+                ntk_norm[k] = np.linalg.norm(K)
+                if ntk_align is not None:
+                    Kmat = K if C == 1 else K.transpose(0, 2, 1, 3).reshape(Q * C, Q * C)
+                    denom = ntk_norm[k] * (yflat @ yflat)
+                    ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else nan
+
+        def observe_many(k, states):
+            # the outputs k, k + 1, ... of one step (dense output): the maps in one call
+            # where nothing else reads the states
+            if terms is None or wt is not None or outs is not None or cons is not None \
+                    or ntk is not None:
+                for i, y in enumerate(states):
+                    observe(k + i, y)
+                return
+            if guard.broken is not None:
+                return
+            m = states.shape[0]
+            e2e[k:k + m] = net.end_to_end_many(states)
+            losses(k, m, None)
+            guard.rose(k, lossv[k:k + m], size[k:k + m], states, to_np)
+
+        observe.many = observe_many
+        raw = self._integrate(net, observe)
+        n, status, message = raw.n_done, raw.status, raw.message
+        t_last = float(t_eval[-1]) if status.success else float(raw.t_last)
+        y_last = to_np(raw.y_last)
+        if guard.broken is not None:
+            n = guard.broken
+            status, y_last = FlowStatus.BREAKDOWN, guard.last_y
+            t_last = float(t_eval[n - 1]) if n > 0 else 0.0
+            message = (f"{status.message}: the loss rose from {guard.loss0:.6g} at t=0 to "
+                       f"{guard.loss_bad:.6g} at t={t_eval[n]:.6g}; the outputs from there on "
+                       f"are not recorded (a tighter rtol or atol keeps control)")
+            for a in (lossv, e2e, outs, cons, ntk, ntk_norm, ntk_align) + (wt or ()) + (bt or ()):
+                if a is not None:
+                    a[n:] = nan
+        if terms is not None:
+            lossv[:n] = net.loss_of_map(e2e[:n])
+        ncapped = getattr(raw, "ncapped", 0)
+        if (status.success and self.method in TABLEAUX and ncapped >= CAPPED_HINT_STEPS
+                and ncapped >= CAPPED_HINT_SHARE * raw.nsteps):
+            # converged modes, not accuracy, set the steps: the failure message of an
+            # exhausted budget says the same (_explicit._failure_message)
+            message += (f"; {ncapped} of {raw.nsteps} steps were held at the stability limit "
+                        f"of converged modes: method='auto' switches to the L-stable ROS34PW2 "
+                        f"there")
+        host = net.layout.unpack(np.array(y_last, dtype=np.float64, copy=True))
+        U, s_modes, V = self._modes if "modes" in rec else (None, None, None)
+        modes = (np.einsum("ca,tcd,da->ta", U, e2e, V) if "modes" in rec else None)
+        return Trajectory(
+            t=t_eval.copy(), loss=lossv, end_to_end=e2e, weights=tuple(host[:L]),
+            t_last=t_last, nfev=int(raw.nfev), nsteps=int(raw.nsteps),
+            nrejected=int(raw.nrejected), success=status.success, status=status,
+            message=message, method=self.method, backend=self.backend, weights_t=wt,
+            modes=modes, mode_s=s_modes, mode_u=U, mode_v=V, conservation=cons, ntk=ntk,
+            ntk_norm=ntk_norm, ntk_alignment=ntk_align, dense=self.dense and net.smooth,
+            biases=tuple(host[L:]) if bs is not None else None, biases_t=bt, outputs=outs,
+            t_stop=getattr(raw, "t_stop", None), kinks=int(getattr(raw, "kinks", 0)),
+            sliding_time=float(getattr(raw, "sliding_time", 0.0)),
+            fallback_steps=int(getattr(raw, "fallback_steps", 0)),
+            weights0=tuple(ws), biases0=tuple(bs) if bs is not None else None)
+
+    def _integrate(self, net, observe):
+        t_eval = self.t_eval
+        if self._solver is not None:
+            # the linear solvers start at t_eval[0]: from t = 0, the time of the weights
+            skip = int(t_eval[0] > 0)
+            t_solve = np.concatenate(([0.0], t_eval)) if skip else t_eval
+
+            def obs(k, y):
+                if k >= skip:
+                    observe(k - skip, y)
+
+            def obs_many(k, states):
+                if k < skip:
+                    obs(k, states[0])
+                    k, states = k + 1, states[1:]
+                observe.many(k - skip, states)
+            obs.many = obs_many
+            opts = SolverOptions(rtol=self.rtol, atol=self.atol, max_steps=self.max_steps,
+                                 first_step=self.first_step, dense=self.dense)
+            raw = self._solver(net.problem, net.y0, t_solve, opts, obs)
+            return _Shifted(raw, skip)
+        xp = self.xp
+        name = "DOP853" if self.method == "auto" else self.method
+        primary, low = stepper_for(name, net)
+        if self.stop is None:
+            stop_fn = None
+        elif self.stop[0] == "margin":
+            stop_fn = lambda y: 1.0 - float(xp.min(net.margins(y)))  # noqa: E731
+        else:
+            value = self.stop[1]
+            stop_fn = lambda y: net.loss(y) - value  # noqa: E731
+        opts = StepperOptions(rtol=self.rtol, atol=self.atol, max_steps=self.max_steps,
+                              first_step=self.first_step, kink_rtol=self.kink_rtol)
+        return integrate(lambda t, y: net.rhs(y), net.y0, t_eval, primary, opts, observe,
+                         fallback=low, switches=None if net.smooth else net.switches,
+                         stop=stop_fn, xp=xp, dense=self.dense)
+
+
+class _Shifted:
+    """A solver's result over ``[0] + t_eval`` read as one over ``t_eval``."""
+
+    def __init__(self, raw, skip):
+        self._raw = raw
+        self.n_done = max(raw.n_done - skip, 0)
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+
+def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
+                 method=None, max_steps=DEFAULT_MAX_STEPS, first_step=None,
+                 dense=False, lr_scales=None, activation="linear", biases=False,
+                 multipliers=None, alpha=1.0, centered=False, loss="mse", stop=None,
+                 kink_rtol=None, record=(), probe=None, model=None, raise_on_failure=False):
+    """Validate and summarise the data once, for many gradient-flow runs of one network.
+
+    The flow is that of :func:`gradient_flow` with the same arguments; for a linear
+    network ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` (Saxe,
+    McClelland & Ganguli 2014; the package's conventions), with ``Sxx = X^T X / P``
+    and ``Syx = Y^T X / P`` formed here once.
+
+    Parameters
+    ----------
+    X : array_like, shape (P, D)
+    Y : array_like, shape (P, C) or (P,)
+    layers : sequence of int, or sequence of (N_l, N_{l-1}) tuples
+        Layer sizes ``(D, N_1, ..., C)`` or the weight shapes.
+    t_eval : array_like, shape (T,)
+        Output times since initialisation (strictly increasing, >= 0).
+    biases : bool
+        Whether the network has trained hidden biases (their values go to :meth:`run`).
+    eta, rtol, atol, backend, method, max_steps, first_step, dense, lr_scales, activation,
+    multipliers, alpha, centered, loss, stop, kink_rtol, record, probe, model, raise_on_failure
+        As for :func:`gradient_flow` (``method=None``: its default).
+
+    Returns
+    -------
+    PreparedFlow
+        ``prepared.run(weights0)`` returns the :class:`Trajectory` that
+        ``gradient_flow(weights0, X, Y, t_eval, ...)`` returns.
+    """
+    shapes = shapes_of(layers)
+    L = len(shapes)
+    X, Y = check_data(X, Y, shapes)
+    D, C = shapes[0][1], shapes[-1][0]
+    t_eval = check_t_eval(t_eval)
+    options = parse_options(L, activation=activation, multipliers=multipliers, alpha=alpha,
+                            centered=centered, loss=loss, lr_scales=lr_scales,
+                            eta=float(check_positive(eta, "eta", ndim=0)))
+    has_biases = biases is not None and biases is not False
+    check_labels(Y, options)
+    stop = check_stop(stop, options)
+    rtol, atol = check_tolerances(rtol, atol)
+    kink_rtol = (max(rtol, KINK_RTOL) if kink_rtol is None
+                 else float(check_positive(kink_rtol, "kink_rtol", ndim=0)))
+    method, dense = check_method(DEFAULT_METHOD if method is None else method, dense)
+    max_steps = check_max_steps(max_steps)
+    if first_step is not None:
+        first_step = float(check_positive(first_step, "first_step", ndim=0))
+    _backend.check_backend(backend)
+    rec = check_record(record)
+    cls = select_model(options, has_biases) if model is None else get_model(model)
+    if (rec & {"modes", "conservation"}) and not (cls.linear and options.activation == "linear"
+                                                  and not has_biases):
+        bad = "modes" if "modes" in rec else "conservation"
+        raise ValueError(f"record: {bad!r} exists only for a linear network (activation="
+                         f"'linear', no biases), got activation={options.activation!r}")
+    if probe is not None or "ntk" in rec:
+        probe = check_probe(probe if probe is not None else (X, Y), D, C)
+        rec = rec | {"ntk"}
+    Xo = X if probe is None else probe[0]
+    xp = np
+    if getattr(cls, "solvers", False) and stop is None and method in _solver_methods():
+        concrete = _backend.resolve_backend(backend, max(max(s) for s in shapes),
+                                            backends_for(method))
+    elif backend == "cupy":
+        xp, concrete = _backend.get_cupy(), "cupy"
+    else:
+        if backend == "numba" and not _backend.numba_available():
+            raise ValueError("backend='numba' needs numba, which is not installed")
+        concrete = "numba" if backend in ("numba", "auto") and _backend.numba_available() \
+            else "numpy"
+    if concrete == "numba":
+        # a model's compiled twin; a model without one runs its numpy reference
+        cls, concrete = (cls.numba_model, "numba") if cls.numba_model is not None \
+            else (cls, "numpy")
+    return PreparedFlow(shapes=shapes, X=X, Y=Y, t_eval=t_eval, cls=cls, options=options,
+                        has_biases=has_biases, method=method, backend=concrete, xp=xp,
+                        rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
+                        dense=dense, stop=stop, kink_rtol=kink_rtol, record=rec, probe=probe,
+                        Xo=Xo, raise_on_failure=bool(raise_on_failure))
+
+
+def _solver_methods():
+    from ._solvers import method_names
+    return method_names()
 
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
                   method=DEFAULT_METHOD, record=(), probe=None, max_steps=DEFAULT_MAX_STEPS,
                   first_step=None, dense=False, activation="linear", biases=None,
                   multipliers=None, alpha=1.0, centered=False, loss="mse", lr_scales=None,
-                  stop=None, kink_rtol=None, raise_on_failure=False):
+                  stop=None, kink_rtol=None, raise_on_failure=False, model=None):
     """Integrate gradient flow of a network: a deep linear one by default, any other
     through the network keywords below.
 
@@ -600,18 +878,19 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         and returns its :class:`Trajectory`.  True: it raises :class:`FlowError` (a
         ``RuntimeError``; the trajectory is its ``trajectory`` attribute).
 
-    A linear network with the squared loss, with or without ``alpha``, ``multipliers``,
-    ``centered``, ``lr_scales``, stays on the sufficient-statistics loops (targets
-    ``Y / (alpha M) (+ X W_0^T)``, rates ``eta M^2 lr_scales``, ``M = prod m_l``:
-    ``linearnets.sim.models.linear``); other networks (and stop rules) run on raw
-    samples through ``linearnets.sim.general``, where ``method`` is one of
-    ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``, ``"BS32"``, ``"HE21"`` (``"auto"``: DOP853) or
-    the Rosenbrock-W ``"ROS34PW2"`` (matrix-free CG stage solves, for stiff networks:
-    ``linearnets.sim.methods.rosw``; BS32 at kinks, as for the others),
-    ``backend="cupy"`` runs the numpy reference on CuPy arrays, and ``"numba"`` (and
-    ``"auto"`` where numba is installed) the compiled MLP of
-    ``linearnets.sim.models._mlp_kernels``.  ``end_to_end`` and ``"modes"`` exist only for linear activations
-    without biases (``end_to_end`` None otherwise, ``"modes"`` a ``ValueError``).
+    model : str, optional
+        A registered model (``linearnets.sim.models``) instead of the default choice: the
+        first registered model that takes the options (``Model.handles``): the linear
+        network on sufficient statistics (``models.linear``: linear activation, no biases,
+        the squared loss, with or without ``alpha``, ``multipliers``, ``centered``,
+        ``lr_scales``), otherwise the MLP on raw samples (``models.mlp``).
+
+    Where the flow crosses kinks (ReLU-type activations) every method falls back to the
+    low-order pair ``FALLBACK`` (BS32) at ``kink_rtol`` (``methods.base``).
+    ``backend="cupy"`` keeps state and products on a GPU, ``"numba"`` (and ``"auto"``
+    where numba is installed) runs a model's compiled twin.  ``end_to_end`` and
+    ``"modes"`` exist only for linear activations without biases (``end_to_end`` None
+    otherwise, ``"modes"`` a ``ValueError``).
 
     Returns
     -------
@@ -634,158 +913,12 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     >>> bool(traj.success and traj.loss[-1] < 1e-10)
     True
     """
-    from . import general
-    if general.needs_general(activation, biases, multipliers, alpha, centered, loss, stop,
-                             record) or kink_rtol is not None:
-        with _reported_once():
-            traj = general.gradient_flow(
-                weights, X, Y, t_eval, eta, rtol, atol, backend, method=method, record=record,
-                probe=probe, max_steps=max_steps, first_step=first_step, dense=dense,
-                activation=activation, biases=biases, multipliers=multipliers, alpha=alpha,
-                centered=centered, loss=loss, lr_scales=lr_scales, stop=stop, kink_rtol=kink_rtol)
-        return _report_failure(traj, raise_on_failure)
     ws = check_weights(weights)
-    if lr_scales is not None:
-        from .models import parse_options
-        lr_scales = parse_options(len(ws), lr_scales=lr_scales).lr_scales
-    shapes = tuple(w.shape for w in ws)
-    X, Y = _check_data(X, Y, shapes)
-    D, C = shapes[0][1], shapes[-1][0]
-    t_eval = _check_t_eval(t_eval)
-    eta = float(check_positive(eta, "eta", ndim=0))
-    rtol, atol = _check_tolerances(rtol, atol)
-    max_steps = _check_max_steps(max_steps)
-    if first_step is not None:
-        first_step = float(check_positive(first_step, "first_step", ndim=0))
-    if not isinstance(dense, (bool, np.bool_)):
-        raise ValueError(f"dense must be True or False, got {dense!r}")
-    if dense and method not in DENSE_METHODS:
-        raise ValueError(f"dense=True needs a method with a continuous extension "
-                         f"{DENSE_METHODS}, got method={method!r} (which steps onto every "
-                         f"output time: pass dense=False)")
-    _backend.check_backend(backend)
-    rec = _check_record(record)
-    if not isinstance(method, str):
-        raise ValueError(f"method must be a string, got {method!r}")
-    available = backends_for(method)
-    if probe is not None or "ntk" in rec:
-        Xp, Yp = _check_probe(probe if probe is not None else (X, Y), D, C)
-        rec = rec | {"ntk"}
-
-    problem = _rhs.make_problem(shapes, X, Y, eta, lr_scale=lr_scales)
-    concrete = _backend.resolve_backend(backend, problem.max_width, available)
-    solver = get_solver(method, concrete)
-    options = SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
-                            dense=bool(dense))
-
-    # the weights are the state at t = 0: the solver starts there, and an output time 0 it
-    # needs but the caller did not ask for is dropped from the outputs (row `skip`)
-    t_solve, skip = solver_times(t_eval)
-    T = t_solve.size
-    L = len(shapes)
-    nan = np.nan
-    e2e = np.full((T, C, D), nan)
-    weights_t = tuple(np.full((T,) + s, nan) for s in shapes) if "weights" in rec else None
-    if "modes" in rec:
-        U, s_modes, Vt = np.linalg.svd(problem.Syx, full_matrices=False)
-        V = Vt.T.copy()
-        modes = np.full((T, s_modes.size), nan)
-    else:
-        U = s_modes = V = modes = None
-    cons = np.full(T, nan) if "conservation" in rec else None
-    if "ntk" in rec:
-        Q = Xp.shape[0]
-        ntk = np.full((T, Q, Q) if C == 1 else (T, Q, Q, C, C), nan)
-        ntk_norm = np.full(T, nan)
-        ntk_align = np.full(T, nan) if Yp is not None else None
-        yflat = Yp.reshape(-1) if Yp is not None else None
-    else:
-        ntk = ntk_norm = ntk_align = None
-    # the layer views are only needed by the recordings that read single layers
-    need_layers = weights_t is not None or cons is not None or ntk is not None
-
-    end_to_end, end_to_end_many = _end_to_end_of(problem, concrete)
-    drift = _balance_drift_of(problem, concrete) if cons is not None else None
-    kernel = _probe_ntk_of(problem, concrete, Xp) if ntk is not None else None
-
-    guard = _BreakdownGuard(problem)
-
-    def observe(k, y):
-        if guard.broken is not None:
-            return  # nothing is recorded once step control has broken down
-        end_to_end(y, e2e[k])
-        if guard.rose(k, e2e[k:k + 1], y):
-            return
-        Wl = _rhs.unpack(y, shapes, problem.offsets) if need_layers else None
-        if weights_t is not None:
-            for i in range(L):
-                weights_t[i][k] = Wl[i]
-        if modes is not None:
-            modes[k] = np.einsum("ca,cd,da->a", U, e2e[k], V)
-        if cons is not None:
-            cons[k] = drift(y, Wl, k == 0)
-        if ntk is not None:
-            K = kernel(y, Wl)
-            ntk[k] = K
-            ntk_norm[k] = np.linalg.norm(K)
-            if ntk_align is not None:
-                Kmat = K if C == 1 else K.transpose(0, 2, 1, 3).reshape(Q * C, Q * C)
-                denom = ntk_norm[k] * (yflat @ yflat)
-                ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else nan
-
-    def observe_many(k, states):
-        # the outputs k, k + 1, ... of one step (dense output), states (m, n): the maps in
-        # one call where nothing else reads the states
-        if need_layers:
-            for i, y in enumerate(states):
-                observe(k + i, y)
-            return
-        if guard.broken is not None:
-            return
-        m = states.shape[0]
-        end_to_end_many(states, e2e[k:k + m])
-        if guard.rose(k, e2e[k:k + m], states):
-            m = guard.broken - k
-        if modes is not None:
-            for i in range(k, k + m):
-                modes[i] = np.einsum("ca,cd,da->a", U, e2e[i], V)
-
-    observe.many = observe_many
-    y0 = _rhs.pack(ws)
-    # a state that overflows is reported through the status, not through warnings
-    with np.errstate(over="ignore", invalid="ignore"):
-        raw = solver(problem, y0, t_solve, options, observe)
-        n = raw.n_done
-        status, message, t_last, y_last = raw.status, raw.message, raw.t_last, raw.y_last
-        if guard.broken is not None:
-            n = guard.broken
-            status, t_last, y_last = FlowStatus.BREAKDOWN, float(t_solve[n - 1]), guard.last_y
-            message = (f"{status.message}: the loss rose from {guard.loss0:.6g} at t=0 to "
-                       f"{guard.loss_bad:.6g} at t={t_solve[n]:.6g}; the outputs from there on "
-                       f"are not recorded (a tighter rtol or atol keeps control)")
-            e2e[n:] = nan
-        loss = np.full(T, nan)
-        loss[:n] = _rhs.loss_from_end_to_end(e2e[:n], problem)
-    final = tuple(np.array(w, copy=True) for w in _rhs.unpack(_backend.to_numpy(y_last),
-                                                              shapes))
-    if (status.success and method in TABLEAUX and raw.ncapped >= CAPPED_HINT_STEPS
-            and raw.ncapped >= CAPPED_HINT_SHARE * raw.nsteps):
-        # converged modes, not accuracy, set the steps: the failure message of an
-        # exhausted budget says the same (_explicit._failure_message)
-        message += (f"; {raw.ncapped} of {raw.nsteps} steps were held at the stability limit "
-                    f"of converged modes: method='auto' switches to the L-stable ROS34PW2 "
-                    f"there")
-    def out(a):
-        # the rows of the requested output times, owned by the result
-        return None if a is None else (a[skip:].copy() if skip else a)
-
-    return _report_failure(Trajectory(
-        t=t_eval.copy(), loss=out(loss), end_to_end=out(e2e), weights=final,
-        t_last=float(t_last), nfev=int(raw.nfev), nsteps=int(raw.nsteps),
-        nrejected=int(raw.nrejected), success=status.success, status=status, message=message,
-        method=method, backend=concrete,
-        weights_t=None if weights_t is None else tuple(out(w) for w in weights_t),
-        modes=out(modes), mode_s=s_modes, mode_u=U, mode_v=V, conservation=out(cons),
-        ntk=out(ntk), ntk_norm=out(ntk_norm), ntk_alignment=out(ntk_align), dense=bool(dense),
-        weights0=tuple(np.array(w, copy=True) for w in ws)),
-        raise_on_failure)
+    bs = check_biases(biases, tuple(w.shape for w in ws))
+    check_method(method, dense)
+    return prepare_flow(
+        X, Y, tuple(w.shape for w in ws), t_eval, eta, rtol, atol, backend, method=method,
+        max_steps=max_steps, first_step=first_step, dense=dense, lr_scales=lr_scales,
+        activation=activation, biases=bs is not None, multipliers=multipliers, alpha=alpha,
+        centered=centered, loss=loss, stop=stop, kink_rtol=kink_rtol, record=record,
+        probe=probe, model=model, raise_on_failure=raise_on_failure).run(ws, bs)

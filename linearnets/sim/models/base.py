@@ -68,7 +68,7 @@ from typing import Optional
 import numpy as np
 
 __all__ = ["Layout", "Model", "ModelOptions", "parse_options", "register_model", "get_model",
-           "model_names", "ACTIVATIONS", "LOSSES", "inverse_rates"]
+           "model_names", "select_model", "ACTIVATIONS", "LOSSES", "inverse_rates"]
 
 #: Activation names and the default of their parameter (None: no parameter).
 ACTIVATIONS = {"linear": None, "relu": None, "leaky_relu": 0.01, "softplus": 1.0, "tanh": None}
@@ -253,11 +253,26 @@ class Model:
     smooth = True
     jvp = None
     metric = None
+    #: The twin of this class that ``backend="numba"`` runs (compiled operations), or None.
+    numba_model = None
     layout: Layout
     y0: np.ndarray
 
     def __init__(self, weights, biases, options, xp=np):
         raise NotImplementedError
+
+    @classmethod
+    def handles(cls, options, has_biases):
+        """How well this model runs a network with these options: 0 if not at all (it is
+        then run only when asked for by name), else a rank; the front end picks the
+        registered model of the highest rank (:func:`select_model`)."""
+        return 0
+
+    @classmethod
+    def shared(cls, shapes, X, Y, options, xp=np):
+        """What :meth:`prepare` computes from the data alone, once for all runs of a
+        prepared flow (passed back to :meth:`prepare` as ``shared``), or None."""
+        return None
 
     @property
     def max_width(self) -> int:
@@ -295,6 +310,21 @@ class Model:
         """The trained biases ``[b_1, ..., b_{L-1}]`` of ``y`` (views), or None."""
         return None
 
+    def conservation(self, y, first):
+        """``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at the first call)|_F`` at ``y``
+        (0 at the first call and for one layer): conserved by the exact flow of a linear
+        network, an accuracy diagnostic."""
+        W = [np.asarray(w) for w in self.weights_of(y)]
+        grams = [W[i + 1].T @ W[i + 1] - W[i] @ W[i].T for i in range(len(W) - 1)]
+        if first:
+            self._gram0 = grams
+        return max((float(np.linalg.norm(g - g0)) for g, g0 in zip(grams, self._gram0)),
+                   default=0.0)
+
+    def probe_ntk(self, Xp):
+        """``f(y)``: the NTK on the probe inputs ``Xp`` (on this model's array namespace)."""
+        return lambda y: self.ntk(y, Xp, Xp)
+
 
 _REGISTRY: dict = {}
 
@@ -326,6 +356,17 @@ def get_model(name):
     if name not in _REGISTRY:
         raise ValueError(f"model must be one of {model_names()}, got {name!r}")
     return _REGISTRY[name]
+
+
+def select_model(options, has_biases):
+    """The registered model class that :meth:`~Model.handles` these options best."""
+    _load_builtin()
+    rank, cls = max(((c.handles(options, has_biases), i, c) for i, c in
+                     enumerate(_REGISTRY.values())), key=lambda r: r[:2])[0::2]
+    if rank > 0:
+        return cls
+    raise ValueError(f"no registered model takes activation={options.activation!r}, "
+                     f"loss={options.loss!r}")
 
 
 def model_names():

@@ -1,4 +1,4 @@
-"""The deep linear network with sufficient statistics, as a model of the general simulator.
+"""The deep linear network on sufficient statistics.
 
 The options map exactly onto the standard problem
 ----------------------------------------------------
@@ -16,102 +16,220 @@ each ``W_l`` only through ``W``, with the same weights as variables, so
 ``dL/dW_l = M^2 dL_std/dW_l`` and the flow
 ``dW_l/dt = -eta lr_scales[l-1] dL/dW_l`` is the standard linear flow with the
 per-layer rates ``eta_l = eta M^2 lr_scales[l-1]`` (``FlowProblem.eta_l``) on the
-targets ``Y'``.  Observations map back: ``F = alpha M (W - W_0) x``, the loss is
-``M^2`` times the standard loss, the NTK of F is ``alpha^2 M^2`` times that of
-``W x``.  (Checked in ``tests/test_models.py`` against :class:`~.mlp.MLP` with
-``activation="linear"``, an independent path on raw samples.)
+targets ``Y'``: ``Syx' = Syx / (alpha M) (+ W_0 Sxx)``.  Observations map back:
+``F = alpha M (W - W_0) x``, the loss is that of ``F`` on the samples, the NTK of F is
+``alpha^2 M^2`` times that of ``W x``.  (Checked in ``tests/test_models.py`` against
+:class:`~.mlp.MLP` with ``activation="linear"``, an independent path on raw samples.)
 
-:func:`linear_mapping` gives ``(Y', eta_l)`` for the compiled sufficient-statistics
-steppers (``flow.gradient_flow``'s fast path); :class:`LinearNet` is the same
-problem behind the model interface, for the general stepping loop (stop rules).
+The data enter once per prepared flow (:meth:`LinearNet.shared`: ``Sxx``, ``Syx``, the
+samples for the loss); a run maps them to its own ``Syx'`` and rates in ``O(C D^2)``.
+The NTK of ``W x`` (:func:`linear_ntk`) carries the features ``X B_l^T`` upwards and
+``A_l = W_L ... W_{l+1}`` downwards: ``K_ij(x, x') = sum_l [A_l A_l^T]_ij (B_l x)^T (B_l x')``.
+
+:class:`LinearNetNumba` is the same model whose observations (end-to-end maps, the
+conservation drift, the NTK on a probe) are compiled: on numba the loop's BLAS threads
+may still spin when an output is observed, and numpy's BLAS, another library with
+threads of its own, would contend with them for the cores.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from .. import _rhs
-from ..ntk import _ntk
 from .base import Layout, Model, inverse_rates, register_model
 
-__all__ = ["LinearNet", "linear_mapping", "expressible"]
+__all__ = ["LinearNet", "LinearNetNumba", "linear_ntk", "expressible"]
 
 
-def expressible(options, biases):
+def expressible(options, has_biases):
     """Whether the sufficient-statistics problem expresses a network with these options:
     linear activation, no biases, the squared loss (any alpha, m_l, centered, lr_scales)."""
-    return options.activation == "linear" and biases is None and options.loss == "mse"
+    return options.activation == "linear" and not has_biases and options.loss == "mse"
 
 
-def linear_mapping(weights, X, Y, options):
-    """``(Y', eta_l, scale)`` of the module docstring: the standard problem's targets (P, C),
-    per-layer rates (L,) and ``scale = alpha M`` (``F = scale (W - W_0 if centered) x``)."""
-    M = float(np.prod(options.multipliers))
-    scale = options.alpha * M
-    Yp = Y / scale
-    if options.centered:
-        W0 = _rhs.end_to_end_flat(_rhs.pack(weights), tuple(w.shape for w in weights))
-        Yp = Yp + X @ W0.T
-    eta_l = options.eta * M * M * np.asarray(options.lr_scales, dtype=np.float64)
-    return np.ascontiguousarray(Yp), np.ascontiguousarray(eta_l), scale
+def linear_ntk(ws, X1, X2):
+    """The empirical NTK of ``x -> W_L ... W_1 x``: (P1, P2) for one output, else
+    (P1, P2, C, C) (module docstring)."""
+    L, C = len(ws), ws[-1].shape[0]
+    tops = [None] * L
+    A = np.eye(C)
+    for l in range(L - 1, -1, -1):
+        tops[l] = A
+        A = A @ ws[l]
+    K = np.zeros((X1.shape[0], X2.shape[0], C, C))
+    H1, H2 = X1, X2
+    for l in range(L):
+        if l > 0:
+            H1, H2 = H1 @ ws[l - 1].T, H2 @ ws[l - 1].T
+        K += np.multiply.outer(H1 @ H2.T, tops[l] @ tops[l].T)
+    return K[:, :, 0, 0].copy() if C == 1 else K
 
 
 class LinearNet(Model):
     """A deep linear network (mse, any alpha, multipliers, centered, lr_scales) whose
-    gradient depends on the data through ``Sxx`` and ``Syx'`` only (module docstring)."""
+    gradient depends on the data through ``Sxx`` and ``Syx'`` only (module docstring).
+
+    ``problem`` (after :meth:`prepare`) is the run's :class:`~.._rhs.FlowProblem`, what
+    the linear network's solvers integrate."""
 
     name = "linear"
     linear = True
     smooth = True
+    #: integrated by the sufficient-statistics solvers of ``_solvers`` (``problem``)
+    solvers = True
+
+    @classmethod
+    def handles(cls, options, has_biases):
+        return 2 if expressible(options, has_biases) else 0
+
+    @classmethod
+    def shared(cls, shapes, X, Y, options, xp=np):
+        return _rhs.make_problem(shapes, X, Y)
 
     def __init__(self, weights, biases, options, xp=np):
         if biases is not None:
             raise ValueError("biases: the 'linear' model has no biases (the 'mlp' model has)")
-        if options.activation != "linear":
-            raise ValueError(f"activation: the 'linear' model is linear, got "
-                             f"{options.activation!r}")
-        if options.loss != "mse":
-            raise ValueError(f"loss: the 'linear' model has the squared loss only, got "
-                             f"{options.loss!r}")
+        if not expressible(options, False):
+            raise ValueError(f"the 'linear' model is linear with the squared loss, got "
+                             f"activation={options.activation!r}, loss={options.loss!r}")
         self.xp = np
         self.options = options
-        self.weights0 = [np.array(w, dtype=np.float64) for w in weights]
         self.shapes = tuple(w.shape for w in weights)
         self.L = len(weights)
         self.layout = Layout(self.shapes, [f"W{l + 1}" for l in range(self.L)])
-        self.y0 = self.layout.pack(self.weights0)
+        self.y0 = self.layout.pack(weights)
         # layer l moves at eta M^2 lr_scales[l-1] (module docstring): R^-1 up to a factor
         self.metric = inverse_rates(self.layout, options.lr_scales)
-        self.scale = options.alpha * float(np.prod(options.multipliers))
-        self._W0 = _rhs.end_to_end_flat(self.y0, self.shapes) if options.centered else None
+        M = float(np.prod(options.multipliers))
+        self.scale = options.alpha * M
+        self.rates = options.eta * M * M * np.asarray(options.lr_scales, dtype=np.float64)
+        self._W0 = self._chain(self.y0) if options.centered else None
 
     def weights_of(self, y):
         return self.layout.unpack(y)
 
-    def prepare(self, X, Y):
-        Yp, eta_l, _ = linear_mapping(self.weights0, X, Y, self.options)
-        self.problem = _rhs.make_problem(self.shapes, X, Yp, 1.0, lr_scale=eta_l)
-        self._M2 = float(np.prod(self.options.multipliers)) ** 2
+    def prepare(self, X, Y, shared=None):
+        base = self.shared(self.shapes, X, Y, self.options) if shared is None else shared
+        Syx = base.Syx / self.scale
+        if self._W0 is not None:
+            Syx = Syx + self._W0 @ base.Sxx
+        self.base = base
+        self._syy = 0.5 * float(np.sum(base.Y * base.Y)) / base.P
+        self.problem = dataclasses.replace(base, Syx=np.ascontiguousarray(Syx),
+                                           eta_l=np.ascontiguousarray(self.rates))
         return self
 
     def rhs(self, y, out=None):
         return _rhs.rhs(y, self.problem, out)
 
-    def loss(self, y):
-        W = _rhs.end_to_end_flat(y, self.shapes, self.layout.offsets)
-        return self._M2 * float(_rhs.loss_from_end_to_end(W, self.problem))
+    def _chain(self, y):
+        return _rhs.end_to_end_flat(y, self.shapes, self.layout.offsets)
+
+    def _mapped(self, W):
+        # W (..., C, D) of the weights -> the map of F
+        return self.scale * (W - self._W0 if self._W0 is not None else W)
 
     def end_to_end(self, y):
-        W = _rhs.end_to_end_flat(y, self.shapes, self.layout.offsets)
-        if self._W0 is not None:
-            W = W - self._W0
-        return self.scale * W
+        return self._mapped(self._chain(y))
+
+    def end_to_end_many(self, Ys):
+        """:meth:`end_to_end` of each row of ``Ys`` (m, n): (m, C, D)."""
+        return np.stack([self.end_to_end(y) for y in Ys])
+
+    def loss_of_map(self, F):
+        """The loss of the maps of F ``F`` (..., C, D): ``(1/(2 alpha^2 P)) |Y - X F^T|^2``,
+        without cancellation (``_rhs.loss_from_end_to_end``)."""
+        return _rhs.loss_from_end_to_end(F, self.base) / self.options.alpha ** 2
+
+    def loss_terms(self, F):
+        """``(loss, size)`` (...) of maps ``F`` (..., C, D) from the sufficient statistics,
+        ``(1/alpha^2) (1/2 tr F Sxx F^T - tr F Syx^T + 1/2 tr Syy)`` and the sum of the
+        moduli of its terms: ``O(C D^2)`` a map, for the breakdown guard of every output
+        (the cancellation is far below the rise it looks for)."""
+        b = self.base
+        quad = 0.5 * np.einsum("...cd,de,...ce->...", F, b.Sxx, F)
+        lin = np.einsum("...cd,cd->...", F, b.Syx)
+        a2 = self.options.alpha ** 2
+        return (quad - lin + self._syy) / a2, (np.abs(quad) + np.abs(lin) + self._syy) / a2
+
+    def loss(self, y):
+        return float(self.loss_of_map(self.end_to_end(y)))
 
     def outputs(self, y, Xp):
         return np.asarray(Xp, dtype=np.float64) @ self.end_to_end(y).T
 
     def ntk(self, y, X1, X2):
-        return self.scale ** 2 * _ntk(self.weights_of(y), np.asarray(X1, dtype=np.float64),
-                                      np.asarray(X2, dtype=np.float64))
+        return self.scale ** 2 * linear_ntk(self.weights_of(y), np.asarray(X1, dtype=np.float64),
+                                            np.asarray(X2, dtype=np.float64))
 
+
+class LinearNetNumba(LinearNet):
+    """:class:`LinearNet` with its right-hand side (``_kernels.rhs_flat``, for the raw loop
+    of a stop rule) and observations compiled (``_kernels.end_to_end``, ``end_to_end_many``,
+    ``balance_drift``, ``probe_ntk``; module docstring)."""
+
+    backend = "numba"
+
+    def prepare(self, X, Y, shared=None):
+        super().prepare(X, Y, shared)
+        from .. import _kernels
+        from .._explicit import numba_rhs_args
+        self._K = _kernels
+        self._rhs_args = numba_rhs_args(self.problem)
+        C = self.shapes[-1][0]
+        self._rows = np.array([r for r, _ in self.shapes], dtype=np.int64)
+        self._cols = np.array([c for _, c in self.shapes], dtype=np.int64)
+        self._offs = np.ascontiguousarray(self.layout.offsets, dtype=np.int64)
+        self._buf = np.empty(2 * C * int(self._cols.max()))
+        return self
+
+    def rhs(self, y, out=None):
+        out = np.empty(self.layout.size) if out is None else out
+        self._K.rhs_flat(np.ascontiguousarray(y, dtype=np.float64), out, *self._rhs_args)
+        return out
+
+    def _lay(self):
+        return self._rows, self._cols, self._offs
+
+    def end_to_end(self, y):
+        out = np.empty(self.problem.Syx.shape)
+        self._K.end_to_end(np.ascontiguousarray(y, dtype=np.float64), *self._lay(), out,
+                           self._buf)
+        return self._mapped(out)
+
+    def end_to_end_many(self, Ys):
+        out = np.empty((Ys.shape[0],) + self.problem.Syx.shape)
+        self._K.end_to_end_many(np.ascontiguousarray(Ys, dtype=np.float64), *self._lay(), out,
+                                self._buf)
+        return self._mapped(out)
+
+    def conservation(self, y, first):
+        if first:
+            sq = [int(r) * int(r) for r in self._rows[:-1]]
+            self._goffs = np.concatenate(([0], np.cumsum(sq))).astype(np.int64)
+            self._gram = (np.empty(self._goffs[-1]), np.empty(self._goffs[-1]),
+                          np.empty(max(sq, default=0)))
+        g, g0, tmp = self._gram
+        return float(self._K.balance_drift(np.ascontiguousarray(y, dtype=np.float64),
+                                           *self._lay(), g, g0, self._goffs, first, tmp))
+
+    def probe_ntk(self, Xp):
+        C, Q = self.shapes[-1][0], Xp.shape[0]
+        Xc = np.ascontiguousarray(Xp, dtype=np.float64)
+        width = int(self._cols.max())
+        out = np.empty((Q, Q, C, C))
+        abuf, hbuf = np.empty(2 * C * width), np.empty(2 * Q * width)
+        tt, hh = np.empty((self.L, C, C)), np.empty((Q, Q))
+
+        def kernel(y):
+            self._K.probe_ntk(np.ascontiguousarray(y, dtype=np.float64), *self._lay(), Xc,
+                              out, abuf, tt, hbuf, hh)
+            return self.scale ** 2 * (out[:, :, 0, 0] if C == 1 else out)
+        return kernel
+
+
+LinearNet.numba_model = LinearNetNumba
 
 register_model("linear", LinearNet)

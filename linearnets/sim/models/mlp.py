@@ -115,6 +115,10 @@ class MLP(Model):
 
     name = "mlp"
 
+    @classmethod
+    def handles(cls, options, has_biases):
+        return 1     # any network of the contract, on raw samples
+
     def __init__(self, weights, biases, options, xp=np):
         self.xp = xp
         self.options = options
