@@ -64,7 +64,7 @@ def _mlp():
     """The compiled MLP (``sim/models/_mlp_kernels.py``): every kernel, through a ReLU run
     (kinks: the switch pattern), a soft-hinge run with biases and a margin stop, and
     the gradient."""
-    from .sim.general import gradient_flow
+    from .sim.flow import gradient_flow
     from .sim.models import parse_options
     from .sim.models.mlp import MLPNumba
 
