@@ -957,7 +957,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     t_eval = _flow.check_t_eval(t_eval)
     eta = float(check_positive(eta, "eta", ndim=0))
     rtol, atol = _flow.check_tolerances(rtol, atol)
-    max_steps = _flow.check_max_steps(max_steps)
+    max_steps = _flow.DEFAULT_MAX_STEPS if max_steps is None else _flow.check_max_steps(max_steps)
     if first_step is not None:
         first_step = float(check_positive(first_step, "first_step", ndim=0))
     kink_rtol = (max(rtol, KINK_RTOL) if kink_rtol is None

@@ -340,8 +340,6 @@ def check_probe(probe, D, C):
 
 
 def check_max_steps(max_steps):
-    if max_steps is None:
-        return DEFAULT_MAX_STEPS
     return check_int(max_steps, "max_steps", minimum=1)
 
 
@@ -914,10 +912,12 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     True
     """
     ws = check_weights(weights)
-    bs = check_biases(biases, tuple(w.shape for w in ws))
+    shapes = tuple(w.shape for w in ws)
+    X, Y = check_data(X, Y, shapes)     # the data are named before the layer sizes
+    bs = check_biases(biases, shapes)
     check_method(method, dense)
     return prepare_flow(
-        X, Y, tuple(w.shape for w in ws), t_eval, eta, rtol, atol, backend, method=method,
+        X, Y, shapes, t_eval, eta, rtol, atol, backend, method=method,
         max_steps=max_steps, first_step=first_step, dense=dense, lr_scales=lr_scales,
         activation=activation, biases=bs is not None, multipliers=multipliers, alpha=alpha,
         centered=centered, loss=loss, stop=stop, kink_rtol=kink_rtol, record=record,
