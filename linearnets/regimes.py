@@ -292,6 +292,7 @@ def _cap_count(U, theta):
     count = 0
     while free.shape[0]:
         inside = free @ free[0] >= c_half
+        inside[0] = True     # its own cap even where theta is below rounding (eps ~ 1e-16)
         for _ in range(CAP_CENTRE_STEPS):
             m = free[inside].sum(axis=0)
             moved = free @ (m / np.linalg.norm(m)) >= c_half

@@ -405,6 +405,11 @@ def test_regime_diagnostics_are_scale_free():
     np.testing.assert_allclose(cos, cos1, rtol=1e-12)
     assert n == n1
     assert ln.output_variance(1e300 * RNG.standard_normal((5, 3))) == np.inf
+    # a tolerance below rounding (1 - eps == 1): every distinct unit its own orientation,
+    # at once (the covering loop must progress when a unit's cosine with itself rounds < 1)
+    for d in (2, 3):
+        Wd = RNG.standard_normal((30, d))
+        assert ln.condensation(Wd, eps=1e-300)[1] == 30
 
 
 def test_kernel_regression_and_lazy_prediction_scale_free_in_the_kernel():
