@@ -270,3 +270,27 @@ def test_geiger_table_recovers_known_exponents(tmp_path):
     out = tmp_path / "geiger.png"
     geiger.plot(df, spec, str(out))
     assert out.stat().st_size > 0
+
+
+def test_provenance_dirty_flag_counts_code_not_figures(tmp_path):
+    # a figure or table rewritten by `sweep plot` leaves the tree "clean"; a changed module does not
+    import subprocess
+
+    from linearnets.sweep import engine
+
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    if subprocess.run(git + ["init", "-q"], capture_output=True).returncode != 0:
+        pytest.skip("no git")
+    (tmp_path / "point.py").write_text("x = 1\n")
+    (tmp_path / "fig.png").write_bytes(b"old")
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "c"], check=True)
+    (tmp_path / "fig.png").write_bytes(b"new")
+    engine._GIT.clear()
+    assert engine._git_dirty(str(tmp_path), ("*.py", "*.toml")) is False
+    assert engine._git_dirty(str(tmp_path)) is True
+    (tmp_path / "point.py").write_text("x = 2\n")
+    engine._GIT.clear()
+    assert engine._git_dirty(str(tmp_path), ("*.py", "*.toml")) is True
+    engine._GIT.clear()
+    assert engine._git_dirty() in (True, False, None)         # the package's own sources

@@ -18,9 +18,10 @@ __all__ = ["sweep", "run_sweep", "results_frame", "sweep_status", "provenance"]
 _GIT = {}
 
 
-def _git(*args):
-    """Output of ``git -C <package folder> ARGS`` (stripped), or None outside a checkout."""
-    here = os.path.dirname(os.path.abspath(__file__))
+def _git(*args, where=None):
+    """Output of ``git -C <where, default the package folder> ARGS`` (stripped), or None outside a
+    checkout."""
+    here = where or os.path.dirname(os.path.abspath(__file__))
     try:
         out = subprocess.run(["git", "-C", here, *args], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -35,12 +36,16 @@ def _git_sha():
     return _GIT["sha"]
 
 
-def _git_dirty():
-    """Whether tracked files of that checkout differ from its commit (None outside a checkout)."""
-    if "dirty" not in _GIT:
-        st = _git("status", "--porcelain", "--untracked-files=no")
-        _GIT["dirty"] = None if st is None else bool(st)
-    return _GIT["dirty"]
+def _git_dirty(folder=None, patterns=()):
+    """Whether tracked files under ``folder`` (default: the package's sources), optionally only
+    those matching ``patterns``, differ from the commit (None outside a checkout).  Figures and
+    tables a run rewrites do not count: only the code that computes."""
+    folder = os.path.abspath(folder or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    key = ("dirty", folder, tuple(patterns))
+    if key not in _GIT:
+        st = _git("status", "--porcelain", "--untracked-files=no", "--", *(patterns or ["."]), where=folder)
+        _GIT[key] = None if st is None else bool(st)
+    return _GIT[key]
 
 
 def provenance():

@@ -52,7 +52,6 @@ def write_table(spec, df, out):
     """
     import pandas as pd
 
-    from .engine import provenance
     from .store import Store
 
     stem = os.path.splitext(out)[0]
@@ -77,8 +76,7 @@ def write_table(spec, df, out):
         spec=os.path.relpath(spec.path, os.path.dirname(os.path.abspath(out))) if spec.path else None, sweep=spec.name,
         sweep_version=spec.version, points_done=int((df["status"] == "done").sum()), points=len(df),
         written=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        written_by={k: v for k, v in provenance().items() if k in ("package_version", "git_sha", "git_dirty",
-                                                                    "python")},
+        written_by=_drawn_by(spec),
         points_computed_by=[dict(package_version=v, git_sha=g, git_dirty=d, points=n)
                             for (v, g, d), n in made.most_common()])
     prov = stem + ".provenance.json"
@@ -86,6 +84,19 @@ def write_table(spec, df, out):
         json.dump(info, fh, indent=1, default=str)
         fh.write("\n")
     return csv, prov
+
+
+def _drawn_by(spec):
+    """Version and commit of the package, and whether its sources or the spec's own modules
+    (``*.py``, ``*.toml`` beside it) differ from that commit."""
+    from .engine import _git_dirty, provenance
+
+    prov = provenance()
+    dirty = prov["git_dirty"]
+    if spec.path and dirty is not None:
+        dirty = dirty or bool(_git_dirty(os.path.dirname(spec.path), ("*.py", "*.toml")))
+    return dict(package_version=prov["package_version"], git_sha=prov["git_sha"], git_dirty=dirty,
+                python=prov["python"])
 
 
 def _figure(spec, df, out):
