@@ -397,3 +397,37 @@ def test_ntk_at_init_fails_against_a_wrong_limit(monkeypatch):
 def test_ntk_at_init_bad_arguments(kw, name):
     with pytest.raises(ValueError, match=name):
         ln.compare_ntk_at_init(**kw)
+
+
+# ---------------------------------------------------------------------------------------
+# per-layer kernels: the networks of Zhou et al. / Luo et al. (multiplier 1, W ~ N(0, beta^2))
+# ---------------------------------------------------------------------------------------
+def test_layer_kernels_sum_to_the_ntk():
+    from linearnets.theory.infinite_width import infinite_width_layer_kernels
+
+    X = np.random.default_rng(9).standard_normal((5, 3))
+    for act in ACTS:
+        nngp, ntk = infinite_width_kernels(X, X, 3, act, sigma=1.3, biases=True, bias_std=0.4)
+        n2, W, B = infinite_width_layer_kernels(X, X, 3, act, sigmas=[1.3] * 3, bias_stds=[0.4] * 2)
+        np.testing.assert_allclose(n2, nngp, rtol=1e-14)
+        np.testing.assert_allclose(W.sum(0) + B.sum(0), ntk, rtol=1e-13)
+
+
+@pytest.mark.parametrize("L", [2, 3])
+def test_zhou_infinite_width_ntk_against_wide_networks(L):
+    """The empirical NTK of zhou_parameterisation networks (per-layer scales, biases as inputs)
+    at width 2000 against the limit: relative error O(m^-1/2), tolerance 6/sqrt(m) (measured
+    constants 1-2 for these sizes, seeds 0-3)."""
+    from linearnets.compare.infinite_width import zhou_infinite_width_ntk
+    from linearnets.sim.parameterisations import zhou_parameterisation
+
+    m = 2000
+    betas = (0.8, 1.3 / math.sqrt(m), 0.6 / math.sqrt(m))[:L] if L == 3 else (0.8, 1.1 / math.sqrt(m))
+    X = np.linspace(-1, 1, 6)[:, None]
+    K = zhou_infinite_width_ntk(betas, m, X)
+    errs = []
+    for seed in range(4):
+        p = zhou_parameterisation((1,) + (m,) * (L - 1) + (1,), betas, 1.0, seed=seed, biases=True)
+        Km = ln.empirical_ntk(p.weights, X, X, **p.ntk_kwargs())
+        errs.append(np.linalg.norm(Km - K) / np.linalg.norm(K))
+    assert np.mean(errs) <= 6 / math.sqrt(m), errs

@@ -47,6 +47,8 @@ import numpy as np
 
 X_DATA = np.array([[-1.0], [-1.0 / 3.0], [1.0 / 3.0], [1.0]])
 Y_DATA = np.array([0.6, -0.2, 0.1, 0.5])
+#: Where the trained function is compared with the infinite-width lazy prediction.
+X_TEST = np.linspace(-1.0, 1.0, 41)[:, None]
 
 
 def exponents(gamma, gamma_prime):
@@ -105,9 +107,12 @@ def point(gamma, gamma_prime, m, seed, loss_stop=1e-4, t_max=1e4, rtol=1e-4, kin
         not converged), ``converged`` (1 or 0), ``loss_end``,
         ``loss0`` (R_S at t = 0), ``n_orient`` (``ln.condensation`` orientations of
         the final (w, b) among units whose |(w, b)| exceeds 10 % of the largest),
-        ``nsteps``.
+        ``nsteps``, ``lazy_dist`` (root-mean-square distance on ``X_TEST`` of the trained
+        function from the infinite-width lazy prediction at t*, over that of the targets:
+        ``linearnets.compare.infinite_width.zhou_lazy_distance``).
     """
     import linearnets as ln
+    from linearnets.compare.infinite_width import zhou_lazy_distance
     from linearnets.sim.parameterisations import zhou_parameterisation
 
     m = int(m)
@@ -127,8 +132,10 @@ def point(gamma, gamma_prime, m, seed, loss_stop=1e-4, t_max=1e4, rtol=1e-4, kin
     u = np.linalg.norm(np.column_stack([W, b]), axis=1)
     big = u > 0.1 * u.max()
     _, n_orient = ln.condensation(W[big], b[big], cosines=False)
-    return dict(rd_w=float(rd[0]), rd_a=float(rd[1]),
-                t_stop=float(tr.t_stop) if tr.t_stop is not None else float(t_max),
+    t_stop = float(tr.t_stop) if tr.t_stop is not None else float(t_max)
+    lazy = zhou_lazy_distance(p, (m ** e_w, m ** e_a), tr.weights, tr.biases, t_stop, X_DATA, Y_DATA, X_TEST)
+    return dict(rd_w=float(rd[0]), rd_a=float(rd[1]), lazy_dist=lazy,
+                t_stop=t_stop,
                 converged=float(tr.t_stop is not None), loss_end=float(tr.loss[-1]), loss0=float(tr.loss[0]),
                 n_orient=float(n_orient), nsteps=float(tr.nsteps))
 
@@ -148,20 +155,29 @@ def table(df, field="rd_w"):
         if piv.shape[0] < 2 or piv.shape[1] < 1:
             continue
         fit = ln.rd_slope(widths, piv.to_numpy())
-        rows.append(dict(gamma=float(g), gamma_prime=float(gp), slope=fit["slope"], stderr=fit["stderr"],
-                         measured=fit["label"], paper=paper_regime(float(g), float(gp)),
-                         rd_max_width=float(piv.iloc[-1].mean()), n_widths=int(piv.shape[0]),
-                         n_seeds=int(piv.shape[1])))
+        row = dict(gamma=float(g), gamma_prime=float(gp), slope=fit["slope"], stderr=fit["stderr"],
+                   measured=fit["label"], paper=paper_regime(float(g), float(gp)),
+                   rd_max_width=float(piv.iloc[-1].mean()), n_widths=int(piv.shape[0]),
+                   n_seeds=int(piv.shape[1]), lazy_slope=math.nan, lazy_se=math.nan, lazy_max_width=math.nan)
+        if "lazy_dist" in sub:
+            lz = sub["lazy_dist"].unstack("seed").sort_index().dropna(axis=1)
+            if lz.shape[0] >= 2 and lz.shape[1] >= 1:
+                lfit = ln.rd_slope(lz.index.get_level_values("m").to_numpy(dtype=float), lz.to_numpy())
+                row.update(lazy_slope=lfit["slope"], lazy_se=lfit["stderr"],
+                           lazy_max_width=float(lz.iloc[-1].mean()))
+        rows.append(row)
     return rows
 
 
 def format_table(rows):
     """The table of :func:`table` as text, with the agreement fractions (plain and with gamma' mirrored)."""
-    lines = ["gamma  gamma'  RD slope +- se    measured    paper (Luo et al.)  RD at largest m  agree"]
+    lines = ["gamma  gamma'  RD slope +- se    measured    paper (Luo et al.)  RD at largest m  agree"
+             "  | lazy dist slope +- se  at largest m"]
     for r in rows:
         lines.append(f"{r['gamma']:5.2f}  {r['gamma_prime']:+5.2f}  {r['slope']:+.3f} +- {r['stderr']:.3f}"
                      f"  {r['measured']:10s}  {r['paper']:18s}  {r['rd_max_width']:.3g}"
-                     f"  {'yes' if r['measured'] == r['paper'] else 'NO'}")
+                     f"  {'yes' if r['measured'] == r['paper'] else 'NO '}"
+                     f"  | {r['lazy_slope']:+.3f} +- {r['lazy_se']:.3f}  {r['lazy_max_width']:.3g}")
     n = len(rows)
     agree = sum(r["measured"] == r["paper"] for r in rows)
     off = [r for r in rows if r["paper"] != "critical"]
@@ -171,6 +187,9 @@ def format_table(rows):
                  f"side on {sum((r['slope'] < 0) == (r['paper'] == 'linear') for r in off)}/{len(off)}")
     mirror = sum(r["measured"] == paper_regime(r["gamma"], -r["gamma_prime"]) for r in rows)
     lines.append(f"with gamma' mirrored (gamma' > 0 = output weights larger): agreement {mirror}/{n}")
+    lines.append("lazy dist: RMS distance of the trained function on [-1, 1] from the infinite-width lazy "
+                 "prediction (its NTK at width m); it shrinks with m (slope < 0) in the linear regime and "
+                 "stops shrinking across the critical line")
     return "\n".join(lines)
 
 

@@ -46,6 +46,8 @@ import numpy as np
 
 X_DATA = np.array([[-1.0], [-1.0 / 3.0], [1.0 / 3.0], [1.0]])
 Y_DATA = np.array([0.6, -0.2, 0.1, 0.5])
+#: Where the trained function is compared with the infinite-width lazy prediction.
+X_TEST = np.linspace(-1.0, 1.0, 41)[:, None]
 
 #: the paper's statements on the gamma_2 = 0 slice for W^[1] (Fig. 2: gamma_3 = 1 NTK-like, the
 #: initial and final weights nearly the same; 1.5 mean-field-like (Xavier); 2 condensed; Fig. 4:
@@ -183,9 +185,12 @@ def point(gamma2, gamma3, m, seed, loss_stop=1e-4, t_max=1e4, rtol=1e-3, kink_rt
         ``rd1`` (W^[1] with b1), ``rd2`` (W^[2] with b2), ``rd3`` (a), ``t_stop``
         (t_max if not converged), ``converged`` (1 or 0), ``loss_end``,
         ``loss0``, ``n_orient1`` (orientations of the final (W^[1], b1) rows among
-        units above 10 % of the largest norm), ``nsteps``.
+        units above 10 % of the largest norm), ``nsteps``, ``lazy_dist`` (root-mean-square
+        distance on ``X_TEST`` of the trained function from the infinite-width lazy prediction
+        at the stop, over that of the targets: ``linearnets.compare.infinite_width.zhou_lazy_distance``).
     """
     import linearnets as ln
+    from linearnets.compare.infinite_width import zhou_lazy_distance
 
     p, tr = train(gamma2, gamma3, m, seed, loss_stop, t_max, rtol, kink_rtol, atol, max_steps)
     rd = ln.relative_change(p.weights, tr.weights, p.biases, tr.biases)
@@ -193,8 +198,12 @@ def point(gamma2, gamma3, m, seed, loss_stop=1e-4, t_max=1e4, rtol=1e-3, kink_rt
     u = np.linalg.norm(np.column_stack([W, b]), axis=1)
     big = u > 0.1 * u.max()
     _, n1 = ln.condensation(W[big], b[big], cosines=False)
-    return dict(rd1=float(rd[0]), rd2=float(rd[1]), rd3=float(rd[2]),
-                t_stop=float(tr.t_stop) if tr.t_stop is not None else float(t_max),
+    t_stop = float(tr.t_stop) if tr.t_stop is not None else float(t_max)
+    m = int(m)
+    betas = tuple(m ** e for e in exponents(float(gamma2), float(gamma3)))
+    lazy = zhou_lazy_distance(p, betas, tr.weights, tr.biases, t_stop, X_DATA, Y_DATA, X_TEST)
+    return dict(rd1=float(rd[0]), rd2=float(rd[1]), rd3=float(rd[2]), lazy_dist=lazy,
+                t_stop=t_stop,
                 converged=float(tr.t_stop is not None), loss_end=float(tr.loss[-1]),
                 loss0=float(tr.loss[0]), n_orient1=float(n1), nsteps=float(tr.nsteps))
 
@@ -222,6 +231,12 @@ def table(df):
         r["lazy1"], r["lazy2"], _ = lazy_slopes(float(g2), float(g3))
         r["expect1"], r["expect2"] = expected_regimes(float(g2), float(g3))
         r["n_orient1"] = float(sub["n_orient1"].groupby(level="m").mean().iloc[-1])
+        r["lazy_slope"] = r["lazy_se"] = r["lazy_max_width"] = math.nan
+        if "lazy_dist" in sub:
+            lz = sub["lazy_dist"].unstack("seed").sort_index().dropna(axis=1)
+            if lz.shape[0] >= 2 and lz.shape[1] >= 1:
+                fit = ln.rd_slope(lz.index.get_level_values("m").to_numpy(dtype=float), lz.to_numpy())
+                r.update(lazy_slope=fit["slope"], lazy_se=fit["stderr"], lazy_max_width=float(lz.iloc[-1].mean()))
         rows.append(r)
     return rows
 
@@ -229,13 +244,14 @@ def table(df):
 def format_table(rows):
     """The table of :func:`table` as text, with the agreement counts and the points whose layers differ."""
     lines = ["gamma2  gamma3 | W1 slope +- se  lazy   measured   expected | W2 slope +- se  lazy   measured"
-             "   expected | orientations W1 (largest m) | paper (gamma2 = 0, W1)"]
+             "   expected | orientations W1 (largest m) | paper (gamma2 = 0, W1) | lazy dist slope +- se, at largest m"]
     for r in rows:
         paper = paper_slice_regime(r["gamma3"]) if abs(r["gamma2"]) < 1e-12 else ""
         lines.append(f"{r['gamma2']:+5.2f}  {r['gamma3']:5.2f} | {r['rd1_slope']:+.3f} +- {r['rd1_se']:.3f}"
                      f"  {r['lazy1']:+.2f}  {r['rd1_label']:9s}  {r['expect1']:9s}"
                      f"| {r['rd2_slope']:+.3f} +- {r['rd2_se']:.3f}  {r['lazy2']:+.2f}  {r['rd2_label']:9s}"
-                     f"  {r['expect2']:9s}| {r['n_orient1']:5.1f} | {paper}")
+                     f"  {r['expect2']:9s}| {r['n_orient1']:5.1f} | {paper:9s}"
+                     f"| {r['lazy_slope']:+.3f} +- {r['lazy_se']:.3f}, {r['lazy_max_width']:.3g}")
     dec = [(r[f"rd{l}_label"], r[f"expect{l}"]) for r in rows for l in (1, 2) if r[f"expect{l}"] != "?"]
     agree = sum(a == b for a, b in dec)
     lines.append(f"agreement with the lazy-order rule where it decides: {agree}/{len(dec)}"
@@ -247,6 +263,9 @@ def format_table(rows):
     lines.append("points where W^[1] and W^[2] are in different regimes: "
                  + (", ".join(f"({r['gamma2']:+.2f}, {r['gamma3']:.2f}): W1 {r['rd1_label']}, "
                               f"W2 {r['rd2_label']}" for r in split) or "none"))
+    lines.append("lazy dist: RMS distance of the trained function on [-1, 1] from the infinite-width lazy "
+                 "prediction (its NTK at width m); it shrinks with m (slope < 0) in the linear regime and "
+                 "stops shrinking across the critical line")
     return "\n".join(lines)
 
 

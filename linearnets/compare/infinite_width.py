@@ -23,7 +23,7 @@ from .common import Z_SCORE, _check_args, _loglog_slope
 from .plotting import THEORY, figure
 from .registry import Comparison
 
-__all__ = ["compare_ntk_at_init", "compare_infinite_width_lazy"]
+__all__ = ["compare_ntk_at_init", "compare_infinite_width_lazy", "zhou_infinite_width_ntk", "zhou_lazy_distance"]
 
 #: Standard deviation over seeds 0-9 of the lazy row's fitted slope at its defaults (measured:
 #: slopes -0.40 to -0.55, mean -0.481, sd 0.046): the dataset drawn from the seed (its
@@ -167,3 +167,85 @@ def plot_ntk_at_init(res):
 def plot_infinite_width_lazy(res):
     """End-of-training distance from the infinite-width lazy prediction against the width."""
     return _plot_loglog(res, "distance", r"$\|F_T - F^{lazy}_T(K_\infty)\| / \|Y\|$")
+
+
+def zhou_lazy_distance(p, betas, weights, biases, t, X, Y, X_test):
+    """Distance of a trained ``zhou_parameterisation`` ReLU network from its infinite-width lazy prediction.
+
+    The network (multiplier 1, W_l ~ N(0, β_l²), biases b_l ~ N(0, β_l²) trained with their
+    layer, F = α f) is the "ntk" one of :func:`~linearnets.theory.infinite_width.infinite_width_layer_kernels`
+    with σ_1 = β_1 √(D + 1) on the inputs (x, 1) (b_1 as the weight of the constant input),
+    σ_l = β_l √m, hidden biases b_l (l ≥ 2) of std β_l, and weight rates N_{l−1} (its gradients
+    lack the 1/√N_{l−1}), so its infinite-width NTK at width m is
+    K = α² [Σ_l N_{l−1} W_l + Σ_{l≥2} B_l].  The prediction is ``lazy_prediction(t, K, ...)``
+    from the network's own outputs at t = 0, with its ``eta`` and ``alpha``.
+
+    Parameters
+    ----------
+    p : Parameterised
+        The network at t = 0 (``zhou_parameterisation(..., form="direct")``).
+    betas : sequence of L floats
+    weights, biases : lists of ndarray
+        The trained parameters at time ``t`` (``biases`` None without biases).
+    t : float
+        Training time.
+    X, Y : (P, d), (P,) or (P, 1) arrays
+        Training inputs and targets.
+    X_test : (Q, d) array
+        Where the two functions are compared.
+
+    Returns
+    -------
+    float
+        ‖F_t(X_test) − F_t^lazy(X_test)‖ / ‖Y‖ · √(P/Q) (root-mean-square over the test
+        inputs, in units of the targets' root-mean-square).
+    """
+    from ..sim.models import parse_options
+    from ..sim.models.mlp import MLP
+
+    X, X_test = np.asarray(X, float), np.asarray(X_test, float)
+    Y = np.asarray(Y, float).reshape(len(X), -1)
+    L = len(p.weights)
+    P, Q = len(X), len(X_test)
+    Xall = np.vstack([X, X_test])
+    K = zhou_infinite_width_ntk(betas, p.weights[0].shape[0], Xall, biases=p.biases is not None, alpha=p.alpha)
+    opts = parse_options(L, activation="relu", multipliers=p.multipliers, alpha=p.alpha)
+    F0 = MLP(p.weights, p.biases, opts).outputs(MLP(p.weights, p.biases, opts).y0, Xall)
+    net = MLP(list(weights), None if biases is None else list(biases), opts)
+    Ft = net.outputs(net.y0, X_test)
+    _, Fl = lazy_prediction([t], K[:P, :P], K[P:, :P], Y, F0[:P], F0[P:], eta=p.eta, alpha=p.alpha)
+    return float(np.linalg.norm(Ft - Fl[-1]) / np.linalg.norm(Y) * math.sqrt(P / Q))
+
+
+def zhou_infinite_width_ntk(betas, m, X, biases=True, alpha=1.0):
+    """The infinite-width NTK at width m of ``zhou_parameterisation`` ReLU networks (see
+    :func:`zhou_lazy_distance`): α² [Σ_l N_{l−1} W_l + Σ_{l≥2} B_l] on the inputs (x, 1).
+
+    Parameters
+    ----------
+    betas : sequence of L floats
+    m : int
+        The hidden width.
+    X : (P, d) array
+    biases : bool
+    alpha : float
+        The model's output scale (``1/alpha_Z``).
+
+    Returns
+    -------
+    (P, P) ndarray
+    """
+    from ..theory.infinite_width import infinite_width_layer_kernels
+
+    X = np.asarray(X, float)
+    Xa = np.hstack([X, np.ones((len(X), 1))]) if biases else X
+    D = Xa.shape[1]
+    betas = np.asarray(betas, float)
+    L = betas.size
+    sig = np.array([betas[0] * math.sqrt(D)] + [b * math.sqrt(m) for b in betas[1:]])
+    bstd = np.array([0.0] + list(betas[1:-1])) if biases else np.zeros(L - 1)
+    _, Wp, Bp = infinite_width_layer_kernels(Xa, Xa, L, "relu", sigmas=sig, bias_stds=bstd)
+    K = D * Wp[0] + m * Wp[1:].sum(axis=0)
+    if biases and L > 2:
+        K = K + Bp[1:].sum(axis=0)
+    return alpha ** 2 * K

@@ -58,7 +58,7 @@ from scipy.special import expit
 from .._validation import as_float_array, check_depth, check_nonnegative, check_positive
 from .ntk import _check_pair
 
-__all__ = ["infinite_width_kernels", "ACTIVATIONS"]
+__all__ = ["infinite_width_kernels", "infinite_width_layer_kernels", "ACTIVATIONS"]
 
 #: The activations of ``gradient_flow`` and the default of their parameter.
 ACTIVATIONS = {"linear": None, "relu": None, "leaky_relu": 0.01, "softplus": 1.0, "tanh": None}
@@ -194,7 +194,7 @@ def _one_minus_j_over_pi(theta):
     return (2.0 * math.pi * np.sin(0.5 * theta) ** 2 - s) / math.pi
 
 
-def _first_angle(Xr, Xc, nr, nc, Lam, a, c, sigma2, b2, D):
+def _first_angle(Xr, Xc, Lam, a, c, sigma2, b2, D):
     """θ_1 of every pair: atan2(√det, λ), and from the normalised inputs' differences where
     sin²θ < REFINE_SIN2 (nearly parallel or antiparallel)."""
     det = np.maximum(a[:, None] * c[None, :] - Lam * Lam, 0.0)
@@ -320,15 +320,68 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
         raise ValueError(f"biases must be True or False, got {biases!r}")
     bias_std = float(check_nonnegative(bias_std, "bias_std", ndim=0))
     alpha = float(check_positive(alpha, "alpha", ndim=0))
+    b2 = bias_std ** 2 if biases else 0.0
+    nngp, ntk = _compute(X1, X2, L, name, par, np.full(L, sigma * sigma), np.full(L - 1, b2),
+                         1.0 if biases else 0.0, parts=False)
+    return alpha ** 2 * nngp, alpha ** 2 * ntk
+
+
+def infinite_width_layer_kernels(X1, X2, depth, activation="relu", *, sigmas, bias_stds=None):
+    r"""The infinite-width NTK layer by layer, with a weight scale per layer.
+
+    The network of :func:`infinite_width_kernels` with W_l ~ N(0, σ_l²) (multiplier
+    1/√N_{l−1}) and hidden biases b_l ~ N(0, b_l²); α = 1.  Returns the NNGP and the NTK
+    of each layer's weights and of each hidden layer's biases, so that a model whose layer-l
+    weights move at rate r_l and biases at ρ_l has the NTK Σ_l r_l W_l + Σ_l ρ_l B_l
+    (``infinite_width_kernels`` is all rates 1, biases counted when trained).  In the
+    recursion of the module docstring layer l's weights enter as Q_{l−1} and its bias as 1,
+    and every later layer k multiplies what came before by σ_k² Q̇_{k−1}.  A network
+    written with multiplier 1 and W_l ~ N(0, β_l²) (Zhou et al.'s, Luo et al.'s) is this one
+    with σ_l = β_l √N_{l−1} and weight rates N_{l−1} (its gradients lack the 1/√N_{l−1}).
+
+    Parameters
+    ----------
+    X1 : (P1, D) array_like
+    X2 : (P2, D) array_like
+    depth : int
+        L ≥ 1.
+    activation : str or tuple
+        As for :func:`infinite_width_kernels`.
+    sigmas : (L,) array_like
+        σ_l > 0.
+    bias_stds : (L − 1,) array_like, optional
+        b_l ≥ 0 (default zeros: biases drawn 0, their NTK still returned).
+
+    Returns
+    -------
+    nngp : (P1, P2) ndarray
+    weights : (L, P1, P2) ndarray
+        ``weights[l]``: the NTK of the parameters of W_{l+1}.
+    biases : (L − 1, P1, P2) ndarray
+        ``biases[l]``: the NTK of b_{l+1}.
+    """
+    X1, X2 = _check_pair(X1, X2)
+    L = check_depth(depth, "depth")
+    name, par = _parse_activation(activation)
+    s = check_positive(sigmas, "sigmas", ndim=1)
+    if s.size != L:
+        raise ValueError(f"sigmas must have depth = {L} entries, got {s.size}")
+    b = np.zeros(L - 1) if bias_stds is None else check_nonnegative(bias_stds, "bias_stds", ndim=1)
+    if b.size != L - 1:
+        raise ValueError(f"bias_stds must have depth - 1 = {L - 1} entries, got {b.size}")
+    return _compute(X1, X2, L, name, par, s * s, b * b, 0.0, parts=True)
+
+
+def _compute(X1, X2, L, name, par, s2, b2, tb, parts):
+    """The recursion on validated inputs: σ_l² = ``s2[l-1]``, b_l² = ``b2[l-1]``; returns
+    (NNGP, NTK with the biases counted ``tb`` times) or, with ``parts``, (NNGP, weight parts,
+    bias parts)."""
     D = X1.shape[1]
     if D == 0:
         raise ValueError("X1 and X2 must have at least one column (D >= 1)")
     sym = X1.shape == X2.shape and np.array_equal(X1, X2)
     if sym:
         X2 = X1
-    s2 = sigma * sigma
-    b2 = bias_std ** 2 if biases else 0.0
-    tb = 1.0 if biases else 0.0
     P1, P2 = X1.shape[0], X2.shape[0]
 
     # --- the per-sample chain: variances a_l (l = 1..L-1), E[phi^2], E[phi'^2] -----------
@@ -340,8 +393,8 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
     if smooth:
         fn, dfn, par_f, par_d = _smooth(name, par)
     slope = {"linear": 1.0, "relu": 0.0}.get(name, par)
-    for _ in range(L - 1):
-        a = [s2 * q + b2 for q in sets]
+    for l in range(L - 1):
+        a = [s2[l] * q + b2[l] for q in sets]
         var.append(a)
         if smooth:
             Cf, tf, _ = _mehler_tables(a, fn)
@@ -352,7 +405,13 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
             sets = [0.5 * (1 + slope * slope) * v for v in a]
 
     nngp = np.empty((P1, P2))
-    ntk = np.empty((P1, P2))
+    outs = [nngp]
+    if parts:
+        Wp, Bp = np.empty((L, P1, P2)), np.empty((L - 1, P1, P2))
+        outs += list(Wp) + list(Bp)
+    else:
+        ntk = np.empty((P1, P2))
+        outs.append(ntk)
     B = max(1, BLOCK_PAIRS // max(1, P2))
     for r0 in range(0, P1, B):
         r1 = min(P1, r0 + B)
@@ -365,23 +424,31 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
         if sym:
             Q[diag] = q1[rows]
         Th = np.zeros_like(Q)
+        wparts, bparts = [], []
         dQ = None
         theta = None
         for l in range(L - 1):
-            Lam = s2 * Q + b2
-            Th = (s2 * dQ * Th if dQ is not None else 0.0) + Q + tb
+            Lam = s2[l] * Q + b2[l]
+            if dQ is not None:
+                back = s2[l] * dQ
+                Th = back * Th
+                wparts = [back * w for w in wparts]
+                bparts = [back * v for v in bparts]
+            Th = Th + Q + tb
+            if parts:
+                wparts.append(Q)
+                bparts.append(np.ones_like(Q))
             k2 = 0 if sym else 1
             a, c = var[l][0][rows], var[l][k2][cols]
             if name == "linear":
                 Q, dQ = Lam, np.ones_like(Lam)
             elif not smooth:
                 if theta is None:
-                    theta = _first_angle(X1[rows], X2[cols], q1[rows], (q1 if sym else q2)[cols],
-                                         Lam, a, c, s2, b2, D)
+                    theta = _first_angle(X1[rows], X2[cols], Lam, a, c, s2[0], b2[0], D)
                 kappa, dQ, g = _arccos_layer(theta, a, c, slope)
                 Q = np.sqrt(a[:, None] * c[None, :]) * kappa
                 if l < L - 2:
-                    theta = _next_angle(theta, g, a, c, slope, s2, b2, s2 * Q + b2)
+                    theta = _next_angle(theta, g, a, c, slope, s2[l + 1], b2[l + 1], s2[l + 1] * Q + b2[l + 1])
             else:
                 Cf, tf, Cd, td = tabs[l]
                 den = np.sqrt(a[:, None] * c[None, :])
@@ -391,12 +458,15 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
                 if sym:
                     Q[diag] = tf[0][rows]
                     dQ[diag] = td[0][rows]
-        if L == 1:
-            K_nngp, K_ntk = s2 * Q, Q
+        sL = s2[L - 1]
+        if parts:
+            if dQ is not None:
+                wparts = [sL * dQ * w for w in wparts]
+                bparts = [sL * dQ * v for v in bparts]
+            blocks = [sL * Q] + wparts + [Q] + bparts
         else:
-            K_nngp, K_ntk = s2 * Q, s2 * dQ * Th + Q
-        for out, blk in ((nngp, K_nngp), (ntk, K_ntk)):
-            blk = blk * alpha ** 2
+            blocks = [sL * Q, (sL * dQ * Th if dQ is not None else 0.0) + Q]
+        for out, blk in zip(outs, blocks):
             if sym:
                 sq = blk[:, :nb]
                 out[rows, rows] = np.triu(sq) + np.triu(sq, 1).T
@@ -404,4 +474,6 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
                 out[r1:, rows] = blk[:, nb:].T
             else:
                 out[rows] = blk
+    if parts:
+        return nngp, Wp, Bp
     return nngp, ntk
