@@ -493,10 +493,9 @@ def _has_nan(x, depth=0):
         return any(_has_nan(v, depth + 1) for v in x.values())
     if isinstance(x, (list, tuple)):
         return any(_has_nan(v, depth + 1) for v in x[:1000])
-    if hasattr(x, "__dataclass_fields__"):
-        return any(_has_nan(getattr(x, f), depth + 1) for f in x.__dataclass_fields__)
-    if hasattr(x, "__dict__") and depth < 2:
-        return any(_has_nan(v, depth + 1) for v in vars(x).values())
+    if hasattr(x, "__dataclass_fields__"):   # a result object: its public fields
+        return any(_has_nan(getattr(x, f), depth + 1) for f in x.__dataclass_fields__
+                   if not f.startswith("_"))
     try:
         import pandas as pd
         if isinstance(x, pd.DataFrame):
