@@ -53,6 +53,11 @@ def _data():
     return X, y
 
 
+def trivial(**params):
+    """Returns ``{"ok": 1.0}`` at once: measures the engine's own cost per point."""
+    return {"ok": 1.0}
+
+
 def linear_point(seed, sigma=SIGMA):
     """One point: train the 10-16-1 linear network from init ``seed``; loss at the end, steps."""
     import linearnets as ln
@@ -132,7 +137,7 @@ def engine_overhead(tmp, n=500):
     import json
     import linearnets as ln
     from linearnets.sweep.store import Store
-    dt = _timed(lambda: ln.sweep("linearnets.sweep.toy:trivial", {"x": range(n)},
+    dt = _timed(lambda: ln.sweep("bench_sweep:trivial", {"x": range(n)},
                                  store=os.path.join(tmp, "trivial.sqlite"), jobs=0, progress=False))[0]
     with Store(os.path.join(tmp, "commits.sqlite")) as st:
         t = time.perf_counter()
@@ -211,14 +216,14 @@ def main(argv=None):
             nets.append(("ReLU 10-16-1", "bench_sweep:relu_point", relu_point, None, min(n, args.relu_points)))
         except (TypeError, ValueError) as exc:
             print(f"note: ReLU row skipped, gradient_flow(activation='relu') is not available here ({exc})")
-        start = _sweep_rate("linearnets.sweep.toy:trivial", 2, tmp, "startup", jobs=2)
+        start = _sweep_rate("bench_sweep:trivial", 2, tmp, "startup", jobs=2)
         cluster = None
         if not args.no_dask:
             try:
                 from distributed import LocalCluster
                 cluster = LocalCluster(host="127.0.0.1", dashboard_address=None, n_workers=2,
                                        threads_per_worker=1, processes=True, silence_logs=40)
-                _sweep_rate("linearnets.sweep.toy:trivial", 4, tmp, "dask-warm", scheduler=cluster.scheduler_address)
+                _sweep_rate("bench_sweep:trivial", 4, tmp, "dask-warm", scheduler=cluster.scheduler_address)
             except ImportError:
                 print("note: Dask rows skipped (pip install 'linearnets[dist]')")
         print(f"{'network':16s} {'path':32s} {'points':>6s} {'wall s':>8s} {'points/s':>9s} {'vs serial':>9s}",

@@ -1,13 +1,14 @@
 """linearnets: closed-form theory and fast simulation of deep linear network learning dynamics.
 
-The public surface is re-exported here; the implementation lives in
+The public surface is re-exported here (:data:`__all__`); the implementation lives in
 :mod:`linearnets.theory` (closed forms), :mod:`linearnets.sim` (gradient-flow
-simulation) and :mod:`linearnets.compare` (theory against simulation).
+simulation), :mod:`linearnets.regimes` (diagnostics), :mod:`linearnets.compare` (theory
+against simulation) and :mod:`linearnets.sweep` (sweeps; the module is itself callable:
+``ln.sweep(fn, grid, ...)`` is :func:`linearnets.sweep.sweep`).
 """
-__version__ = "0.1.0"
+from ._version import __version__
 
-# numba's cache of this package's kernels goes to a user cache directory, never into
-# the package folders; this must run before any kernel module is imported.
+# one notice on stderr when this package's first numba kernel compiles (and a count of them)
 from . import _numba_cache
 
 _numba_cache.install()
@@ -114,8 +115,9 @@ from .compare import (
     run_checks,
 )
 
-# --- sweeps: grids of independent runs, stored point by point (linearnets.sweep) ------
-from .sweep import sweep
+# --- sweeps: grids of independent runs, stored point by point ---------------------------
+# the subpackage, callable as its function sweep(): ln.sweep(...) and ln.sweep.stream(...) both work
+from . import sweep
 from .sim.prepared import PreparedFlow, prepare_flow
 
 # --- regimes, lazy and rich: exact crossover theory and diagnostics ---------------
@@ -151,3 +153,115 @@ from .sim.parameterisations import (
 
 # --- simulation: the ensemble axis (B initialisations of one network in one call) ------
 from .sim.ensemble import EnsembleTrajectory, gradient_flow_ensemble
+
+#: The public names, exactly (``from linearnets import *``; tests check it against the namespace).
+__all__ = [
+    "half_time",
+    "loss_curve",
+    "mode_strength",
+    "mode_time",
+    "plateau_time",
+    "qr_full_path",
+    "qr_initial_moments",
+    "qr_trajectory",
+    "final_alignment",
+    "final_ntk",
+    "final_ntk_multi",
+    "kernel_alignment",
+    "kernel_regression",
+    "init_network",
+    "gradient_flow",
+    "empirical_ntk",
+    "end_to_end",
+    "forward",
+    "init_balanced",
+    "FlowError",
+    "FlowStatus",
+    "FlowWarning",
+    "Trajectory",
+    "partially_whitened",
+    "scalar_teacher",
+    "sufficient_statistics",
+    "teacher_task",
+    "whitened_inputs",
+    "unwhitened_init_stats",
+    "unwhitened_init_stats_expected",
+    "unwhitened_kernel_matrix",
+    "unwhitened_linear_weights",
+    "unwhitened_phase1",
+    "unwhitened_system_matrix",
+    "intermediate_alignment",
+    "intermediate_feature_matrix",
+    "intermediate_kernel",
+    "trained_ntk_spike",
+    "transfer_error",
+    "transfer_error_trained",
+    "transfer_kappa",
+    "aligned_ntk",
+    "final_kernel_matrix_finite_sigma",
+    "final_ntk_finite_sigma",
+    "mode_learning_times",
+    "multimode_dynamics",
+    "path_ntk",
+    "task_modes",
+    "matched_initial_conditions",
+    "CHECKS",
+    "Comparison",
+    "compare_balanced_ntk_drift",
+    "compare_diagonal_bias",
+    "compare_final_ntk",
+    "compare_finite_sigma_ntk",
+    "compare_half_time_scaling",
+    "compare_initial_moments",
+    "compare_intermediate_kernels",
+    "compare_kernel_gap",
+    "compare_kernel_path",
+    "compare_laziness_ratio",
+    "compare_lazy_limit",
+    "compare_lambda_balanced",
+    "compare_learning_curves",
+    "compare_mode_strengths",
+    "compare_output_variance",
+    "compare_path_ntk",
+    "compare_phase_one",
+    "compare_relu_kernel_gap",
+    "compare_silent_alignment",
+    "compare_single_neuron",
+    "compare_transfer",
+    "compare_unwhitened_phase1",
+    "run_checks",
+    "sweep",
+    "PreparedFlow",
+    "prepare_flow",
+    "lazy_prediction",
+    "init_lambda_balanced",
+    "lambda_balanced_flow",
+    "lambda_balanced_ntk",
+    "single_neuron_delta",
+    "single_neuron_implicit_bias",
+    "single_neuron_nu",
+    "diagonal_implicit_bias",
+    "diagonal_potential",
+    "diagonal_q",
+    "condensation",
+    "kernel_drift",
+    "laziness_ratio",
+    "output_variance",
+    "phase_coordinates",
+    "rd_slope",
+    "relative_change",
+    "scaling_exponent",
+    "variance_slope",
+    "Model",
+    "ModelOptions",
+    "model_names",
+    "register_model",
+    "Parameterised",
+    "activation_normalisation",
+    "geiger_parameterisation",
+    "init_parameterised",
+    "zhou_normalised",
+    "zhou_parameterisation",
+    "EnsembleTrajectory",
+    "gradient_flow_ensemble",
+]

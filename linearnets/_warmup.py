@@ -114,7 +114,8 @@ TASKS = (
 
 
 def kernel_dispatchers():
-    """Every numba dispatcher defined in the package's kernel modules.
+    """Every numba dispatcher defined in the package's kernel modules (those that use
+    :func:`linearnets._numba_cache.njit`).
 
     Returns
     -------
@@ -122,18 +123,13 @@ def kernel_dispatchers():
         ``"module.name" -> dispatcher``.
     """
     import importlib
-    import os
 
     from numba.core.registry import CPUDispatcher
 
     from . import _numba_cache
 
-    pkg_dir = os.path.dirname(os.path.abspath(__file__))
     found = {}
-    for path in _numba_cache.kernel_sources(pkg_dir):
-        rel = os.path.relpath(path, pkg_dir)[:-3].replace(os.sep, ".")
-        if rel.endswith("__init__") or rel == "_numba_cache":
-            continue
+    for rel in _numba_cache.kernel_modules():
         mod = importlib.import_module(f"{__package__}.{rel}")
         for name, obj in vars(mod).items():
             if isinstance(obj, CPUDispatcher) and getattr(obj.py_func, "__module__", None) == mod.__name__:
@@ -163,11 +159,8 @@ def warmup(progress=True, file=None):
     from tqdm.auto import tqdm
 
     from . import _numba_cache
-    from .backend import numba_available
 
     file = sys.stderr if file is None else file
-    if not numba_available():
-        return {"seconds": 0.0, "compiled": 0, "loaded": 0, "kernels": 0, "unused": [], "cache_dir": None}
     old = _numba_cache.set_compile_notice(False)
     start_count = _numba_cache.compile_count()
     t0 = time.perf_counter()

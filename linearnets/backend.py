@@ -3,6 +3,7 @@
 * ``"numpy"`` -- the readable reference; every product goes through numpy/BLAS,
   the stepping loop runs in Python.
 * ``"numba"`` -- the whole stepping loop compiled (``cache=True``); no Python per step.
+  numba is a required dependency (``install_requires``): ``import linearnets`` needs it.
   The kernels compile on first use (one notice on stderr) and are cached outside
   the package, in a user cache directory (:mod:`linearnets._numba_cache`);
   ``python -m linearnets warmup`` compiles them all ahead of time.
@@ -11,7 +12,7 @@
   being imported, imported lazily only when the backend is used, and results are
   converted back to numpy at the boundary (:func:`to_numpy`).
 * ``"auto"`` -- :func:`resolve_backend` picks cupy for wide networks when CuPy and
-  a GPU are present, numba otherwise (numpy if numba is unavailable).
+  a GPU are present, numba otherwise (numpy for a method that implements only numpy).
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def check_backend(name):
 
 @functools.lru_cache(maxsize=None)
 def numba_available() -> bool:
-    """Whether numba can be imported."""
+    """Whether numba can be imported: always, in an install of this package (numba is
+    required; :mod:`linearnets.theory` imports it)."""
     return importlib.util.find_spec("numba") is not None
 
 
@@ -108,15 +110,13 @@ def resolve_backend(name, max_width=0, available=()):
     if name == "auto":
         if ok("cupy") and max_width >= CUPY_MIN_WIDTH and gpu_available():
             return "cupy"
-        if ok("numba") and numba_available():
+        if ok("numba"):
             return "numba"
         if ok("numpy"):
             return "numpy"
         raise ValueError(f"no usable backend among {tuple(available)}")
     if name == "cupy":
         get_cupy()  # readable error if unusable
-    if name == "numba" and not numba_available():
-        raise ValueError("backend='numba' needs numba, which is not installed")
     if not ok(name):
         raise ValueError(f"backend {name!r} is not implemented for this method "
                          f"(available: {tuple(sorted(available))})")

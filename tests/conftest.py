@@ -5,8 +5,17 @@ deadline) so that CI is reproducible; set ``LINEARNETS_HYPOTHESIS_PROFILE=random
 for a nondeterministic exploration with more examples.
 """
 import os
+import sys
 
 from hypothesis import HealthCheck, settings
+
+# tests/sweep_fixtures.py is imported by name in this process, in the sweep's worker
+# processes and in ``python -m linearnets sweep`` subprocesses: this folder on both paths
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+os.environ["PYTHONPATH"] = os.pathsep.join([_HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                       if p and p != _HERE])
 
 settings.register_profile(
     "default", derandomize=True, deadline=None, max_examples=50,

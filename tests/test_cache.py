@@ -81,26 +81,52 @@ def test_second_process_loads_kernels_from_user_cache_and_package_stays_clean(tm
 def test_cache_key_follows_kernel_sources_and_their_imports(tmp_path):
     copy = tmp_path / "linearnets"
     shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    sources = {os.path.relpath(p, copy).replace(os.sep, "/") for p in _numba_cache.kernel_sources(str(copy))}
-    # the kernel modules and what they import (a callee's constant lives in _rhs.py)
-    assert {"sim/_kernels.py", "sim/_rhs.py", "theory/_kernels.py", "sim/methods/_erk_kernels.py",
-            "sim/methods/_rosw_kernels.py", "sim/models/_linear_kernels.py"} <= sources
-    assert "compare/common.py" not in sources and "cli.py" not in sources
-    key = _numba_cache.cache_key(str(copy), version="9.9")
-    assert key.startswith("9.9-") and key == _numba_cache.cache_key(str(copy), version="9.9")
+    kernels, linear = copy / "sim" / "_kernels.py", copy / "sim" / "models" / "_linear_kernels.py"
+    sources = {os.path.relpath(p, copy).replace(os.sep, "/") for p in _numba_cache.kernel_sources(str(kernels), str(copy))}
+    # the kernel module and what it imports (a callee's constant lives in _rhs.py), and the decorator
+    assert {"sim/_kernels.py", "sim/_rhs.py", "sim/methods/_erk_kernels.py", "_numba_cache.py"} <= sources
+    assert "compare/common.py" not in sources and "cli.py" not in sources and "theory/_kernels.py" not in sources
+    key = _numba_cache.cache_key(str(kernels), str(copy), version="9.9")
+    assert key.startswith("9.9-") and key == _numba_cache.cache_key(str(kernels), str(copy), version="9.9")
+    key_linear = _numba_cache.cache_key(str(linear), str(copy), version="9.9")
+    assert key_linear != key                       # one directory per kernel module
 
     with open(copy / "compare" / "common.py", "a") as f:  # not a kernel's dependency
         f.write("\n# edited\n")
-    assert _numba_cache.cache_key(str(copy), version="9.9") == key
+    assert _numba_cache.cache_key(str(kernels), str(copy), version="9.9") == key
     with open(copy / "sim" / "_rhs.py", "a") as f:  # imported by sim/_kernels.py
         f.write("\n# edited\n")
-    key2 = _numba_cache.cache_key(str(copy), version="9.9")
+    key2 = _numba_cache.cache_key(str(kernels), str(copy), version="9.9")
     assert key2 != key
     # the factory of the compiled loops: its loop is cached inside another module's entry
     # point (models/_linear_kernels.py), which numba alone would not see change
     with open(copy / "sim" / "methods" / "_erk_kernels.py", "a") as f:
         f.write("\n# edited\n")
-    assert _numba_cache.cache_key(str(copy), version="9.9") != key2
+    assert _numba_cache.cache_key(str(linear), str(copy), version="9.9") != key_linear
+    assert _numba_cache.cache_key(str(kernels), str(copy), version="9.9") != key2
+
+
+def test_every_cached_kernel_goes_through_the_packages_njit():
+    """A ``cache=True`` decoration with numba's own njit would write into the package folders:
+    every one in the package is this module's njit, and those modules are the kernel modules."""
+    import ast
+    mods, offenders = set(_numba_cache.kernel_modules()), []
+    for root, _, files in os.walk(PACKAGE_DIR):
+        for name in files:
+            if not name.endswith(".py") or name == "_numba_cache.py":
+                continue
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, PACKAGE_DIR)[:-3].replace(os.sep, ".")
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                if isinstance(node, ast.ImportFrom) and node.module == "numba" and \
+                        {a.name for a in node.names} & {"njit", "jit"}:
+                    offenders.append(f"{rel}: from numba import {', '.join(a.name for a in node.names)}")
+                if isinstance(node, ast.Call) and any(k.arg == "cache" for k in node.keywords):
+                    if not (isinstance(node.func, ast.Name) and node.func.id == "njit" and rel in mods):
+                        offenders.append(f"{rel}:{node.lineno}")
+    assert not offenders, offenders
+    assert {"sim._kernels", "theory._kernels", "sim.models._linear_kernels", "sim.methods._erk_kernels",
+            "sim.models._mlp_kernels"} <= mods
 
 
 def test_unusable_cache_dir_falls_back_and_user_code_keeps_numbas_default(tmp_path):
@@ -118,15 +144,18 @@ def test_unusable_cache_dir_falls_back_and_user_code_keeps_numbas_default(tmp_pa
         import json, os
         import linearnets
         from linearnets import _numba_cache
+        import numba
         import usermod
+        from linearnets.sim import _kernels
         usermod.twice(1.0)
-        print(json.dumps({"dir": _numba_cache.cache_dir(),
+        print(json.dumps({"dir": _numba_cache.cache_dir(), "numba_dir": numba.config.CACHE_DIR,
                           "user": os.listdir(os.path.join(os.path.dirname(usermod.__file__), "__pycache__"))}))
     """)
     out, _ = _run(code, {"LINEARNETS_CACHE_DIR": str(blocker), "XDG_CACHE_HOME": str(tmp_path / "xdg"),
                          "PYTHONPATH": str(tmp_path) + os.pathsep + REPO_ROOT}, tmp_path)
     assert out["dir"].startswith(str(tmp_path / "xdg" / "linearnets" / "numba"))
     assert any(f.startswith("usermod.twice") and f.endswith(".nbi") for f in out["user"])
+    assert out["numba_dir"] == ""       # numba's setting is the package's only while it decorates
 
 
 def test_nothing_compiles_at_import_and_warmup_lists_every_kernel(tmp_path):

@@ -16,7 +16,7 @@ from linearnets.sweep.store import Store, StoreLocked, acquire_lock, release_loc
 
 pd = pytest.importorskip("pandas")
 
-TOY = "linearnets.sweep.toy"
+TOY = "sweep_fixtures"
 
 
 def _log_lines(path):
@@ -69,7 +69,7 @@ def test_keys_canonical():
 
 def test_build_spec_errors(tmp_path):
     with pytest.raises(SpecError, match="unknown function"):
-        build_spec("linearnets.sweep.toy:nope", {"x": [1]}, store=str(tmp_path / "s.sqlite"))
+        build_spec("sweep_fixtures:nope", {"x": [1]}, store=str(tmp_path / "s.sqlite"))
     with pytest.raises(SpecError, match="cannot import module"):
         build_spec("no_such_module_xyz:f", {"x": [1]}, store=str(tmp_path / "s.sqlite"))
     with pytest.raises(SpecError, match="store folder"):
@@ -228,7 +228,7 @@ def test_cli_subprocess_bad_spec(tmp_path):
     """A real ``python -m linearnets sweep run`` on a bad spec: one line on stderr, exit status 2."""
     spec = _spec(tmp_path, """
         [sweep]
-        function = "linearnets.sweep.toy:quadratic"
+        function = "sweep_fixtures:quadratic"
         store = "s.sqlite"
         [grid]
         x = {geomspace = [1, 2, 3]}
@@ -243,21 +243,21 @@ def test_cli_bad_specs_one_line(tmp_path):
     cases = {
         "unknown function": """
             [sweep]
-            function = "linearnets.sweep.toy:nope"
+            function = "sweep_fixtures:nope"
             store = "s.sqlite"
             [grid]
             x = [1.0]
             """,
         "unknown axis form": """
             [sweep]
-            function = "linearnets.sweep.toy:quadratic"
+            function = "sweep_fixtures:quadratic"
             store = "s.sqlite"
             [grid]
             x = {geomspace = [1, 2, 3]}
             """,
         "store folder": """
             [sweep]
-            function = "linearnets.sweep.toy:quadratic"
+            function = "sweep_fixtures:quadratic"
             store = "nowhere/s.sqlite"
             [grid]
             x = [1.0]
@@ -278,7 +278,7 @@ def test_cli_run_status_export(tmp_path):
     spec = _spec(tmp_path, """
         [sweep]
         name = "demo"
-        function = "linearnets.sweep.toy:fail_when"
+        function = "sweep_fixtures:fail_when"
         version = "1"
         store = "out/demo.sqlite"
         [grid]

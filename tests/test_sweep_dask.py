@@ -21,9 +21,9 @@ def cluster():
 
 def test_dask_equals_local(tmp_path, cluster):
     grid = {"n": [8, 40], "seed": range(4)}
-    local = ln.sweep("linearnets.sweep.toy:linalg", grid, store=str(tmp_path / "local.sqlite"), jobs=2,
+    local = ln.sweep("sweep_fixtures:linalg", grid, store=str(tmp_path / "local.sqlite"), jobs=2,
                      progress=False, entropy=5)
-    dask = ln.sweep("linearnets.sweep.toy:linalg", grid, store=str(tmp_path / "dask.sqlite"),
+    dask = ln.sweep("sweep_fixtures:linalg", grid, store=str(tmp_path / "dask.sqlite"),
                     scheduler=cluster.scheduler_address, progress=False, entropy=5)
     assert (local["status"] == "done").all() and (dask["status"] == "done").all()
     # the same draws on both (a point's stream depends on the point only); the arithmetic
@@ -44,12 +44,12 @@ def test_dask_equals_local(tmp_path, cluster):
 def test_dask_raising_point_and_resume(tmp_path, cluster):
     store = str(tmp_path / "f.sqlite")
     log = str(tmp_path / "calls.log")
-    df = ln.sweep("linearnets.sweep.toy:fail_when", {"x": [0.0, 0.5, 1.0]}, store=store,
+    df = ln.sweep("sweep_fixtures:fail_when", {"x": [0.0, 0.5, 1.0]}, store=store,
                   scheduler=cluster.scheduler_address, progress=False)
     assert list(df["status"]) == ["done", "failed", "done"] and "bad point" in df.loc[0.5, "error"]
-    df = ln.sweep("linearnets.sweep.toy:logged", {"x": [1.0, 2.0]}, {"log": log}, store=store.replace("f.", "g."),
+    df = ln.sweep("sweep_fixtures:logged", {"x": [1.0, 2.0]}, {"log": log}, store=store.replace("f.", "g."),
                   scheduler=cluster.scheduler_address, progress=False)
-    df = ln.sweep("linearnets.sweep.toy:logged", {"x": [1.0, 2.0, 3.0]}, {"log": log},
+    df = ln.sweep("sweep_fixtures:logged", {"x": [1.0, 2.0, 3.0]}, {"log": log},
                   store=store.replace("f.", "g."), scheduler=cluster.scheduler_address, progress=False)
     with open(log) as fh:
         assert len(fh.readlines()) == 3
@@ -59,7 +59,7 @@ def test_dask_raising_point_and_resume(tmp_path, cluster):
 def test_dask_workers_one_thread(tmp_path, cluster):
     from distributed import Client
 
-    ln.sweep("linearnets.sweep.toy:quadratic", {"x": [1.0]}, store=str(tmp_path / "q.sqlite"),
+    ln.sweep("sweep_fixtures:quadratic", {"x": [1.0]}, store=str(tmp_path / "q.sqlite"),
              scheduler=cluster.scheduler_address, progress=False)
     with Client(cluster.scheduler_address, set_as_default=False) as c:
         env = c.run(lambda: {v: os.environ.get(v) for v in ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS")})

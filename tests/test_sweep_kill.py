@@ -41,7 +41,7 @@ def test_driver_sigkill_then_resume(tmp_path):
         spec.write_text(textwrap.dedent(f"""
             [sweep]
             name = "killme"
-            function = "linearnets.sweep.toy:logged"
+            function = "sweep_fixtures:logged"
             store = "kill.sqlite"
             [grid]
             x = {{range = [0, {n}]}}

@@ -11,7 +11,8 @@ named safety constant (:data:`SAFETY`); ``passed`` says whether the measured
 ``error`` is within it.
 
 Layout (imports run one way: this table -> topic modules -> ``common``,
-``registry``, ``plotting`` -> :mod:`linearnets.theory`, :mod:`linearnets.sim`):
+``registry``, ``plotting`` -> :mod:`linearnets.theory`, :mod:`linearnets.sim`,
+:mod:`linearnets.regimes`):
 
 - :mod:`~linearnets.compare.modes` — learning curves, mode strengths, half times, many outputs;
 - :mod:`~linearnets.compare.alignment` — phase I, initial moments, silent alignment;
@@ -20,8 +21,8 @@ Layout (imports run one way: this table -> topic modules -> ``common``,
 - :mod:`~linearnets.compare.unwhitened` — phase I on non-whitened inputs;
 - :mod:`~linearnets.compare.regimes` — lazy and rich: balanced flows, lazy limit, implicit biases, Var F;
 - :mod:`~linearnets.compare.infinite_width` — finite networks against the infinite-width NTK (at t = 0 and trained);
-- :mod:`~linearnets.compare.common` — tolerances, the flow helper ``_flow``, crossing times,
-  log-log slopes, initial conditions, argument validation;
+- :mod:`~linearnets.compare.common` — tolerances, the flow helper ``_flow``, log-log slopes,
+  initial conditions, argument validation (crossing times: :func:`linearnets.regimes.crossing_time`);
 - :mod:`~linearnets.compare.registry` — :class:`Comparison`, :class:`Check`, :data:`CHECKS`,
   :func:`run_checks`; :mod:`~linearnets.compare.plotting` — figure helpers.
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._validation import check_depth, check_positive
 from ..data import scalar_teacher
+from ..regimes import crossing_time
 from ..sim.network import init_network
 from ..sim.ntk import empirical_ntk
 from ..theory.alignment import qr_full_path, qr_initial_moments, qr_trajectory
@@ -23,7 +24,6 @@ from .common import (
     Z_SCORE,
     _C0_GUESS,
     _check_args,
-    _crossing_time,
     _flow,
     _half_time_or_zero,
     _require,
@@ -169,8 +169,8 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     A, knorm = _alignment_path(traj.weights_t, X, y)
     loss = np.asarray(traj.loss)
     A_final = float(final_alignment(L, min(P, D)))
-    t_A = _crossing_time(t, A, 0.9 * A_final)
-    t_L = _crossing_time(t, -loss, -0.9 * loss[0])
+    t_A = crossing_time(t, A, 0.9 * A_final)
+    t_L = crossing_time(t, -loss, -0.9 * loss[0])
     arrays = dict(t=t, alignment=A, kernel_norm=knorm, loss=loss)
     if L == 2:
         # theory path: M(t) = M0 + (q(t) - q0)(I + beta beta^T), K = X M X^T
@@ -184,7 +184,7 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
             K = X @ M @ X.T
             A_th[k] = float(kernel_alignment(K, y))
         loss_th = np.asarray(loss_curve(t, np.array([s]), np.array([c0]), depth=2, eta=eta))
-        tA_th = _crossing_time(t, A_th, 0.9 * A_final)
+        tA_th = crossing_time(t, A_th, 0.9 * A_final)
         c_L = s * (1.0 - math.sqrt(0.9))  # loss (s - c)^2/2 down by 10%
         tL_th = float(mode_time(c_L, s, c0, depth=2, eta=eta)) if c0 < c_L else 0.0
         ratio_th = tL_th / tA_th

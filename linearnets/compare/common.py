@@ -1,5 +1,6 @@
 """What every topic of :mod:`linearnets.compare` shares: tolerances, the flow helper,
-crossing times, log-log slopes, initial conditions and argument validation.
+log-log slopes, initial conditions and argument validation (crossing times are
+:func:`linearnets.regimes.crossing_time`).
 
 Imports run one way: the topic modules import this module and the registry; this
 module imports only the closed forms (:mod:`linearnets.theory`), the simulator
@@ -92,7 +93,7 @@ def _fmt_array(a, digits=2):
 
 
 # =============================================================================
-# initial conditions, projections, crossing times, slopes
+# initial conditions, projections, slopes
 # =============================================================================
 def _weights_at(traj, k):
     """The weights [W_1 .. W_L] at output time ``k`` of a run with ``record=("weights",)``."""

@@ -12,6 +12,7 @@ import numpy as np
 
 from .._validation import check_depth, check_positive
 from ..data import scalar_teacher, sufficient_statistics, teacher_task
+from ..regimes import crossing_time
 from ..sim.network import end_to_end, init_network
 from ..theory.dynamics import half_time, loss_curve, mode_strength
 from ..theory.multimode import mode_learning_times, multimode_dynamics, path_ntk, task_modes
@@ -23,7 +24,6 @@ from .common import (
     _balanced_aligned_init,
     _check_args,
     _check_sigmas,
-    _crossing_time,
     _flow,
     _fmt_array,
     _half_time_or_zero,
@@ -224,7 +224,7 @@ def compare_half_time_scaling(depths=(2, 3, 4, 5), sigmas=None, D=8, N=16, P=16,
             t = np.linspace(0.0, t_end, 4 * N_TIMES)
             traj = _flow(w0, X, y, t, eta, backend)
             c = np.asarray(traj.end_to_end)[:, 0, :] @ beta
-            th.append(_crossing_time(t, c, 0.5 * s))
+            th.append(crossing_time(t, c, 0.5 * s))
         th = np.asarray(th)
         if L == 2:
             slope = float(np.polyfit(np.log(sg), th, 1)[0])
@@ -276,7 +276,7 @@ def _half_times(w0, X, Y, U, S, Vt, L, eta, backend, t_guess, n=200, n_fine=100,
         raise RuntimeError("a mode was not learned within the horizon")
     fine = np.unique(np.concatenate([[0.0]] + [np.linspace(t[kk[0] - 1], t[kk[0]], n_fine) for kk in k]))
     c = _mode_projection(_flow(w0, X, Y, fine, eta, backend).end_to_end, U, S, Vt)
-    return np.array([_crossing_time(fine, c[:, a], 0.5 * S[a]) for a in range(len(S))])
+    return np.array([crossing_time(fine, c[:, a], 0.5 * S[a]) for a in range(len(S))])
 
 
 def compare_path_ntk(depths=(2, 3), spectrum=(2.0, 1.0, 0.5), c0=(1e-3, 5e-3, 2e-2), D=5, N=7, P=30,

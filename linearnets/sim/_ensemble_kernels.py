@@ -13,7 +13,8 @@ plain loops); ``nogil=True`` and ``cache=True`` like every kernel of the package
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .._numba_cache import njit
 
 
 @njit(cache=True, nogil=True)

@@ -23,8 +23,8 @@ type, so each kernel compiles to exactly one signature.  Products go through
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba_cache import njit
 from ._rhs import TRANSPOSED_PRODUCT_MAX_BYTES
 # the step control of the compiled loops, for the factored fast paths that import it here
 from .methods._erk_kernels import (ACCEPTED, NONFINITE_TRIAL, PENDING, REJECTED, STIFF,  # noqa: F401

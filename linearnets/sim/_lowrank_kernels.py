@@ -24,8 +24,8 @@ Arguments are grouped in tuples of flat arrays so every kernel has one signature
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._numba_cache import njit
 from ._kernels import (ACCEPTED, NONFINITE_TRIAL, STIFF, capped_step, count_stiff, error_norm,
                        hold_step, judge_step, step_guard, sumsq, times_transpose, trial_step)
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from numba import njit
 from numba.extending import get_cython_function_address
 
+from .._numba_cache import njit
 from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, chains, count_stiff, hold_step,
                        judge_step, step_guard, sumsq, trial_step)
 from ._lowrank_kernels import _settle

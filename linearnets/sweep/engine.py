@@ -51,7 +51,7 @@ def _git_dirty(folder=None, patterns=()):
 def provenance():
     """Driver-side provenance: package version, git SHA (and whether the tree differs from it), host,
     pid, Python."""
-    from .. import __version__
+    from .._version import __version__
     return dict(package_version=__version__, git_sha=_git_sha(), git_dirty=_git_dirty(),
                 driver_host=socket.gethostname(), driver_pid=os.getpid(), python=sys.version.split()[0])
 

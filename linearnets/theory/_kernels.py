@@ -12,20 +12,21 @@ import math
 import numba as nb
 import numpy as np
 
+from .._numba_cache import njit
 from ._special import (MAX_ITER, NOISE_FACTOR, PLATEAU_SWITCH, SERIES_SWITCH, SERIES_TERMS,
                        STEP_RTOL)
 
 _EPS = 2.220446049250313e-16
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _softplus(w):
     if w > 0.0:
         return w + math.log1p(math.exp(-w))
     return math.log1p(math.exp(w))
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _phi_rest(v, L, ct, st, cm, sm, even_sign):
     out = 0.0
     for i in range(ct.size):
@@ -37,7 +38,7 @@ def _phi_rest(v, L, ct, st, cm, sm, even_sign):
     return out
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _series_tail(v, L):
     q = v ** L
     acc = 0.0
@@ -46,7 +47,7 @@ def _series_tail(v, L):
     return v ** (2 * L - 2) * acc
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _split(dw, w0, v0):
     """delta = log(v/v0), S = log((1-v0)/(1-v)), v and w from dw = w - w0."""
     w = w0 + dw
@@ -68,7 +69,7 @@ def _split(dw, w0, v0):
     return delta, S, v, w
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _phi_dec(z, w, L, ct, st, cm, sm, es):
     if z ** L <= SERIES_SWITCH:
         val = _series_tail(z, L)
@@ -79,7 +80,7 @@ def _phi_dec(z, w, L, ct, st, cm, sm, es):
     return k0 + rest - pw, k0 + abs(rest) + pw + 1.0
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _poly(v, L):
     p = 0.0
     for _ in range(L):
@@ -87,7 +88,7 @@ def _poly(v, L):
     return p
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _eval(rise, dw, w0, v0, sig0, ref0, mag0, L, tab):
     """(value, slope, magnitude) of the scaled residual's value part at dw."""
     ct, st, cm, sm, es = tab
@@ -106,7 +107,7 @@ def _eval(rise, dw, w0, v0, sig0, ref0, mag0, L, tab):
     return phi - ref0, slope, mag + mag0 + slope * abs(dw)
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _log_ratio(a, b):
     r = a / b
     if 0.5 < r < 2.0:
@@ -116,7 +117,7 @@ def _log_ratio(a, b):
     return math.log(a) - math.log(b)
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _prepare(s, c0, L, tab1, tab3):
     """Per-mode constants (they depend on s and c0 only, not on t)."""
     lx0 = _log_ratio(c0, s)
@@ -135,7 +136,7 @@ def _prepare(s, c0, L, tab1, tab3):
     return rise, sgn, lv0, v0, w0, sig0, ref0, mag0, _softplus(w0), -math.expm1(lv0)
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _solve_one(T, s, c0, L, tab1, tab3, r1_one, r3_one, state):
     """(c, s - c, iterations) for one point with 0 < T < inf and c0 != s."""
     rise, sgn, lv0, v0, w0, sig0, ref0, mag0, sp0, g0 = state
@@ -216,7 +217,7 @@ def _solve_one(T, s, c0, L, tab1, tab3, r1_one, r3_one, state):
 CHUNK = 4096
 
 
-@nb.njit(cache=True, error_model="numpy", parallel=True)
+@njit(cache=True, error_model="numpy", parallel=True)
 def strength_deep(T, s, c0, L, tab1, tab3, r1_one, r3_one, c_out, gap_out):
     """Fill c_out, gap_out for 1-D T, s, c0 (depth L >= 3); return the max iterations."""
     n = T.size
@@ -270,7 +271,7 @@ def strength(T, s, c0, depth):
     return c, gap, it
 
 
-@nb.njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _expit(x):
     if x >= 0.0:
         return 1.0 / (1.0 + math.exp(-x))
@@ -278,7 +279,7 @@ def _expit(x):
     return e / (1.0 + e)
 
 
-@nb.njit(cache=True, error_model="numpy", parallel=True)
+@njit(cache=True, error_model="numpy", parallel=True)
 def strength_shallow(T, s, c0, L, c_out, gap_out):
     """The closed forms for L = 1, 2 (same formulas as the numpy reference)."""
     for i in nb.prange(T.size):

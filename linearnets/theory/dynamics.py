@@ -33,13 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_depth, check_nonnegative, check_positive
-from . import _special
+from . import _kernels, _special
 from ._special import softplus
-
-try:  # the compiled kernel is optional; the numpy path below is the reference
-    from . import _kernels
-except ImportError:  # pragma: no cover - numba missing
-    _kernels = None
 
 __all__ = ['mode_strength', 'mode_time', 'half_time', 'plateau_time', 'loss_curve']
 
@@ -332,10 +327,10 @@ def _strength_core(T, s, c0, L, backend=None):
     """c and s - c for natural time T = eta s^(2-2/L) t >= 0 (1-D arrays, same size).
 
     Returns (c, gap, iterations); gap = s - c is computed without cancellation.
-    ``backend`` is "numba" (compiled kernel, default when available) or "numpy"
-    (the vectorised reference, same formulas).
+    ``backend`` is "numba" (compiled kernel, the default) or "numpy" (the vectorised
+    reference, same formulas).
     """
-    backend = backend or ("numba" if _kernels is not None else "numpy")
+    backend = backend or "numba"
     if backend == "numba":
         return (_kernels.strength if L >= 3 else _kernels.strength_closed)(T, s, c0, L)
     n = T.size

@@ -46,7 +46,8 @@ Every argument is a C-contiguous float64 (or int64) array or a scalar of fixed t
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..._numba_cache import njit
 
 __all__ = ["error_norm", "step_after_accept", "predictive_step", "accept_step", "sumsq",
            "stiffness_estimate", "stability_cap", "capped_step", "count_stiff", "ACCEPTED",

@@ -34,8 +34,8 @@ that flips one decision moves the step counts a little.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ..._numba_cache import njit
 from ._erk_kernels import accept_step
 
 __all__ = ["make_rosw_advance", "NONSTIFF", "CTL_FIELDS", "ROSW_ADVANCE_ARGS"]

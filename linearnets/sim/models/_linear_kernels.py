@@ -30,8 +30,7 @@ in low-storage form).
 """
 from __future__ import annotations
 
-from numba import njit
-
+from ..._numba_cache import njit
 from .._kernels import jvp_flat, rhs_flat
 from ..methods._erk_kernels import make_erk_advance
 from ..methods._rosw_kernels import make_rosw_advance

@@ -47,7 +47,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from ..._numba_cache import njit
 
 __all__ = ["ACT_CODES", "LOSS_CODES", "activate", "mlp_forward", "mlp_rhs", "mlp_loss",
            "mlp_outputs"]

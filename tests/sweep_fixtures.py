@@ -1,6 +1,9 @@
-"""Small functions for trying the sweep engine (and for its tests and benchmark).
+"""Test fixtures of the sweep engine: small functions, one that fails on cue, one that logs
+its calls, and a worker that kills itself.
 
-Each is an ordinary module-level function, importable by name on any worker.
+Each is an ordinary module-level function, importable by name (``"sweep_fixtures:quadratic"``)
+in the test process and in every worker and subprocess (``tests/conftest.py`` puts this
+folder on ``sys.path`` and ``PYTHONPATH``).
 """
 from __future__ import annotations
 
