@@ -15,7 +15,6 @@ import numpy as np
 
 from .._validation import as_float_array, check_depth, check_nonnegative, check_positive
 from ..backend import check_backend
-from ..regimes import crossing_time as _crossing_time  # first time a sampled curve reaches a level
 from ..sim.flow import gradient_flow
 from ..theory.dynamics import half_time
 
