@@ -13,7 +13,6 @@ INIT = os.path.join(PACKAGE_DIR, "__init__.py")
 #: modules of one group is tolerated (as an expected failure of that group's own test)
 #: while it exists; no other circle is.
 KNOWN_SIM_CIRCLES = (
-    frozenset({"sim.flow", "sim.general"}),
     # the old explicit and low-rank paths and the linear model's ops that adapt them
     frozenset({"sim._explicit", "sim._lowrank", "sim._lowstorage", "sim.models._linear_ops"}),
 )

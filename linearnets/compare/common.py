@@ -8,12 +8,11 @@ module imports only the closed forms (:mod:`linearnets.theory`), the simulator
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
 
-from .._validation import as_float_array, check_depth, check_nonnegative, check_positive
+from .._validation import as_float_array, check_depth, check_int, check_nonnegative, check_positive
 from ..backend import check_backend
 from ..sim.flow import gradient_flow
 from ..theory.dynamics import half_time
@@ -146,17 +145,6 @@ def _half_time_or_zero(s, c0, depth, eta):
 
 
 # --- argument validation at the boundary of every public compare_* ----------------
-def _as_int(value, name, minimum):
-    """``value`` as a Python int >= ``minimum`` (an integral float is accepted; bools and strings are not)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, np.floating)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if isinstance(value, (float, np.floating)) and not (math.isfinite(value) and value == int(value)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _as_seq(value, name, min_len=1):
     """``value`` as a 1-D array of at least ``min_len`` entries (a string is not a sequence)."""
     if isinstance(value, (str, bytes)) or np.ndim(value) != 1 or np.size(value) < min_len:
@@ -202,11 +190,11 @@ def _check_activation(value, name):
 
 #: How each argument of a public ``compare_*`` is validated, by kind.
 _KINDS = {
-    "count": lambda v, n, m=1: _as_int(v, n, m),
-    "seed": lambda v, n: _as_int(v, n, 0),
+    "count": lambda v, n, m=1: check_int(v, n, m),
+    "seed": lambda v, n: check_int(v, n, 0),
     "depth": lambda v, n: check_depth(v, n),
     "depths": lambda v, n: [check_depth(L, n) for L in _items(v, n)],
-    "counts": lambda v, n, m=1: [_as_int(k, n, 1) for k in _items(v, n, m)],
+    "counts": lambda v, n, m=1: [check_int(k, n, 1) for k in _items(v, n, m)],
     "positive": lambda v, n: check_positive(v, n, ndim=0),
     "nonnegative": lambda v, n: check_nonnegative(v, n, ndim=0),
     "positive_seq": lambda v, n, m=1: (_check_sigma_map(v, n) if isinstance(v, Mapping)

@@ -8,11 +8,12 @@ so that it vectorises; Horner's recurrence runs over k.
 """
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from .._numba_cache import njit
 
-@nb.njit(cache=True, error_model="numpy")
+
+@njit(cache=True, error_model="numpy")
 def mehler_sums(rho, C1, C2T, offset, step, jstart, out):
     P1, P2 = rho.shape
     K = C1.shape[1]
