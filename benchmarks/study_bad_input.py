@@ -601,12 +601,18 @@ class Worker:
 
     def start(self):
         env = dict(os.environ)
+        # the worker's stderr goes to a file, so that a failed start can say why
+        self.err = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True, bufsize=1, env=env)
+                                  stderr=self.err, text=True, bufsize=1, env=env)
         line = self._read(600.0)
         if line != "ready":
-            raise RuntimeError(f"worker did not start: {line!r}")
+            rc = self.p.poll()
+            self.err.seek(0)
+            tail = "".join(self.err.readlines()[-15:])
+            self.kill()
+            raise RuntimeError(f"worker did not start: {line!r} (exit status {rc}); its stderr:\n{tail}")
 
     def _read(self, timeout):
         r, _, _ = select.select([self.p.stdout], [], [], timeout)
@@ -632,6 +638,7 @@ class Worker:
             self.p.kill()
             self.p.wait()
             self.p = None
+            self.err.close()
 
 
 def main(argv=None):
