@@ -96,7 +96,7 @@ def relu_init(seed):
 
 #: Modules whose compiled (numba) entry points the floor measurement times.
 COMPILED_MODULES = ("linearnets.sim._kernels", "linearnets.sim.models._linear_kernels",
-                    "linearnets.sim.methods._rosw_kernels", "linearnets.sim._stiff_kernels",
+                    "linearnets.sim.methods._rosw_kernels", "linearnets.sim.methods._erk_kernels",
                     "linearnets.sim._ensemble_kernels", "linearnets.sim._lowrank_kernels")
 
 

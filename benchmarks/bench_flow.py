@@ -18,13 +18,13 @@ table shows the baselines
   its time is (t_end / lr) steps times the per-step time measured over a few
   hundred steps on the raw samples (an extrapolation where a full run would take minutes).
 
-``DOP853, dense stages`` is the generic stepper (every stage state formed as a
-dense vector) on the same problem, to show what the factored stages of
-``linearnets.sim._lowrank`` save; ``RK45, no stability cap`` is RK45 with the
-plain step-size controller (``STABILITY_SAFETY`` set to infinity), to show what the
+``DOP853, dense stages`` is the explicit stepper with every stage state formed as a
+dense vector on the same problem, to show what the linear model's factored stages
+(``linearnets.sim.models._linear_stages``) save; ``RK45, no stability cap`` is RK45 with
+the plain step-size controller (``STABILITY_SAFETY`` set to infinity), to show what the
 stability cap saves where steps are limited by stability; ``SSPRK104, tableau stages``
-runs SSPRK104 as a Butcher tableau through the generic steppers, to show what its
-low-storage form (``linearnets.sim._lowstorage``, what ``gradient_flow`` runs) saves.
+runs SSPRK104 as a Butcher tableau, to show what its low-storage form
+(``linearnets.sim.methods.ssp``, what ``gradient_flow`` runs) saves.
 ``rej`` counts rejected steps.  ``fixed cost of a call`` splits the fastest
 ``gradient_flow`` run into what a call costs before and after its stepping (timed on a
 one-step run) and the loop's time per further evaluation.
@@ -46,6 +46,7 @@ the first time on a grid at which the loss falls below 1e-6 of its start.
 Usage::
 
     python benchmarks/bench_flow.py [--problems small,medium,large] [--quick]
+        [--methods RK45,auto] [--backends numba] [--no-extras]
 """
 from __future__ import annotations
 
@@ -64,8 +65,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import linearnets as ln  # noqa: E402
 from linearnets import backend as B  # noqa: E402
 from linearnets.data import scalar_teacher, teacher_task  # noqa: E402
-from linearnets.sim import _explicit, _rhs, _stiff  # noqa: E402
-from linearnets.sim._solvers import backends_for  # noqa: E402
+from linearnets.sim import _rhs  # noqa: E402
+from linearnets.sim.methods import StepperOptions, base as _base, compiled as _compiled  # noqa: E402
+from linearnets.sim.methods import integrate  # noqa: E402
+from linearnets.sim.methods.erk import ExplicitRK  # noqa: E402
+from linearnets.sim.methods.tableaux import TABLEAUX  # noqa: E402
+from linearnets.sim.models import _linear_stages, parse_options  # noqa: E402
+from linearnets.sim.models.linear import LinearNet  # noqa: E402
 from linearnets.sim.flow import DEFAULT_METHOD  # noqa: E402
 
 #: Relative accuracy of the end-to-end map at t_end that a run must reach.
@@ -274,7 +280,6 @@ def gd_baseline(ws, X, Y, t_end, Wref, problem, quick):
     """Largest learning rate meeting TARGET (found on sufficient statistics) and the
     extrapolated time of GD on the raw samples."""
     shapes = problem.shapes
-    flow = _stiff.Flow(problem)
     y0 = _rhs.pack(ws)
     buf = np.empty_like(y0)
 
@@ -282,7 +287,7 @@ def gd_baseline(ws, X, Y, t_end, Wref, problem, quick):
         y = y0.copy()
         n = int(round(t_end / lr))
         for _ in range(n):
-            y += lr * flow.rhs(y, buf)
+            y += lr * _rhs.rhs(y, problem, buf)
         return rel_err(_rhs.end_to_end_flat(y, shapes), Wref), n
 
     # GD is first order: err ~ c lr.  Halve from a stable start until the trend is clear.
@@ -367,7 +372,13 @@ def time_once(f):
 
 
 # ---------------------------------------------------------------------------------------------
-def bench(name, quick, rate):
+def _model(problem, ws):
+    """The linear model on exactly ``problem`` (its statistics and rates)."""
+    opts = parse_options(len(problem.shapes), lr_scales=problem.eta_l)
+    return LinearNet(ws, None, opts).prepare(problem.X, problem.Y, shared=problem)
+
+
+def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True):
     ws, X, Y, tmax = make(name)
     shapes = tuple(w.shape for w in ws)
     problem = _rhs.make_problem(shapes, X, Y)
@@ -380,22 +391,22 @@ def bench(name, quick, rate):
           f"reference {time.perf_counter() - t0:.1f} s)")
 
     # gradient cost against the FLOP bound
-    white = _stiff.Flow(problem).white
+    white = problem.white
     flops = gradient_flops(shapes, white)
     bound = flops / rate
     y0 = _rhs.pack(ws)
     out = np.empty_like(y0)
     plain = plain_gradient(shapes, problem.Sxx, problem.Syx)
-    flow = _stiff.Flow(problem)
+    net = _model(problem, ws)
     grads = [("plain numpy (baseline)", lambda: plain(0.0, y0)),
              ("_rhs.rhs (numpy reference)", lambda: _rhs.rhs(y0, problem, out)),
-             ("_stiff.Flow.rhs (xp, numpy)", lambda: flow.rhs(y0, out))]
-    flow.rhs(y0, out, keep=True)
-    grads.append(("_stiff.Flow.jvp (numpy)", lambda: flow.jvp(y0, out)))
+             ("LinearNet.rhs (xp, numpy)", lambda: net.rhs(y0, out))]
+    net.rhs(y0, out)
+    jv = net.linearize(y0)[0]
+    grads.append(("LinearNet.linearize (jvp)", lambda: jv(y0)))
     if have_numba:
         from linearnets.sim import _kernels as kern
-        from linearnets.sim._explicit import numba_rhs_args
-        args = numba_rhs_args(problem)
+        args = _linear_stages.numba_rhs_args(problem)
         try:
             kern.rhs_flat(y0, out, *args)
             grads.append(("numba kernel", lambda: kern.rhs_flat(y0, out, *args)))
@@ -444,13 +455,13 @@ def bench(name, quick, rate):
 
     # gradient_flow: every method on every available backend
     backends = ["numpy"] + (["numba"] if have_numba else []) + (["cupy"] if B.gpu_available() else [])
+    backends = [b for b in backends if not only_backends or b in only_backends]
     methods = ["RK45", "DOP853", "SSPRK104", "auto", "ROS34PW2"]
     if quick:
         methods = ["RK45", "DOP853", "SSPRK104", "auto"]
+    methods = [m for m in methods if not only_methods or m in only_methods]
     for m in methods:
         for b in backends:
-            if b not in backends_for(m):
-                continue
             if b == "numba":  # compile (or load the cache) outside the timing
                 ln.gradient_flow(ws, X, Y, [0.0, 1e-3], backend=b, method=m)
 
@@ -480,12 +491,14 @@ def bench(name, quick, rate):
     err = rel_err(W, Wref)
     report(f"default, default rtol", default_backend, (1e-8, dt, nfev, err, nrej), err <= TARGET)
     fixed_cost(ws, X, Y, t_end, rows_out)
+    if not extras:
+        summary(rows_out)
+        return
 
     # the same RK45 without the stability cap (the plain step-size controller)
     b = "numba" if have_numba else "numpy"
-    from linearnets.sim.methods import compiled as _compiled
-    cap = _explicit.STABILITY_SAFETY
-    _explicit.STABILITY_SAFETY = _compiled.STABILITY_SAFETY = np.inf
+    cap = _base.STABILITY_SAFETY
+    _base.STABILITY_SAFETY = _compiled.STABILITY_SAFETY = np.inf
     try:
         def run(rtol):
             tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * ATOL_RATIO,
@@ -494,48 +507,42 @@ def bench(name, quick, rate):
         res, ok = scan(run, Wref, rtols)
         report("RK45, no stability cap", b, res, ok)
     finally:
-        _explicit.STABILITY_SAFETY = _compiled.STABILITY_SAFETY = cap
+        _base.STABILITY_SAFETY = _compiled.STABILITY_SAFETY = cap
 
-    # the generic stepper (dense stage states) beside the factored one, same tableau
-    from linearnets.sim import _lowrank
-    from linearnets.sim._explicit import erk_solve, raw_result
-    from linearnets.sim.methods import compiled
-    from linearnets.sim._solvers import SolverOptions
-    if have_numba:
-        from linearnets.sim.models import _linear_ops as lk
-    from linearnets.sim._tableaux import TABLEAUX
-    tab = TABLEAUX["DOP853"]
-    if _lowrank.worth_factoring(problem, tab.n_stages):
-        b = "numba" if have_numba else "numpy"
-
+    def tableau_run(tab, factored):
+        # the explicit stepper on ``tab`` with dense or factored stages, as gradient_flow
+        # would run it on this backend
         def run(rtol):
-            opts = SolverOptions(rtol=rtol, atol=rtol * ATOL_RATIO)
+            opts = StepperOptions(rtol=rtol, atol=rtol * ATOL_RATIO)
             keep = {}
             args = (y0, np.array([0.0, t_end]), tab, opts,
                     lambda k, y: keep.__setitem__("W", _rhs.end_to_end_flat(y, shapes)))
-            raw = (raw_result(compiled.erk(lk.erk_ops(problem, tab, factored=False), *args), opts)
-                   if have_numba else
-                   erk_solve(lambda v, o: _rhs.rhs(v, problem, o), *args))
+            if have_numba:
+                from linearnets.sim.models import _linear_ops as lo
+                raw = _compiled.erk(lo.erk_ops(problem, tab, factored=factored), *args, t0=0.0)
+            else:
+                store = (_linear_stages.FactoredStages(
+                    problem, _linear_stages.Layout(problem, tab.n_stages + 1)) if factored else None)
+                raw = integrate(None, *args[:2], lambda r, n, rt, at, xp: ExplicitRK(
+                    r, n, rt, at, fun=net.rhs, tableau=tab, store=store), *args[3:],
+                    predictive=True, cap_safety=_base.STABILITY_SAFETY)
             W = keep["W"] if raw.status.success else np.full_like(Wref, np.nan)
             return W, raw.nfev, raw.nrejected
-        res, ok = scan(run, Wref, rtols)
+        return run
+
+    # the dense stage states beside the factored ones, same tableau
+    b = "numba" if have_numba else "numpy"
+    tab = TABLEAUX["DOP853"]
+    if _linear_stages.worth_factoring(problem, tab.n_stages):
+        res, ok = scan(tableau_run(tab, False), Wref, rtols)
         report("DOP853, dense stages", b, res, ok)
 
-    # SSPRK104 as a Butcher tableau (the generic or factored-stage stepper, whichever
-    # _explicit picks) beside what gradient_flow runs: its low-storage form, or these
-    # same factored stages on states over _lowstorage.LOWSTORAGE_MAX_BYTES
+    # SSPRK104 as a Butcher tableau (factored stages where worth it) beside what
+    # gradient_flow runs: its low-storage form, or these same factored stages on states
+    # over _linear_stages.LOWSTORAGE_MAX_BYTES
     tab = TABLEAUX["SSPRK104"]
-    b = "numba" if have_numba else "numpy"
-    solver = (_explicit.solve_numba if have_numba else _explicit.solve_numpy)(tab)
-
-    def run(rtol):
-        keep = {}
-        raw = solver(problem, y0, np.array([0.0, t_end]),
-                     SolverOptions(rtol=rtol, atol=rtol * ATOL_RATIO),
-                     lambda k, y: keep.__setitem__("W", _rhs.end_to_end_flat(y, shapes)))
-        W = keep["W"] if raw.status.success else np.full_like(Wref, np.nan)
-        return W, raw.nfev, raw.nrejected
-    res, ok = scan(run, Wref, rtols)
+    res, ok = scan(tableau_run(tab, _linear_stages.worth_factoring(problem, tab.n_stages)),
+                   Wref, rtols)
     report("SSPRK104, tableau stages", b, res, ok)
 
     gd = gd_baseline(ws, X, Y, t_end, Wref, problem, quick)
@@ -569,6 +576,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--problems", default="small,medium,large")
     ap.add_argument("--quick", action="store_true", help="fewer methods and tolerances")
+    ap.add_argument("--methods", default="", help="only these methods (comma-separated)")
+    ap.add_argument("--backends", default="", help="only these backends (comma-separated)")
+    ap.add_argument("--no-extras", action="store_true",
+                    help="skip the rows without the cap, with dense or tableau stages, and GD")
     args = ap.parse_args(argv)
     names = [p.strip() for p in args.problems.split(",") if p.strip()]
     for p in names:
@@ -578,8 +589,9 @@ def main(argv=None):
     print(f"float64 GEMM rate {rate / 1e9:.1f} GFLOP/s; backends: numpy"
           f"{', numba' if B.numba_available() else ''}{', cupy' if B.gpu_available() else ''}; "
           f"target {TARGET:g} relative error of W(t_end)")
+    split = (lambda a: tuple(x.strip() for x in a.split(",") if x.strip()))
     for p in names:
-        bench(p, args.quick, rate)
+        bench(p, args.quick, rate, split(args.methods), split(args.backends), not args.no_extras)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 The explicit steppers cap a step at ``STABILITY_SAFETY * boundary / rho``, with
 ``rho`` Hairer's stiffness estimate remembered with decay ``STIFFNESS_MEMORY`` per
-accepted step (``linearnets.sim._explicit``).  This script runs SSPRK104 and RK45
+accepted step (``linearnets.sim.methods.base``).  This script runs SSPRK104 and RK45
 (numba backend, at the tolerances where ``bench_flow.py`` finds them reaching its
 accuracy target) over a grid of the two constants, and prints gradient evaluations,
 rejected steps, the error of W(t_end) and the time, each as a ratio against the
@@ -11,7 +11,7 @@ shipped constants measured in the same run.
 ``--diagnose`` then replays the shipped SSPRK104 run on the numpy stepper (the same
 steps to the last bit) and, at every rejected step, measures the Jacobian's largest
 eigenvalue by power iteration (exact Jacobian-vector products of
-``_stiff.Flow.jvp``): ``h lambda_max`` below the stability boundary (13.9) means the
+``LinearNet.linearize``): ``h lambda_max`` below the stability boundary (13.9) means the
 rejection was set by accuracy -- a mode leaving its plateau -- not by stability.
 
 ``--exact`` (instead of the grid) runs SSPRK104 on the numpy stepper with the estimate replaced by the
@@ -37,9 +37,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_flow as bf  # noqa: E402
 import linearnets as ln  # noqa: E402
-from linearnets.sim import _explicit, _lowstorage, _rhs, _stiff  # noqa: E402
-from linearnets.sim.methods import compiled  # noqa: E402
-from linearnets.sim._tableaux import SSPRK104  # noqa: E402
+from linearnets.sim import _rhs  # noqa: E402
+from linearnets.sim.methods import base as _explicit, compiled  # noqa: E402
+from linearnets.sim.methods.ssp import LowStorageRK  # noqa: E402
+from linearnets.sim.methods.tableaux import SSPRK104  # noqa: E402
 
 #: (method, rtol): the tolerances at which bench_flow.py's medium rows reach 1e-4.
 RUNS = (("SSPRK104", 3e-3), ("RK45", 1e-2))
@@ -85,36 +86,31 @@ def grid(ws, X, Y, t_end, Wref):
 def diagnose(ws, X, Y, t_end):
     """h lambda_max at each rejected step of the shipped SSPRK104 run (numpy stepper)."""
     problem = _rhs.make_problem(tuple(w.shape for w in ws), X, Y)
-    flow = _stiff.Flow(problem)
+    net = bf._model(problem, ws)
     n = problem.size
     attempts = []
-    trial, sums = _lowstorage.ssp_trial, _lowstorage.error_sums
+    attempt = LowStorageRK.attempt
 
-    def logged_trial(y, y_new, q1, q2, h, st, prob):
-        attempts.append([h, y.copy(), None])
-        return trial(y, y_new, q1, q2, h, st, prob)
+    def logged(self, t, y, f, h):
+        y_new, f_new, err = attempt(self, t, y, f, h)
+        attempts.append([h, y.copy(), err])
+        return y_new, f_new, err
 
-    def logged_sums(y, y_new, q1, h, st, prob, rtol, atol):
-        e5, dd = sums(y, y_new, q1, h, st, prob, rtol, atol)
-        attempts[-1][2] = float(np.sqrt(e5 / n))
-        return e5, dd
-
-    _lowstorage.ssp_trial, _lowstorage.error_sums = logged_trial, logged_sums
+    LowStorageRK.attempt = logged
     rtol = dict(RUNS)["SSPRK104"]
     try:
         tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * bf.ATOL_RATIO,
                               backend="numpy", method="SSPRK104")
     finally:
-        _lowstorage.ssp_trial, _lowstorage.error_sums = trial, sums
+        LowStorageRK.attempt = attempt
     v = np.random.default_rng(0).standard_normal(n)
-    f, out = np.empty(n), np.empty(n)
 
     def lam_max(y):
         nonlocal v
-        flow.rhs(y, f, keep=True)
+        jv = net.linearize(y)[0]
         lam = 0.0
         for _ in range(POWER_ITERATIONS):
-            flow.jvp(v / np.linalg.norm(v), out)
+            out = jv(v / np.linalg.norm(v))
             lam, v = np.linalg.norm(out), out.copy()
         return lam
 
@@ -140,25 +136,20 @@ def exact_cap(ws, X, Y, t_end, Wref):
     from scipy.sparse.linalg import LinearOperator, eigsh
 
     problem = _rhs.make_problem(tuple(w.shape for w in ws), X, Y)
-    flow = _stiff.Flow(problem)
+    net = bf._model(problem, ws)
     n = problem.size
-    f, out = np.empty(n), np.empty(n)
 
     def lam_max(y):
-        flow.rhs(y, f, keep=True)
+        jv = net.linearize(y)[0]
         op = LinearOperator((n, n), dtype=np.float64,
-                            matvec=lambda v: flow.jvp(np.ascontiguousarray(v.ravel()), out).copy())
+                            matvec=lambda v: jv(np.ascontiguousarray(v.ravel())).copy())
         return float(abs(eigsh(op, k=1, which="LM", tol=1e-3, return_eigenvectors=False)[0]))
 
-    adaptive_run = _explicit.adaptive_run
+    estimate = LowStorageRK.stiffness
 
-    def exact_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, stiffness=None,
-                  interpolate=None):
-        def rho(h_try, y_new):
-            stiffness(h_try, y_new)  # keeps the stepper's own bookkeeping as it was
-            return lam_max(y_new)
-        return adaptive_run(trial, accepted, y, h, nfev, t_eval, tab, options, observe, rho,
-                            interpolate)
+    def exact(self, h_try, y_new):
+        estimate(self, h_try, y_new)  # keeps the stepper's own bookkeeping as it was
+        return lam_max(y_new)
 
     saved = _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY
     rtol = dict(RUNS)["SSPRK104"]
@@ -166,17 +157,17 @@ def exact_cap(ws, X, Y, t_end, Wref):
     print(f"  {'cap from':>22s} {'safety':>6s} {'nfev':>6s} {'steps':>6s} {'rej':>4s} "
           f"{'error':>9s}")
     try:
-        for label, safety, memory, exact in (("estimate (shipped)", saved[0], saved[1], False),
+        for label, safety, memory, use_exact in (("estimate (shipped)", saved[0], saved[1], False),
                                              ("exact lambda_max", 0.9, 0.0, True),
                                              ("exact lambda_max", 0.97, 0.0, True)):
             _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY = safety, memory
-            _explicit.adaptive_run = exact_run if exact else adaptive_run
+            LowStorageRK.stiffness = exact if use_exact else estimate
             tr = ln.gradient_flow(ws, X, Y, [0.0, t_end], rtol=rtol, atol=rtol * bf.ATOL_RATIO,
                                   backend="numpy", method="SSPRK104")
             print(f"  {label:>22s} {safety:6.2f} {tr.nfev:6d} {tr.nsteps:6d} {tr.nrejected:4d} "
                   f"{bf.rel_err(tr.end_to_end[-1], Wref):9.2e}", flush=True)
     finally:
-        _explicit.adaptive_run = adaptive_run
+        LowStorageRK.stiffness = estimate
         _explicit.STABILITY_SAFETY, _explicit.STIFFNESS_MEMORY = saved
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from linearnets import backend as B
-from linearnets.sim._solvers import backends_for, get_solver, method_names
+from linearnets.sim.methods import METHODS
 
 
 def test_check_backend():
@@ -43,13 +43,12 @@ def test_to_numpy():
 
 
 def test_method_registry():
-    names = method_names()
-    assert "RK45" in names and "DOP853" in names
-    # every method runs on the reference backend and compiled
-    for name in names:
-        assert {"numpy", "numba"} <= set(backends_for(name)), name
-    assert callable(get_solver("RK45", "numpy"))
-    with pytest.raises(ValueError):
-        backends_for("Euler")
-    with pytest.raises(ValueError):
-        get_solver("RK45", "opencl")
+    """Every method is a family and a tableau; ``"auto"`` chooses among them."""
+    assert {"RK45", "DOP853", "SSPRK104", "ROS34PW2", "BS32", "HE21", "auto"} <= set(METHODS)
+    for name, (kind, tab) in METHODS.items():
+        assert kind in ("erk", "ssp", "rosw", "auto")
+        assert (tab is None) == (kind == "auto") and (tab is None or tab.name == name)
+    import linearnets as ln
+    with pytest.raises(ValueError, match="method"):
+        ln.gradient_flow([np.ones((1, 2))], np.ones((3, 2)), np.ones(3), [0.0, 1.0],
+                         method="Euler")

@@ -11,7 +11,10 @@ import pytest
 
 from linearnets import backend as B
 from linearnets.data import teacher_task
-from linearnets.sim import _cupy
+from sim_helpers import fake_cupy
+
+#: The methods every backend runs (the CuPy one in the one numpy/CuPy loop).
+METHODS = ("RK45", "DOP853", "SSPRK104", "ROS34PW2", "auto")
 from linearnets.sim.flow import gradient_flow
 from linearnets.sim.network import init_network
 
@@ -26,17 +29,11 @@ def test_unusable_cupy_is_a_clear_valueerror():
         pytest.skip("a GPU is present")
     X, Y = teacher_task(20, 4, [1.0])
     ws = init_network((4, 3, 1), 0.1)
-    for method in _cupy.METHODS:
+    for method in METHODS:
         with pytest.raises(ValueError, match="(?i)cupy|gpu"):
             gradient_flow(ws, X, Y, [0.0, 1.0], backend="cupy", method=method)
-    # the solver itself imports lazily and fails just as readably
     with pytest.raises(ValueError, match="(?i)cupy|gpu"):
-        _cupy.make_solver("DOP853")(None, None, None, None, None)
-
-
-def test_unknown_method_rejected():
-    with pytest.raises(ValueError, match="method"):
-        _cupy.make_solver("Euler")
+        gradient_flow(ws, X, Y, [0.0, 1.0], backend="cupy", activation="tanh")
 
 
 def _gpu():
@@ -90,7 +87,7 @@ def _agreement(method, sizes, svals, sigma, whiten):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("method", _cupy.METHODS)
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("sizes,svals,sigma,whiten", PROBLEMS)
 def test_agrees_with_numpy(method, sizes, svals, sigma, whiten):
     _gpu()
@@ -99,21 +96,21 @@ def test_agrees_with_numpy(method, sizes, svals, sigma, whiten):
 
 @pytest.mark.parametrize("method", [m if m != "ROS34PW2" else
                                     pytest.param(m, marks=pytest.mark.slow)
-                                    for m in _cupy.METHODS])
+                                    for m in METHODS])
 @pytest.mark.parametrize("sizes,svals,sigma,whiten", PROBLEMS)
 def test_agreement_test_with_numpy_standin(monkeypatch, method, sizes, svals, sigma, whiten):
     """The GPU agreement test's whole path, with numpy standing in for CuPy: the
-    generic steppers of the cupy backend against numpy's own (low-storage, factored)."""
-    import types
-
-    from linearnets.sim import _solvers
-
-    shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("_")})
-    shim.asnumpy = lambda a: np.array(a, dtype=np.float64, copy=True)
-    monkeypatch.setattr(B, "get_cupy", lambda: shim)
-    _solvers.backends_for(method)  # registry loaded
-    monkeypatch.setitem(_solvers._REGISTRY[method], "cupy", _cupy.make_solver(method, lambda: shim))
+    loop on CuPy's namespace (dense stages) against numpy's (factored, low-storage)."""
+    fake_cupy(monkeypatch)
     _agreement(method, sizes, svals, sigma, whiten)
+
+
+@pytest.mark.parametrize("method", ["DOP853", "ROS34PW2"])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_mlp_with_numpy_standin(monkeypatch, method, activation):
+    """The MLP on CuPy's namespace, numpy standing in: the device test's path."""
+    fake_cupy(monkeypatch)
+    _mlp_agreement(method, activation)
 
 
 @pytest.mark.gpu
@@ -127,6 +124,10 @@ def test_mlp_agrees_with_numpy(method, activation):
     ReLU runs at kink_rtol 1e-5: it slides for most of the horizon, and sliding
     stretches need ~kink_rtol^-1/2 steps; 27,104 and 27,137 evaluations)."""
     _gpu()
+    _mlp_agreement(method, activation)
+
+
+def _mlp_agreement(method, activation):
     rng = np.random.default_rng(0)
     ws = init_network((3, 6, 6, 1), 1.0, seed=1)
     X, Y = rng.standard_normal((15, 3)), rng.standard_normal((15, 1))

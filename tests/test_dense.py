@@ -1,6 +1,5 @@
 """Dense output (``gradient_flow(..., dense=True)``): the continuous extensions of RK45
 (Shampine's quartic) and SSPRK104 (the cubic Hermite interpolant)."""
-import types
 
 import numpy as np
 import pytest
@@ -9,10 +8,11 @@ from scipy.linalg import expm
 
 from linearnets import backend as B
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _cupy, _lowstorage, _rhs
-from linearnets.sim._explicit import STABILITY_SAFETY
+from linearnets.sim import _rhs
+from linearnets.sim.models import _linear_stages as _lowstorage
+from linearnets.sim.methods.base import STABILITY_SAFETY
 from linearnets.sim.methods import base as mbase, compiled
-from linearnets.sim._tableaux import RK45, SSPRK104, TABLEAUX
+from linearnets.sim.methods.tableaux import RK45, SSPRK104, TABLEAUX
 from linearnets.sim.flow import DENSE_METHODS, gradient_flow
 from linearnets.sim.network import init_balanced, init_network
 
@@ -321,13 +321,8 @@ def test_bad_dense_arguments():
 def test_cupy_path_with_numpy_standin(monkeypatch, method):
     # the cupy backend's generic stepper interpolates too (numpy standing in for CuPy):
     # it rounds differently from numpy's steppers, so both are held to the exact flow
-    from linearnets.sim import _solvers
-
-    shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("_")})
-    shim.asnumpy = lambda a: np.array(a, dtype=np.float64, copy=True)
-    monkeypatch.setattr(B, "get_cupy", lambda: shim)
-    _solvers.backends_for(method)
-    monkeypatch.setitem(_solvers._REGISTRY[method], "cupy", _cupy.make_solver(method, lambda: shim))
+    from sim_helpers import fake_cupy
+    fake_cupy(monkeypatch)
     ws, X, Y, t_end = _network("generic")
     t = np.concatenate(([0.0], np.geomspace(1e-2, t_end, 150)))
     ref = gradient_flow(ws, X, Y, t, backend="numpy", rtol=1e-12, atol=1e-16)

@@ -8,9 +8,8 @@ from scipy.linalg import expm
 import linearnets as ln
 from linearnets.data import scalar_teacher, teacher_task
 from linearnets.sim import _rhs
-from linearnets.sim._explicit import erk_fixed
-from linearnets.sim._solvers import FlowStatus
-from linearnets.sim._tableaux import TABLEAUX
+from linearnets.sim.methods import METHODS, FlowStatus
+from linearnets.sim.methods.tableaux import TABLEAUX
 from linearnets.sim.flow import Trajectory, gradient_flow
 from linearnets.sim.network import init_balanced, init_network
 
@@ -219,6 +218,21 @@ def test_loss_monotone_and_conservation():
         assert np.abs(np.array(drift) - tr.conservation).max() <= 1e-13 * scale
 
 
+def erk_fixed(fun, y0, t_grid, tab):
+    """Fixed steps of tableau ``tab`` on the grid ``t_grid`` (no error control): y at
+    ``t_grid[-1]``, for the convergence orders."""
+    s = tab.n_stages
+    y = np.array(y0, dtype=np.float64, copy=True)
+    K = np.empty((s, y.size))
+    for t0, t1 in zip(t_grid[:-1], t_grid[1:]):
+        h = t1 - t0
+        fun(y, K[0])
+        for i in range(1, s):
+            fun(y + h * (tab.A[i, :i] @ K[:i]), K[i])
+        y = y + h * (tab.b @ K)
+    return y
+
+
 def fixed_step_error(tab, n):
     """Saxe two-layer scalar problem integrated with n fixed steps to t = 2."""
     X, y, beta = scalar_teacher(10, 3, 1.5, seed=0)
@@ -338,7 +352,7 @@ def test_numba_matches_numpy_in_stiff_phase():
     # residual is still above rounding (loss ~1e-25 at t = 60): further on, the stages
     # differ by rounding only, and the steps of either backend turn on the last bits
     # (measured 241 and 286 numpy steps to t = 316 under two OpenBLAS kernels)
-    from linearnets.sim._tableaux import TABLEAUX
+    from linearnets.sim.methods.tableaux import TABLEAUX
     X, y, _ = scalar_teacher(60, 8, 1.0, seed=0)
     ws = init_network((8, 10, 10, 1), 0.05, seed=0)
     t = np.concatenate(([0.0], np.logspace(-1, np.log10(60.0), 30)))
@@ -600,14 +614,14 @@ def test_step_underflow_reported(method):
     X, Y = teacher_task(20, 4, [3.0, 2.0], seed=0)
     ws = init_network((4, 5, 2), 1.0)
     for backend in ["numpy", "numba"]:
-        # (the solver itself, started there: gradient_flow always starts at t = 0)
-        from linearnets.sim._solvers import SolverOptions, get_solver
+        # (a run started there: gradient_flow always starts at t = 0)
+        from sim_helpers import options, solve
         prob = _rhs.make_problem([w.shape for w in ws], X, Y)
         seen = []
-        raw = get_solver(method, backend)(prob, _rhs.pack(ws), np.array([1e17, 1e17 + 1e4]),
-                                          SolverOptions(), lambda k, y: seen.append(k))
+        raw = solve(method, backend, prob, _rhs.pack(ws), [1e17, 1e17 + 1e4], options(),
+                    lambda k, y: seen.append(k), t0=1e17)
         assert not raw.status.success and raw.status is FlowStatus.STEP_UNDERFLOW
-        assert raw.status.code < 0 and "t=1e+17" in raw.message
+        assert raw.status.code < 0 and "1e+17" in raw.message
         assert raw.n_done == 1 and seen == [0]
 
 
@@ -625,12 +639,10 @@ def test_time_scale_below_float_resolution_reported():
     """Weights of 1e40 make the flow's time scale |y| / |dy/dt| about 1e-310, below what
     float64 resolves: the initial step underflows to 0, and every method on every backend
     reports a failure (this raised ZeroDivisionError once)."""
-    from linearnets.sim._solvers import backends_for, method_names
-
     X, Y = teacher_task(20, 4, [1.0], seed=0)
     ws = [1e40 * w for w in init_network((4, 5, 5, 1), 1.0)]
-    for method in method_names():
-        for backend in set(backends_for(method)) & {"numpy", "numba"}:
+    for method in METHODS:
+        for backend in ("numpy", "numba"):
             tr = gradient_flow(ws, X, Y, [0.0, 1.0], backend=backend, method=method,
                                max_steps=200)
             assert not tr.success, (method, backend)
@@ -690,7 +702,7 @@ def test_rhs_both_product_orientations():
     # directly above: a network with one layer on each side checks both branches, in
     # numpy and in the compiled kernel, against the naive products
     from linearnets.sim import _kernels
-    from linearnets.sim._explicit import numba_rhs_args
+    from linearnets.sim.models._linear_stages import numba_rhs_args
     big = int(np.sqrt(_rhs.TRANSPOSED_PRODUCT_MAX_BYTES / 8)) + 8
     rng = np.random.default_rng(4)
     sizes = (5, big, big, 3, 2)

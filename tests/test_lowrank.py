@@ -1,4 +1,5 @@
-"""The factored-stage stepper (``_lowrank``) against the generic dense stepper and scipy."""
+"""The linear model's factored stage store (``models/_linear_stages.FactoredStages``) in the
+explicit stepper, against dense stages and scipy, on numpy and compiled."""
 import functools
 
 import numpy as np
@@ -6,11 +7,13 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _explicit, _lowrank, _rhs
-from linearnets.sim._solvers import FlowStatus, SolverOptions, get_solver
-from linearnets.sim._tableaux import TABLEAUX
+from linearnets.sim import _rhs
 from linearnets.sim.flow import gradient_flow
+from linearnets.sim.methods import FlowStatus
+from linearnets.sim.methods.tableaux import TABLEAUX
+from linearnets.sim.models import _linear_stages as _lowrank
 from linearnets.sim.network import init_network
+from sim_helpers import erk, options, phase
 
 #: Runs that fail on purpose here warn (FlowWarning); the tests read their status.
 pytestmark = pytest.mark.filterwarnings("ignore::linearnets.sim.flow.FlowWarning")
@@ -32,15 +35,11 @@ def _problem(name, seed=0):
     return ws, X, Y, problem
 
 
-def _run(solver, problem, y0, t_eval, tab, **opts):
+def _run(stages, backend, problem, y0, t_eval, tab, **opts):
     obs = []
-    raw = solver(problem, y0, t_eval, tab, SolverOptions(**opts), lambda k, y: obs.append(y.copy()))
+    raw = erk(problem, y0, t_eval, tab, options(**opts), lambda k, y: obs.append(y.copy()),
+              stages=stages, backend=backend)
     return raw, np.array(obs)
-
-
-def _dense(problem, y0, t_eval, tab, options, observe):
-    return _explicit.erk_solve(lambda y, out: _rhs.rhs(y, problem, out), y0, t_eval, tab,
-                               options, observe)
 
 
 def _reference(problem, y0, t):
@@ -74,8 +73,8 @@ def test_factored_stages_follow_the_dense_stepper(name, method):
     rtol, atol = 1e-8, 1e-12
     t = np.array([0.0, 0.5, 3.0, 10.0, 25.0])
     ref = _reference(problem, y0, t)
-    a, ya = _run(_dense, problem, y0, t, tab, rtol=rtol, atol=atol)
-    b, yb = _run(_lowrank.lowrank_solve, problem, y0, t, tab, rtol=rtol, atol=atol)
+    a, ya = _run("dense", "numpy", problem, y0, t, tab, rtol=rtol, atol=atol)
+    b, yb = _run("factored", "numpy", problem, y0, t, tab, rtol=rtol, atol=atol)
     assert a.status.success and b.status.success
     assert _similar_steps(a, b), (a.nsteps, b.nsteps)
     assert _units(ya, ref, rtol, atol) < 10 and _units(yb, ref, rtol, atol) < 10
@@ -88,7 +87,7 @@ def test_factored_matches_solve_ivp(method):
     y0 = _rhs.pack(ws)
     t = np.array([0.0, 2.0, 8.0, 20.0])
     rtol, atol = 1e-8, 1e-10
-    raw, ys = _run(_lowrank.lowrank_solve, problem, y0, t, tab, rtol=rtol, atol=atol)
+    raw, ys = _run("factored", "numpy", problem, y0, t, tab, rtol=rtol, atol=atol)
     ref = solve_ivp(lambda _, y: problem.rhs(y), (0.0, t[-1]), y0, method="DOP853", t_eval=t,
                     rtol=1e-13, atol=1e-15).y.T
     # global error in units of the requested (norm-wise) tolerance, as in test_flow
@@ -106,8 +105,8 @@ def test_numba_factored_stepper_matches_numpy(name, method):
     t = np.concatenate(([0.0], np.logspace(-2, 1.5, 12)))
     rtol, atol = 1e-9, 1e-13
     ref = _reference(problem, y0, t)
-    a, ya = _run(_lowrank.lowrank_solve, problem, y0, t, tab, rtol=rtol, atol=atol)
-    b, yb = _run(_lowrank.lowrank_solve_numba, problem, y0, t, tab, rtol=rtol, atol=atol)
+    a, ya = _run("factored", "numpy", problem, y0, t, tab, rtol=rtol, atol=atol)
+    b, yb = _run("factored", "numba", problem, y0, t, tab, rtol=rtol, atol=atol)
     assert a.status.success and b.status.success and _similar_steps(a, b)
     assert _units(ya, ref, rtol, atol) < 10 and _units(yb, ref, rtol, atol) < 10
 
@@ -116,7 +115,7 @@ def test_gradient_flow_uses_factored_stages_on_wide_networks():
     ws, X, Y, problem = _problem("depth2-C2")
     t = np.array([0.0, 5.0, 20.0])
     tr = gradient_flow(ws, X, Y, t, backend="numpy", method="DOP853")
-    raw, ys = _run(_lowrank.lowrank_solve, problem, _rhs.pack(ws), t, TABLEAUX["DOP853"],
+    raw, ys = _run("factored", "numpy", problem, _rhs.pack(ws), t, TABLEAUX["DOP853"],
                    rtol=1e-8, atol=1e-12)
     assert np.array_equal(_rhs.pack(tr.weights), ys[-1])
     assert tr.nfev == raw.nfev
@@ -147,10 +146,9 @@ def test_factored_failures_are_reported(backend):
     assert 1 <= n < t.size and np.all(np.isnan(tr.end_to_end[n:]))
     # one ulp of t = 1e17 is 16: far above any step this problem allows (the solver
     # itself, started there; gradient_flow always starts at t = 0)
-    solver = get_solver("DOP853", backend)
-    raw = solver(problem, _rhs.pack(ws), np.array([1e17, 1e17 + 1e4]), SolverOptions(),
-                 lambda k, y: None)
-    assert raw.status is FlowStatus.STEP_UNDERFLOW and "t=1e+17" in raw.message
+    raw = phase("DOP853", backend, problem, _rhs.pack(ws), 1e17, 0, [1e17, 1e17 + 1e4],
+                options())
+    assert raw.status is FlowStatus.STEP_UNDERFLOW and "1e+17" in raw.message
     # an overflowing right-hand side at the initial state
     tr = gradient_flow([1e120 * w for w in ws], X, Y, [0.0, 1.0], backend=backend)
     assert tr.status is FlowStatus.NONFINITE and "non-finite" in tr.message
@@ -190,8 +188,8 @@ def test_numba_floors_the_gram_sums_where_numpy_does(method, monkeypatch):
     monkeypatch.setattr(_lowrank, "_gram_rounding", spy)
     y0 = _rhs.pack(ws)
     t = np.array([0.0, 10.0, 100.0])
-    a, ya = _run(_lowrank.lowrank_solve, problem, y0, t, tab, rtol=1e-6, atol=1e-9)
-    b, yb = _run(_lowrank.lowrank_solve_numba, problem, y0, t, tab, rtol=1e-6, atol=1e-9)
+    a, ya = _run("factored", "numpy", problem, y0, t, tab, rtol=1e-6, atol=1e-9)
+    b, yb = _run("factored", "numba", problem, y0, t, tab, rtol=1e-6, atol=1e-9)
     assert np.mean(floored) > 0.25       # measured: 49 % (SSPRK104) and more (RK45)
     # a compiled stepper that did not floor them would take many times the steps (80,254
     # against 1,952 for RK45: test_stability_cap); both within the tolerance of the flow

@@ -1,14 +1,18 @@
-"""Low-storage SSPRK104 (``_lowstorage``) against its tableau, scipy and its compiled twin."""
+"""SSPRK104 in two-register form (``methods/ssp.py`` on the linear model's factored slots,
+``models/_linear_stages.FactoredSlots``) against its tableau, scipy and its compiled twin."""
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
 from linearnets.data import teacher_task
-from linearnets.sim import _explicit, _lowstorage, _rhs
-from linearnets.sim._solvers import FlowStatus, SolverOptions, get_solver
-from linearnets.sim._tableaux import SSPRK104
+from linearnets.sim import _rhs
 from linearnets.sim.flow import gradient_flow
+from linearnets.sim.methods import FlowStatus
+from linearnets.sim.methods import base as mbase
+from linearnets.sim.methods.tableaux import SSPRK104
+from linearnets.sim.models import _linear_stages as _lowstorage
 from linearnets.sim.network import init_network
+from sim_helpers import erk, options, ssp
 
 # (layer sizes, teacher singular values, whitened inputs, sigma, per-layer learning rates)
 PROBLEMS = {
@@ -26,16 +30,23 @@ def _problem(name, seed=0):
     return ws, _rhs.make_problem(tuple(w.shape for w in ws), X, Y, lr_scale=lr)
 
 
-def _run(solver, problem, y0, t_eval, **opts):
+def _run(run, problem, y0, t_eval, **opts):
     obs = []
-    raw = solver(problem, y0, t_eval, SolverOptions(**opts), lambda k, y: obs.append(y.copy()))
+    raw = run(problem, y0, t_eval, options(**opts), lambda k, y: obs.append(y.copy()))
     return raw, np.array(obs)
 
 
-def _tableau(problem, y0, t_eval, options, observe):
-    # the generic dense stepper on the Butcher tableau of the same method
-    return _explicit.erk_solve(lambda y, out: _rhs.rhs(y, problem, out), y0, t_eval, SSPRK104,
-                               options, observe)
+def _tableau(problem, y0, t_eval, opts, observe):
+    # the explicit stepper on the Butcher tableau of the same method, dense stages
+    return erk(problem, y0, t_eval, SSPRK104, opts, observe)
+
+
+def _numpy(problem, y0, t_eval, opts, observe):
+    return ssp(problem, y0, t_eval, opts, observe)
+
+
+def _numba(problem, y0, t_eval, opts, observe):
+    return ssp(problem, y0, t_eval, opts, observe, backend="numba")
 
 
 def test_low_storage_form_is_the_tableau():
@@ -111,7 +122,7 @@ def test_follows_the_tableau(name):
     rtol, atol = 1e-8, 1e-12
     ref = _reference(problem, y0, t)
     a, ya = _run(_tableau, problem, y0, t, rtol=rtol, atol=atol)
-    b, yb = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=rtol, atol=atol)
+    b, yb = _run(_numpy, problem, y0, t, rtol=rtol, atol=atol)
     assert a.status.success and b.status.success and _similar_steps(a, b)
     assert _units(ya, ref, rtol, atol) < 10 and _units(yb, ref, rtol, atol) < 10
 
@@ -122,7 +133,7 @@ def test_matches_solve_ivp(name):
     y0 = _rhs.pack(ws)
     t = np.array([0.0, 2.0, 8.0, 30.0])
     rtol, atol = 1e-8, 1e-10
-    raw, ys = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=rtol, atol=atol)
+    raw, ys = _run(_numpy, problem, y0, t, rtol=rtol, atol=atol)
     ref = solve_ivp(lambda _, y: problem.rhs(y), (0.0, t[-1]), y0, method="DOP853", t_eval=t,
                     rtol=1e-13, atol=1e-15).y.T
     # global error in units of the requested (norm-wise) tolerance, as in test_flow
@@ -139,8 +150,8 @@ def test_numba_twin_follows_numpy(name):
     t = np.concatenate(([0.0], np.logspace(-2, 1.5, 12)))
     rtol, atol = 1e-9, 1e-13
     ref = _reference(problem, y0, t)
-    a, ya = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=rtol, atol=atol)
-    b, yb = _run(_lowstorage.ssp_solve_numba, problem, y0, t, rtol=rtol, atol=atol)
+    a, ya = _run(_numpy, problem, y0, t, rtol=rtol, atol=atol)
+    b, yb = _run(_numba, problem, y0, t, rtol=rtol, atol=atol)
     assert a.status.success and b.status.success and _similar_steps(a, b)
     assert _units(ya, ref, rtol, atol) < 10 and _units(yb, ref, rtol, atol) < 10
 
@@ -152,7 +163,7 @@ def test_registered_for_ssprk104_and_used_by_gradient_flow():
     sizes, sv, white, _, _ = PROBLEMS["narrow-top-C4"]
     X, Y = teacher_task(4 * sizes[0], sizes[0], sv, seed=0, whiten=white)
     tr = gradient_flow(ws, X, Y, t, backend="numpy", method="SSPRK104", rtol=1e-7, atol=1e-10)
-    raw, ys = _run(_lowstorage.ssp_solve, problem, _rhs.pack(ws), t, rtol=1e-7, atol=1e-10)
+    raw, ys = _run(_numpy, problem, _rhs.pack(ws), t, rtol=1e-7, atol=1e-10)
     assert np.array_equal(_rhs.pack(tr.weights), ys[-1])
     assert tr.nfev == raw.nfev
 
@@ -164,25 +175,34 @@ def test_large_states_run_as_factored_stages(backend, monkeypatch):
     and never factored where the layers are not worth it."""
     if backend == "numba":
         pytest.importorskip("numba")
-    from linearnets.sim import _lowrank
+    _lowrank = _lowstorage
     ws, problem = _problem("mixed-C3")
     assert _lowrank.worth_factoring(problem, SSPRK104.n_stages)
     assert 8 * problem.size <= _lowstorage.LOWSTORAGE_MAX_BYTES
-    y0, t = _rhs.pack(ws), np.array([0.0, 1.0, 3.0])
-    solver = get_solver("SSPRK104", backend)
-    low = _lowstorage.ssp_solve if backend == "numpy" else _lowstorage.ssp_solve_numba
-    fac = _lowrank.lowrank_solve if backend == "numpy" else _lowrank.lowrank_solve_numba
+    sizes, sv, white, _, _ = PROBLEMS["mixed-C3"]
+    X, Y = teacher_task(4 * sizes[0], sizes[0], sv, seed=0, whiten=white)
+    t = np.array([0.0, 1.0, 3.0])
+    kw = dict(rtol=1e-7, atol=1e-10, backend=backend, method="SSPRK104",
+              lr_scales=PROBLEMS["mixed-C3"][4], record=("weights",))
 
-    def run(f, *tab):
+    def run(f):
         obs = []
-        raw = f(problem, y0, t, *tab, SolverOptions(rtol=1e-7, atol=1e-10),
+        raw = f(problem, _rhs.pack(ws), t, options(1e-7, 1e-10),
                 lambda k, y: obs.append(y.copy()))
         return raw.nfev, np.array(obs)
-    small, as_low = run(solver), run(low)
+
+    def flow():
+        tr = gradient_flow(ws, X, Y, t, **kw)
+        return tr.nfev, np.concatenate([w.reshape(t.size, -1) for w in tr.weights_t], axis=1)
+    low = _numpy if backend == "numpy" else _numba
+
+    def fac(*a):
+        return erk(*a[:3], SSPRK104, *a[3:], stages="factored", backend=backend)
+    small, as_low = flow(), run(low)
     assert small[0] == as_low[0] and np.array_equal(small[1], as_low[1])
     monkeypatch.setattr(_lowstorage, "LOWSTORAGE_MAX_BYTES", 8 * problem.size - 1)
     assert _lowstorage.factored_is_faster(problem)
-    large, as_fac = run(solver), run(fac, SSPRK104)
+    large, as_fac = flow(), run(fac)
     assert large[0] == as_fac[0] and np.array_equal(large[1], as_fac[1])
     ws, narrow = _problem("narrow-top-C4")
     assert not _lowrank.worth_factoring(narrow, SSPRK104.n_stages)
@@ -202,9 +222,9 @@ def test_caps_the_step_once_modes_have_converged(name, monkeypatch):
     ws, problem = _problem(name)
     y0 = _rhs.pack(ws)
     t = np.array([0.0, 400.0])
-    capped, _ = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=1e-6, atol=1e-9)
-    monkeypatch.setattr(_explicit, "STABILITY_SAFETY", np.inf)
-    free, _ = _run(_lowstorage.ssp_solve, problem, y0, t, rtol=1e-6, atol=1e-9)
+    capped, _ = _run(_numpy, problem, y0, t, rtol=1e-6, atol=1e-9)
+    monkeypatch.setattr(mbase, "STABILITY_SAFETY", np.inf)
+    free, _ = _run(_numpy, problem, y0, t, rtol=1e-6, atol=1e-9)
     assert capped.status.success and free.status.success
     assert free.nrejected >= 0.2 * free.nsteps
     assert capped.nrejected <= max(3, 0.02 * capped.nsteps)
@@ -216,13 +236,13 @@ def test_caps_the_step_once_modes_have_converged(name, monkeypatch):
         assert capped.nsteps >= 400.0 * rho / SSPRK104.stability_boundary
 
 
-@pytest.mark.parametrize("solver", ["ssp_solve", "ssp_solve_numba"])
+@pytest.mark.parametrize("solver", [_numpy, _numba])
 def test_failure_is_reported(solver):
-    if solver.endswith("numba"):
+    if solver is _numba:
         pytest.importorskip("numba")
     ws, problem = _problem("scalar-deep")
-    raw, ys = _run(getattr(_lowstorage, solver), problem, _rhs.pack(ws),
-                   np.array([0.0, 1.0, 50.0]), rtol=1e-8, atol=1e-12, max_steps=5)
+    raw, ys = _run(solver, problem, _rhs.pack(ws), np.array([0.0, 1.0, 50.0]), rtol=1e-8,
+                   atol=1e-12, max_steps=5)
     assert raw.status is FlowStatus.MAX_STEPS and not raw.status.success
     assert raw.nsteps + raw.nrejected == 5 and len(ys) == raw.n_done
 
@@ -235,17 +255,9 @@ def test_gram_stiffness_sums_only_where_reliable(name, t_end, gram_ok, monkeypat
     has fitted what it can, the remaining residual makes the Gram form cancel and it is
     refused."""
     ws, problem = _problem(name)
-    st_seen = {}
-    Slots = _lowstorage.Slots
-
-    class Keep(Slots):
-        def __init__(self, *a, **k):
-            super().__init__(*a, **k)
-            st_seen["st"] = self
-    monkeypatch.setattr(_lowstorage, "Slots", Keep)
-    raw, _ = _run(_lowstorage.ssp_solve, problem, _rhs.pack(ws), np.array([0.0, t_end]),
-                  rtol=1e-6, atol=1e-9)
-    st = st_seen["st"]
+    st = _lowstorage.FactoredSlots(problem)
+    ssp(problem, _rhs.pack(ws), np.array([0.0, t_end]), options(1e-6, 1e-9), lambda k, y: None,
+        store=st)
     # the slots hold the last step's K_9 and K_10 (f(y_new) was moved to slot 0 too);
     # layer 0 has G_0 = E, the residual itself
     i = 0

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from linearnets.sim._solvers import FlowStatus
+from linearnets.sim.methods import FlowStatus
 from linearnets.sim.methods import STEPPERS, StepperOptions, integrate
 from linearnets.sim.methods import base as mbase
 

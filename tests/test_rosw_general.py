@@ -131,7 +131,7 @@ CASES = [
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("jvp", ["finite_differences", "model"])
 def test_trajectory_against_solve_ivp(act, biases, lr, backend, jvp, monkeypatch):
-    monkeypatch.setattr(methods, "ROSENBROCK_JVP", jvp)
+    monkeypatch.setattr(methods.driver, "ROSENBROCK_JVP", jvp)
     if backend == "numba" and not numba_available():
         pytest.skip("numba not installed")
     kinked = act == "relu"
@@ -282,17 +282,22 @@ def test_general_path_binds_metric_and_jvp(monkeypatch):
     ws, bs, X, Y = _net_problem("tanh", True)
     opts = parse_options(3, activation="tanh", lr_scales=(1.0, 3.0, 0.5))
     net = get_model("mlp")(ws, check_biases(bs, tuple(w.shape for w in ws)), opts)
-    primary, low = methods.stepper_for("ROS34PW2", net)
+    n = net.y0.size
+
+    def made(name, net):
+        primary, low = methods.stepper_for(name, net)
+        return primary(None, n, 1e-6, 1e-12, np), low and low(None, n, 1e-4, 1e-12, np)
+    primary, low = made("ROS34PW2", net)
     assert primary.jvp is None and low is None             # finite differences by default
-    monkeypatch.setattr(methods, "ROSENBROCK_JVP", "model")
-    primary, low = methods.stepper_for("ROS34PW2", net)
+    monkeypatch.setattr(methods.driver, "ROSENBROCK_JVP", "model")
+    primary, low = made("ROS34PW2", net)
     assert primary.jvp is not None
     R = 1.0 / primary.metric
     assert np.allclose(np.unique(R), [0.5, 1.0, 3.0])
     opts = parse_options(3, activation="relu")
     net_relu = get_model("mlp")(ws, None, opts)
-    primary, low = methods.stepper_for("ROS34PW2", net_relu)
-    assert primary.metric is None and low.__name__ == methods.ROSENBROCK_FALLBACK
+    primary, low = made("ROS34PW2", net_relu)
+    assert primary.metric is None and low.name == methods.ROSENBROCK_FALLBACK
 
 
 # ------------------------------------------------------------------ the switch-back test
@@ -319,7 +324,7 @@ def test_switch_back_fires_after_switch_steps_where_the_pair_is_cheaper():
     (|lambda| <= 10), so the run hands back after exactly ``switch_steps`` accepted steps;
     at no cost per product it never does (4 right-hand sides a step against DOP853's
     12 x SWITCH_BACK_MARGIN at a step at most as long)."""
-    from linearnets.sim._tableaux import DOP853
+    from linearnets.sim.methods.tableaux import DOP853
 
     J, R, y0 = _linear_problem(lam_max=10.0, uniform=True)
     for cost, fires in ((100.0, True), (0.0, False)):
@@ -335,7 +340,7 @@ def test_switch_back_fires_after_switch_steps_where_the_pair_is_cheaper():
 
 
 def test_switch_back_needs_a_cost_estimate():
-    from linearnets.sim._tableaux import DOP853
+    from linearnets.sim.methods.tableaux import DOP853
     from linearnets.sim.methods.erk import ExplicitRK
 
     class DOP(ExplicitRK):

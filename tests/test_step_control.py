@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from linearnets.data import scalar_teacher
-from linearnets.sim import _explicit
+from linearnets.sim.methods import base as _explicit
 from linearnets.sim.methods import _erk_kernels as kern
 from linearnets.sim.methods import base as mbase
-from linearnets.sim._solvers import SolverOptions
-from linearnets.sim._tableaux import TABLEAUX
+from linearnets.sim.methods import StepperOptions, integrate
+from linearnets.sim.methods.erk import ExplicitRK
+from linearnets.sim.methods.tableaux import TABLEAUX
 from linearnets.sim.flow import gradient_flow
 from linearnets.sim.network import init_network
 
@@ -51,9 +52,12 @@ def _blowup_run(tab, rtol):
     y0 = np.array([1.0, 0.5])
     T = 1.0 - 1e-3
     out = {}
-    raw = _explicit.erk_solve(lambda y, o: np.multiply(y, y, out=o), y0, np.array([0.0, T]),
-                              TABLEAUX[tab], SolverOptions(rtol=rtol, atol=1e-12),
-                              lambda k, y: out.__setitem__(k, y.copy()))
+    def make(rhs, n, rtol, atol, xp):
+        return ExplicitRK(rhs, n, rtol, atol, xp, fun=lambda y, o: np.multiply(y, y, out=o),
+                          tableau=TABLEAUX[tab])
+    raw = integrate(None, y0, np.array([0.0, T]), make, StepperOptions(rtol=rtol, atol=1e-12),
+                    lambda k, y: out.__setitem__(k, y.copy()), predictive=True,
+                    cap_safety=_explicit.STABILITY_SAFETY)
     exact = y0 / (1.0 - y0 * T)
     assert raw.status.success
     return raw, np.max(np.abs(out[1] - exact) / exact)

@@ -7,12 +7,14 @@ from scipy.integrate import solve_ivp
 
 from linearnets import backend as _backend
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _rhs, _stiff
-from linearnets.sim._lowrank import worth_factoring
-from linearnets.sim._solvers import SolverOptions, get_solver
-from linearnets.sim._tableaux import DOP853
+from linearnets.sim import _rhs
 from linearnets.sim.flow import gradient_flow
+from linearnets.sim.methods import driver
+from linearnets.sim.methods.rosw import FAILED_SOLVE_ERR, ROS34PW2 as ROSW
+from linearnets.sim.methods.tableaux import DOP853, ROS34PW2
+from linearnets.sim.models._linear_stages import worth_factoring
 from linearnets.sim.network import init_network
+from sim_helpers import fake_cupy, linear_net, options, phase, solve
 
 #: Runs that fail on purpose here warn (FlowWarning); the tests read their status.
 pytestmark = pytest.mark.filterwarnings("ignore::linearnets.sim.flow.FlowWarning")
@@ -35,8 +37,7 @@ def test_rhs_matches_reference(depth, width, C, whiten, seed):
     ws, X, Y, prob = _problem(sizes, 0.7, np.linspace(2.0, 1.0, C), seed, whiten, eta=1.3,
                               lr_scale=np.linspace(0.5, 1.5, depth))
     y = _rhs.pack(ws)
-    flow = _stiff.Flow(prob)
-    got = flow.rhs(y, np.empty_like(y))
+    got = linear_net(prob, y).rhs(y, np.empty_like(y))
     want = _rhs.rhs(y, prob)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14 * np.abs(want).max())
 
@@ -56,9 +57,11 @@ def _state_and_direction(depth, width, C, whiten, seed):
        whiten=st.booleans(), seed=st.integers(0, 10**6))
 def test_jvp_matches_finite_differences(depth, width, C, whiten, seed):
     prob, y, v = _state_and_direction(depth, width, C, whiten, seed)
-    flow = _stiff.Flow(prob)
-    flow.rhs(y, np.empty_like(y), keep=True)
-    jv = flow.jvp(v, np.empty_like(v))
+    net = linear_net(prob, y)
+    net.rhs(y, np.empty_like(y))
+    Jv, fresh = net.linearize(y)
+    jv = Jv(v)
+    assert not fresh                     # the products of the latest rhs, kept
     # central differences: truncation O(eps^2 |f'''|), rounding O(1e-16 |f| / eps)
     eps = 1e-5
     fd = (_rhs.rhs(y + eps * v, prob) - _rhs.rhs(y - eps * v, prob)) / (2 * eps)
@@ -74,12 +77,13 @@ def test_compiled_flow_matches_flow(depth, width, C, whiten, seed):
     """The compiled right-hand side and Jacobian-vector product of numba's "auto" agree
     with the numpy Flow to rounding, and evaluating other states between the kept one
     and its Jacobian-vector products does not disturb them."""
+    from linearnets.sim.models._linear_ops import CompiledFlow
     prob, y, v = _state_and_direction(depth, width, C, whiten, seed)
-    ref, got = _stiff.Flow(prob), _stiff.CompiledFlow(prob)
-    f_ref = ref.rhs(y, np.empty_like(y), keep=True)
+    ref, got = linear_net(prob, y), CompiledFlow(prob)
+    f_ref = ref.rhs(y, np.empty_like(y))
     f_got = got.rhs(y, np.empty_like(y), keep=True)
     got.rhs(y + v, np.empty_like(y))
-    j_ref = ref.jvp(v, np.empty_like(v))
+    j_ref = ref.linearize(y)[0](v).copy()
     j_got = got.jvp(v, np.empty_like(v))
     # a few products of O(1) entries in either order: rounding of a few eps
     for a, b in ((f_got, f_ref), (j_got, j_ref)):
@@ -93,17 +97,16 @@ def test_jvp_is_symmetric():
     y = _rhs.pack(ws)
     rng = np.random.default_rng(3)
     u, v = rng.standard_normal((2, y.size))
-    flow = _stiff.Flow(prob)
-    flow.rhs(y, np.empty_like(y), keep=True)
-    a = u @ flow.jvp(v, np.empty_like(v))
-    b = v @ flow.jvp(u, np.empty_like(u))
+    Jv = linear_net(prob, y).linearize(y)[0]
+    a = u @ Jv(v)
+    b = v @ Jv(u)
     assert abs(a - b) <= 1e-12 * (abs(a) + abs(b))
 
 
 # --- the tableau --------------------------------------------------------------------------------
 def test_ros34pw2_order_conditions():
     """Rosenbrock order-3 conditions (Hairer-Wanner IV.7, Table 7.1) and the W-conditions."""
-    tab = _stiff.ROS34PW2
+    tab = ROS34PW2
     g = tab.gamma
     alpha = tab.alpha.sum(1)
     beta = tab.alpha + tab.gamma_ij
@@ -122,7 +125,7 @@ def test_ros34pw2_order_conditions():
 
 def test_ros34pw2_linear_stability_l_stable():
     """R(z) = 1 + z b^T (I - z B)^-1 1 with B = alpha + gamma_ij + gamma I: |R| <= 1, R(-inf) = 0."""
-    tab = _stiff.ROS34PW2
+    tab = ROS34PW2
     B = tab.alpha + tab.gamma_ij + tab.gamma * np.eye(4)
     one = np.ones(4)
 
@@ -146,10 +149,8 @@ def _reference(ws, prob, t_eval):
 
 
 def _jacobian(y, prob):
-    flow = _stiff.Flow(prob)
-    flow.rhs(y, np.empty_like(y), keep=True)
-    eye = np.eye(y.size)
-    return np.column_stack([flow.jvp(e, np.empty_like(e)) for e in eye])
+    Jv = linear_net(prob, y).linearize(y)[0]
+    return np.column_stack([Jv(e).copy() for e in np.eye(y.size)])
 
 
 @pytest.mark.parametrize("method", ["ROS34PW2", "auto"])
@@ -178,11 +179,15 @@ def test_third_order_convergence_with_fixed_steps():
     ref = solve_ivp(lambda t, y: _rhs.rhs(y, prob), (0, T), y0, method="DOP853", rtol=1e-13,
                     atol=1e-15).y[:, -1]
     errs = []
+    net = linear_net(prob, y0)
+    cls = ROSW.bind(linearize=net.linearize, JVP_COST=2.0)
     for nstep in (8, 16, 32):
-        flow = _stiff.Flow(prob)
         y = y0.copy()
         for _ in range(nstep):
-            y = _stiff.rosw_fixed_step(flow, y, T / nstep)
+            st = cls(None, y.size, 1e-3, 1e-3, fun=net.rhs)
+            st.krylov_tol = 1e-10
+            y, _, err = st.attempt(0.0, y, st.evaluate(0.0, y), T / nstep)
+            assert err != FAILED_SOLVE_ERR
         errs.append(np.abs(y - ref).max())
     rates = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
     assert np.all(rates > 2.7), rates
@@ -234,15 +239,12 @@ def test_stiffness_test_fires_at_a_converged_state():
     done = gradient_flow(ws, X, Y, [0.0, 60.0], rtol=1e-10, atol=1e-13, backend="numpy")
     y = _rhs.pack(done.weights)
     lam_max = np.abs(np.linalg.eigvalsh(_jacobian(y, prob))).max()
-    flow = _stiff.Flow(prob)
-    stats = _stiff._Stats()
-    opts = SolverOptions(rtol=1e-6, atol=1e-9, max_steps=10_000)
     t_end = 50 * DOP853.stability_boundary / lam_max
-    out = _stiff.erk_run(flow, y, 0.0, 0.1 / lam_max, np.array([0.0, t_end]), 1, DOP853, opts,
-                         lambda k, v: None, stats, detect_stiffness=True)
-    assert out[-1] and stats.stiff_at is not None
+    res = phase("DOP853", "numpy", prob, y, 0.0, 1, [0.0, t_end],
+                options(1e-6, 1e-9, 10_000, 0.1 / lam_max), stiff_steps=driver.STIFF_STEPS)
+    assert res.stiff and res.t_last < t_end
     # steps are capped near the stability boundary, not by accuracy
-    assert stats.nsteps < 50 + _stiff.STIFF_STEPS + 40
+    assert res.nsteps < 50 + driver.STIFF_STEPS + 40
 
 
 def test_switch_backoff_delays_the_next_switch():
@@ -252,44 +254,32 @@ def test_switch_backoff_delays_the_next_switch():
     done = gradient_flow(ws, X, Y, [0.0, 60.0], rtol=1e-10, atol=1e-13, backend="numpy")
     y = _rhs.pack(done.weights)
     lam_max = np.abs(np.linalg.eigvalsh(_jacobian(y, prob))).max()
-    opts = SolverOptions(rtol=1e-6, atol=1e-9, max_steps=10_000)
     t_end = 200 * DOP853.stability_boundary / lam_max
     steps = {}
-    for n in (_stiff.STIFF_STEPS, _stiff.SWITCH_BACKOFF * _stiff.STIFF_STEPS):
-        stats = _stiff._Stats()
-        out = _stiff.erk_run(_stiff.Flow(prob), y, 0.0, 0.1 / lam_max, np.array([0.0, t_end]), 1,
-                             DOP853, opts, lambda k, v: None, stats, detect_stiffness=True,
-                             stiff_steps=n)
-        assert out[-1] and out[1] < t_end
-        steps[n] = stats.nsteps
+    for n in (driver.STIFF_STEPS, driver.SWITCH_BACKOFF * driver.STIFF_STEPS):
+        res = phase("DOP853", "numpy", prob, y, 0.0, 1, [0.0, t_end],
+                    options(1e-6, 1e-9, 10_000, 0.1 / lam_max), stiff_steps=n)
+        assert res.stiff and res.t_last < t_end
+        steps[n] = res.nsteps
     first, later = steps.values()
     # the first steps are not capped (the step grows from 0.1 / lam_max); after that
     # every step is, so the extra capped steps asked for are exactly the extra steps
-    assert later - first == (_stiff.SWITCH_BACKOFF - 1) * _stiff.STIFF_STEPS
+    assert later - first == (driver.SWITCH_BACKOFF - 1) * driver.STIFF_STEPS
 
 
-def test_cupy_module_path_with_numpy_standin():
-    """The cupy solvers run the xp-generic code; with numpy standing in they match numpy's."""
-    import types
-
-    from linearnets.sim import _cupy
-
-    shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("_")})
-    shim.asnumpy = lambda a: np.array(a, dtype=np.float64, copy=True)
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "SSPRK104", "ROS34PW2", "auto"])
+def test_cupy_path_with_numpy_standin(method, monkeypatch):
+    """``backend="cupy"`` runs the one loop on the array module of CuPy; with numpy
+    standing in, every method matches the numpy backend (the same algorithm)."""
+    fake_cupy(monkeypatch)
     ws, X, Y, prob = _problem((3, 5, 2), 0.3, [1.0, 0.5], seed=7)
-    y0 = _rhs.pack(ws)
     t_eval = np.array([0.0, 3.0, 10.0])
-    for method in _cupy.METHODS:
-        got, want = [], []
-        opts = SolverOptions(rtol=1e-8, atol=1e-11)
-        r1 = _cupy.make_solver(method, lambda: shim)(prob, y0, t_eval, opts,
-                                                     lambda k, y: got.append(y.copy()))
-        r2 = get_solver(method, "numpy")(prob, y0, t_eval, opts, lambda k, y: want.append(y.copy()))
-        assert r1.status.success and r1.n_done == 3
-        assert r2.status.success and r2.n_done == 3
-        assert all(type(g) is np.ndarray for g in got)
-        # the explicit pairs: same algorithm as _explicit, same steps up to rounding
-        np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-10, atol=1e-13)
+    kw = dict(rtol=1e-8, atol=1e-11, method=method)
+    got = gradient_flow(ws, X, Y, t_eval, backend="cupy", **kw)
+    want = gradient_flow(ws, X, Y, t_eval, backend="numpy", **kw)
+    assert got.success and want.success and got.backend == "cupy"
+    assert type(got.end_to_end) is np.ndarray
+    np.testing.assert_allclose(got.end_to_end, want.end_to_end, rtol=1e-10, atol=1e-13)
 
 
 # --- "auto" on the numba backend: compiled DOP853 phases, ROS34PW2 on compiled products ---------
@@ -314,29 +304,25 @@ def test_compiled_stiffness_test_counts_like_erk_run():
     y = _rhs.pack(done.weights)
     lam_max = np.abs(np.linalg.eigvalsh(_jacobian(y, prob))).max()
     t_eval = np.array([0.0, 200 * DOP853.stability_boundary / lam_max])
-    solver = get_solver("DOP853", "numba")
     steps = {}
-    for n in (_stiff.STIFF_STEPS, _stiff.SWITCH_BACKOFF * _stiff.STIFF_STEPS):
-        opts = SolverOptions(rtol=1e-6, atol=1e-9, max_steps=10_000, first_step=0.1 / lam_max,
-                             stiff_steps=n)
-        raw = solver(prob, y, t_eval, opts, lambda k, v: None)
+    for n in (driver.STIFF_STEPS, driver.SWITCH_BACKOFF * driver.STIFF_STEPS):
+        opts = options(1e-6, 1e-9, 10_000, 0.1 / lam_max)
+        raw = phase("DOP853", "numba", prob, y, 0.0, 1, t_eval, opts, stiff_steps=n)
         assert raw.status.success and raw.stiff and raw.n_done == 1
         assert raw.t_last < t_eval[-1] and raw.h_next > 0
-        stats = _stiff._Stats()
-        out = _stiff.erk_run(_stiff.Flow(prob), y, 0.0, 0.1 / lam_max, t_eval, 1, DOP853, opts,
-                             lambda k, v: None, stats, detect_stiffness=True, stiff_steps=n)
-        assert out[-1]
+        ref = phase("DOP853", "numpy", prob, y, 0.0, 1, t_eval, opts, stiff_steps=n)
+        assert ref.stiff
         # the first few steps grow from 0.1 / lam_max and are not capped; where the cap
         # starts to bind may move by a step or two with rounding
-        assert abs(raw.nsteps - stats.nsteps) <= 3
+        assert abs(raw.nsteps - ref.nsteps) <= 3
         steps[n] = raw.nsteps
     first, later = steps.values()
     # within one run every step after those is capped, so the extra capped steps asked
     # for are exactly the extra steps
-    assert later - first == (_stiff.SWITCH_BACKOFF - 1) * _stiff.STIFF_STEPS
+    assert later - first == (driver.SWITCH_BACKOFF - 1) * driver.STIFF_STEPS
     # without the test the same run goes to the end
-    raw = solver(prob, y, t_eval, SolverOptions(rtol=1e-6, atol=1e-9, first_step=0.1 / lam_max),
-                 lambda k, v: None)
+    raw = phase("DOP853", "numba", prob, y, 0.0, 1, t_eval,
+                options(1e-6, 1e-9, first_step=0.1 / lam_max))
     assert raw.status.success and not raw.stiff and raw.n_done == 2
 
 
@@ -484,11 +470,12 @@ def test_auto_numba_agrees_with_numpy_to_1e10(case):
 @pytest.mark.parametrize("switch", [False, True])
 @pytest.mark.parametrize("rtol", [1e-4, 1e-6, 1e-8])
 def test_compiled_rosenbrock_steps_like_rosw_run(switch, rtol):
-    """``rosw_run_compiled`` is ``rosw_run`` with its loop compiled.  On the same compiled
-    products the two differ only in the rounding of the Krylov inner products, which at
-    most moves a solve's stopping iteration (its residual is held below ``KRYLOV_TOL``
-    of the step's error norm): the same accepted steps, the same hand-back to the
-    explicit pair, outputs within the tolerance (measured: <= 0.035 rtol)."""
+    """The compiled Rosenbrock-W loop (``methods.compiled.rosw``) is the numpy stepper's
+    algorithm (``methods.rosw`` in ``base.integrate``) with its loop compiled: they differ
+    only in the rounding of their products and Krylov inner products, which at most moves a
+    solve's stopping iteration (its residual is held below ``KRYLOV_TOL`` of the step's
+    error norm): about the same steps, the same hand-back to the explicit pair, outputs
+    within the tolerance."""
     if switch:  # a plateau, not stiff: the explicit pair is cheaper from the start
         ws, X, Y, prob = _problem((3, 4, 2), 0.3, [1.0, 0.6], seed=2)
         t_eval = np.linspace(0.0, 12.0, 7)
@@ -496,33 +483,30 @@ def test_compiled_rosenbrock_steps_like_rosw_run(switch, rtol):
         ws, X, Y, prob = _problem((3, 4, 2), 0.05, [3.0, 0.02], seed=2)
         t_eval = np.array([0.0, 5.0, 50.0, 200.0, 400.0])
     y0 = _rhs.pack(ws)
-    opts = SolverOptions(rtol=rtol, atol=rtol * 1e-3)
+    opts = options(rtol, rtol * 1e-3, first_step=1e-3)
     runs = []
-    for run in (_stiff.rosw_run, _stiff.rosw_run_compiled):
-        flow, stats, seen = _stiff.CompiledFlow(prob), _stiff._Stats(), {}
-        out = run(flow, y0.copy(), 0.0, 1e-3, t_eval, 1, opts,
-                  lambda k, v, seen=seen: seen.__setitem__(k, v.copy()), stats,
-                  switch_back=DOP853 if switch else None)
-        runs.append((out, stats, flow, seen))
-    (a, sa, fa, oa), (b, sb, fb, ob) = runs
-    assert a[0].success and b[0].success
-    assert a[4] == b[4] and a[5] == b[5] == switch          # outputs reached, hand-back
+    for backend in ("numpy", "numba"):
+        seen = {}
+        res = phase("ROS34PW2", backend, prob, y0.copy(), 0.0, 1, t_eval, opts,
+                    lambda k, v, seen=seen: seen.__setitem__(k, v.copy()),
+                    switch_back=DOP853 if switch else None)
+        runs.append((res, seen))
+    (a, oa), (b, ob) = runs
+    assert a.status.success and b.status.success
+    assert a.n_done == b.n_done and a.nonstiff == b.nonstiff == switch
     # a rounding difference can flip a step whose error norm sits at 1 into a rejection
-    # and move the steps after it: measured 0-3 more or fewer rejections over these runs
-    # (0.2 % of the 1,458 steps at rtol 1e-8; which runs differ moves with the last bits
-    # of Sxx and Syx); 10 % plus 5 steps, and the work to 10 %
-    assert abs(sa.nsteps - sb.nsteps) <= 0.1 * sa.nsteps + 5
-    assert abs(sa.nrej - sb.nrej) <= 0.1 * sa.nsteps + 5
-    assert abs(fa.nfev + 2 * fa.njev - fb.nfev - 2 * fb.njev) <= 0.1 * (fa.nfev + 2 * fa.njev)
-    assert fb.njev == sb.ncg
+    # and move the steps after it: 10 % plus 5 steps, and the work to 10 %
+    assert abs(a.nsteps - b.nsteps) <= 0.1 * a.nsteps + 5
+    assert abs(a.nrejected - b.nrejected) <= 0.1 * a.nsteps + 5
+    assert abs(a.nfev - b.nfev) <= 0.1 * a.nfev + 10
     if switch:
         # handed back before the first output, after at least STIFF_STEPS accepted steps
-        assert a[4] == 1 and a[1] == pytest.approx(b[1], rel=1e-8) and a[1] < t_eval[1]
-        assert sa.nsteps >= _stiff.STIFF_STEPS
-    assert sorted(oa) == sorted(ob) == list(range(1, a[4]))
+        assert a.n_done == 1 and a.t_last == pytest.approx(b.t_last, rel=1e-6)
+        assert a.t_last < t_eval[1] and a.nsteps >= driver.STIFF_STEPS
+    assert sorted(oa) == sorted(ob) == list(range(1, a.n_done))
     for k in oa:
         assert np.abs(oa[k] - ob[k]).max() <= rtol * np.abs(oa[k]).max()
-    assert np.abs(a[2] - b[2]).max() <= rtol * np.abs(a[2]).max()
+    assert np.abs(a.y_last - b.y_last).max() <= rtol * np.abs(a.y_last).max()
 
 
 @numba_only
@@ -566,14 +550,14 @@ def test_compiled_ros34pw2_follows_numpy(depth, width, C, whiten, eta, scaled, s
                               whiten=whiten, eta=eta, lr_scale=lr_scale, P=30)
     t_eval = np.array([0.0, 0.5, 2.0, 6.0])
     rtol = 1e-6
-    opts = SolverOptions(rtol=rtol, atol=rtol * 1e-3)
     out = {}
     for backend in ("numpy", "numba"):
         W = np.full((t_eval.size,) + prob.Syx.shape, np.nan)
 
         def observe(k, y, W=W):
             W[k] = _rhs.end_to_end_flat(y, prob.shapes)
-        raw = get_solver("ROS34PW2", backend)(prob, _rhs.pack(ws), t_eval, opts, observe)
+        raw = solve("ROS34PW2", backend, prob, _rhs.pack(ws), t_eval,
+                    options(rtol, rtol * 1e-3), observe)
         assert raw.status.success and raw.n_done == t_eval.size
         out[backend] = W
     a, b = out["numpy"], out["numba"]

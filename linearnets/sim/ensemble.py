@@ -69,11 +69,11 @@ import numpy as np
 
 from .._validation import as_float_array, check_positive
 from . import flow as _flow
-from ._solvers import FlowStatus
+from .methods.base import FlowStatus
 from .methods import STEPPERS
 from .methods.base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FACTOR,
                            SAFETY)
-from ._explicit import PREDICTIVE_MIN_ERR
+from .methods.base import PREDICTIVE_MIN_ERR
 from .models import parse_options
 from .models.base import Layout
 from .models.mlp import activation_functions, check_biases

@@ -10,10 +10,10 @@ Every run, of any model, is watched by one breakdown guard (a loss that rose abo
 ``BREAKDOWN_RISE`` times its initial value ends the record) and reports a failure in
 one way (:class:`FlowWarning`, or :class:`FlowError` with ``raise_on_failure``).
 
-The linear network is integrated by the solvers of ``_solvers`` on its
-:class:`~linearnets.sim._rhs.FlowProblem` (the sufficient statistics, with the compiled
-loops on numba), every other run by the adaptive loop ``methods.base.integrate`` on the
-model's right-hand side.
+The method runs through ``methods.run``: on numpy and CuPy in the one adaptive loop
+``methods.base.integrate``, on numba in the compiled loop of its family where the model
+supplies compiled operations (the linear network's), else in the numpy loop on the
+model's compiled right-hand side.
 """
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ import numpy as np
 
 from .. import backend as _backend
 from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
-from ._solvers import FlowStatus, SolverOptions, backends_for, get_solver
-from ._tableaux import TABLEAUX
-from .methods import STEPPERS, StepperOptions, integrate, stepper_for
-from .methods.rosw import ROSENBROCK
+from .methods import METHODS, FlowStatus, StepperOptions
+from .methods import run as run_method
+from .methods.base import STABILITY_SAFETY
+from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
 from .models.mlp import check_biases
 from .network import check_weights
@@ -48,7 +48,7 @@ RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation")
 DENSE_METHODS = tuple(name for name, tab in TABLEAUX.items() if tab.dense_P is not None)
 
 #: Every method name (``"auto"``: see :data:`DEFAULT_METHOD`).
-METHODS = ("auto",) + tuple(STEPPERS) + tuple(ROSENBROCK)
+METHODS = tuple(METHODS)
 
 #: Default budget of attempted steps.
 DEFAULT_MAX_STEPS = 1_000_000
@@ -453,9 +453,6 @@ class PreparedFlow:
         self.raise_on_failure = raise_on_failure
         self._shared = cls.shared(shapes, X, Y, options, xp)
         self._data = (X, Y) if xp is np else (xp.asarray(X), xp.asarray(Y))
-        # the sufficient-statistics solvers (_solvers) integrate a linear network's problem
-        self._solver = (get_solver(method, backend)
-                        if getattr(cls, "solvers", False) and stop is None else None)
         if "modes" in record:
             U, s, Vt = np.linalg.svd(Y.T @ X / X.shape[0], full_matrices=False)
             self._modes = (U, s, Vt.T.copy())
@@ -607,11 +604,21 @@ class PreparedFlow:
                     a[n:] = nan
         if terms is not None:
             lossv[:n] = net.loss_of_map(e2e[:n])
-        ncapped = getattr(raw, "ncapped", 0)
+        if status is FlowStatus.MAX_STEPS:
+            message = message.replace(status.message,
+                                      f"{status.message} ({self.max_steps} attempted steps)", 1)
+            tab = TABLEAUX.get(self.method)
+            h, rho = raw.h_next, raw.rho
+            # the cap sets h rho = STABILITY_SAFETY boundary exactly (up to rounding)
+            if tab is not None and rho > 0.0 and h * rho >= 0.999 * STABILITY_SAFETY * \
+                    tab.stability_boundary:
+                message += (f"; the step (h={h:.3g}) was held at the stability limit of "
+                            f"converged modes (stiffness {rho:.3g}): method='auto' switches "
+                            f"to the L-stable ROS34PW2 there")
+        ncapped = raw.ncapped
         if (status.success and self.method in TABLEAUX and ncapped >= CAPPED_HINT_STEPS
                 and ncapped >= CAPPED_HINT_SHARE * raw.nsteps):
-            # converged modes, not accuracy, set the steps: the failure message of an
-            # exhausted budget says the same (_explicit._failure_message)
+            # converged modes, not accuracy, set the steps
             message += (f"; {ncapped} of {raw.nsteps} steps were held at the stability limit "
                         f"of converged modes: method='auto' switches to the L-stable ROS34PW2 "
                         f"there")
@@ -626,58 +633,23 @@ class PreparedFlow:
             modes=modes, mode_s=s_modes, mode_u=U, mode_v=V, conservation=cons, ntk=ntk,
             ntk_norm=ntk_norm, ntk_alignment=ntk_align, dense=self.dense and net.smooth,
             biases=tuple(host[L:]) if bs is not None else None, biases_t=bt, outputs=outs,
-            t_stop=getattr(raw, "t_stop", None), kinks=int(getattr(raw, "kinks", 0)),
-            sliding_time=float(getattr(raw, "sliding_time", 0.0)),
-            fallback_steps=int(getattr(raw, "fallback_steps", 0)),
+            t_stop=raw.t_stop, kinks=int(raw.kinks), sliding_time=float(raw.sliding_time),
+            fallback_steps=int(raw.fallback_steps),
             weights0=tuple(ws), biases0=tuple(bs) if bs is not None else None)
 
     def _integrate(self, net, observe):
-        t_eval = self.t_eval
-        if self._solver is not None:
-            # the linear solvers start at t_eval[0]: from t = 0, the time of the weights
-            skip = int(t_eval[0] > 0)
-            t_solve = np.concatenate(([0.0], t_eval)) if skip else t_eval
-
-            def obs(k, y):
-                if k >= skip:
-                    observe(k - skip, y)
-
-            def obs_many(k, states):
-                if k < skip:
-                    obs(k, states[0])
-                    k, states = k + 1, states[1:]
-                observe.many(k - skip, states)
-            obs.many = obs_many
-            opts = SolverOptions(rtol=self.rtol, atol=self.atol, max_steps=self.max_steps,
-                                 first_step=self.first_step, dense=self.dense)
-            raw = self._solver(net.problem, net.y0, t_solve, opts, obs)
-            return _Shifted(raw, skip)
         xp = self.xp
-        name = "DOP853" if self.method == "auto" else self.method
-        primary, low = stepper_for(name, net)
         if self.stop is None:
-            stop_fn = None
+            stop = None
         elif self.stop[0] == "margin":
-            stop_fn = lambda y: 1.0 - float(xp.min(net.margins(y)))  # noqa: E731
+            stop = lambda y: 1.0 - float(xp.min(net.margins(y)))  # noqa: E731
         else:
             value = self.stop[1]
-            stop_fn = lambda y: net.loss(y) - value  # noqa: E731
+            stop = lambda y: net.loss(y) - value  # noqa: E731
         opts = StepperOptions(rtol=self.rtol, atol=self.atol, max_steps=self.max_steps,
                               first_step=self.first_step, kink_rtol=self.kink_rtol)
-        return integrate(lambda t, y: net.rhs(y), net.y0, t_eval, primary, opts, observe,
-                         fallback=low, switches=None if net.smooth else net.switches,
-                         stop=stop_fn, xp=xp, dense=self.dense)
-
-
-class _Shifted:
-    """A solver's result over ``[0] + t_eval`` read as one over ``t_eval``."""
-
-    def __init__(self, raw, skip):
-        self._raw = raw
-        self.n_done = max(raw.n_done - skip, 0)
-
-    def __getattr__(self, name):
-        return getattr(self._raw, name)
+        return run_method(self.method, net, net.y0, self.t_eval, opts, observe,
+                          backend=self.backend, xp=xp, dense=self.dense, stop=stop)
 
 
 def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
@@ -742,17 +714,8 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
         probe = check_probe(probe if probe is not None else (X, Y), D, C)
         rec = rec | {"ntk"}
     Xo = X if probe is None else probe[0]
-    xp = np
-    if getattr(cls, "solvers", False) and stop is None and method in _solver_methods():
-        concrete = _backend.resolve_backend(backend, max(max(s) for s in shapes),
-                                            backends_for(method))
-    elif backend == "cupy":
-        xp, concrete = _backend.get_cupy(), "cupy"
-    else:
-        if backend == "numba" and not _backend.numba_available():
-            raise ValueError("backend='numba' needs numba, which is not installed")
-        concrete = "numba" if backend in ("numba", "auto") and _backend.numba_available() \
-            else "numpy"
+    concrete = _backend.resolve_backend(backend, max(max(s) for s in shapes), _backend.BACKENDS)
+    xp = _backend.get_cupy() if concrete == "cupy" else np
     if concrete == "numba":
         # a model's compiled twin; a model without one runs its numpy reference
         cls, concrete = (cls.numba_model, "numba") if cls.numba_model is not None \
@@ -762,11 +725,6 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
                         rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
                         dense=dense, stop=stop, kink_rtol=kink_rtol, record=rec, probe=probe,
                         Xo=Xo, raise_on_failure=bool(raise_on_failure))
-
-
-def _solver_methods():
-    from ._solvers import method_names
-    return method_names()
 
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,

@@ -85,15 +85,15 @@ sliding stretch grows at most linearly with its length.  Accuracy is therefore
 """
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from .._solvers import FlowStatus
-
-__all__ = ["Stepper", "StepperOptions", "Result", "integrate", "rms_norm", "sumsq", "SAFETY",
+__all__ = ["FlowStatus", "Stepper", "StepperOptions", "Result", "integrate", "rms_norm", "sumsq",
+           "SAFETY",
            "MIN_FACTOR", "MAX_FACTOR", "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH",
            "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY",
            "STIFFNESS_MIN_REL", "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES",
@@ -154,6 +154,27 @@ STOP_XTOL = 1e-12
 #: step holds many output times (dense output), in bytes (:func:`dense_batch_rows`).
 DENSE_BATCH_BYTES = 1 << 22
 _EPS = float(np.finfo(np.float64).eps)
+
+
+class FlowStatus(enum.Enum):
+    """Outcome of an integration; ``.code`` (int, 0 = success) and ``.message`` (str)."""
+
+    SUCCESS = (0, "reached the last t_eval")
+    STEP_UNDERFLOW = (-1, "step size fell below the floating-point resolution of t")
+    NONFINITE = (-2, "the right-hand side or the state became non-finite (NaN or inf)")
+    MAX_STEPS = (-3, "step budget max_steps exhausted")
+    BREAKDOWN = (-4, "step control broke down")
+
+    def __init__(self, code, message):
+        self.code = code
+        self.message = message
+
+    @property
+    def success(self) -> bool:
+        return self is FlowStatus.SUCCESS
+
+    def __str__(self):
+        return f"{self.name}: {self.message}"
 
 
 def rms_norm(x, xp=np):

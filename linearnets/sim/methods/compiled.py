@@ -49,7 +49,7 @@ import math
 
 import numpy as np
 
-from .._solvers import FlowStatus
+from .base import FlowStatus
 from .base import (MAX_FACTOR, MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET,
                    PREDICTIVE_MIN_ERR, SAFETY, STABILITY_SAFETY, STIFFNESS_MEMORY,
                    STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS, SWITCH_BACK_MARGIN, Result,
@@ -158,8 +158,11 @@ def stiffness_args(tab, stiff_steps=0):
     ``[boundary, STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|,
     STIFFNESS_STATE_ULPS eps, NONSTIFF_RESET, stiff_steps]`` (``stiff_steps`` 0: no
     stiffness test), the constants read from this module (a study may set them here)."""
-    wd = np.ascontiguousarray(tab.stiffness_weights, dtype=np.float64)
-    stiff = np.array([tab.stability_boundary, STABILITY_SAFETY, STIFFNESS_MEMORY,
+    # (a tableau whose last stage is not at t + h has no estimate: no cap, as ExplicitRK)
+    has = tab.stability_boundary > 0.0 and tab.c[-1] == 1.0
+    wd = np.ascontiguousarray(tab.stiffness_weights if has else np.zeros(tab.n_stages),
+                              dtype=np.float64)
+    stiff = np.array([tab.stability_boundary if has else 0.0, STABILITY_SAFETY, STIFFNESS_MEMORY,
                       STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS,
                       NONSTIFF_RESET, stiff_steps], dtype=np.float64)
     return wd, stiff

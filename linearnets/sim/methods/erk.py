@@ -1,154 +1,178 @@
-"""Embedded explicit Runge-Kutta pairs over a Butcher tableau (any network, any backend).
+"""Embedded explicit Runge-Kutta pairs over a Butcher tableau (any model, any backend).
 
-:class:`ExplicitRK` advances any :class:`~linearnets.sim._tableaux.Tableau`
-(stages ``K_i = f(y + h sum_j A_ij K_j)``, ``y_new = y + h sum b_i K_i``, error
-``h sum e_i K_i`` with ``K_s = f(y_new)``, first same as last; DOP853's error norm
-with its third-order companion); the named subclasses fix the tableau, and
-``ExplicitRK(..., tableau=tab)`` takes any.  It is the numpy and CuPy stepper of every
-model, the linear network's included (``_explicit.erk_solve``, ``_stiff.erk_run``), in
+:class:`ExplicitRK` advances any :class:`~.tableaux.Tableau` (stages
+``K_i = f(y + h sum_j A_ij K_j)``, ``y_new = y + h sum b_i K_i``, error ``h sum e_i K_i``
+with ``K_s = f(y_new)``, first same as last; DOP853's error norm with its third-order
+companion).  It is the numpy and CuPy stepper of every explicit pair of every model in
 the one loop ``base.integrate``; its stiffness estimate and continuous extension serve
-that loop's stability cap and dense output.  Besides
-the pairs of ``_tableaux`` (RK45, DOP853, SSPRK104) two low-order pairs for kinks:
+that loop's stability cap and dense output.
 
-* ``BS32``: Bogacki & Shampine, Appl. Math. Lett. 2 (1989) 321-325, order 3 with
-  an order-2 estimate (scipy's ``RK23``);
-* ``HE21``: Heun's method with the Euler step as its order-1 estimate.
+The stages live in a *stage store*: :class:`DenseStages` (every stage a vector, any array
+namespace) by default, or one a model supplies (the linear network's rank-C factored
+stages, ``models.linear.FactoredStages``), with the same five operations:
+
+``stage(y, w, slot)``
+    ``K_slot = f(y + sum_{j < len(w)} w_j K_j)``;
+``step_end(y, y_new, wb, we, we3, c3, rtol, atol) -> (e5, e3)``
+    ``y_new = y + sum_j wb_j K_j`` and the sums over components of ``(d / sc)^2`` for
+    ``d = sum_j we_j K_j`` and ``d = sum_j we3_j K_j + c3 sum_j wb_j K_j`` (0 without
+    ``we3``), ``sc = atol + rtol max(|y|, |y_new|)``;
+``combination(w, out) -> out``
+    ``sum_j w_j K_j``;
+``stiffness_sums(s, wd) -> (num, dd, ref)``
+    ``|K_s - K_{s-1}|^2``, ``|sum_{j<s} wd_j K_j|^2``, ``|K_0|^2``;
+``fsal(s)``
+    slot ``s`` (``f(y_new)``) becomes slot 0.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .. import _tableaux
-from .._tableaux import Tableau
-from .base import Stepper, rms_norm, stiffness_estimate, sumsq
+from . import tableaux as _tab
+from .base import Stepper, stiffness_estimate, sumsq
 
-__all__ = ["ExplicitRK", "RK45", "DOP853", "SSPRK104", "BS32", "HE21", "STEPPERS",
-           "BS32_TABLEAU", "HE21_TABLEAU"]
+__all__ = ["ExplicitRK", "DenseStages", "third_order_rest", "error_norm", "STEPPERS"]
 
 
-def _frozen(a):
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    a.setflags(write=False)
-    return a
+def third_order_rest(tab):
+    """``e3 - b`` (s + 1,): the second error estimate minus the step's own weights, or None.
+
+    ``sum_j e3_j K_j = sum_j b_j K_j + sum_j (e3 - b)_j K_j``, and the first sum is
+    the step itself, already formed; for DOP853 the rest has 3 nonzero weights.
+    """
+    if tab.e3 is None:
+        return None
+    return np.ascontiguousarray(tab.e3 - np.append(tab.b, 0.0))
 
 
-BS32_TABLEAU = Tableau(
-    "BS32", 3, 2,
-    _frozen([[0, 0, 0], [1 / 2, 0, 0], [0, 3 / 4, 0]]),
-    _frozen([2 / 9, 1 / 3, 4 / 9]),
-    _frozen([0, 1 / 2, 3 / 4]),
-    # b (with 0 for f(y_new)) minus the order-2 weights (7/24, 1/4, 1/3, 1/8)
-    _frozen([2 / 9 - 7 / 24, 1 / 3 - 1 / 4, 4 / 9 - 1 / 3, -1 / 8]),
-    stability_boundary=2.5127)
-HE21_TABLEAU = Tableau(
-    "HE21", 2, 1,
-    _frozen([[0, 0], [1, 0]]),
-    _frozen([1 / 2, 1 / 2]),
-    _frozen([0, 1]),
-    _frozen([1 / 2 - 1, 1 / 2, 0]),
-    stability_boundary=2.0)
+def error_norm(e5, e3, use_e3, h, n):
+    """Error norm of a step from its sums of scaled squared error estimates: the RMS norm
+    ``|h| sqrt(e5 / n)``, or with a third-order estimate Hairer's DOP853 norm
+    ``|h| e5 / sqrt((e5 + 0.01 e3) n)``."""
+    if not use_e3:
+        return abs(h) * math.sqrt(e5 / n)
+    if e5 == 0.0 and e3 == 0.0:
+        return 0.0
+    return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)
+
+
+class DenseStages:
+    """The stage store of :class:`ExplicitRK` with every stage a vector of ``xp`` (module
+    docstring): ``K`` (s + 1, n).  ``evaluate(y, out)`` is the right-hand side."""
+
+    def __init__(self, evaluate, n, s, xp=np):
+        self.evaluate, self.xp = evaluate, xp
+        self.K = xp.empty((s + 1, n))
+
+    def _sum(self, w):
+        return self.K[:w.size].T @ self.xp.asarray(w)
+
+    def stage(self, y, w, slot):
+        self.evaluate(y + self._sum(w) if w.size else y, self.K[slot])
+
+    def combination(self, w, out):
+        out[...] = self._sum(w)
+        return out
+
+    def step_end(self, y, y_new, wb, we, we3, c3, rtol, atol):
+        xp = self.xp
+        d = self._sum(wb)
+        xp.add(y, d, out=y_new)
+        sc = atol + rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
+        e5 = sumsq(self._sum(we) / sc, xp)
+        e3 = sumsq((self._sum(we3) + c3 * d) / sc, xp) if we3 is not None else 0.0
+        return e5, e3
+
+    def stiffness_sums(self, s, wd):
+        K, xp = self.K, self.xp
+        return sumsq(K[s] - K[s - 1], xp), sumsq(self._sum(wd), xp), sumsq(K[0], xp)
+
+    def fsal(self, s):
+        self.K[0] = self.K[s]
 
 
 class ExplicitRK(Stepper):
     """An embedded explicit RK pair over the class's ``tableau`` (see the module docstring).
 
-    ``tableau`` (keyword) sets the pair per instance; ``fun`` is an in-place right-hand
-    side (:class:`~linearnets.sim.methods.base.Stepper`).  The stages live in ``K``
-    (s + 1, n), ``K[s] = f(y_new)`` becoming ``K[0]`` of the next step on acceptance.
-    Where the tableau has a real stability interval and its last stage sits at
-    ``t + h`` the stepper estimates the stiffness (:meth:`stiffness`, for the stability
-    cap of :func:`~linearnets.sim.methods.base.integrate`), and where it has a
-    continuous extension it interpolates (:meth:`interpolate`).
+    ``tableau`` (keyword) sets the pair per instance, ``store`` a model's stage store
+    (``DenseStages`` by default); ``fun`` is an in-place right-hand side
+    (:class:`~linearnets.sim.methods.base.Stepper`).  Where the tableau has a real
+    stability interval and its last stage sits at ``t + h`` the stepper estimates the
+    stiffness (:meth:`stiffness`, for the stability cap of
+    :func:`~linearnets.sim.methods.base.integrate`), and where it has a continuous
+    extension it interpolates (:meth:`interpolate`).
     """
 
-    def __init__(self, rhs, n, rtol, atol, xp=np, fun=None, *, tableau=None):
+    def __init__(self, rhs, n, rtol, atol, xp=np, fun=None, *, tableau=None, store=None):
         if tableau is not None:
             self.tableau = tableau
         super().__init__(rhs, n, rtol, atol, xp, fun)
         tab = self.tableau
         s = tab.n_stages
-        self.K = xp.empty((s + 1, self.n))
-        self._k0, self._ks = self.K[0], self.K[s]
-        self._A = [xp.asarray(tab.A[i, :i]) for i in range(s)]
-        self._b = xp.asarray(tab.b)
-        self._c = tab.c
-        self._e = xp.asarray(tab.e)
-        self._e3 = xp.asarray(tab.e3) if tab.e3 is not None else None
+        self.store = store if store is not None else DenseStages(
+            lambda y, out: self._eval(0.0, y, out), self.n, s, xp)
+        self._e3 = third_order_rest(tab)
+        self._f0 = None       # the array whose derivative slot 0 holds
         if tab.stability_boundary > 0.0 and tab.c[-1] == 1.0:
-            wd = tab.stiffness_weights
-            self._wd = xp.asarray(wd)
-            self._wsum = float(np.abs(wd).sum())
+            self._wd = tab.stiffness_weights
+            self._wsum = float(np.abs(self._wd).sum())
         else:
             self.stiffness = None
         if tab.dense_P is None:
             self.interpolate = None
 
     def evaluate(self, t, y):
-        return self._eval(t, y, self._k0)
+        st = self.store
+        st.stage(y, np.zeros(0), 0)
+        self._f0 = st.combination(np.ones(1), self.xp.empty_like(y))
+        return self._f0
 
     def attempt(self, t, y, f, h):
-        xp = self.xp
-        K = self.K
-        s = self.tableau.n_stages
-        if f is not self._k0:
-            self._k0[...] = f
+        xp, tab, st = self.xp, self.tableau, self.store
+        s = tab.n_stages
+        if f is not self._f0:
+            # slot 0 holds f(y) after evaluate or accept; a caller's own f(y) is copied in
+            if f is None or not isinstance(st, DenseStages):
+                raise ValueError("ExplicitRK: a model's stage store starts from its own f(y)")
+            st.K[0] = f
+            self._f0 = st.K[0]
         for i in range(1, s):
-            self._eval(t + self._c[i] * h, y + K[:i].T @ (self._A[i] * h), K[i])
-        y_new = y + K[:s].T @ (self._b * h)
-        f_new = self._eval(t + h, y_new, self._ks)
-        scale = self.atol + self.rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
-        if self._e3 is None:
-            err = abs(h) * rms_norm((K.T @ self._e) / scale, xp)
-        else:
-            e5 = (K.T @ self._e) / scale
-            e3 = (K.T @ self._e3) / scale
-            n5 = float(xp.sum(e5 * e5))
-            n3 = float(xp.sum(e3 * e3))
-            err = 0.0 if n5 == 0.0 else abs(h) * n5 / np.sqrt((n5 + 0.01 * n3) * self.n)
-        if not bool(xp.all(xp.isfinite(y_new))) or not bool(xp.all(xp.isfinite(f_new))):
+            st.stage(y, h * tab.A[i, :i], i)
+        st.stage(y, h * tab.b, s)                  # f(y_new), y_new formed as in step_end
+        y_new = xp.empty_like(y)
+        e5, e3 = st.step_end(y, y_new, h * tab.b, tab.e, self._e3, 1.0 / h, self.rtol,
+                             self.atol)
+        err = error_norm(e5, e3, self._e3 is not None, h, self.n)
+        f_new = st.K[s] if isinstance(st, DenseStages) else None
+        if not (math.isfinite(e5) and math.isfinite(e3) and bool(xp.all(xp.isfinite(y_new)))):
             err = np.inf
         return y_new, f_new, err
 
     def accept(self, f_new):
-        self._k0[...] = self._ks
-        return self._k0
+        self.store.fsal(self.tableau.n_stages)
+        self._f0 = getattr(self.store, "K", [None])[0]
+        return self._f0
 
     def stiffness(self, h, y_new):
         """Hairer's estimate ``|f(y_new) - f(Y_{s-1})| / |y_new - Y_{s-1}|`` of the step
         just accepted (:func:`~linearnets.sim.methods.base.stiffness_estimate`)."""
-        xp = self.xp
-        K = self.K
-        s = self.tableau.n_stages
-        dv = K[s] - K[s - 1]
-        dy = K[:s].T @ self._wd
-        return stiffness_estimate(sumsq(dv, xp), sumsq(dy, xp), sumsq(K[0], xp), self._wsum, h,
-                                  sumsq(y_new, xp))
+        num, dd, ref = self.store.stiffness_sums(self.tableau.n_stages, self._wd)
+        return stiffness_estimate(num, dd, ref, self._wsum, h, sumsq(y_new, self.xp))
 
     def interpolate(self, theta, y, y_new, h):
         """The state at ``t + theta h`` inside the step just accepted, ``y + h sum_j
         B_j(theta) K_j`` (``Tableau.dense_weights``)."""
-        return y + self.K.T @ (self.xp.asarray(self.tableau.dense_weights(theta)) * h)
+        out = self.store.combination(h * self.tableau.dense_weights(theta),
+                                     self.xp.empty_like(y))
+        out += y
+        return out
 
 
-class RK45(ExplicitRK):
-    tableau = _tableaux.RK45
+def _pair(tab):
+    return type(tab.name, (ExplicitRK,), {"tableau": tab, "__doc__": f"{tab.name}."})
 
 
-class DOP853(ExplicitRK):
-    tableau = _tableaux.DOP853
-
-
-class SSPRK104(ExplicitRK):
-    tableau = _tableaux.SSPRK104
-
-
-class BS32(ExplicitRK):
-    tableau = BS32_TABLEAU
-
-
-class HE21(ExplicitRK):
-    tableau = HE21_TABLEAU
-
-
-#: Method name -> stepper class.
-STEPPERS = {cls.tableau.name: cls for cls in (RK45, DOP853, SSPRK104, BS32, HE21)}
+#: Method name -> stepper class (every explicit pair of ``tableaux.TABLEAUX``).
+STEPPERS = {name: _pair(tab) for name, tab in _tab.TABLEAUX.items()}

@@ -56,9 +56,8 @@ non-finite state, and a run of them would end as ``NONFINITE`` rather than
 Counting
 --------
 :attr:`RosenbrockWStepper.n_evals` is a property: the evaluations the *last* attempt
-used (its three stage right-hand sides, ``f(y_new)``, and one per Krylov product,
-finite-difference or exact ``jvp``; the MLP's exact product costs about two gradients
-but counts as one), which is what ``integrate`` adds to ``nfev`` after each attempt.  The totals are kept in ``n_rhs`` and ``n_jvp`` (Krylov products).
+used (its three stage right-hand sides, ``f(y_new)``, and ``JVP_COST`` per Krylov
+product: one for a finite difference, a model's own for its exact product), which is what ``integrate`` adds to ``nfev`` after each attempt.  The totals are kept in ``n_rhs`` and ``n_jvp`` (Krylov products).
 """
 from __future__ import annotations
 
@@ -68,9 +67,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Stepper
+from .tableaux import ROS34PW2 as ROS34PW2_TABLEAU, RosenbrockW  # noqa: F401
 
-__all__ = ["RosenbrockW", "ROS34PW2_TABLEAU", "RosenbrockWStepper", "ROS34PW2", "ROSENBROCK",
-           "KRYLOV_TOL", "MAX_KRYLOV", "FAILED_SOLVE_ERR"]
+__all__ = ["RosenbrockWStepper", "ROS34PW2", "ROSENBROCK", "KRYLOV_TOL", "MAX_KRYLOV",
+           "FAILED_SOLVE_ERR"]
 
 #: A Krylov solve stops when the RMS of its residual over ``atol + rtol |y|`` is below this.
 KRYLOV_TOL = 1e-1
@@ -83,69 +83,6 @@ FAILED_SOLVE_ERR = 1e3
 _U = np.finfo(np.float64).eps
 
 
-# --------------------------------------------------------------------------------------------
-# Rosenbrock-W tableaux (stored as data) and their transformed coefficients
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RosenbrockW:
-    """A Rosenbrock(-W) method in the standard form (Hairer-Wanner II, IV.7)
-
-        (I - h gamma J) k_i = h f(y + sum_j alpha_ij k_j) + h J sum_{j<i} gamma_ij k_j,
-        y_new = y + sum_i b_i k_i,   embedded  y_hat = y + sum_i bhat_i k_i .
-
-    The stepper uses the equivalent form without products by J on the right:
-    ``U_i = sum_j Gamma_ij k_j`` (``Gamma = gamma_ij + gamma I``),
-
-        (I - h gamma J) U_i = h gamma f(y + sum_j a_ij U_j) + gamma sum_{j<i} c_ij U_j,
-        a = alpha Gamma^-1,  c = diag(1/gamma) - Gamma^-1,  m = b Gamma^-1 .
-    """
-
-    name: str
-    order: int
-    error_order: int
-    gamma: float
-    alpha: np.ndarray
-    gamma_ij: np.ndarray
-    b: np.ndarray
-    bhat: np.ndarray
-
-    @property
-    def n_stages(self):
-        return self.b.size
-
-    def transformed(self):
-        """``(a, c, m, e)``: stage, coupling, solution and error weights of the U-form."""
-        Gam = self.gamma_ij + self.gamma * np.eye(self.n_stages)
-        Gi = np.linalg.inv(Gam)
-        # clean the rounding residue off the structural zeros (the stepper skips zeros)
-        a = np.tril(self.alpha @ Gi, -1)
-        c = np.tril(np.diag(1.0 / np.diag(Gam)) - Gi, -1)
-        m = self.b @ Gi
-        e = (self.b - self.bhat) @ Gi
-        return a, c, m, e
-
-
-#: Rang & Angermann (2005), Table 3 (ROS34PW2).
-ROS34PW2_TABLEAU = RosenbrockW(
-    name="ROS34PW2", order=3, error_order=2, gamma=4.3586652150845900e-1,
-    alpha=np.array([
-        [0.0, 0.0, 0.0, 0.0],
-        [8.7173304301691801e-1, 0.0, 0.0, 0.0],
-        [8.4457060015369423e-1, -1.1299064236484185e-1, 0.0, 0.0],
-        [0.0, 0.0, 1.0, 0.0]]),
-    gamma_ij=np.array([
-        [0.0, 0.0, 0.0, 0.0],
-        [-8.7173304301691801e-1, 0.0, 0.0, 0.0],
-        [-9.0338057013044082e-1, 5.4180672388095326e-2, 0.0, 0.0],
-        [2.4212380706095346e-1, -1.2232505839045147, 5.4526025533510214e-1, 0.0]]),
-    b=np.array([2.4212380706095346e-1, -1.2232505839045147, 1.5452602553351020,
-                4.3586652150845900e-1]),
-    bhat=np.array([3.7810903145819369e-1, -9.6042292212423178e-2, 0.5,
-                   2.1793326075422950e-1]),
-)
-
-
-
 def _vdot(xp, a, b):
     return float(xp.vdot(a, b))
 
@@ -156,9 +93,18 @@ class RosenbrockWStepper(Stepper):
     Class attributes (set by :meth:`bind`):
 
     jvp : callable ``jvp(y, v) -> J(y) v`` or None
-        None: forward finite differences of ``rhs``.
+        None: forward finite differences of ``rhs`` (unless ``linearize``).
+    linearize : callable ``linearize(y) -> (J v at y as a function of v, fresh)`` or None
+        A model's exact product frozen at ``y``: ``fresh`` True when it evaluated the
+        gradient's products at ``y`` for it (counted as one evaluation), False when it
+        reused those of its latest right-hand side (the linear network's kept chains:
+        ``f(y_new)`` of an accepted step is the next step's base point).
     metric : ndarray (n,) or None
         Positive weights ``M`` with ``M J`` symmetric (None: the identity).
+    JVP_COST : float
+        A product's cost in right-hand sides (1 for a forward difference).
+    EVALUATE_REJECTED : bool
+        Evaluate ``f(y_new)`` of a rejected step too (a kink model's switch pattern).
     """
 
     tableau = ROS34PW2_TABLEAU
@@ -170,14 +116,17 @@ class RosenbrockWStepper(Stepper):
     #: switch pattern at ``y_new`` from the latest evaluation.
     EVALUATE_REJECTED = True
     jvp = None
+    linearize = None
     metric = None
     krylov_tol = KRYLOV_TOL
     max_krylov = MAX_KRYLOV
 
     @classmethod
-    def bind(cls, jvp=None, metric=None):
-        """A subclass with ``jvp`` and ``metric`` bound (what ``integrate`` instantiates)."""
-        attrs = dict(jvp=staticmethod(jvp) if jvp is not None else None, metric=metric)
+    def bind(cls, jvp=None, metric=None, linearize=None, **attrs):
+        """A subclass with ``jvp``, ``linearize``, ``metric`` (and class attributes such as
+        ``JVP_COST``) bound: what ``integrate`` instantiates."""
+        attrs.update(jvp=staticmethod(jvp) if jvp is not None else None, metric=metric,
+                     linearize=staticmethod(linearize) if linearize is not None else None)
         return type(cls.__name__, (cls,), attrs)
 
     def __init__(self, rhs, n, rtol, atol, xp=np, fun=None):
@@ -208,6 +157,10 @@ class RosenbrockWStepper(Stepper):
     def _freeze(self, t, y, f):
         """``v -> J v`` at the step's base point ``(t, y)``, ``f = rhs(t, y)``."""
         xp = self.xp
+        if self.linearize is not None:
+            Jv, fresh = self.linearize(y)
+            self._frozen_evals += int(fresh)
+            return Jv
         if self.jvp is not None:
             jvp = self.jvp
             return lambda v: jvp(y, v)
@@ -346,7 +299,7 @@ class RosenbrockWStepper(Stepper):
         return y_new, f_new, err
 
     def _count(self, nrhs, njvp):
-        self._last = nrhs + njvp
+        self._last = nrhs + int(round(self.JVP_COST * njvp))
         self.n_rhs += nrhs
         self.n_jvp += njvp
 

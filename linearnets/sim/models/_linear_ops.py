@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _explicit, _lowrank, _lowstorage
+from . import _linear_stages as _ls
 from .. import _lowrank_kernels as _lrk
 from .. import _lowstorage_kernels as _lsk
 from .._kernels import jvp_flat, rhs_flat
 from ..methods.compiled import DenseStages
+from ..methods.erk import third_order_rest
 from . import _linear_kernels as lk
 from .base import inverse_rates
 
@@ -36,26 +37,25 @@ def erk_ops(problem, tab, factored=None):
     layer's stages are worth factoring (``_lowrank.worth_factoring``; ``factored`` True or
     False forces the choice), else dense stages through ``_linear_kernels.erk_advance``."""
     if factored is None:
-        factored = _lowrank.worth_factoring(problem, tab.n_stages)
+        factored = _ls.worth_factoring(problem, tab.n_stages)
     if factored:
         return FactoredStages(problem, tab)
-    return DenseStages(lk.erk_advance, lk.rhs, _explicit.numba_rhs_args(problem), tab,
+    return DenseStages(lk.erk_advance, lk.rhs, _ls.numba_rhs_args(problem), tab,
                        int(problem.offsets[-1]))
 
 
 class FactoredStages:
-    """The explicit ops of the linear network with rank-C factored stages (``_lowrank``'s
-    layout; the loop ``_lowrank_kernels.lowrank_advance``)."""
+    """The explicit ops of the linear network with rank-C factored stages (``_linear_stages.Layout``; the loop ``_lowrank_kernels.lowrank_advance``)."""
 
     detects_stiffness = True
 
     def __init__(self, problem, tab):
-        self._kern, self._block = _lrk, _lowrank.BLOCK_ENTRIES
+        self._kern, self._block = _lrk, _ls.BLOCK_ENTRIES
         self.tab = tab
         s = tab.n_stages
         self.s = s
         n = int(problem.offsets[-1])
-        lay = _lowrank.Layout(problem, s + 1)
+        lay = _ls.Layout(problem, s + 1)
         C = self.C = lay.C
         self.ints = (lay.rows, lay.cols, lay.offs, lay.factored, lay.utoff, lay.vsoff, lay.kdoff,
                      lay.toff, lay.goff)
@@ -71,9 +71,9 @@ class FactoredStages:
         self.Syx = np.ascontiguousarray(problem.Syx)
         self.eta_l = np.ascontiguousarray(problem.eta_l, dtype=np.float64)
         self.white = problem.white
-        self.rhs_args = _explicit.numba_rhs_args(problem)
+        self.rhs_args = _ls.numba_rhs_args(problem)
         self.use_e3 = tab.e3 is not None
-        self.e3 = _lowrank.third_order_rest(tab) if self.use_e3 else np.zeros_like(tab.e)
+        self.e3 = third_order_rest(tab) if self.use_e3 else np.zeros_like(tab.e)
         self.f0 = np.empty(n)
         self.wtmp, self.out = np.empty(s + 1), np.empty(n)
 
@@ -112,19 +112,19 @@ class FactoredStages:
 
 class LowStorageStages:
     """The ops of SSPRK104 in Ketcheson's two-register form on the linear network
-    (``_lowstorage``'s slots; the loop ``_lowstorage_kernels.ssp_advance``)."""
+    (``_linear_stages.Slots``; the loop ``_lowstorage_kernels.ssp_advance``)."""
 
     detects_stiffness = False
 
     def __init__(self, problem):
-        ls = self._ls = _lowstorage
-        self._kern, self._block = _lsk, _lowrank.BLOCK_ENTRIES
+        ls = self._ls = _ls
+        self._kern, self._block = _lsk, _ls.BLOCK_ENTRIES
         self.problem = problem
         n = int(problem.offsets[-1])
         st = self.st = ls.Slots(problem)
         mx = int(max(st.rows.max(), st.cols.max()))
         C = st.C
-        self.rhs_args = args = _explicit.numba_rhs_args(problem)
+        self.rhs_args = args = _ls.numba_rhs_args(problem)
         self.Sxx, self.Syx, self.eta_l = args[0], args[1], args[2]
         self.WT, self.SW, self.tbuf = args[10], args[11], args[12]
         self.lay = (st.rows, st.cols, st.offs, st.aoff, st.goff)
@@ -197,8 +197,8 @@ class CompiledFlow:
         # two sets of product buffers: those of the kept state, and scratch for the others
         self.n = int(problem.offsets[-1])
         self.metric = inverse_rates(problem, problem.eta_l)
-        self.rhs_args = _explicit.numba_rhs_args(problem)
-        self.scratch_args = _explicit.numba_rhs_args(problem)
+        self.rhs_args = _ls.numba_rhs_args(problem)
+        self.scratch_args = _ls.numba_rhs_args(problem)
         (Sxx, _, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW,
          tbuf) = self.rhs_args
         C, D = problem.Syx.shape

@@ -37,7 +37,10 @@ import dataclasses
 
 import numpy as np
 
+from ... import backend as _backend
 from .. import _rhs
+from ._linear_stages import (FactoredSlots, FactoredStages, Layout as _StageLayout,
+                             factored_is_faster, numba_rhs_args, worth_factoring)
 from .base import Layout, Model, inverse_rates, register_model
 
 __all__ = ["LinearNet", "LinearNetNumba", "linear_ntk", "expressible"]
@@ -71,14 +74,15 @@ class LinearNet(Model):
     """A deep linear network (mse, any alpha, multipliers, centered, lr_scales) whose
     gradient depends on the data through ``Sxx`` and ``Syx'`` only (module docstring).
 
-    ``problem`` (after :meth:`prepare`) is the run's :class:`~.._rhs.FlowProblem`, what
-    the linear network's solvers integrate."""
+    ``problem`` (after :meth:`prepare`) is the run's :class:`~.._rhs.FlowProblem`.  Its
+    right-hand side keeps the partial products of the latest state it was evaluated at,
+    which :meth:`linearize` differentiates there (the exact Jacobian-vector product of a
+    Rosenbrock step, about two gradients each: :attr:`jvp_cost`)."""
 
     name = "linear"
     linear = True
     smooth = True
-    #: integrated by the sufficient-statistics solvers of ``_solvers`` (``problem``)
-    solvers = True
+    jvp_cost = 2.0
 
     @classmethod
     def handles(cls, options, has_biases):
@@ -94,18 +98,20 @@ class LinearNet(Model):
         if not expressible(options, False):
             raise ValueError(f"the 'linear' model is linear with the squared loss, got "
                              f"activation={options.activation!r}, loss={options.loss!r}")
-        self.xp = np
+        self.xp = xp
         self.options = options
         self.shapes = tuple(w.shape for w in weights)
         self.L = len(weights)
         self.layout = Layout(self.shapes, [f"W{l + 1}" for l in range(self.L)])
-        self.y0 = self.layout.pack(weights)
+        self.y0 = self.layout.pack(weights, xp=xp)
         # layer l moves at eta M^2 lr_scales[l-1] (module docstring): R^-1 up to a factor
-        self.metric = inverse_rates(self.layout, options.lr_scales)
+        self.metric = inverse_rates(self.layout, options.lr_scales, xp)
         M = float(np.prod(options.multipliers))
         self.scale = options.alpha * M
         self.rates = options.eta * M * M * np.asarray(options.lr_scales, dtype=np.float64)
-        self._W0 = self._chain(self.y0) if options.centered else None
+        self._W0 = (_rhs.end_to_end_flat(self.layout.pack(weights), self.shapes)
+                    if options.centered else None)
+        self._kept = None
 
     def weights_of(self, y):
         return self.layout.unpack(y)
@@ -119,13 +125,85 @@ class LinearNet(Model):
         self._syy = 0.5 * float(np.sum(base.Y * base.Y)) / base.P
         self.problem = dataclasses.replace(base, Syx=np.ascontiguousarray(Syx),
                                            eta_l=np.ascontiguousarray(self.rates))
+        xp = self.xp
+        self._Sxx, self._Syx = xp.asarray(self.problem.Sxx), xp.asarray(self.problem.Syx)
+        self._eta = [float(e) for e in self.rates]
         return self
 
     def rhs(self, y, out=None):
-        return _rhs.rhs(y, self.problem, out)
+        """``dy/dt`` at ``y`` (``_rhs.chain_products`` and ``_rhs.velocity`` on ``xp``),
+        written into ``out``; its products are kept for :meth:`linearize`."""
+        out = self.xp.empty_like(y) if out is None else out
+        Ws = self.weights_of(y)
+        At, G = _rhs.chain_products(Ws, self._Sxx, self._Syx, self.problem.white)
+        _rhs.velocity(At, G, self._eta, self.layout.unpack(out), self.xp)
+        self._kept = (y, Ws, At, G)
+        return out
+
+    def linearize(self, y):
+        """``(v -> J(y) v, fresh)``: the exact Jacobian-vector product at ``y`` from the
+        gradient's partial products there, those kept by the latest :meth:`rhs` when it was
+        evaluated at this very array (``fresh`` False), else formed now.  With ``A_l =
+        W_L...W_{l+1}``, ``R_l = E W_1^T...W_{l-1}^T``, ``dW_l/dt = eta_l A_l^T R_l``::
+
+            d(dW_l/dt) = eta_l (dA_l^T R_l + A_l^T dR_l),
+            dA_{l-1} = dA_l W_l + A_l V_l  (dA_L = 0),  dW = dA_0,
+            dE = -dW Sxx,  dR_1 = dE,  dR_{l+1} = dR_l W_l^T + R_l V_l^T,
+
+        O(L) narrow (C-row) products, carried as transposes as the gradient's.  ``y``
+        must stay unchanged while the product is used."""
+        xp, kept = self.xp, self._kept
+        fresh = kept is None or kept[0] is not y
+        if fresh:
+            Ws = self.weights_of(y)
+            At, G = _rhs.chain_products(Ws, self._Sxx, self._Syx, self.problem.white)
+        else:
+            _, Ws, At, G = kept
+        L, eta, white, Sxx = self.L, self._eta, self.problem.white, self._Sxx
+        out = xp.empty(self.layout.size)
+
+        def jv(v):
+            V, dWs = self.layout.unpack(v), self.layout.unpack(out)
+            # dAt[i] = d(At[i]) = d(W_L ... W_{i+2})^T, dW^T = d(W_L ... W_1)^T
+            dAt = [None] * L
+            if L > 1:
+                dAt[L - 2] = V[L - 1].T
+                for i in range(L - 3, -1, -1):
+                    dAt[i] = Ws[i + 1].T @ dAt[i + 1] + V[i + 1].T @ At[i + 1]
+                dWT = Ws[0].T @ dAt[0] + V[0].T @ At[0]
+            else:
+                dWT = V[0].T
+            dG = -(dWT.T if white else (Sxx @ dWT).T)
+            for i in range(L):
+                if i > 0:
+                    dG = _rhs.times_transpose(dG, Ws[i - 1]) + G[i - 1] @ V[i - 1].T
+                if i == L - 1:
+                    xp.multiply(dG, eta[i], out=dWs[i])
+                else:
+                    # one product with inner dimension 2C: [dAt, At] [G; dG]
+                    right = xp.concatenate((G[i], dG), axis=0)
+                    if eta[i] != 1.0:
+                        right *= eta[i]
+                    xp.matmul(xp.concatenate((dAt[i], At[i]), axis=1), right, out=dWs[i])
+            return out
+        return jv, fresh
+
+    def stores(self, kind, tab):
+        """``(family, store)``: the stage store of a method family on numpy (module
+        docstring of ``_linear_stages``): factored Butcher stages where a layer's stages
+        are worth factoring, SSPRK104's two registers as factors, except on states over
+        ``LOWSTORAGE_MAX_BYTES`` worth factoring, which run it as factored Butcher stages."""
+        p = self.problem
+        if self.xp is not np:
+            return kind, None
+        if kind == "ssp" and not factored_is_faster(p):
+            return "ssp", FactoredSlots(p)
+        if kind in ("ssp", "erk") and worth_factoring(p, tab.n_stages):
+            return "erk", FactoredStages(p, _StageLayout(p, tab.n_stages + 1))
+        return kind, None
 
     def _chain(self, y):
-        return _rhs.end_to_end_flat(y, self.shapes, self.layout.offsets)
+        return _rhs.end_to_end_flat(_backend.to_numpy(y), self.shapes, self.layout.offsets)
 
     def _mapped(self, W):
         # W (..., C, D) of the weights -> the map of F
@@ -161,8 +239,8 @@ class LinearNet(Model):
         return np.asarray(Xp, dtype=np.float64) @ self.end_to_end(y).T
 
     def ntk(self, y, X1, X2):
-        return self.scale ** 2 * linear_ntk(self.weights_of(y), np.asarray(X1, dtype=np.float64),
-                                            np.asarray(X2, dtype=np.float64))
+        ws = [_backend.to_numpy(w) for w in self.weights_of(y)]
+        return self.scale ** 2 * linear_ntk(ws, _backend.to_numpy(X1), _backend.to_numpy(X2))
 
 
 class LinearNetNumba(LinearNet):
@@ -175,7 +253,6 @@ class LinearNetNumba(LinearNet):
     def prepare(self, X, Y, shared=None):
         super().prepare(X, Y, shared)
         from .. import _kernels
-        from .._explicit import numba_rhs_args
         self._K = _kernels
         self._rhs_args = numba_rhs_args(self.problem)
         C = self.shapes[-1][0]
@@ -189,6 +266,17 @@ class LinearNetNumba(LinearNet):
         out = np.empty(self.layout.size) if out is None else out
         self._K.rhs_flat(np.ascontiguousarray(y, dtype=np.float64), out, *self._rhs_args)
         return out
+
+    def compiled_ops(self, kind, tab):
+        """``(family, ops)``: the compiled loop of a method family and this model's
+        operations on it (``_linear_ops``; the choice of stages as :meth:`stores`)."""
+        from . import _linear_ops as lo
+        p = self.problem
+        if kind == "rosw":
+            return "rosw", lo.CompiledFlow(p)
+        if kind == "ssp" and not factored_is_faster(p):
+            return "ssp", lo.LowStorageStages(p)
+        return "erk", lo.erk_ops(p, tab)
 
     def _lay(self):
         return self._rows, self._cols, self._offs

@@ -1,8 +1,8 @@
-"""Butcher tableaux of the embedded explicit Runge-Kutta pairs, stored as data.
+"""Every tableau of the simulator's methods, stored as data: one module for all of them.
 
-Each pair is a :class:`Tableau`; one generic stepper (``_explicit.py`` for numpy,
-``_kernels.py`` for numba) advances any of them.  Conventions (those of
-Hairer-Norsett-Wanner and of ``scipy.integrate``):
+Explicit embedded pairs (:class:`Tableau`; one stepper, ``methods.erk.ExplicitRK``, and
+one compiled loop advance any of them).  Conventions (those of Hairer-Norsett-Wanner and
+of ``scipy.integrate``):
 
 * stages ``K_i = f(y + h sum_{j<i} A_ij K_j)``, ``i = 0..s-1``; the step is
   ``y_new = y + h sum_i b_i K_i`` (local extrapolation: the higher order is kept);
@@ -15,27 +15,25 @@ Hairer-Norsett-Wanner and of ``scipy.integrate``):
   otherwise the plain RMS norm of ``h sum e_i K_i`` scaled by
   ``atol + rtol max(|y|, |y_new|)``.
 
-Coefficients: Dormand & Prince, J. Comput. Appl. Math. 6 (1980) 19-26 (RK45);
-Hairer, Norsett & Wanner, *Solving ODEs I*, Sec. II.10, the DOP853 code.
-The digits are those of ``scipy.integrate`` so that both take identical steps.
+The pairs: RK45 (Dormand & Prince, J. Comput. Appl. Math. 6 (1980) 19-26) and DOP853
+(Hairer, Norsett & Wanner, *Solving ODEs I*, Sec. II.10), the digits those of
+``scipy.integrate``; BS32 (Bogacki & Shampine, Appl. Math. Lett. 2 (1989) 321-325, order 3
+with an order-2 estimate, scipy's ``RK23``) and HE21 (Heun's method with the Euler step as
+its estimate), the low-order pairs at kinks; and SSPRK104, Ketcheson's ten-stage,
+fourth-order strong-stability-preserving method (SIAM J. Sci. Comput. 30 (2008)
+2113-2136), stored in its two-register low-storage form (:data:`SSPRK104_LOW_STORAGE`,
+which ``methods/ssp.py`` and the compiled low-storage loop run) and expanded from it into
+its Butcher tableau :data:`SSPRK104` (:func:`expand_low_storage`): ten right-hand sides a
+step buy a real-axis stability interval of 13.92, 1.39 per evaluation against 0.55 (RK45)
+and 0.53 (DOP853).  Its error estimate compares it with the third-order weights ``bhat``
+on the same stages (they satisfy the four order-3 conditions, checked in the tests).
 
-``SSPRK104`` is Ketcheson's ten-stage, fourth-order strong-stability-preserving
-method (SIAM J. Sci. Comput. 30 (2008) 2113-2136), written out as a
-Butcher tableau from its low-storage form (which ``_lowstorage`` runs on the
-numpy and numba backends; the generic steppers run this tableau elsewhere, and
-the tests check that both take the same steps): ten right-hand sides per step buy
-a real-axis stability interval of 13.92, 1.39 per evaluation against 0.55 (RK45)
-and 0.53 (DOP853).  That is what counts once converged modes, not accuracy,
-set the step.  Its error estimate compares it with the third-order weights
-``bhat = (0, 2/9, 0, 0, 5/18, 1/3, 0, 0, 0, 1/6)`` on the same stages (they
-satisfy the four order-3 conditions, checked in the tests), so the local error
-estimate scales as ``h**4``.
+Continuous extensions (``dense_P``, for ``dense=True``): RK45's order-4 quartic (Shampine
+1986, see ``_RK45_P``), and for SSPRK104 the cubic Hermite interpolant on the step's ends
+and their derivatives (:func:`cubic_hermite`), order 3 like its error estimate.
 
-Continuous extensions (``dense_P``, for ``gradient_flow(..., dense=True)``): RK45's
-order-4 quartic (Shampine 1986, see ``_RK45_P``), and for SSPRK104 the cubic Hermite
-interpolant on the step's ends and their derivatives (:func:`cubic_hermite`), order 3
-like its error estimate, written on the stages since ``y_new - y = h sum_j b_j K_j``.
-DOP853 has none here (see ``_RK45_P`` for why).
+The Rosenbrock-W method ROS34PW2 (:class:`RosenbrockW`; Rang & Angermann, BIT 45 (2005)
+761-787), the stiff method of ``methods/rosw.py``.
 """
 from __future__ import annotations
 
@@ -43,7 +41,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Tableau", "RK45", "DOP853", "SSPRK104", "TABLEAUX", "cubic_hermite"]
+__all__ = ["Tableau", "LowStorage", "RosenbrockW", "RK45", "DOP853", "SSPRK104", "BS32",
+           "HE21", "SSPRK104_LOW_STORAGE", "ROS34PW2", "TABLEAUX", "cubic_hermite",
+           "expand_low_storage"]
+
+
+def _frozen(a):
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    a.setflags(write=False)
+    return a
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,91 @@ class Tableau:
         for p in range(P.shape[1] - 2, -1, -1):
             acc = (acc + P[:, p]) * th
         return np.ascontiguousarray(acc)
+
+
+@dataclass(frozen=True)
+class LowStorage:
+    """A two-register explicit Runge-Kutta method (Ketcheson 2008, Sec. 4.3)::
+
+        q1 = q2 = y
+        q1 <- q1 + sub h f(q1)                       ``first`` times
+        q2 <- mix[0] y + mix[1] q1,  q1 <- mix[2] q2 + mix[3] q1
+        q1 <- q1 + sub h f(q1)                       until stage ``stages - 2``
+        y_new = q2 + last[0] q1 + last[1] h f(q1)    (the last stage)
+
+    with an embedded estimate from ``error_weights`` on the stages ``error_slots``:
+    ``h sum_j (b_j - bhat_j) K_j = y_new - y - h sum_j w_j K_{slot_j}``, every ``b_j``
+    being the same ``last[1]``.
+    """
+
+    stages: int
+    first: int
+    sub: float
+    mix: tuple
+    last: tuple
+    error_slots: np.ndarray
+    error_weights: np.ndarray
+
+
+def expand_low_storage(ls):
+    """``(A, b, bhat)`` of the Butcher form of a :class:`LowStorage` method: the recurrence
+    run on the coefficients of each register over ``(y, K_0, ..., K_{s-1})``."""
+    s = ls.stages
+    q1, rows = np.zeros(s + 1), []
+    q1[0] = 1.0
+    for k in range(s - 1):
+        rows.append(q1.copy())
+        q1[k + 1] += ls.sub
+        if k + 1 == ls.first:
+            y = np.zeros(s + 1)
+            y[0] = 1.0
+            q2 = ls.mix[0] * y + ls.mix[1] * q1
+            q1 = ls.mix[2] * q2 + ls.mix[3] * q1
+    rows.append(q1.copy())
+    b = q2 + ls.last[0] * q1
+    b[s] += ls.last[1]
+    bhat = np.zeros(s)
+    bhat[ls.error_slots] = ls.error_weights
+    return np.array(rows)[:, 1:], b[1:], bhat
+
+
+@dataclass(frozen=True)
+class RosenbrockW:
+    """A Rosenbrock(-W) method in the standard form (Hairer-Wanner II, IV.7)
+
+        (I - h gamma J) k_i = h f(y + sum_j alpha_ij k_j) + h J sum_{j<i} gamma_ij k_j,
+        y_new = y + sum_i b_i k_i,   embedded  y_hat = y + sum_i bhat_i k_i .
+
+    The stepper uses the equivalent form without products by J on the right:
+    ``U_i = sum_j Gamma_ij k_j`` (``Gamma = gamma_ij + gamma I``),
+
+        (I - h gamma J) U_i = h gamma f(y + sum_j a_ij U_j) + gamma sum_{j<i} c_ij U_j,
+        a = alpha Gamma^-1,  c = diag(1/gamma) - Gamma^-1,  m = b Gamma^-1 .
+    """
+
+    name: str
+    order: int
+    error_order: int
+    gamma: float
+    alpha: np.ndarray
+    gamma_ij: np.ndarray
+    b: np.ndarray
+    bhat: np.ndarray
+
+    @property
+    def n_stages(self):
+        return self.b.size
+
+    def transformed(self):
+        """``(a, c, m, e)``: stage, coupling, solution and error weights of the U-form."""
+        Gam = self.gamma_ij + self.gamma * np.eye(self.n_stages)
+        Gi = np.linalg.inv(Gam)
+        # clean the rounding residue off the structural zeros (the stepper skips zeros)
+        a = np.tril(self.alpha @ Gi, -1)
+        c = np.tril(np.diag(1.0 / np.diag(Gam)) - Gi, -1)
+        m = self.b @ Gi
+        e = (self.b - self.bhat) @ Gi
+        return a, c, m, e
 
 
 _RK45_A = np.array([
@@ -247,27 +338,6 @@ _DOP853_E3 = np.array([
     0.0,
 ])
 
-# SSPRK(10,4) from its low-storage form: five Euler substeps of h/6, the combination
-# q2 = (q2 + 9 q1)/25, q1 = 15 q2 - 5 q1, four more substeps, then
-# y_new = q2 + 3/5 q1 + h/10 f(q1); every weight of the step is 1/10.
-_S, _F = 1.0 / 6.0, 1.0 / 15.0
-_SSP104_A = np.array([
-    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-    [_S, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-    [_S, _S, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-    [_S, _S, _S, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-    [_S, _S, _S, _S, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-    [_F, _F, _F, _F, _F, 0.0, 0.0, 0.0, 0.0, 0.0],
-    [_F, _F, _F, _F, _F, _S, 0.0, 0.0, 0.0, 0.0],
-    [_F, _F, _F, _F, _F, _S, _S, 0.0, 0.0, 0.0],
-    [_F, _F, _F, _F, _F, _S, _S, _S, 0.0, 0.0],
-    [_F, _F, _F, _F, _F, _S, _S, _S, _S, 0.0],
-])
-_SSP104_B = np.full(10, 0.1)
-_SSP104_C = np.array([0.0, 1 / 6, 1 / 3, 0.5, 2 / 3, 1 / 3, 0.5, 2 / 3, 5 / 6, 1.0])
-_SSP104_BHAT = np.array([0.0, 2 / 9, 0.0, 0.0, 5 / 18, 1 / 3, 0.0, 0.0, 0.0, 1 / 6, 0.0])
-_SSP104_E = np.append(_SSP104_B, 0.0) - _SSP104_BHAT
-
 # RK45's continuous extension (the quartic of Shampine, Math. Comp. 46 (1986) 135-150, as
 # scipy.integrate's RK45.P, whose digits these are): order 4, free (it uses the stages and
 # f(y_new) only), and bounded by 1 in modulus on the test equation wherever the stability
@@ -308,11 +378,30 @@ def _hermite_P(b):
     return P
 
 
-def _frozen(a):
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    a.setflags(write=False)
-    return a
+BS32 = Tableau(
+    "BS32", 3, 2,
+    _frozen([[0, 0, 0], [1 / 2, 0, 0], [0, 3 / 4, 0]]),
+    _frozen([2 / 9, 1 / 3, 4 / 9]),
+    _frozen([0, 1 / 2, 3 / 4]),
+    # b (with 0 for f(y_new)) minus the order-2 weights (7/24, 1/4, 1/3, 1/8)
+    _frozen([2 / 9 - 7 / 24, 1 / 3 - 1 / 4, 4 / 9 - 1 / 3, -1 / 8]),
+    stability_boundary=2.5127)
+HE21 = Tableau(
+    "HE21", 2, 1,
+    _frozen([[0, 0], [1, 0]]),
+    _frozen([1 / 2, 1 / 2]),
+    _frozen([0, 1]),
+    _frozen([1 / 2 - 1, 1 / 2, 0]),
+    stability_boundary=2.0)
 
+#: SSPRK(10,4): five Euler substeps of h/6, q2 = (q2 + 9 q1)/25, q1 = 15 q2 - 5 q1, four
+#: more substeps, y_new = q2 + 3/5 q1 + h/10 f(q1); its third-order companion is
+#: ``bhat = (0, 2/9, 0, 0, 5/18, 1/3, 0, 0, 0, 1/6)``.
+SSPRK104_LOW_STORAGE = LowStorage(
+    stages=10, first=5, sub=1.0 / 6.0, mix=(1.0 / 25.0, 9.0 / 25.0, 15.0, -5.0),
+    last=(3.0 / 5.0, 1.0 / 10.0), error_slots=_frozen(np.array([1, 4, 5, 9])).astype(np.int64),
+    error_weights=_frozen([2.0 / 9.0, 5.0 / 18.0, 1.0 / 3.0, 1.0 / 6.0]))
+_SSP104_A, _SSP104_B, _SSP104_BHAT = expand_low_storage(SSPRK104_LOW_STORAGE)
 
 # stability boundaries: the first root of |R(-x)| = 1, x > 0, rounded down (3.30657, 6.39365,
 # 13.91704)
@@ -320,9 +409,30 @@ RK45 = Tableau("RK45", 5, 4, _frozen(_RK45_A), _frozen(_RK45_B), _frozen(_RK45_C
                stability_boundary=3.3065, dense_P=_frozen(_RK45_P), dense_order=4)
 DOP853 = Tableau("DOP853", 8, 7, _frozen(_DOP853_A), _frozen(_DOP853_B), _frozen(_DOP853_C),
                  _frozen(_DOP853_E5), _frozen(_DOP853_E3), stability_boundary=6.3936)
-SSPRK104 = Tableau("SSPRK104", 4, 3, _frozen(_SSP104_A), _frozen(_SSP104_B), _frozen(_SSP104_C),
-                   _frozen(_SSP104_E), stability_boundary=13.917,
+SSPRK104 = Tableau("SSPRK104", 4, 3, _frozen(_SSP104_A), _frozen(_SSP104_B),
+                   _frozen([0.0, 1 / 6, 1 / 3, 0.5, 2 / 3, 1 / 3, 0.5, 2 / 3, 5 / 6, 1.0]),
+                   _frozen(np.append(_SSP104_B - _SSP104_BHAT, 0.0)), stability_boundary=13.917,
                    dense_P=_frozen(_hermite_P(_SSP104_B)), dense_order=3)
 
-#: Name -> tableau, for the method registry.
-TABLEAUX = {t.name: t for t in (RK45, DOP853, SSPRK104)}
+#: Name -> explicit pair.
+TABLEAUX = {t.name: t for t in (RK45, DOP853, SSPRK104, BS32, HE21)}
+
+
+#: Rang & Angermann (2005), Table 3 (ROS34PW2).
+ROS34PW2 = RosenbrockW(
+    name="ROS34PW2", order=3, error_order=2, gamma=4.3586652150845900e-1,
+    alpha=np.array([
+        [0.0, 0.0, 0.0, 0.0],
+        [8.7173304301691801e-1, 0.0, 0.0, 0.0],
+        [8.4457060015369423e-1, -1.1299064236484185e-1, 0.0, 0.0],
+        [0.0, 0.0, 1.0, 0.0]]),
+    gamma_ij=np.array([
+        [0.0, 0.0, 0.0, 0.0],
+        [-8.7173304301691801e-1, 0.0, 0.0, 0.0],
+        [-9.0338057013044082e-1, 5.4180672388095326e-2, 0.0, 0.0],
+        [2.4212380706095346e-1, -1.2232505839045147, 5.4526025533510214e-1, 0.0]]),
+    b=np.array([2.4212380706095346e-1, -1.2232505839045147, 1.5452602553351020,
+                4.3586652150845900e-1]),
+    bhat=np.array([3.7810903145819369e-1, -9.6042292212423178e-2, 0.5,
+                   2.1793326075422950e-1]),
+)

@@ -1,0 +1,232 @@
+"""A method on a model: the one numpy/CuPy loop or the compiled loop of the backend, and ``"auto"``.
+
+Every method is a name in :data:`METHODS` with its family and tableau: an embedded
+explicit pair (``"erk"``, ``methods/erk.py``), SSPRK104 in two-register form (``"ssp"``,
+``methods/ssp.py``), the Rosenbrock-W method (``"rosw"``, ``methods/rosw.py``), or
+``"auto"``, which chooses among them while it runs (:func:`auto`).  :func:`run` runs one
+on a model: on the numpy and CuPy backends in the adaptive loop ``base.integrate`` with
+the family's stepper, on numba in the family's compiled loop (``methods/compiled.py``)
+where the model supplies its compiled operations (``Model.compiled_ops``).  The model
+may supply its own stage storage for a family (``Model.stores``: the linear network's
+factored stages), and may say that a family runs better as another (SSPRK104 as factored
+Butcher stages on states too large for the low-storage form to stay in cache).
+
+Step control is the method's, the same for every smooth model: the predictive
+controller and the stability cap (``base.integrate``).  A model whose vector field has
+kinks (``Model.smooth`` False) gets the low-order ``FALLBACK`` pair at kinks and the
+plain controller, since a step across a kink says nothing about the stiffness.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import base as _base
+from .base import FlowStatus, Result, StepperOptions, integrate, select_initial_step
+from .erk import ExplicitRK
+from .rosw import ROS34PW2 as ROS34PW2_STEPPER
+from .ssp import LowStorageRK
+from .tableaux import DOP853, ROS34PW2, TABLEAUX
+
+__all__ = ["METHODS", "FALLBACK", "ROSENBROCK_FALLBACK", "ROSENBROCK_JVP", "STIFF_STEPS",
+           "SWITCH_BACKOFF", "run", "auto", "stepper_for"]
+
+#: Method name -> (family, tableau).
+METHODS = {name: ("ssp" if name == "SSPRK104" else "erk", tab) for name, tab in TABLEAUX.items()}
+METHODS["ROS34PW2"] = ("rosw", ROS34PW2)
+METHODS["auto"] = ("auto", None)
+
+#: The low-order pair used at kinks by the explicit methods.
+FALLBACK = "BS32"
+
+#: The stepper used at kinks by a Rosenbrock-W primary ("same": the primary itself at
+#: ``kink_rtol``; None: no switch; or a method name).  BS32, as for the explicit methods:
+#: measured cheaper than "same" and than no switch both on a small sliding ReLU flow and on
+#: a stiff wide one (docs/benchmarks_mlp.md, "Kinks under ROS34PW2").  It is
+#: stability-bound, but only for the fallback's stretches (``CALM_STEPS`` calm steps
+#: bring the Rosenbrock method back).
+ROSENBROCK_FALLBACK = "BS32"
+
+#: The Jacobian-vector product of a Rosenbrock primary where the model has no
+#: ``linearize``: ``"finite_differences"`` (one gradient a product, the compiled one on
+#: numba) or ``"model"`` (the model's exact ``jvp``: ``MLP.jvp``, numpy, about two
+#: gradients a product).  Finite differences by default: on bench_mlp's large problem the
+#: exact product made the run 1.6x slower for the same steps (docs/benchmarks_mlp.md).
+ROSENBROCK_JVP = "finite_differences"
+
+#: ``"auto"``: accepted steps in a row whose step the stability cap shortened before it
+#: switches to the Rosenbrock-W method; and the factor by which each switch back to the
+#: explicit pair (the Rosenbrock method proved dearer) multiplies the steps the next
+#: switch needs, so that a problem the explicit pair handles best wastes a geometrically
+#: shrinking share of its work on trial Rosenbrock phases.
+STIFF_STEPS = 15
+SWITCH_BACKOFF = 4
+
+
+def _explicit(tab, net, xp):
+    store = None
+    if hasattr(net, "stores"):
+        _, store = net.stores("erk", tab)
+    fun = net.rhs if net.smooth else None
+
+    def make(rhs, n, rtol, atol, xp):
+        return ExplicitRK(rhs, n, rtol, atol, xp, fun=fun, tableau=tab, store=store)
+    make.tableau = tab
+    return make
+
+
+def stepper_for(method, net, xp=np):
+    """``(primary, fallback)`` stepper factories of ``method`` on model ``net`` for
+    ``base.integrate`` (the fallback only for a model with kinks)."""
+    kind, tab = METHODS[method]
+    if kind == "rosw":
+        jvp = getattr(net, "jvp", None) if ROSENBROCK_JVP == "model" else None
+        lin = getattr(net, "linearize", None)
+        cls = ROS34PW2_STEPPER.bind(
+            jvp=jvp, linearize=lin, metric=net.metric, EVALUATE_REJECTED=not net.smooth,
+            JVP_COST=getattr(net, "jvp_cost", 1.0) if lin is not None else 1.0)
+        fun = net.rhs if net.smooth else None
+
+        def primary(rhs, n, rtol, atol, xp):
+            return cls(rhs, n, rtol, atol, xp, fun=fun)
+        primary.tableau = tab
+        low = (primary if ROSENBROCK_FALLBACK == "same" else None if ROSENBROCK_FALLBACK is None
+               else _explicit(TABLEAUX[ROSENBROCK_FALLBACK], net, xp))
+    else:
+        if kind == "ssp" and hasattr(net, "stores"):
+            kind, store = net.stores("ssp", tab)
+        else:
+            store = None
+        if kind == "ssp":
+            fun = net.rhs if net.smooth else None
+
+            def primary(rhs, n, rtol, atol, xp):
+                return LowStorageRK(rhs, n, rtol, atol, xp, fun=fun, store=store)
+            primary.tableau = tab
+        else:
+            primary = _explicit(tab, net, xp)
+        low = _explicit(TABLEAUX[FALLBACK], net, xp)
+    return primary, (None if net.smooth else low)
+
+
+def _compiled_ops(net, backend, kind, tab, stop):
+    if backend == "numba" and stop is None and net.smooth and hasattr(net, "compiled_ops"):
+        return net.compiled_ops(kind, tab)
+    return kind, None
+
+
+def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense, stop,
+           stiff_steps=0, switch_back=None):
+    """One stretch of ``method`` from ``(t0, y)``, outputs ``k >= k0``: the loop of the backend."""
+    kind, tab = METHODS[method]
+    kind, ops = _compiled_ops(net, backend, kind, tab, stop)
+    if ops is None:
+        primary, low = stepper_for(method, net, xp)
+        explicit = kind != "rosw"
+        return integrate(lambda t, v: net.rhs(v), y, t_eval, primary, opts, observe, fallback=low,
+                         switches=None if net.smooth else net.switches, stop=stop, t0=t0,
+                         xp=xp, k0=k0, predictive=net.smooth,
+                         cap_safety=_base.STABILITY_SAFETY if explicit and net.smooth else 0.0,
+                         stiffness_memory=_base.STIFFNESS_MEMORY, stiff_steps=stiff_steps,
+                         dense=dense, switch_back=switch_back,
+                         switch_steps=STIFF_STEPS if switch_back is not None else 0)
+    from . import compiled
+    if kind == "rosw":
+        return compiled.rosw(ops, y, t_eval, ROS34PW2, opts, observe, t0=t0, k0=k0,
+                             switch_back=switch_back,
+                             switch_steps=STIFF_STEPS if switch_back is not None else 0)
+    obs = observe
+    if k0:
+        # the compiled runners count outputs from the first they are given
+        def obs(j, v):
+            observe(k0 + j, v)
+        if hasattr(observe, "many"):
+            obs.many = lambda j, states: observe.many(k0 + j, states)
+    runner = compiled.ssp if kind == "ssp" else compiled.erk
+    extra = {} if kind == "ssp" else dict(stiff_steps=stiff_steps)
+    res = runner(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense, **extra)
+    return _replace(res, n_done=k0 + res.n_done) if k0 else res
+
+
+def _replace(res, **kw):
+    from dataclasses import replace
+    return replace(res, **kw)
+
+
+def run(method, net, y0, t_eval, opts, observe, *, backend="numpy", xp=np, dense=False,
+        stop=None, t0=0.0):
+    """Integrate model ``net`` from ``y0`` at ``t0`` (the time of the weights, 0) onto
+    ``t_eval`` with ``method``: a :class:`~.base.Result` (``opts``:
+    :class:`~.base.StepperOptions`)."""
+    kw = dict(backend=backend, xp=xp, dense=dense, stop=stop)
+    if method == "auto":
+        return auto(net, y0, t_eval, opts, observe, t0=t0, **kw)
+    kind, tab = METHODS[method]
+    if kind == "rosw" and _compiled_ops(net, backend, kind, tab, stop)[1] is not None:
+        # the compiled Rosenbrock loop continues a run: the start and first step here
+        return _start_then(method, net, y0, t0, t_eval, opts, observe, **kw)
+    return _phase(method, net, y0, t0, 0, t_eval, opts, observe, **kw)
+
+
+def _start_then(method, net, y0, t0, t_eval, opts, observe, **kw):
+    y = np.array(y0, dtype=np.float64, copy=True)
+    with np.errstate(all="ignore"):
+        f = net.rhs(y, np.empty_like(y))
+    k = 0
+    while k < t_eval.size and t_eval[k] <= t0:
+        observe(k, y)
+        k += 1
+    if not np.all(np.isfinite(f)) or k == t_eval.size:
+        status = FlowStatus.SUCCESS if k == t_eval.size else FlowStatus.NONFINITE
+        msg = status.message if status.success else f"{status.message} at t = {t0:.6g}"
+        return Result(k, t0, y, 1, 0, 0, status, msg)
+    h = opts.first_step
+    if h is None:
+        with np.errstate(all="ignore"):
+            h = select_initial_step(lambda v: net.rhs(v, np.empty_like(v)), t0, y, f,
+                                    float(t_eval[-1]), METHODS[method][1].error_order,
+                                    opts.rtol, opts.atol)
+    res = _phase(method, net, y, t0, k, t_eval,
+                 StepperOptions(opts.rtol, opts.atol, opts.max_steps, h, opts.kink_rtol),
+                 observe, **kw)
+    return _replace(res, nfev=res.nfev + 1 + (opts.first_step is None))
+
+
+def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
+    """``"auto"``: DOP853 until the stability cap has set ``STIFF_STEPS`` steps in a row
+    (converged modes, not accuracy, hold the step), then ROS34PW2 until DOP853 at its
+    capped step would be cheaper per unit time (``base.integrate(switch_back=...)``), and
+    so on; each switch back multiplies the capped steps the next switch needs by
+    ``SWITCH_BACKOFF``.  The Result sums the phases; its message says where it first
+    switched and how often."""
+    T = t_eval.size
+    y, t, k = y0, float(t0), 0
+    h = opts.first_step
+    nfev = nsteps = nrej = ncapped = switches = backs = 0
+    stiff_at = None
+    while True:
+        o = StepperOptions(opts.rtol, opts.atol, opts.max_steps - nsteps - nrej, h,
+                           opts.kink_rtol)
+        res = _phase("DOP853", net, y, t, k, t_eval, o, observe,
+                     stiff_steps=STIFF_STEPS * SWITCH_BACKOFF ** backs, **kw)
+        nfev, nsteps, nrej = nfev + res.nfev, nsteps + res.nsteps, nrej + res.nrejected
+        ncapped += res.ncapped
+        y, t, k, h = res.y_last, res.t_last, res.n_done, res.h_next
+        if not res.stiff or not res.status.success or k >= T:
+            break
+        stiff_at = t if stiff_at is None else stiff_at
+        switches += 1
+        o = StepperOptions(opts.rtol, opts.atol, opts.max_steps - nsteps - nrej, h,
+                           opts.kink_rtol)
+        res = _phase("ROS34PW2", net, y, t, k, t_eval, o, observe, switch_back=DOP853, **kw)
+        nfev, nsteps, nrej = nfev + res.nfev, nsteps + res.nsteps, nrej + res.nrejected
+        y, t, k, h = res.y_last, res.t_last, res.n_done, res.h_next
+        if not res.nonstiff or not res.status.success or k >= T:
+            break
+        switches += 1
+        backs += 1
+    msg = res.message
+    if stiff_at is not None:
+        msg += (f" (stiff from t={stiff_at:.6g}: switched DOP853 -> ROS34PW2; "
+                f"{switches} switch(es) in all)")
+    return _replace(res, nfev=nfev, nsteps=nsteps, nrejected=nrej, ncapped=ncapped,
+                    message=msg, stiff=False, nonstiff=False)

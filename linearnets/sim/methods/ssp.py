@@ -1,0 +1,135 @@
+"""SSPRK104 as a method: Ketcheson's two-register low-storage form (any model, any backend).
+
+Ketcheson's ten-stage SSP method (SIAM J. Sci. Comput. 30 (2008) 2113, Sec. 4.3; the
+recurrence is :data:`~.tableaux.SSPRK104_LOW_STORAGE`) needs two registers besides the
+state, and each stage is one right-hand side and one update ``q1 += (h/6) K``: where
+converged modes, not accuracy, cap the step (its real stability interval is 13.9, 1.39
+per evaluation), it costs little more than its gradients.  As a Butcher tableau
+(``tableaux.SSPRK104``, the same method) every stage state is a combination of up to nine
+earlier stages.
+
+Error estimate: the third-order weights ``bhat`` on the same stages, and since every
+weight of the step is ``last[1]``, ``h sum_j (b_j - bhat_j) K_j = y_new - y - h S`` with
+``S = sum_j w_j K_{slot_j}`` (``error_weights``, ``error_slots``).  Stiffness estimate as
+Hairer's: ``rho = |f(y_new) - K_9| / |y_new - q1|``.  Dense output: the cubic Hermite
+interpolant on the step's ends and their derivatives (``tableaux.cubic_hermite``), the
+tableau's own continuous extension.
+
+The stages live in a *slot store* (slots ``0 .. stages``, the last one ``f(y_new)``):
+:class:`DenseSlots` by default, or one a model supplies (the linear network's, each stage
+as its layer factors, ``models.linear.FactoredSlots``), with the operations
+
+``stage(q, k)``: ``K_k = f(q)``; ``add(q, c, k)``: ``q += c K_k``;
+``error_sums(y, y_new, q1, h, rtol, atol) -> (e5, dd)``: ``e5 = sum ((y_new - y - h S) /
+sc)^2``, ``dd = |y_new - q1|^2``; ``stiffness_sums(last, prev) -> (num, ref)``:
+``|K_last - K_prev|^2``, ``|K_last|^2``; ``fsal()``: the last slot becomes slot 0.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import Stepper, stiffness_estimate, sumsq
+from .tableaux import SSPRK104, SSPRK104_LOW_STORAGE, cubic_hermite
+
+__all__ = ["LowStorageRK", "DenseSlots"]
+
+
+class DenseSlots:
+    """The slot store of :class:`LowStorageRK` with every stage a vector of ``xp``."""
+
+    def __init__(self, evaluate, n, form=SSPRK104_LOW_STORAGE, xp=np):
+        self.evaluate, self.form, self.xp = evaluate, form, xp
+        self.K = xp.empty((form.stages + 1, n))
+
+    def stage(self, q, k):
+        self.evaluate(q, self.K[k])
+
+    def add(self, q, c, k):
+        q += c * self.K[k]
+
+    def error_sums(self, y, y_new, q1, h, rtol, atol):
+        xp, form = self.xp, self.form
+        S = self.K[form.error_slots].T @ xp.asarray(form.error_weights)
+        sc = atol + rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
+        return sumsq(((y_new - y) - h * S) / sc, xp), sumsq(y_new - q1, xp)
+
+    def stiffness_sums(self, last, prev):
+        K = self.K
+        return sumsq(K[last] - K[prev], self.xp), sumsq(K[last], self.xp)
+
+    def fsal(self):
+        self.K[0] = self.K[-1]
+
+
+class LowStorageRK(Stepper):
+    """SSPRK104 in two-register form over a slot store (module docstring): ``store`` a
+    model's, :class:`DenseSlots` by default."""
+
+    tableau = SSPRK104
+
+    def __init__(self, rhs, n, rtol, atol, xp=np, fun=None, *, store=None):
+        super().__init__(rhs, n, rtol, atol, xp, fun)
+        self.form = SSPRK104_LOW_STORAGE
+        self.store = store if store is not None else DenseSlots(
+            lambda y, out: self._eval(0.0, y, out), self.n, self.form, xp)
+        self._q1, self._q2 = xp.empty(self.n), xp.empty(self.n)
+        self._wsum = float(np.abs(self.tableau.stiffness_weights).sum())
+        self._dd = self._ref = 0.0
+
+    def evaluate(self, t, y):
+        st = self.store
+        st.stage(y, 0)
+        f = self.xp.zeros_like(y)
+        st.add(f, 1.0, 0)
+        self._ref = float(sumsq(f, self.xp))
+        return f
+
+    def attempt(self, t, y, f, h):
+        xp, st, form = self.xp, self.store, self.form
+        q1, q2, c = self._q1, self._q2, form.sub * h
+        s, m0, m1, m2, m3 = form.stages, *form.mix
+        q1[...] = y
+        st.add(q1, c, 0)
+        for k in range(1, s - 1):
+            if k == form.first:
+                xp.add(y * m0, q1 * m1, out=q2)
+                xp.add(q2 * m2, q1 * m3, out=q1)
+            st.stage(q1, k)
+            st.add(q1, c, k)
+        st.stage(q1, s - 1)
+        y_new = q2 + q1 * form.last[0]
+        st.add(y_new, h * form.last[1], s - 1)
+        st.stage(y_new, s)
+        e5, self._dd = st.error_sums(y, y_new, q1, h, self.rtol, self.atol)
+        err = math.sqrt(e5 / self.n) if self.n else 0.0
+        if not (math.isfinite(err) and bool(xp.all(xp.isfinite(y_new)))):
+            err = np.inf
+        return y_new, None, err
+
+    def accept(self, f_new):
+        """Slot 0 takes ``f(y_new)``; returns it as a vector where the store keeps one
+        (another stepper, the kink fallback, may continue from it), else None."""
+        self.store.fsal()
+        K = getattr(self.store, "K", None)
+        return None if K is None else K[0]
+
+    def stiffness(self, h, y_new):
+        """Hairer's estimate from the last stage (``|K_s - K_{s-1}| / |y_new - q1|``); the
+        ``|K_0|^2`` of this step is ``|f(y_new)|^2`` of the last."""
+        s = self.form.stages
+        num, ref = self.store.stiffness_sums(s, s - 1)
+        rho = stiffness_estimate(num, self._dd / h / h, self._ref, self._wsum, h,
+                                 sumsq(y_new, self.xp))
+        self._ref = ref
+        return rho
+
+    def interpolate(self, theta, y, y_new, h):
+        """The cubic Hermite interpolant of the step just accepted at ``t + theta h``."""
+        h01, h10, h11 = cubic_hermite(theta)
+        out = (y_new - y) * h01
+        out += y
+        self.store.add(out, h * h10, 0)
+        self.store.add(out, h * h11, self.form.stages)
+        return out
