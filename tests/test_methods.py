@@ -77,6 +77,20 @@ def test_stop_rule_located_inside_a_step():
     assert np.all(out[2:, 0] == out[2, 0]) and abs(out[2, 0] - 0.5) <= 1e-8
 
 
+def test_stop_reached_only_at_the_end_of_a_step():
+    """A stop level that only the step's end reaches (a loss at its rounding floor, say):
+    no shorter step falls below it, and the stopped state is the step's end."""
+    opts = StepperOptions(rtol=1e-10, atol=1e-14, first_step=0.125)
+    first = []
+    integrate(lambda t, y: -y, np.array([1.0]), np.array([0.0, 0.125]), STEPPERS["DOP853"], opts,
+              lambda k, y: first.append(float(y[0])))
+    level = first[-1]                      # y at the end of the first step, bit for bit
+    out = []
+    r = integrate(lambda t, y: -y, np.array([1.0]), np.array([0.0, 1.0]), STEPPERS["DOP853"], opts,
+                  lambda k, y: out.append(float(y[0])), stop=lambda y: float(y[0]) - level)
+    assert r.status.success and r.t_stop == 0.125 and out == [1.0, level]
+
+
 def test_sliding_surface_does_not_stall():
     """x' = 0.5 - sign(x - 1), t' = 1 from x = 2: the flow hits x = 1 at t = 2 and slides
     there (x' = -0.5 above, +1.5 below), the Filippov solution x = 1.  The loop switches to

@@ -574,13 +574,14 @@ def _kink_factor(err, after_rejection):
     return min(1.0, fac) if after_rejection else fac
 
 
-def _locate_stop(stepper, t, y, f, h, g0, stop):
+def _locate_stop(stepper, t, y, f, h, g0, stop, y1):
     """Illinois regula falsi on ``theta`` in [0, 1] for ``stop(y(t + theta h)) = 0``, ``y(.)``
-    the stepper's own step from ``(t, y)``: ``(theta, y_theta, nfev)`` with
-    ``stop(y_theta) <= 0``."""
+    the stepper's own step from ``(t, y)`` (``stop(y) > 0``) to ``y1`` (``stop(y1) <= 0``):
+    ``(theta, y_theta, nfev)`` with ``stop(y_theta) <= 0`` (``(1, y1)`` where no shorter
+    step below the level is found, e.g. a loss at its rounding floor)."""
     lo, hi = 0.0, 1.0
     glo, ghi = g0, None
-    y_hi, nfev = None, 0
+    y_hi, nfev = y1, 0
     ghi = -1.0
     side = 0
     for _ in range(STOP_ITERATIONS):
@@ -813,7 +814,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         if stop is not None:
             g_new = stop(y_new)
             if g_new <= 0:
-                th, y_stop, extra = _locate_stop(active, t, y, f, step, g, stop)
+                th, y_stop, extra = _locate_stop(active, t, y, f, step, g, stop, y_new)
                 nfev += extra
                 t_stop = t + th * step
                 counters["nsteps"] += 1
