@@ -27,7 +27,7 @@ from ..theory.diagonal import diagonal_implicit_bias
 from ..theory.kernels import kernel_regression
 from ..theory.lazy import lazy_prediction
 from ..theory.single_neuron import single_neuron_delta, single_neuron_implicit_bias, single_neuron_nu
-from .common import ATOL, GLOBAL_RTOL_FACTOR, RTOL, SAFETY, _check_args, _flow, _loglog_slope, _require
+from .common import ATOL, GLOBAL_RTOL_FACTOR, RTOL, SAFETY, _check_args, _flow, _fmt_array, _loglog_slope, _require
 from .plotting import THEORY, colors, figure
 from .registry import Comparison
 
@@ -252,16 +252,69 @@ def compare_single_neuron(eta_a=0.25, eta_w=2.0, D=5, P=30, a0=0.1, w_scale=0.5,
 # =============================================================================
 #: The diagonal flow stops at this loss / initial loss (residual ~1e-8 of |y|).
 DIAG_STOP = 1e-16
+#: The integrator's noise floor on the residual is held this far below the stop's residual.
+DIAG_FLOOR_MARGIN = 10.0
+#: Horizon and step budget of a diagonal run over their estimates from the limit's NTK
+#: (:func:`_diagonal_budget`), and the fewest steps given.
+DIAG_HORIZON_MARGIN = 10.0
+DIAG_STEP_MARGIN = 2.0
+DIAG_MIN_STEPS = 20_000
+
+
+def _diagonal_rtol(X, y, beta, alpha, rtol):
+    r"""The integrator tolerance under which the diagonal flow reaches its stop.
+
+    Converged, the flow sits at an equilibrium whose relaxation rates (the NTK over P,
+    up to ~8α²‖X‖²/P at large α) hold the explicit step at its stability limit; there
+    the error control keeps each weight within about its local tolerance ``rtol |w±|``
+    of the equilibrium, a noise of |δβ| ≈ 2 rtol |w₊² + w₋²| = 2 rtol |√(β² + 4α⁴)|
+    (w±² = α² e^{±Xᵀν} at the limit) and a residual ‖X‖₂ |δβ| that never falls.  With
+    ``rtol`` = 1e-10 at α = 3 that floor is ~1e-8 |y|, the stop's own residual
+    √DIAG_STOP |y| (measured: the loss then wanders between 1e-19 and 1e-16 of its initial
+    value, and a run waits at the stability limit for it to dip, 200,000 steps and more).
+    The tolerance returned puts the floor ``DIAG_FLOOR_MARGIN`` below the stop:
+    ``min(rtol, √DIAG_STOP |y| / (2 DIAG_FLOOR_MARGIN ‖X‖₂ |√(β² + 4α⁴)|))`` with β the
+    closed-form limit (used for the size only).
+    """
+    w2 = np.linalg.norm(np.sqrt(beta * beta + 4.0 * alpha ** 4))
+    floor_free = np.sqrt(DIAG_STOP) * np.linalg.norm(y) / (2.0 * DIAG_FLOOR_MARGIN * np.linalg.norm(X, 2) * w2)
+    return float(min(rtol, floor_free))
+
+
+def _diagonal_budget(X, beta, alpha):
+    r"""Horizon and step budget of a diagonal run, from the NTK at its limit.
+
+    Near the limit the residual relaxes at the rates of K∞/P, K∞ = 4 X diag(√(β² + 4α⁴)) Xᵀ
+    (the NTK of f at the limit, theory/diagonal_net.md): the stop's residual, √DIAG_STOP
+    of the initial one, takes about ln(1/√DIAG_STOP)/λ_min(K∞/P) (the horizon is
+    ``DIAG_HORIZON_MARGIN`` times that; the early escape from α² is shorter, measured
+    t_stop ≤ 0.6 of the estimate).  An explicit step is held at its stability limit,
+    ~3/λ_max, so the stop takes about κ ln(1/√DIAG_STOP)/3 steps, κ the condition of K∞
+    (measured: 0.3 of it at α = 0.01, κ up to 6,000); the budget is ``DIAG_STEP_MARGIN``
+    κ ln(1/√DIAG_STOP), and at least ``DIAG_MIN_STEPS``.
+    """
+    P = X.shape[0]
+    lam = np.linalg.eigvalsh(4.0 * (X * np.sqrt(beta * beta + 4.0 * alpha ** 4)) @ X.T / P)
+    decay = np.log(1.0 / np.sqrt(DIAG_STOP))
+    return (float(DIAG_HORIZON_MARGIN * decay / lam[0]),
+            int(max(DIAG_MIN_STEPS, DIAG_STEP_MARGIN * lam[-1] / lam[0] * decay)))
 
 
 def compare_diagonal_bias(alphas=(3.0, 1.0, 0.3, 0.1, 0.03, 0.01), P=5, D=12, seed=0, rtol=1e-10):
     """Woodworth's implicit bias against the simulated diagonal network over α, ℓ² → ℓ¹.
 
     Simulation: :func:`linearnets.sim.models.diagonal.diagonal_flow` (the ``"diagonal"``
-    model) from w± = α, stopped once the loss falls to DIAG_STOP × its initial value.
-    Theory: ``diagonal_implicit_bias``.  Error: max over α of |β_sim − β_th|∞ / |β_th|∞;
-    tolerance ``SAFETY * (sqrt(2 DIAG_STOP) * cond + GLOBAL_RTOL_FACTOR * rtol)`` (the
-    residual left at the stop, through the dual's condition, plus the integrator).
+    model) from w± = α, stopped once the loss falls to DIAG_STOP × its initial value,
+    at the local tolerance ``_diagonal_rtol`` (``rtol``, or less at large α where the
+    integrator's noise floor at the converged state would otherwise lie at the stop's
+    level: without it the stop was a matter of luck at α = 3, and seeds 1, 6, 7 and 9
+    exhausted a budget of 200,000 steps), with the horizon and step budget of
+    ``_diagonal_budget`` (from the condition of the limit's NTK: the flow is stiff at
+    small α, where coordinates left at ~α² relax at rates ~α² while the support's
+    are O(1)).  Theory: ``diagonal_implicit_bias``.  Error:
+    max over α of |β_sim − β_th|∞ / |β_th|∞; tolerance
+    ``SAFETY * (sqrt(2 DIAG_STOP) * cond + GLOBAL_RTOL_FACTOR * rtol)`` (the residual
+    left at the stop, through the dual's condition, plus the integrator).
     The figure shows ‖β‖₁ and the distance to the minimum-ℓ² solution against α.
     """
     _check_args(locals(), alphas=("positive_seq", 2))
@@ -274,12 +327,16 @@ def compare_diagonal_bias(alphas=(3.0, 1.0, 0.3, 0.1, 0.03, 0.01), P=5, D=12, se
     y = X @ bt
     L0 = 0.5 * y @ y / P
     b2 = np.linalg.pinv(X) @ y
-    errs, l1_sim, l1_th, d2 = [], [], [], []
+    errs, l1_sim, l1_th, d2, rtols, nfev = [], [], [], [], [], []
     for a in alphas:
-        tr = diagonal_flow(X, y, [0.0, 1e5], alpha=a, stop_loss=DIAG_STOP * L0, rtol=rtol, max_steps=200000)
+        b = diagonal_implicit_bias(X, y, a)
+        rtols.append(_diagonal_rtol(X, y, b, a, rtol))
+        t_end, budget = _diagonal_budget(X, b, a)
+        tr = diagonal_flow(X, y, [0.0, t_end], alpha=a, stop_loss=DIAG_STOP * L0, rtol=rtols[-1],
+                           max_steps=budget)
         if not tr.success:
             raise RuntimeError(f"diagonal flow failed at alpha = {a}: {tr.message}")
-        b = diagonal_implicit_bias(X, y, a)
+        nfev.append(tr.nfev)
         errs.append(float(np.abs(tr.beta[-1] - b).max() / np.abs(b).max()))
         l1_sim.append(float(np.abs(tr.beta[-1]).sum()))
         l1_th.append(float(np.abs(b).sum()))
@@ -295,7 +352,8 @@ def compare_diagonal_bias(alphas=(3.0, 1.0, 0.3, 0.1, 0.03, 0.01), P=5, D=12, se
                 "l1_theory": np.array(l1_th), "dist_l2": np.array(d2), "l1_min": float(np.abs(bt).sum())},
         params=dict(P=P, D=D, seed=seed, rtol=rtol),
         notes=f"errors {np.array(errs)}; l1 norms {np.array(l1_sim)} (min-l1 {np.abs(bt).sum():g}); "
-              f"distance to the min-l2 solution {np.array(d2)}",
+              f"distance to the min-l2 solution {np.array(d2)}; integrator rtol per alpha {_fmt_array(rtols)}, "
+              f"evaluations {nfev}",
         kind="diagonal_bias")
 
 
