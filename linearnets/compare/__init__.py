@@ -192,14 +192,6 @@ register(
           regimes.compare_output_variance, regimes.plot_output_variance,
           presets=dict(full=dict(widths=(16, 32, 64, 128, 256, 512), n_seeds=64))),
     Check("relu_kernel_gap",
-          "ReLU net vs final-NTK kernel regression on digits X_gamma: gap falls with sigma (Fig. 4)",
+          "ReLU net = kernel machine of its final NTK at small sigma, digits X_gamma (Fig. 4)",
           regimes.compare_relu_kernel_gap, regimes.plot_relu_kernel_gap, requires=_SKLEARN,
-          presets=dict(full=dict(gammas=(0.0, 0.25, 0.5, 0.75), n_draws=6))),
-    # --- the infinite-width limit (Jacot et al. 2018; Lee et al. 2019) -----------------
-    Check("ntk_at_init", "empirical NTK of 'ntk' networks -> infinite_width_kernels, error ~ m^-1/2",
-          infinite_width.compare_ntk_at_init, infinite_width.plot_ntk_at_init,
-          presets=dict(full=dict(widths=(64, 256, 1024, 4096, 8192), reps=8))),
-    Check("infinite_width_lazy", "wide 'ntk' ReLU net under gradient flow -> lazy_prediction(K_inf), ~ m^-1/2",
-          infinite_width.compare_infinite_width_lazy, infinite_width.plot_infinite_width_lazy,
-          presets=dict(full=dict(widths=(128, 512, 2048, 8192, 32768), reps=8))),
 )

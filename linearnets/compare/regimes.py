@@ -497,174 +497,193 @@ def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=2
 # =============================================================================
 # 7. silent alignment of ReLU networks against partial whitening (silent alignment Fig. 4)
 # =============================================================================
-def _digits_task(classes, P, Q, seed):
-    """Two digit classes of scikit-learn's bundled ``load_digits`` as +-1 targets: P training
-    and Q test images (64 pixels), centred."""
+def _digits_pool(classes):
+    """All images of two digit classes of scikit-learn's bundled ``load_digits`` (64 pixels),
+    centred on their mean, with +-1 targets (``classes[0]`` is +1)."""
     try:
         from sklearn.datasets import load_digits
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("compare_relu_kernel_gap needs scikit-learn (the 'data' extra: "
                           "pip install linearnets[data]) for its bundled digits data set") from exc
-    if len(classes) != 2 or classes[0] == classes[1]:
-        raise ValueError(f"classes must be two different digits, got {classes!r}")
     d = load_digits()
     mask = np.isin(d.target, classes)
-    X, lab = d.data[mask].astype(np.float64), d.target[mask]
-    if P + Q > X.shape[0]:
-        raise ValueError(f"P + Q must be <= {X.shape[0]} images of the digits {classes}, got P={P}, Q={Q}")
-    idx = np.random.default_rng(seed).permutation(X.shape[0])
-    y = np.where(lab == classes[0], 1.0, -1.0)
-    tr, te = idx[:P], idx[P:P + Q]
-    # centred on the mean of all images of the two classes, not of the P training images:
-    # that would leave P <= D training inputs of rank P - 1, and the whitened network's
-    # NTK singular on them
-    mu = X.mean(axis=0)
-    return X[tr] - mu, X[te] - mu, y[tr]
+    X = d.data[mask].astype(np.float64)
+    return X - X.mean(axis=0), np.where(d.target[mask] == classes[0], 1.0, -1.0)
+
+
+def _partial_whitening(X, gamma):
+    r"""The linear map M_gamma = V Lambda^((gamma-1)/2) V^T / lambda_max^(gamma/2) of the
+    pool's covariance X^T X / n = V Lambda V^T (its nonzero eigenvalues): X M_gamma has
+    covariance V Lambda^gamma V^T / lambda_max^gamma (norm 1), the population form of the
+    paper's X_gamma = U S^gamma V^T (gamma = 0 white, 1 the raw images)."""
+    lam, V = np.linalg.eigh(X.T @ X / X.shape[0])
+    keep = lam > 1e-10 * lam[-1]
+    lam, V = lam[keep], V[:, keep]
+    return (V * lam ** (0.5 * (gamma - 1.0))) @ V.T / lam[-1] ** (0.5 * gamma)
 
 
 #: The ReLU flows of ``compare_relu_kernel_gap`` stop once the loss falls to this fraction
 #: of its initial value (training residual ~1e-4 of |y|, below the gaps measured).
 RELU_GAP_STOP = 1e-8
-
-
-def _relu_gap_run(X0, Xt0, y, M, w0, t_max, rtol, backend, max_steps=None):
-    """Train on ``X0 @ M`` (scaled to ||Sxx||_2 = 1), return the test gap, loss ratio and kinks.
-
-    With ``max_steps``, a run that exhausts it returns a NaN gap (not converged)."""
-    P = X0.shape[0]
-    Xg, Xt = X0 @ M, Xt0 @ M
-    scale = np.linalg.norm(Xg, 2) / np.sqrt(P)
-    Xg, Xt = Xg / scale, Xt / scale
-    L0 = 0.5 * float(np.mean(y ** 2))
-    kw = {} if max_steps is None else dict(max_steps=int(max_steps))
-    with warnings.catch_warnings():
-        if max_steps is not None:
-            warnings.simplefilter("ignore")     # the step budget is expected to run out sometimes
-        traj = gradient_flow(w0, Xg, y, [0.0, t_max], rtol=rtol, atol=ATOL, backend=backend, activation="relu",
-                                 method="auto", stop=("loss", RELU_GAP_STOP * L0), **kw)
-    if not traj.success:
-        if max_steps is not None:
-            return float("nan"), float("nan"), int(np.sum(traj.kinks)) if traj.kinks is not None else -1
-        raise RuntimeError(f"gradient flow failed: {traj.message}")
-    wf = list(traj.weights)
-    K = empirical_ntk(wf, Xg, Xg, activation="relu")
-    Kx = empirical_ntk(wf, Xt, Xg, activation="relu")
-    f_kr = np.asarray(kernel_regression(K, Kx, y)).ravel()
-    f_nn = (np.maximum(Xt @ wf[0].T, 0.0) @ wf[1].T).ravel()
-    gap = float(np.linalg.norm(f_nn - f_kr) / np.linalg.norm(f_kr))
-    kinks = int(np.sum(traj.kinks)) if traj.kinks is not None else -1
-    return gap, float(traj.loss[-1] / L0), kinks
-
-
-#: Step budget of each run of ``compare_relu_kernel_gap`` (a converging run takes a few
-#: thousand steps; a draw whose kernel realigns, or that cannot fit one training image,
-#: can slide along ReLU kinks for ~10^5 steps, minutes): a run that exhausts it is not
-#: converged and its gap is NaN.
+#: Step budget of each run of ``compare_relu_kernel_gap``: a converging run takes a few
+#: hundred to a few thousand steps; a flow that slides along ReLU kinks (a hidden unit held
+#: on its switching surface by an input, chattering: 10^4 to 10^5 crossings in a few time
+#: units) can take 10^5-10^6 steps, minutes.  A run that exhausts the budget is reported
+#: not converged (NaN) and counts against the claim where it is tested.
 RELU_GAP_MAX_STEPS = 20_000
-#: ``compare_relu_kernel_gap`` passes when the median gap ratio over sigma_max -> sigma_min is at most this.
-RELU_GAP_RATIO_TOL = 0.5
+#: ``compare_relu_kernel_gap`` passes when the median gap to the final-NTK machine is at most this.
+RELU_GAP_TOL = 0.05
 
 
-def compare_relu_kernel_gap(gammas=(0.25, 0.75), sigmas=(1e-2, 1e-4), n_draws=5, classes=(0, 1), P=30,
-                            Q=100, N=20, t_max=1e4, rtol=1e-6, seed=0, backend="auto"):
+def _relu_gap_run(Xg, Xt, y, w0, t_max, rtol, backend):
+    """Train the two-layer ReLU network ``w0`` on (Xg, y) to the loss stop; return the test
+    gaps to the kernel machines of its final and initial NTK, the loss ratio and the kink
+    crossings (NaN gaps if the run did not converge within ``RELU_GAP_MAX_STEPS``)."""
+    L0 = 0.5 * float(np.mean(y ** 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # the step budget is expected to run out sometimes
+        traj = gradient_flow(w0, Xg, y, [0.0, t_max], rtol=rtol, atol=ATOL, backend=backend, activation="relu",
+                             method="auto", stop=("loss", RELU_GAP_STOP * L0), max_steps=RELU_GAP_MAX_STEPS)
+    kinks = int(np.sum(traj.kinks)) if traj.kinks is not None else -1
+    nan = float("nan")
+    if not traj.success:
+        return nan, nan, nan, kinks
+    wf = list(traj.weights)
+    f_nn = (np.maximum(Xt @ wf[0].T, 0.0) @ wf[1].T).ravel()
+    gaps = []
+    for w in (wf, w0):
+        f_kr = np.asarray(kernel_regression(empirical_ntk(w, Xg, Xg, activation="relu"),
+                                            empirical_ntk(w, Xt, Xg, activation="relu"), y)).ravel()
+        gaps.append(float(np.linalg.norm(f_nn - f_kr) / np.linalg.norm(f_kr)))
+    return gaps[0], gaps[1], float(traj.loss[-1] / L0), kinks
+
+
+def compare_relu_kernel_gap(gammas=(0.5,), sigmas=(1e-3,), gamma=0.5, n_draws=7, classes=(0, 1), P=30,
+                            Q=100, N=20, t_max=1e4, rtol=1e-6, kernel="final", seed=0, backend="auto"):
     r"""Two-layer ReLU network vs kernel regression with its final NTK, digits partially whitened.
 
-    Silent alignment (Atanasov, Bordelon & Pehlevan 2022, Sec. 5, Fig. 4): from small
-    initialisation on (nearly) whitened data the NTK aligns while the loss is still ~ its
-    initial value and afterwards grows in scale only, so the trained network is the kernel
-    interpolant ``f(x) = K(x, X) K(X, X)^{-1} y`` of its *final* NTK; on anisotropic data
-    the kernel realigns while the loss falls and the network leaves that kernel machine.
+    The claim (Atanasov, Bordelon & Pehlevan 2022, Sec. 5, Fig. 4): from small
+    initialisation the NTK of a ReLU network aligns while the loss is still ~ its initial
+    value and then grows in scale only, so the trained network is the kernel interpolant
+    ``f(x) = K(x, X) K(X, X)^{-1} y`` of its *final* NTK (not of its initial one); and
+    "as gamma -> 0 the agreement between the final NTK and the learned neural network
+    function becomes much closer", while on anisotropic data "the NN function deviates
+    from a kernel machine with the final NTK".
 
-    Data: two classes of scikit-learn's bundled ``load_digits`` (+-1 targets, P training
-    and Q test images of 64 pixels, centred on the mean of both classes).  Partial
-    whitening as in the paper: ``X = U S V^T`` (thin SVD of the P training images),
-    ``X_gamma = U S^gamma V^T``; **gamma = 0 is whitened, gamma = 1 the raw data**, and
-    "as gamma -> 0 the dataset becomes closer to perfectly whitened" (Sec. 5).  Training
-    and test images are mapped by the same linear map ``M_gamma = V S^(gamma-1) V^T``
-    (``X M_gamma = X_gamma``; the test images' components outside the training span,
-    which the trained weights never see, are dropped), then scaled so that
-    ``||Sxx||_2 = 1``.  The network (``init_network`` at sigma, width N) trains by ReLU
-    gradient flow until its loss is ``RELU_GAP_STOP`` times the initial loss (it
-    interpolates: P < D).  Gap: ``||f_nn - f_kr|| / ||f_kr||`` on the Q test images.
-    Each of ``n_draws`` draws (seed + k) takes its own training images and initial weights.
+    Data (a fair test set): the images of two classes of scikit-learn's bundled
+    ``load_digits`` (+-1 targets, centred on their mean), every image mapped by the same
+    partial whitening of the pool's covariance (``_partial_whitening``: covariance
+    V Lambda^gamma V^T, the population form of the paper's X_gamma = U S^gamma V^T;
+    gamma = 0 white, 1 the raw images); each draw then takes P training and Q test
+    images at random, so that training and test inputs come from one distribution at
+    every gamma.  (The paper's map built from the P training images alone, applied to the
+    test images, put them off that distribution: their mean norm was 1.6-2.1 times the
+    training images' at gamma = 0 and 1.3-1.6 at 0.25, the weak training directions
+    amplified by S^(gamma-1).)  The network (``init_network`` at sigma, width N) trains
+    by ReLU gradient flow until its loss is ``RELU_GAP_STOP`` times the initial loss (it
+    interpolates: P < D).  Gap: ``||f_nn - f_kr|| / ||f_kr||`` on the Q test images, for
+    the kernel machine of the final NTK (``kernel="final"``) or, for comparison, of the
+    NTK at t = 0 (``kernel="init"``).  Draw k of ``seed`` is number seed * n_draws + k
+    (its images and initial weights): different seeds share no draw.
 
-    What is tested (the claim that holds at this size, measured over draws): on nearly
-    whitened data (gamma_min, the smallest gamma > 0) the gap is an effect of the finite
-    initialisation, so it falls as sigma -> 0.  Headline: the median over draws of
-    gap(gamma_min, sigma_min) / gap(gamma_min, sigma_max), tolerance
-    ``RELU_GAP_RATIO_TOL`` = 1/2 (the paper gives no rate for ReLU networks; no silent
-    alignment, a gap independent of sigma, gives 1).  Measured at gamma = 0.25 over twelve
-    draws for sigma 1e-2 -> 1e-4: half the draws fall like sigma^(0.45..0.55) (ratio
-    ~0.1), the others level off at a gap ~1e-3 (ratio 0.4-0.6) and one draw rises (1.5,
-    gap ~0.02); the median over draws 0-4 and 5-9 is 0.13 and 0.12.
-    Reported, not tested: the growth of the gap with anisotropy, the median over draws
-    of gap(gamma_max) / gap(gamma_min) at sigma_min.  At P = 30, N = 20 it depends on the
-    draw (measured gap(0.75) / gap(0.25) at sigma = 1e-3 between 0.07 and 32 over twelve
-    draws, median 0.7); where the kernel does realign (draw 0, tens of thousands of
-    kinks while the loss falls) the gap at gamma = 0.75 is ~0.012 whatever sigma.  Those
-    runs are the slow ones: every run gets ``RELU_GAP_MAX_STEPS`` steps and is reported as
-    NaN (not converged) beyond them; in the tested ratio such a draw counts as +inf
-    (against the claim).  Draws 13 and 14 do not converge within the budget at any gamma.
-    So the row depends on the draws: measured, ``seed`` 0 (draws 0-4, median 0.13, 13 s)
-    and 5 (0.12, 7 s) pass, ``seed`` 10 (draws 10-14: 0.62, 0.43, 0.57, +inf, +inf, 100 s)
-    fails.
-    gamma = 0 exactly (P <= D) is degenerate for ReLU: the whitened training inputs are
-    orthogonal, so a hidden unit's pre-activation on x_mu moves only while the unit is
-    active on x_mu; the measured gap there (~0.03) does not fall with sigma, so gamma = 0
-    is kept out of the test (it may be passed in ``gammas`` and is reported).
+    Measured (n_draws = 10, P = 30, Q = 100, N = 20, digits 0/1; median over draws of
+    the final-NTK gap, with [converged runs of 10]; the initial-NTK gap in the last row):
+
+    =========  ============  ============  ============  ============
+    sigma      gamma 0.25    gamma 0.5     gamma 0.75    gamma 1
+    =========  ============  ============  ============  ============
+    1          0.28 [10]     0.17 [9]      0.10 [9]      -- [2]
+    1e-1       -- [5]        0.014 [10]    0.0085 [9]    0.012 [6]
+    1e-2       -- [4]        0.0017 [10]   0.0011 [10]   0.0010 [8]
+    1e-3       -- [3]        0.00074 [10]  0.00022 [10]  0.00020 [8]
+    init NTK   0.3-0.6       0.32          0.24          0.22
+    =========  ============  ============  ============  ============
+
+    So the first part of the claim holds: the gap falls with sigma (about tenfold per
+    decade down to 1e-2), at 1e-3 it is ~1e-3 or less, and the kernel machine of the
+    initial NTK is 0.2-0.6 away at every sigma.  The second part does *not* hold at this
+    size: the gap does not grow with anisotropy, at small sigma it falls from gamma = 0.5
+    to the raw images (0.00074 -> 0.0002).  Nearer to white (gamma <= 0.25) most flows
+    slide along ReLU kinks for longer than ``RELU_GAP_MAX_STEPS`` (the whitened pool has
+    heavy-tailed directions, nearly empty pixels amplified), and so do some at gamma = 1.
+
+    What is tested: the median over the draws of the final-NTK gap at gamma = ``gamma``
+    and the smallest sigma, tolerance ``RELU_GAP_TOL`` = 0.05 (a draw not converged
+    counts as +inf).  The paper gives no rate for ReLU networks, so the tolerance comes
+    from the measured spread and the failed forms of the claim.  Over draws 0-49 at
+    gamma = 0.5, sigma = 1e-3 the gap has median 0.002; 7 of 50 runs do not converge
+    within the budget, 15 lie above 0.01 and the largest converged one is 0.0499 (the gap
+    of such a draw stays ~1e-2 whatever sigma: the claim is a statement about most draws,
+    hence the median).  Every failed form lies above 0.05 on every draw measured: the
+    kernel machine of the initial NTK (``kernel="init"``: median 0.32, range 0.2-0.4),
+    the standard initialisation sigma = 1 (0.17, range 0.1-0.2), and the final-NTK
+    machine regularised at the mean eigenvalue of K (ridge tr K / P: 0.27 on draws 3-5);
+    it does not tell the interpolant from one regularised at a tenth of that (0.04, the
+    aligned kernel being dominated by a few eigenvalues).  With a fraction 0.14
+    of draws above the tolerance, the median of ``n_draws`` = 7 exceeds it with
+    probability ~1% (of 5, ~2%); width N = 50 does not converge more often (0.18).
+    Reported, not tested: the gap against sigma at ``gamma`` (every sigma of
+    ``sigmas``), the initial-NTK gap, and, where ``gammas`` holds a larger gamma, the
+    anisotropy ratio, the median over draws of gap(max gammas) / gap(gamma) at the
+    smallest sigma, with whether it grows (the ``full`` preset runs the table above).
     """
-    _check_args(locals())
+    _check_args(locals(), gamma=("positive",), kernel=None)
     gammas = tuple(float(g) for g in gammas)
-    sigmas = tuple(float(v) for v in sigmas)
-    if len(gammas) < 1 or any(g < 0 for g in gammas):
-        raise ValueError(f"gammas must be a non-empty sequence of values >= 0, got {gammas!r}")
-    if len(sigmas) != 2 or not 0 < sigmas[1] < sigmas[0]:
-        raise ValueError(f"sigmas must be (sigma_max, sigma_min) with 0 < sigma_min < sigma_max, got {sigmas!r}")
-    if int(n_draws) < 1:
-        raise ValueError(f"n_draws must be >= 1, got {n_draws!r}")
-    g_test = min((g for g in gammas if g > 0), default=None)
-    if g_test is None:
-        raise ValueError(f"gammas needs a value > 0 (gamma = 0 is not tested, see the docstring), got {gammas!r}")
-    g_max = max(gammas)
-    gaps = np.full((int(n_draws), 2, len(gammas)), np.nan)    # (draw, sigma, gamma)
-    losses = np.full_like(gaps, np.nan)
-    kinks = np.full(gaps.shape, -1, dtype=int)
+    sigmas = tuple(sorted((float(v) for v in sigmas), reverse=True))
+    gamma = float(gamma)
+    _require(kernel in ("final", "init"), f"kernel must be 'final' or 'init', got {kernel!r}")
+    _require(P < 64, f"P must be < 64 (the pixels: the network interpolates), got P={P}")
+    X, y = _digits_pool(tuple(classes))
+    _require(P + Q <= X.shape[0], f"P + Q must be <= {X.shape[0]} images of the digits {tuple(classes)}, "
+                                  f"got P={P}, Q={Q}")
+    grid = tuple(sorted(set(gammas) | {gamma}))
+    it, s_min = grid.index(gamma), sigmas[-1]
+    shape = (int(n_draws), len(sigmas), len(grid))      # (draw, sigma, gamma)
+    gap, gap0, losses = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    kinks = np.full(shape, -1, dtype=int)
+    maps = {g: _partial_whitening(X, g) for g in grid}
     for k in range(int(n_draws)):
-        X0, Xt0, y = _digits_task(tuple(classes), int(P), int(Q), seed + k)
-        _, S, Vt = np.linalg.svd(X0, full_matrices=False)
-        r = int(np.sum(S > 1e-10 * S[0]))
+        draw = int(seed) * int(n_draws) + k
+        idx = np.random.default_rng(draw).permutation(X.shape[0])
+        tr, te = idx[:P], idx[P:P + Q]
         for j, sig in enumerate(sigmas):
-            w0 = init_network((X0.shape[1], int(N), 1), sig, seed=seed + k + 1)
-            for i, g in enumerate(gammas):
-                if j == 0 and g != g_test and len(gammas) < 4:
-                    continue       # default size: sigma_max only where it is tested
-                M = (Vt[:r].T * S[:r] ** (g - 1.0)) @ Vt[:r]
-                gaps[k, j, i], losses[k, j, i], kinks[k, j, i] = _relu_gap_run(
-                    X0, Xt0, y, M, w0, t_max, rtol, backend, max_steps=RELU_GAP_MAX_STEPS)
-    it = gammas.index(g_test)
-    # a draw not converged at either sigma counts against the claim (ratio +inf)
-    ratio_sigma = np.where(np.isnan(gaps[:, 0, it] + gaps[:, 1, it]), np.inf, gaps[:, 1, it] / gaps[:, 0, it])
-    ratio_aniso = gaps[:, 1, gammas.index(g_max)] / gaps[:, 1, it]
-    med = float(np.median(ratio_sigma))
+            w0 = init_network((X.shape[1], int(N), 1), sig, seed=draw + 1)
+            for i, g in enumerate(grid):
+                if g != gamma and sig != s_min:
+                    continue       # sigma above the smallest only at the tested gamma
+                gap[k, j, i], gap0[k, j, i], losses[k, j, i], kinks[k, j, i] = _relu_gap_run(
+                    X[tr] @ maps[g], X[te] @ maps[g], y[tr], w0, t_max, rtol, backend)
+    tested = gap if kernel == "final" else gap0
+    head = np.where(np.isnan(tested[:, -1, it]), np.inf, tested[:, -1, it])
+    med = float(np.median(head))
+    g_max = grid[-1]
+    ratio_aniso = gap[:, -1, -1] / gap[:, -1, it]
     med_aniso = float(np.nanmedian(ratio_aniso)) if np.any(np.isfinite(ratio_aniso)) else float("nan")
-    tol = RELU_GAP_RATIO_TOL
+    tol = RELU_GAP_TOL
+    if g_max == gamma:
+        aniso = ("anisotropy not run here (gammas holds no gamma above the tested one); measured (docstring, "
+                 "the full preset): the gap does NOT grow with anisotropy at this size, so the second part of "
+                 "the claim is not reproduced")
+    else:
+        aniso = (f"anisotropy (reported, not tested): gap(gamma={g_max:g}) / gap(gamma={gamma:g}) per draw "
+                 f"{_fmt_array(ratio_aniso, 2)}, median {med_aniso:.3g}: the gap "
+                 + ("grows" if med_aniso > 1 else "does NOT grow with anisotropy (the claim's second part fails)"))
     return Comparison(
         name="relu_kernel_gap",
-        title="ReLU network vs kernel regression with its final NTK, digits X_gamma (silent alignment Fig. 4)",
-        quantity=f"median over draws of gap(gamma={g_test:g}, sigma={sigmas[1]:g}) / gap(gamma={g_test:g}, "
-                 f"sigma={sigmas[0]:g}), gap = ||f_nn - f_kr|| / ||f_kr|| on test digits",
+        title="ReLU network = kernel machine of its final NTK at small sigma, digits X_gamma (silent alignment Fig. 4)",
+        quantity=f"median over draws of ||f_nn - f_kr|| / ||f_kr|| on test digits, {kernel} NTK, "
+                 f"gamma={gamma:g}, sigma={s_min:g}",
         theory=0.0, simulation=med, error=med, tolerance=tol, passed=bool(med <= tol),
-        arrays={"gammas": np.asarray(gammas), "sigmas": np.asarray(sigmas), "gap": gaps, "loss_ratio": losses,
-                "kinks": kinks, "ratio_sigma": ratio_sigma, "ratio_anisotropy": ratio_aniso},
-        params=dict(gammas=gammas, sigmas=sigmas, n_draws=int(n_draws), classes=tuple(classes), P=P, Q=Q, N=N,
-                    t_max=t_max, rtol=rtol, seed=seed),
-        notes=f"gap(sigma={sigmas[1]:g}) over gamma {gammas}, median over draws: "
-              f"{np.round(np.nanmedian(gaps[:, 1], axis=0), 5)}; sigma ratios per draw {np.round(ratio_sigma, 3)} "
-              f"(tolerance {tol:g}: the gap at least halves); anisotropy (reported, not tested): "
-              f"gap(gamma={g_max:g}) / gap(gamma={g_test:g}) per draw {np.round(ratio_aniso, 3)}, median "
-              f"{med_aniso:.3g} ({'grows' if med_aniso > 1 else 'does NOT grow'} with anisotropy at this size); "
-              f"kinks at sigma_min {kinks[:, 1].tolist()}; runs not converged within the step budget (NaN): "
-              f"{int(np.sum(np.isnan(gaps[:, 1])) + np.sum(np.isnan(gaps[:, 0, it])))}",
+        arrays={"gammas": np.asarray(grid), "sigmas": np.asarray(sigmas), "gap": gap, "gap_init": gap0,
+                "loss_ratio": losses, "kinks": kinks, "ratio_anisotropy": ratio_aniso},
+        params=dict(gammas=gammas, sigmas=sigmas, gamma=gamma, n_draws=int(n_draws), classes=tuple(classes), P=P,
+                    Q=Q, N=N, t_max=t_max, rtol=rtol, kernel=kernel, seed=seed),
+        notes=f"final-NTK gap at gamma={gamma:g} against sigma {sigmas}, median over draws: "
+              f"{_fmt_array(np.nanmedian(gap[:, :, it], axis=0), 3)}; initial-NTK gap at sigma={s_min:g}: "
+              f"{_fmt_array(np.nanmedian(gap0[:, -1], axis=0), 3)} over gamma {grid}; final-NTK gap at "
+              f"sigma={s_min:g} over gamma {grid}: {_fmt_array(np.nanmedian(gap[:, -1], axis=0), 3)}; {aniso}; "
+              f"runs not converged within the step budget (NaN): {int(np.sum(np.isnan(gap) & (kinks >= 0)))}; "
+              f"tolerance {tol:g}: below the initial-NTK machine's gap (0.2-0.4) and the gap at sigma = 1 (0.1-0.2)",
         kind="relu_kernel_gap")
 
 
@@ -858,23 +877,25 @@ def plot_output_variance(res):
 
 
 def plot_relu_kernel_gap(res):
-    """Gap to the final-NTK kernel machine against gamma, and the ratios per draw."""
+    """The gaps to the final- and initial-NTK machines against gamma, and against sigma."""
     a = res.arrays
-    g, sig, gap = a["gammas"], a["sigmas"], a["gap"]
+    g, sig, gap, gap0 = a["gammas"], a["sigmas"], a["gap"], a["gap_init"]
+    it = int(np.argmin(np.abs(g - res.params["gamma"])))
     fig, (ax, ax2) = figure(2)
     for k, col in zip(range(gap.shape[0]), colors(gap.shape[0])):
-        ax.semilogy(g, gap[k, 1], "o-", color=col, alpha=0.8, label=fr"draw {k}, $\sigma$={sig[1]:g}")
-        m = np.isfinite(gap[k, 0])
-        ax.semilogy(g[m], gap[k, 0][m], "s", mfc="none", color=col, label=fr"$\sigma$={sig[0]:g}" if k == 0 else None)
+        m = np.isfinite(gap[k, -1])
+        ax.semilogy(g[m], gap[k, -1][m], "o-", color=col, alpha=0.7)
+        ax.semilogy(g[m], gap0[k, -1][m], "s:", mfc="none", color=col, alpha=0.5)
+    ax.plot([], [], "ko-", label="final NTK")
+    ax.plot([], [], "ks:", mfc="none", label="initial NTK")
+    ax.axhline(res.tolerance, color="gray", ls="--", label="tolerance (median)")
     ax.set(xlabel=r"$\gamma$ (0 whitened, 1 raw)", ylabel=r"$\|f_{nn}-f_{kr}\|/\|f_{kr}\|$",
-           title="gap to the final-NTK kernel machine")
+           title=fr"gap per draw, $\sigma$ = {sig[-1]:g}")
     ax.legend(fontsize=7)
-    r = np.where(np.isfinite(a["ratio_sigma"]), a["ratio_sigma"], np.nan)
-    ax2.semilogy(np.arange(r.size), r, "o", label=r"gap($\sigma_{min}$) / gap($\sigma_{max}$)")
-    ax2.semilogy(np.arange(r.size), a["ratio_anisotropy"], "^", label=r"gap($\gamma_{max}$) / gap($\gamma_{min}$)")
-    ax2.axhline(res.tolerance, color="gray", ls=":", label="tolerance (median)")
-    ax2.axhline(1.0, color="k", lw=0.5)
-    ax2.set(xlabel="draw", ylabel="ratio", title=f"median sigma ratio {res.simulation:.2f}")
-    ax2.set_xticks(np.arange(r.size))
+    med = np.nanmedian(gap[:, :, it], axis=0)
+    ax2.loglog(sig, med, "o-", label=fr"final NTK, $\gamma$ = {g[it]:g} (median)")
+    ax2.loglog(sig, np.nanmedian(gap0[:, :, it], axis=0), "s:", mfc="none", label="initial NTK")
+    ax2.axhline(res.tolerance, color="gray", ls="--")
+    ax2.set(xlabel=r"$\sigma$", ylabel="gap", title=f"median gap {res.simulation:.2g}")
     ax2.legend(fontsize=7)
     return fig
