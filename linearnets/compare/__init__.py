@@ -194,4 +194,12 @@ register(
     Check("relu_kernel_gap",
           "ReLU net = kernel machine of its final NTK at small sigma, digits X_gamma (Fig. 4)",
           regimes.compare_relu_kernel_gap, regimes.plot_relu_kernel_gap, requires=_SKLEARN,
+          presets=dict(full=dict(gammas=(0.25, 0.5, 0.75, 1.0), sigmas=(1.0, 1e-1, 1e-2, 1e-3), n_draws=10))),
+    # --- the infinite-width limit (Jacot et al. 2018; Lee et al. 2019) -----------------
+    Check("ntk_at_init", "empirical NTK of 'ntk' networks -> infinite_width_kernels, error ~ m^-1/2",
+          infinite_width.compare_ntk_at_init, infinite_width.plot_ntk_at_init,
+          presets=dict(full=dict(widths=(64, 256, 1024, 4096, 8192), reps=8))),
+    Check("infinite_width_lazy", "wide 'ntk' ReLU net under gradient flow -> lazy_prediction(K_inf), ~ m^-1/2",
+          infinite_width.compare_infinite_width_lazy, infinite_width.plot_infinite_width_lazy,
+          presets=dict(full=dict(widths=(128, 512, 2048, 8192, 32768), reps=8))),
 )
