@@ -538,7 +538,8 @@ RELU_GAP_TOL = 0.05
 def _relu_gap_run(Xg, Xt, y, w0, t_max, rtol, backend):
     """Train the two-layer ReLU network ``w0`` on (Xg, y) to the loss stop; return the test
     gaps to the kernel machines of its final and initial NTK, the loss ratio and the kink
-    crossings (NaN gaps if the run did not converge within ``RELU_GAP_MAX_STEPS``)."""
+    crossings (NaN gaps if the run did not reach the stop: out of its ``RELU_GAP_MAX_STEPS``
+    steps, or at ``t_max`` with a training image left unfitted)."""
     L0 = 0.5 * float(np.mean(y ** 2))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # the step budget is expected to run out sometimes
@@ -546,8 +547,11 @@ def _relu_gap_run(Xg, Xt, y, w0, t_max, rtol, backend):
                              method="auto", stop=("loss", RELU_GAP_STOP * L0), max_steps=RELU_GAP_MAX_STEPS)
     kinks = int(np.sum(traj.kinks)) if traj.kinks is not None else -1
     nan = float("nan")
-    if not traj.success:
-        return nan, nan, nan, kinks
+    ratio = float(traj.loss[-1] / L0)
+    if not traj.success or not ratio <= 1.01 * RELU_GAP_STOP:
+        # out of steps, or at t_max without interpolating: a training image that no hidden unit
+        # is active on (the network cannot fit it; the final NTK is singular there)
+        return nan, nan, ratio, kinks
     wf = list(traj.weights)
     f_nn = (np.maximum(Xt @ wf[0].T, 0.0) @ wf[1].T).ravel()
     gaps = []
@@ -555,7 +559,7 @@ def _relu_gap_run(Xg, Xt, y, w0, t_max, rtol, backend):
         f_kr = np.asarray(kernel_regression(empirical_ntk(w, Xg, Xg, activation="relu"),
                                             empirical_ntk(w, Xt, Xg, activation="relu"), y)).ravel()
         gaps.append(float(np.linalg.norm(f_nn - f_kr) / np.linalg.norm(f_kr)))
-    return gaps[0], gaps[1], float(traj.loss[-1] / L0), kinks
+    return gaps[0], gaps[1], ratio, kinks
 
 
 def compare_relu_kernel_gap(gammas=(0.5,), sigmas=(1e-3,), gamma=0.5, n_draws=7, classes=(0, 1), P=30,
@@ -610,18 +614,19 @@ def compare_relu_kernel_gap(gammas=(0.5,), sigmas=(1e-3,), gamma=0.5, n_draws=7,
     What is tested: the median over the draws of the final-NTK gap at gamma = ``gamma``
     and the smallest sigma, tolerance ``RELU_GAP_TOL`` = 0.05 (a draw not converged
     counts as +inf).  The paper gives no rate for ReLU networks, so the tolerance comes
-    from the measured spread and the failed forms of the claim.  Over draws 0-49 at
-    gamma = 0.5, sigma = 1e-3 the gap has median 0.002; 7 of 50 runs do not converge
-    within the budget, 15 lie above 0.01 and the largest converged one is 0.0499 (the gap
-    of such a draw stays ~1e-2 whatever sigma: the claim is a statement about most draws,
-    hence the median).  Every failed form lies above 0.05 on every draw measured: the
+    from the measured spread and the failed forms of the claim.  Over the 70 draws of
+    seeds 0-9 at gamma = 0.5, sigma = 1e-3 the gap has median 0.003; 9 runs do not reach
+    the stop (out of steps, or a training image that no hidden unit is active on left
+    unfitted), 21 lie above 0.01 and the largest converged one is 0.0499 (the gap of such
+    a draw stays ~1e-2 whatever sigma: the claim is a statement about most draws, hence
+    the median; the seeds' medians are 0.0004-0.023).  Every failed form lies above 0.05 on every draw measured: the
     kernel machine of the initial NTK (``kernel="init"``: median 0.32, range 0.2-0.4),
     the standard initialisation sigma = 1 (0.17, range 0.1-0.2), and the final-NTK
     machine regularised at the mean eigenvalue of K (ridge tr K / P: 0.27 on draws 3-5);
     it does not tell the interpolant from one regularised at a tenth of that (0.04, the
-    aligned kernel being dominated by a few eigenvalues).  With a fraction 0.14
+    aligned kernel being dominated by a few eigenvalues).  With a fraction 0.13
     of draws above the tolerance, the median of ``n_draws`` = 7 exceeds it with
-    probability ~1% (of 5, ~2%); width N = 50 does not converge more often (0.18).
+    probability ~0.7% (of 5, ~2%); width N = 50 does not converge more often (0.18).
     Reported, not tested: the gap against sigma at ``gamma`` (every sigma of
     ``sigmas``), the initial-NTK gap, and, where ``gammas`` holds a larger gamma, the
     anisotropy ratio, the median over draws of gap(max gammas) / gap(gamma) at the
@@ -682,7 +687,7 @@ def compare_relu_kernel_gap(gammas=(0.5,), sigmas=(1e-3,), gamma=0.5, n_draws=7,
               f"{_fmt_array(np.nanmedian(gap[:, :, it], axis=0), 3)}; initial-NTK gap at sigma={s_min:g}: "
               f"{_fmt_array(np.nanmedian(gap0[:, -1], axis=0), 3)} over gamma {grid}; final-NTK gap at "
               f"sigma={s_min:g} over gamma {grid}: {_fmt_array(np.nanmedian(gap[:, -1], axis=0), 3)}; {aniso}; "
-              f"runs not converged within the step budget (NaN): {int(np.sum(np.isnan(gap) & (kinks >= 0)))}; "
+              f"runs that did not reach the loss stop (NaN): {int(np.sum(np.isnan(gap) & (kinks >= 0)))}; "
               f"tolerance {tol:g}: below the initial-NTK machine's gap (0.2-0.4) and the gap at sigma = 1 (0.1-0.2)",
         kind="relu_kernel_gap")
 
