@@ -204,9 +204,11 @@ def test_silent_alignment_passes_and_alignment_comes_first():
     assert r3.passed
 
 
-def test_silent_alignment_fails_without_small_init():
-    # sigma = O(1): the loss falls before the kernel has aligned (lazy-ish start)
-    assert not ln.compare_silent_alignment(D=10, N=10, P=20, sigma=1.5).passed
+def test_silent_alignment_fails_with_a_wrong_phase_one_rate(monkeypatch):
+    # the alignment path through qr_full_path at half the rate puts t_A twice as late
+    true = ln.qr_full_path
+    monkeypatch.setattr(compare.alignment, "qr_full_path", lambda t, s, q0, r0=0.0, eta=1.0: true(t, s, q0, r0, eta / 2))
+    assert not ln.compare_silent_alignment(D=10, N=10, P=20, sigma=0.01).passed
 
 
 def test_kernel_gap_passes_and_does_not_grow_with_anisotropy():
@@ -237,3 +239,87 @@ def test_plots_for_every_kind_are_agg_safe():
     from matplotlib.figure import Figure
     r = ln.compare_kernel_path(D=12, N=12, P=6)
     assert isinstance(r.plot(), Figure)
+
+
+# --- the edges of the arguments: each routine rejects what its theory does not cover, up front ---
+@pytest.mark.parametrize("call", [
+    lambda: ln.compare_half_time_scaling(depths=(20,)),      # hung for minutes
+    lambda: ln.compare_final_ntk(depths=(20,)),               # FlowErrors at t = 1e16-1e34
+    lambda: ln.compare_kernel_gap(depth=20),
+    lambda: ln.compare_silent_alignment(depth=20),
+    lambda: ln.compare_intermediate_kernels(depth=20),
+    lambda: ln.compare_transfer(depths=(2, 20)),
+    lambda: ln.compare_mode_strengths(depths=(20,)),
+    lambda: ln.compare_path_ntk(random_depths=(20,)),
+    lambda: ln.compare_laziness_ratio(depths=(20,)),
+], ids=["half_time", "final_ntk", "kernel_gap", "silent", "intermediate", "transfer", "modes", "path_ntk",
+        "laziness"])
+def test_depth_beyond_the_measured_range_is_rejected(call):
+    with pytest.raises(ValueError, match=r"depth.*MAX_DEPTH = 10"):
+        call()
+
+
+@pytest.mark.parametrize("call, arg", [
+    (lambda: ln.compare_kernel_gap(depth=10), "depth=10 with sigma=0.01"),
+    (lambda: ln.compare_intermediate_kernels(depth=10), "depth=10 with sigmas"),
+    (lambda: ln.compare_path_ntk(random_depths=(10,)), "random_depths=(10,)"),
+    (lambda: ln.compare_half_time_scaling(depths=(6,), sigmas=(1e-3, 2e-3)), "depths=(6,)"),
+])
+def test_a_plateau_beyond_the_time_axis_is_rejected(call, arg):
+    """sigma^(2-L) plateaus past MAX_PLATEAU / (eta s): the step would underflow the resolution of t."""
+    with pytest.raises(ValueError, match="MAX_PLATEAU") as err:
+        call()
+    assert arg in str(err.value)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: ln.compare_phase_one(sigma=10.0), "sigma"),              # was 'c0 must be < s/2' from half_time
+    (lambda: ln.compare_kernel_path(sigma=10.0), "sigma"),
+    (lambda: ln.compare_kernel_gap(sigma=10.0), "sigma"),
+    (lambda: ln.compare_silent_alignment(sigma=10.0), "sigma"),       # was error = NaN
+    (lambda: ln.compare_silent_alignment(depth=3, sigma=0.3), "sigma"),
+    (lambda: ln.compare_learning_curves(sigmas=(0.1, 10.0)), "sigmas"),
+    (lambda: ln.compare_final_ntk(sigmas=(10.0,)), "sigmas"),
+    (lambda: ln.compare_half_time_scaling(sigmas=(10.0,)), "sigmas"),
+    (lambda: ln.compare_finite_sigma_ntk(sigmas=(10.0, 5.0)), "sigmas"),
+    (lambda: ln.compare_intermediate_kernels(sigmas=(10.0,)), "sigmas"),
+    (lambda: ln.compare_path_ntk(sigmas=(10.0,)), "sigmas"),
+    (lambda: ln.compare_transfer(sigma=10.0), "sigma"),
+    (lambda: ln.compare_unwhitened_phase1(sigmas=(10.0,)), "sigmas"),
+    (lambda: ln.compare_balanced_ntk_drift(sigma=10.0), "sigma"),     # ran for minutes
+    (lambda: ln.compare_laziness_ratio(sigmas=(10.0, 5.0)), "sigmas"),  # passed against a tolerance of 1000
+    (lambda: ln.compare_relu_kernel_gap(sigmas=(10.0, 5.0)), "sigmas"),
+])
+def test_a_large_initialisation_is_rejected_naming_sigma(call, name):
+    with pytest.raises(ValueError) as err:
+        call()
+    msg = str(err.value)
+    assert msg.startswith(name) or f" {name}" in msg or f"{name}=" in msg, msg
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: ln.compare_final_ntk(depths=(1,)), "depths"),             # was a division by zero in a log
+    (lambda: ln.compare_half_time_scaling(depths=(1,)), "depths"),     # fitted -1 against 1
+    (lambda: ln.compare_silent_alignment(depth=1), "depth"),
+    (lambda: ln.compare_laziness_ratio(depths=(1,)), "depths"),
+    (lambda: ln.compare_intermediate_kernels(depth=1), "depth"),
+])
+def test_depth_one_is_rejected_where_nothing_moves(call, name):
+    with pytest.raises(ValueError, match=rf"^{name} must be"):
+        call()
+
+
+@pytest.mark.parametrize("kw, name", [(dict(names=5), "names"), (dict(names=["initial_moments", 5]), "names"),
+                                      (dict(backend="bogus"), "backend"), (dict(seed=-1), "seed"),
+                                      (dict(seed=1.5), "seed"), (dict(preset="huge"), "preset")])
+def test_run_checks_rejects_bad_arguments_before_running(kw, name, monkeypatch):
+    ran = []
+    monkeypatch.setattr(compare.registry, "CHECKS", dict(compare.CHECKS))
+    compare.registry.register(compare.Check("dummy_probe", "records a run", lambda **k: ran.append(k) or _dummy()))
+    kw = dict(dict(names=["dummy_probe"]), **kw)
+    with pytest.raises(ValueError, match=rf"^{name} must be"):
+        compare.run_checks(**kw)
+    assert not ran
+    # one name as a string is that check
+    rows = compare.run_checks("dummy_probe", seed=3, backend="numpy")
+    assert [r.name for r in rows] == ["dummy_probe"] and ran == [dict(seed=3, backend="numpy")]

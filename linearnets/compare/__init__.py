@@ -35,9 +35,11 @@ How to add a check
 ------------------
 1. Write one function in the topic's module (or a new module beside them):
    ``compare_thing(..., seed=0, backend="auto") -> Comparison``, its docstring stating
-   the theory, the range of arguments it covers (validated up front with a ValueError
-   naming the argument: ``common._check_args(locals())``) and how the tolerance follows
-   from the theory; and its figure ``plot_thing(row) -> matplotlib.figure.Figure``
+   the theory, the range of arguments it covers (validated up front, before anything is
+   simulated, with a ValueError naming the argument: ``common._check_args(locals())`` for
+   the types and sizes, ``common._small_init`` and ``common._check_plateau`` for a small
+   initialisation whose plateau fits ``MAX_PLATEAU``) and how the tolerance follows from
+   the theory; and its figure ``plot_thing(row) -> matplotlib.figure.Figure``
    (from the row's ``arrays`` and ``params``; the helpers of :mod:`.plotting`).
 2. Add one entry to the table below::
 

@@ -24,9 +24,11 @@ from .common import (
     Z_SCORE,
     _C0_GUESS,
     _check_args,
+    _check_plateau,
     _flow,
     _half_time_or_zero,
     _require,
+    _small_init,
     _two_layer_qr,
     _weights_at,
 )
@@ -54,6 +56,9 @@ def compare_phase_one(D=25, N=10, P=50, s=1.0, sigma=0.01, eta=1.0, seed=0, back
     length ``ln(s/q0)/(2 eta s)``: ``max |q - q_full|, |r - r_full| <= SAFETY * q0
     ln(s/q0) / 2``.
     The headline is the full path's error; both conditions must hold.
+
+    Range: P >= D; sigma a small initialisation, ``c0 = (q0 + r0)/2 < s/2`` read off the
+    initial weights (phase I is the growth out of it); else a ValueError naming sigma.
     """
     _check_args(locals())
     _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
@@ -61,6 +66,7 @@ def compare_phase_one(D=25, N=10, P=50, s=1.0, sigma=0.01, eta=1.0, seed=0, back
     X, y, beta = scalar_teacher(P, D, s, seed=seed)
     w0 = init_network((D, N, 1), sigma, seed=seed + 1)
     q0, r0 = _two_layer_qr(w0, beta)
+    _small_init(0.5 * (q0 + r0), s, f"sigma={sigma!r}")
     t_half = float(half_time(s, 0.5 * (q0 + r0), depth=2, eta=eta))
     t = np.linspace(0.0, 2.0 * t_half + 3.0 / (eta * s), N_TIMES)
     traj = _flow(w0, X, y, t, eta, backend, record=("weights",))
@@ -129,6 +135,14 @@ def _alignment_path(weights_t, X, y):
     return A, nrm
 
 
+#: Deepest network of :func:`compare_silent_alignment`: t_L - t_A shrinks relative to the
+#: escape as L grows (measured at sigma = 0.1: t_L / t_A = 1.06, 1.03, 1.01 at depths 3, 5, 6;
+#: at depth 8 both fall in the same step of the output grid).
+MAX_SILENT_DEPTH = 6
+#: Largest sigma of the deep ordering check (measured: holds at 0.1 for depths 3-6, fails at 0.3).
+MAX_SILENT_SIGMA = 0.1
+
+
 def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1.0, seed=0,
                              backend="auto"):
     """Kernel-target alignment, kernel norm and loss along the flow: the silent alignment effect (Fig. 2).
@@ -150,10 +164,22 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     ~ sigma^{2-L}, App. E.1), so only the ordering ``t_A < t_L`` is tested: the
     row is an ordering check (``inequality="t_A < t_L"``, ``theory`` = t_A,
     ``simulation`` = t_L; ``error = max(0, 1 - t_L/t_A)``, tolerance 0).
+
+    Range: P >= D; depth 2 to :data:`MAX_SILENT_DEPTH` (at depth 1 the NTK does not move);
+    a small initialisation: for two layers ``c0 = (q0 + r0)/2 < s (1 - sqrt(0.9))`` (the
+    loss has still to fall by 10%), for deeper ones ``sigma <= MAX_SILENT_SIGMA``, where the
+    ordering is measured to hold (at sigma = 0.3 it fails at depths 3-8: t_L < t_A); a
+    plateau within ``MAX_PLATEAU`` / (eta s). Else a ValueError naming the argument.
     """
     _check_args(locals())
     _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     L = check_depth(depth)
+    _require(2 <= L <= MAX_SILENT_DEPTH,
+             f"depth must be in [2, {MAX_SILENT_DEPTH}], got {depth!r}: at depth 1 the NTK X X^T does not move, and "
+             f"beyond {MAX_SILENT_DEPTH} t_A and t_L merge within the {N_TIMES}-point output grid")
+    _require(L == 2 or sigma <= MAX_SILENT_SIGMA,
+             f"sigma must be <= {MAX_SILENT_SIGMA} at depth {L} (the silent-alignment regime: from sigma = 0.3 the "
+             f"loss falls before the kernel aligns), got sigma={sigma!r}")
     s = float(check_positive(s, "s", ndim=0))
     X, y, beta = scalar_teacher(P, D, s, seed=seed)
     w0 = init_network((D,) + (N,) * (L - 1) + (1,), sigma, seed=seed + 1)
@@ -163,6 +189,9 @@ def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1
     else:
         q0 = sigma ** 2
         c0 = sigma ** L
+    _small_init(c0, s, f"sigma={sigma!r}", bound=s * (1.0 - math.sqrt(0.9)))
+    if L > 2:
+        _check_plateau(s, c0 * _C0_GUESS, L, eta, f"depth={L} with sigma={sigma!r}")
     t_end = 2.0 * _half_time_or_zero(s, c0 * (1.0 if L == 2 else _C0_GUESS), L, eta) + 4.0 / (eta * s)
     t = np.linspace(0.0, t_end, N_TIMES)
     traj = _flow(w0, X, y, t, eta, backend, record=("weights",))

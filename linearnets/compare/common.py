@@ -40,6 +40,18 @@ _C0_GUESS = 0.25
 N_TIMES = 400
 #: Smallest tolerance on the fitted log-log slope of an O(sigma^p) error (the fit itself is not exact).
 MIN_SLOPE_TOL = 0.25
+#: Longest plateau a comparison sets up, in units of 1/(eta s) (s the weakest mode it must
+#: learn). From a small initialisation the plateau lasts ~ c0^(2/L - 1) ~ sigma^(2-L) / (eta s);
+#: past the escape the flow needs steps of ~1/(eta s), which a float64 time axis resolves
+#: only while t eps << 1/(eta s). Measured: a plateau of 3e13/(eta s) (depth 14 from sigma 0.1)
+#: runs; at 6e19 (depth 20) the step falls below the resolution of t at t = 2e16.
+MAX_PLATEAU = 1e12
+#: Deepest network the comparisons run (every depth-taking routine rejects more): a random
+#: start's mode strength ~ sigma^L spreads over decades as L grows (a product of L random
+#: layers), so the plateau estimate behind every horizon stops holding. Measured at depth 10:
+#: mode_strengths 3.6 s, final_ntk 0.5 s, transfer 1.0 s, half_time_scaling 11 s, all passing; at
+#: depth 20 the step falls below the resolution of t (t = 1e16-1e34) or a run takes minutes.
+MAX_DEPTH = 10
 
 
 # =============================================================================
@@ -140,6 +152,31 @@ def _balanced_aligned_init(layer_sizes, U, V, c0, seed):
     return [(frames[l + 1] * u) @ frames[l].T for l in range(L)]
 
 
+def _small_init(c0, s, arg, bound=None):
+    """Raise ``ValueError`` naming ``arg`` unless the initial mode strength ``c0 < bound`` (default s/2).
+
+    The theories compared here describe the escape from a small initialisation: a mode
+    that starts at or above s/2 (or at ``bound``) has no plateau to escape.
+    """
+    bound = 0.5 * s if bound is None else bound
+    if not c0 < bound:
+        raise ValueError(f"{arg} is not a small initialisation: the initial mode strength ~{c0:.3g} must be "
+                         f"< {bound:.3g} (the theory describes the escape from a small initialisation)")
+
+
+def _check_plateau(s, c0, depth, eta, arg):
+    """Up front, for a run that starts from mode strength ``c0`` at ``depth``: a small
+    initialisation (:func:`_small_init`) whose plateau ``half_time(s, c0)`` is within
+    :data:`MAX_PLATEAU` / (eta s); else ``ValueError`` naming ``arg``. Returns the half time."""
+    _small_init(c0, s, arg)
+    t = float(half_time(s, c0, depth=depth, eta=eta))
+    if not t * eta * s <= MAX_PLATEAU:
+        raise ValueError(f"{arg}: at depth {depth} the plateau lasts t ~ {t:.3g} = {t * eta * s:.2g}/(eta s), "
+                         f"beyond MAX_PLATEAU = {MAX_PLATEAU:.0e}/(eta s) (the plateau grows as sigma^(2-L)): "
+                         "take a larger sigma or a smaller depth")
+    return t
+
+
 def _half_time_or_zero(s, c0, depth, eta):
     """``half_time`` for a mode that still has to rise through s/2, else 0 (horizon estimates)."""
     return float(half_time(s, c0, depth=depth, eta=eta)) if c0 < 0.5 * s else 0.0
@@ -156,6 +193,15 @@ def _as_seq(value, name, min_len=1):
 
 def _items(value, name, min_len=1):
     return [v.item() if isinstance(v, np.generic) else v for v in _as_seq(value, name, min_len)]
+
+
+def _check_depth_range(value, name):
+    L = check_depth(value, name)
+    if L > MAX_DEPTH:
+        raise ValueError(f"{name}: depth {L} is beyond MAX_DEPTH = {MAX_DEPTH}, the deepest the comparisons are "
+                         "measured to run (at depth 20 the step falls below the resolution of t, or a run takes "
+                         "minutes)")
+    return L
 
 
 def _check_sigma_map(value, name):
@@ -193,8 +239,8 @@ def _check_activation(value, name):
 _KINDS = {
     "count": lambda v, n, m=1: check_int(v, n, m),
     "seed": lambda v, n: check_int(v, n, 0),
-    "depth": lambda v, n: check_depth(v, n),
-    "depths": lambda v, n: [check_depth(L, n) for L in _items(v, n)],
+    "depth": lambda v, n: _check_depth_range(v, n),
+    "depths": lambda v, n: [_check_depth_range(L, n) for L in _items(v, n)],
     "counts": lambda v, n, m=1: [check_int(k, n, 1) for k in _items(v, n, m)],
     "positive": lambda v, n: check_positive(v, n, ndim=0),
     "nonnegative": lambda v, n: check_nonnegative(v, n, ndim=0),

@@ -23,6 +23,7 @@ from .common import (
     _C0_GUESS,
     _balanced_aligned_init,
     _check_args,
+    _check_plateau,
     _check_sigmas,
     _flow,
     _fmt_array,
@@ -31,6 +32,7 @@ from .common import (
     _mode_projection,
     _require,
     _sizes,
+    _small_init,
     _two_layer_qr,
 )
 from .plotting import THEORY, colors, figure, value_ticks
@@ -57,12 +59,18 @@ def compare_learning_curves(sigmas=(0.1, 0.03, 0.01, 0.003), D=20, N=20, P=40, s
     :func:`compare_phase_one`), which lowers the slope by at most
     ``2/ln(s/q0_max)``; the next correction adds ``2 SAFETY q0_max/s``. Their sum
     is the slope tolerance.
+
+    Range: P >= D; every sigma a small initialisation, ``c0 = (q0 + r0)/2 < s/2`` (the
+    sigmoid describes the escape from it); anything else is a ValueError naming it.
     """
     _check_args(locals())
     _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     sigmas = _check_sigmas(sigmas)
     s = float(check_positive(s, "s", ndim=0))
     X, y, beta = scalar_teacher(P, D, s, seed=seed)
+    for sig in sigmas:          # up front: every sigma a small initialisation
+        q0, r0 = _two_layer_qr(init_network((D, N, 1), sig, seed=seed + 1), beta)
+        _small_init(0.5 * (q0 + r0), s, f"sigmas (sigma = {sig:g})")
     ts, sims, ths, errs, tols, q0s = [], [], [], [], [], []
     for k, sig in enumerate(sigmas):
         w0 = init_network((D, N, 1), sig, seed=seed + 1)
@@ -117,6 +125,10 @@ def compare_mode_strengths(depths=(2, 3, 4, 5, 6), spectrum=(3.0, 2.0, 1.0), D=6
     the growing hidden vectors of different modes overlap at O(1/sqrt(N)) and
     a learned mode suppresses that overlap in the later ones, an error that does
     not vanish with sigma; hence the balanced start here.
+
+    Range: any sigma > 0 (the mode dynamics are exact from a balanced start; a mode above
+    s/2 decays to s), depths 1 to ``MAX_DEPTH``, a plateau of the rising modes within
+    ``MAX_PLATEAU`` / (eta s); P >= D; at most min(D, N) modes.
     """
     _check_args(locals())
     _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
@@ -128,6 +140,9 @@ def compare_mode_strengths(depths=(2, 3, 4, 5, 6), spectrum=(3.0, 2.0, 1.0), D=6
     X, Y = teacher_task(P, D, spectrum, seed=seed)
     Sxx, Syx = sufficient_statistics(X, Y)
     U, S, Vt = np.linalg.svd(Syx, full_matrices=False)
+    for L in depths:            # up front: the plateau of every rising mode
+        for s_a in S[sigma ** L < 0.5 * S]:
+            _check_plateau(s_a, sigma ** L, L, eta, f"sigma={sigma:g} at depth {L} (depths={tuple(depths)})")
     out_t, out_sim, out_th, errs, tols = [], [], [], [], []
     for L in depths:
         sizes = (D,) + (N,) * (L - 1) + (C,)
@@ -163,8 +178,8 @@ def compare_mode_strengths(depths=(2, 3, 4, 5, 6), spectrum=(3.0, 2.0, 1.0), D=6
 # =============================================================================
 # half-time scaling with sigma (Fig. 3)
 # =============================================================================
-def _fit_power_offset(sig, t):
-    """Fit t = A sigma^p + B (least squares in A, B for each p; p by bounded 1-D search)."""
+def _fit_power_offset(sig, t, p_min=-8.0):
+    """Fit t = A sigma^p + B (least squares in A, B for each p; p by bounded 1-D search in [p_min, 0])."""
     from scipy.optimize import minimize_scalar
 
     def resid(p):
@@ -172,13 +187,20 @@ def _fit_power_offset(sig, t):
         coef, *_ = np.linalg.lstsq(M, t, rcond=None)
         return float(np.sum((M @ coef - t) ** 2) / np.sum(t ** 2)), coef
 
-    res = minimize_scalar(lambda p: resid(p)[0], bounds=(-8.0, 0.0), method="bounded",
+    res = minimize_scalar(lambda p: resid(p)[0], bounds=(p_min, 0.0), method="bounded",
                           options=dict(xatol=1e-8))
     return float(res.x), resid(res.x)[1]
 
 
 #: default sigma ranges per depth (geometric, 5 points)
 _HALF_TIME_SIGMAS = {1: (0.01, 0.1), 2: (0.01, 0.1), 3: (0.03, 0.15), 4: (0.06, 0.2), 5: (0.1, 0.25)}
+
+
+def _half_time_sigmas(sigmas, L):
+    """The sigmas of depth L: ``sigmas[L]`` for a mapping, else ``sigmas``, else the default range."""
+    if isinstance(sigmas, Mapping):
+        return _check_sigmas(sigmas[L])
+    return _check_sigmas(sigmas if sigmas is not None else np.geomspace(*_HALF_TIME_SIGMAS[min(L, 5)], 5))
 
 
 def compare_half_time_scaling(depths=(2, 3, 4, 5), sigmas=None, D=8, N=16, P=16, s=1.0, eta=1.0,
@@ -200,21 +222,27 @@ def compare_half_time_scaling(depths=(2, 3, 4, 5), sigmas=None, D=8, N=16, P=16,
     for every depth, or a mapping ``{depth: sigmas}`` (the paper's Fig. 3 uses a
     different range per depth).
     The headline row is the worst depth.
+
+    Range: depths 2 to ``MAX_DEPTH`` (depth 1 has no plateau), sigmas a small
+    initialisation (``sigma^L < s/2``) whose longest plateau (from ``1e-3 sigma^L``, the
+    horizon's slowest case) is within ``MAX_PLATEAU`` / (eta s); P >= D.
     """
     _check_args(locals())
     _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     depths = [check_depth(L) for L in depths]
+    _require(min(depths) >= 2, f"depths must be >= 2 (at depth 1 there is no plateau to time), got {depths!r}")
     if isinstance(sigmas, Mapping):
         missing = [L for L in depths if L not in sigmas]
         _require(not missing, f"sigmas (a mapping depth -> sigmas) has no entry for depth(s) {missing}")
+    for L in depths:            # up front: a small start and an affordable plateau at every (depth, sigma)
+        for sig in _half_time_sigmas(sigmas, L):
+            _small_init(sig ** L, s, f"sigmas (sigma = {sig:g} at depth {L})")
+            _check_plateau(s, 1e-3 * sig ** L, L, eta, f"depths={tuple(depths)} with sigmas (depth {L}, sigma {sig:g})")
     s = float(check_positive(s, "s", ndim=0))
     X, y, beta = scalar_teacher(P, D, s, seed=seed)
     rows = []
     for L in depths:
-        if isinstance(sigmas, Mapping):
-            sg = _check_sigmas(sigmas[L])
-        else:
-            sg = _check_sigmas(sigmas if sigmas is not None else np.geomspace(*_HALF_TIME_SIGMAS[min(L, 5)], 5))
+        sg = _half_time_sigmas(sigmas, L)
         th = []
         for sig in sg:
             w0 = init_network((D,) + (N,) * (L - 1) + (1,), sig, seed=seed + 1)
@@ -232,7 +260,7 @@ def compare_half_time_scaling(depths=(2, 3, 4, 5), sigmas=None, D=8, N=16, P=16,
             tol = SAFETY * sg.max() ** 2 / (eta * s)
             rows.append((L, sg, th, theory, slope, tol, None))
         else:
-            p, coef = _fit_power_offset(sg, th)
+            p, coef = _fit_power_offset(sg, th, p_min=min(-8.0, -L - 2.0))   # room below 2 - L
             theory = 2.0 - L
             tol = SAFETY * sg.max() ** 2
             rows.append((L, sg, th, theory, p, tol, coef))
@@ -305,6 +333,10 @@ def compare_path_ntk(depths=(2, 3), spectrum=(2.0, 1.0, 0.5), c0=(1e-3, 5e-3, 2e
     escape by a relative O(sigma) (for L = 2 the measured deviation halves with
     sigma; for L >= 3 the theory's own correction ``c0^((L-2)/L)`` is of the same or
     smaller order). The headline is the worst path-NTK error.
+
+    Range: depths and random_depths 1 to ``MAX_DEPTH``; the balanced start's rising modes
+    and the random start (``sigma^L < s_min/2``, a small initialisation) with plateaus within
+    ``MAX_PLATEAU`` / (eta s); P >= D; at most min(D, N, random_width) modes.
     """
     _check_args(locals())
     _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
@@ -323,6 +355,16 @@ def compare_path_ntk(depths=(2, 3), spectrum=(2.0, 1.0, 0.5), c0=(1e-3, 5e-3, 2e
     S, U, V = (np.asarray(v) for v in task_modes(Syx))
     Vt = V.T
     Xp = np.random.default_rng(seed + 17).standard_normal((n_probe, D))
+    sg = _check_sigmas(sigmas)
+    for L in depths:            # up front: the plateaus of both starts
+        for s_a, c_a in zip(S, c0):
+            if c_a < 0.5 * s_a:
+                _check_plateau(s_a, c_a, L, eta, f"c0 at depth {L} (depths={tuple(depths)})")
+    for L in random_depths:
+        for sig in sg:
+            _small_init(sig ** L, S.min(), f"sigmas (sigma = {sig:g} at depth {L})")
+            _check_plateau(S.min(), _C0_GUESS * sig ** L, L, eta,
+                           f"random_depths={tuple(random_depths)} with sigmas (depth {L}, sigma {sig:g})")
     # (a) balanced, aligned start
     part_a = []
     for L in depths:
@@ -345,7 +387,6 @@ def compare_path_ntk(depths=(2, 3), spectrum=(2.0, 1.0, 0.5), c0=(1e-3, 5e-3, 2e
                            k_norm_sim=np.linalg.norm(K_sim.reshape(len(t), -1), axis=1),
                            k_norm_th=np.linalg.norm(K_th.reshape(len(t), -1), axis=1)))
     # (b) small random start: learning order and the sigma scaling of the half times
-    sg = _check_sigmas(sigmas)
     part_b = []
     for L in random_depths:
         sizes = _sizes(D, random_width, C, L)

@@ -25,6 +25,7 @@ from .common import (
     SAFETY,
     _C0_GUESS,
     _check_args,
+    _check_plateau,
     _check_sigmas,
     _flow,
     _fmt_array,
@@ -32,6 +33,7 @@ from .common import (
     _require,
     _sizes,
     _slope_or,
+    _small_init,
     _train_to_convergence,
     _weights_at,
 )
@@ -62,13 +64,25 @@ def compare_final_ntk(depths=(2, 3, 4, 5, 6), sigmas=(0.2, 0.1), D=8, N=16, P=16
     empirical kernel is compared with ``final_alignment(L, min(P, D))``
     (same O(sigma^2) tolerance). A multi-output row (``final_ntk_multi``) is
     included at depth 3. The headline is the worst alignment.
+
+    Range: depths 2 to ``MAX_DEPTH`` (at depth 1 the NTK X X^T does not move: nothing to
+    compare); sigmas a small initialisation (``sigma^L < s/2``) with a plateau within
+    ``MAX_PLATEAU`` / (eta s); P >= D; at most min(D, N) modes in multi_spectrum. Else a
+    ValueError naming the argument.
     """
     _check_args(locals())
     _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     _require(len(multi_spectrum) <= min(D, N),
              f"multi_spectrum must have at most min(D, N) = {min(D, N)} modes, got {len(multi_spectrum)}")
     depths = [check_depth(L) for L in depths]
+    _require(min(depths) >= 2, f"depths must be >= 2 (at depth 1 the NTK X X^T does not move), got {depths!r}")
     sigmas = _check_sigmas(sigmas)
+    spec = np.sort(np.asarray(multi_spectrum, float))[::-1]
+    for L, s_L in [(L, s) for L in depths] + [(3, spec.min())]:   # up front: small starts, affordable plateaus
+        for sig in sigmas:
+            _small_init(sig ** L, s_L, f"sigmas (sigma = {sig:g} at depth {L})")
+            _check_plateau(s_L, _C0_GUESS * sig ** L, L, eta, f"depths={tuple(depths)} with sigmas (depth {L}, "
+                                                              f"sigma {sig:g})")
     X, y, beta = scalar_teacher(P, D, s, seed=seed)
     n = min(P, D)
     K_err = np.zeros((len(depths), len(sigmas)))
@@ -85,7 +99,6 @@ def compare_final_ntk(depths=(2, 3, 4, 5, 6), sigmas=(0.2, 0.1), D=8, N=16, P=16
             A_sim[i, j] = float(kernel_alignment(K, y))
     tol = SAFETY * sigmas ** 2
     # multi-output, depth 3
-    spec = np.sort(np.asarray(multi_spectrum, float))[::-1]
     Xm, Ym = teacher_task(P, D, spec, seed=seed)
     _, Syx = sufficient_statistics(Xm, Ym)
     multi_err = []
@@ -134,11 +147,16 @@ def compare_finite_sigma_ntk(sigmas=(0.05, 0.025, 0.0125), D=6, N=10, P=40, s=1.
     one power of sigma smaller, so both slopes carry a tolerance
     ``max(0.25, SAFETY * sigma_max)``; in addition ``e_1 <= SAFETY * sigma^3`` and
     ``e_1 < e_0`` at every sigma.
+
+    Range: P >= D; sigmas a small initialisation (``sigma^2 < s/2``: the expansion is in
+    sigma). Else a ValueError naming the argument.
     """
     _check_args(locals())
     _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
     sigmas = _check_sigmas(sigmas)
     s = float(check_positive(s, "s", ndim=0))
+    for sig in sigmas:
+        _small_init(sig ** 2, s, f"sigmas (sigma = {sig:g})")
     X, y, beta = scalar_teacher(P, D, s, seed=seed)
     Xp = np.random.default_rng(seed + 29).standard_normal((n_probe, D))
     K0 = np.asarray(final_ntk(Xp, Xp, beta, s, 2))
@@ -190,6 +208,10 @@ def compare_intermediate_kernels(depth=3, sigmas=(0.1, 0.05, 0.025), spectrum=(3
     Layer 0 (the inputs) is exact, layer L is the learned function: its error is
     the training residual, ``<= SAFETY * sqrt(loss_end / loss_0)`` (plus the
     integrator's ``sqrt(RTOL)``). The headline is the worst slope.
+
+    Range: depth 2 to ``MAX_DEPTH``; sigmas a small initialisation (``sigma^L < s_min/2``)
+    with a plateau within ``MAX_PLATEAU`` / (eta s_min); P >= D; at most min(D, N) modes.
+    Else a ValueError naming the argument.
     """
     _check_args(locals())
     _require(P >= D, f"P must be >= D (whitened inputs), got P={P}, D={D}")
@@ -204,6 +226,9 @@ def compare_intermediate_kernels(depth=3, sigmas=(0.1, 0.05, 0.025), spectrum=(3
     X, Y = teacher_task(P, D, spectrum, seed=seed)
     _, Syx = sufficient_statistics(X, Y)
     S = np.linalg.svd(Syx, compute_uv=False)
+    for sig in sigmas:          # up front: small starts, affordable plateaus
+        _small_init(sig ** L, S.min(), f"sigmas (sigma = {sig:g})")
+        _check_plateau(S.min(), _C0_GUESS * sig ** L, L, eta, f"depth={L} with sigmas (sigma {sig:g})")
     layers = np.arange(L + 1)
     A_th = np.asarray(intermediate_alignment(S, L, layers, n=min(P, D)))
     K_err = np.zeros((len(sigmas), L + 1))
@@ -274,11 +299,16 @@ def compare_kernel_gap(gammas=(0.0, 0.5, 1.0), Ps=(20, 10), D=20, N=20, s=1.0, s
     (For P > D the linear kernel is singular and :func:`kernel_regression`
     asks for a ridge; P = D is the non-trivial well-posed case.)
     The headline is the worst gap relative to its tolerance.
+
+    Range: Ps <= D; depth 1 to ``MAX_DEPTH``; sigma a small initialisation (``sigma^L <
+    s/2``) with a plateau within ``MAX_PLATEAU`` / (eta s). Else a ValueError naming it.
     """
     _check_args(locals())
     _require(all(int(p) <= D for p in Ps),
              f"Ps must be <= D = {D} (for P > D the linear kernel is singular), got {Ps!r}")
     L = check_depth(depth)
+    _small_init(sigma ** L, s, f"sigma={sigma!r}")
+    _check_plateau(s, _C0_GUESS * sigma ** L, L, eta, f"depth={L} with sigma={sigma!r}")
     rng = np.random.default_rng(seed + 7)
     rows = []
     for P in Ps:
@@ -352,6 +382,9 @@ def compare_kernel_path(D=20, N=20, P=10, s=1.0, sigma=0.01, eta=1.0, n_test=50,
     ``||f_t - f_pinv|| / ||f_pinv|| <= SAFETY * eps(t)`` at each probed time
     (P < D, so the statement is not trivial). The idealised kernel family is
     checked exactly (machine precision) for several A.
+
+    Range: P <= D; sigma a small initialisation (``sigma^2 < s_eff/2``, s_eff the task
+    mode of the drawn data). Else a ValueError naming it.
     """
     _check_args(locals())
     _require(P <= D, f"P must be <= D (for P > D the linear kernel is singular), got P={P}, D={D}")
@@ -366,6 +399,7 @@ def compare_kernel_path(D=20, N=20, P=10, s=1.0, sigma=0.01, eta=1.0, n_test=50,
     # time scale: the single task mode of Syx = y^T X / P and the slowest data direction
     s_eff = float(np.linalg.norm(y @ X) / P)
     lam_min = float(np.linalg.svd(X, compute_uv=False)[min(P, D) - 1] ** 2 / P)
+    _small_init(sigma ** 2, s_eff, f"sigma={sigma!r}")
     t_end = 2.0 * float(half_time(s_eff, sigma ** 2, depth=2, eta=eta)) + 10.0 / (eta * s_eff * lam_min)
     # probe times: t = 0, then geometric through phase I (~1/s) and the escape
     t = np.concatenate([[0.0], np.geomspace(0.1 / (eta * s_eff), t_end, n_probe - 1)])

@@ -102,11 +102,18 @@ def compare_balanced_ntk_drift(lams=(16.0, 32.0, 64.0, 128.0), D=3, N=3, C=3, P=
     (the next order, s = ‖Σyx‖₂).  The closed-form path is checked against
     ``empirical_ntk`` on the simulated weights at the largest λ (exact, integrator
     tolerance) and the relative drift slope (theory −2) is reported.
+
+    Range: lams > 0 (at least two); the initial function no larger than the target,
+    ``sigma^2 <= s`` (W2W1 ~ sigma^2: the expansion is in max(s, sigma^2)/lambda); N <= C
+    (lambda > 0 needs it, see ``init_lambda_balanced``). Else a ValueError naming it.
     """
     _check_args(locals(), lams=("positive_seq", 2))
     X, Y = _task(D, C, P, seed)
     Syx = Y.T @ X / P
     s = float(np.linalg.norm(Syx, 2))
+    _require(sigma ** 2 <= s, f"sigma must be <= sqrt(s) = {s ** 0.5:.3g} (the initial function W2W1 ~ sigma^2 "
+                              f"no larger than the target's s = |Syx|_2; the drift expands in s/lambda), "
+                              f"got sigma={sigma!r}")
     lams = np.asarray(lams, float)
     absd, reld = [], []
     for lam in lams:
@@ -446,6 +453,12 @@ def _jacobian(weights, X, activation="linear"):
     return np.concatenate(blocks[::-1], axis=1)
 
 
+#: Smallest sigma^L of :func:`compare_laziness_ratio`: over its window the loss moves by a
+#: relative ~sigma^L, which must stand clear of float64 rounding for dL/dt (the full
+#: preset's smallest, 0.025^4 = 4e-7, measures cleanly).
+LAZINESS_MIN_SCALE = 1e-9
+
+
 def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=20, t_max=0.2, n_times=21,
                            seed=0, backend="auto", activation="linear"):
     """(|d∇f/dt|/|∇f|)·(L/|dL/dt|) ~ σ^{−L} at small σ (silent alignment, App. I), L = 2, 3.
@@ -463,8 +476,21 @@ def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=2
     interior times (``n_times`` = 5) one crossing moved the median on seeds 6, 12, 16, 27,
     30, 31, 37 and 39 of 0–39 (seed 6: slope −1.48 for L = 3); with 19 (the default 21)
     every seed of 0–59 passes, worst error 0.12.
+
+    Range: depths 2 to ``MAX_DEPTH`` (at depth 1 ∇f does not move); small sigmas,
+    ``SAFETY σ_max² < 1`` (σ_max < 0.32: the neglected terms are O(σ_max²) relative); and
+    ``σ_min^L >= LAZINESS_MIN_SCALE``: the loss changes over the window by a relative
+    ~σ^L, which must stand clear of rounding for dL/dt (measured: NaN at depth 10 from
+    σ = 0.05). Else a ValueError naming the argument.
     """
     _check_args(locals(), sigmas=("positive_seq", 2), n_times=("count", 3))
+    _require(min(depths) >= 2, f"depths must be >= 2 (at depth 1 the gradient of f does not move), got {depths!r}")
+    _require(SAFETY * max(sigmas) ** 2 < 1.0, f"sigmas must be < {SAFETY ** -0.5:.3g} (small initialisation: the "
+                                              f"tolerance SAFETY sigma_max^2 must stay below 1), got {sigmas!r}")
+    for L in depths:
+        _require(min(sigmas) ** L >= LAZINESS_MIN_SCALE,
+                 f"depths={tuple(depths)} with sigmas={tuple(sigmas)}: sigma_min^L = {min(sigmas) ** L:.2g} at depth {L} "
+                 f"is below {LAZINESS_MIN_SCALE:g} (the loss then changes by less than rounding resolves)")
     X = whitened_inputs(P, D, seed=seed)
     y = X @ np.ones(D) / np.sqrt(D)
     sigmas = np.asarray(sigmas, float)
@@ -631,8 +657,13 @@ def compare_relu_kernel_gap(gammas=(0.5,), sigmas=(1e-3,), gamma=0.5, n_draws=7,
     ``sigmas``), the initial-NTK gap, and, where ``gammas`` holds a larger gamma, the
     anisotropy ratio, the median over draws of gap(max gammas) / gap(gamma) at the
     smallest sigma, with whether it grows (the ``full`` preset runs the table above).
+
+    Range: sigmas <= 1 (sigma = 1, the standard initialisation, is the largest measured; the
+    claim is about sigma -> 0, and from sigma = 10 every run exhausts its step budget). Else
+    a ValueError naming the argument.
     """
     _check_args(locals(), gamma=("positive",), kernel=None)
+    _require(max(sigmas) <= 1.0, f"sigmas must be <= 1 (a small initialisation; 1 is the standard one), got {sigmas!r}")
     gammas = tuple(float(g) for g in gammas)
     sigmas = tuple(sorted((float(v) for v in sigmas), reverse=True))
     gamma = float(gamma)

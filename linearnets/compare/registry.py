@@ -16,6 +16,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from .._validation import check_int
+from ..backend import check_backend
 from .plotting import figure, title
 
 __all__ = ["Comparison", "Skipped", "Check", "CHECKS", "PRESETS", "register", "run_checks"]
@@ -297,13 +299,14 @@ def run_checks(names=None, full=False, seed=0, backend="auto", progress=False, p
 
     Parameters
     ----------
-    names : sequence of str, optional
-        Subset of :data:`CHECKS` (default: all, in registry order).
+    names : str or sequence of str, optional
+        One check, or a subset of :data:`CHECKS` (default: all, in registry order).
     full : bool
         Shorthand for ``preset="full"``.
     seed : int
+        An int >= 0: every check derives its own seeds from it (``seed + k``).
     backend : str
-        Passed to :func:`linearnets.gradient_flow`.
+        One of :data:`linearnets.backend.BACKENDS`, passed to :func:`linearnets.gradient_flow`.
     progress : bool
         Show a tqdm progress bar (on stderr).
     preset : {"small", "full", "paper"}, optional
@@ -321,9 +324,17 @@ def run_checks(names=None, full=False, seed=0, backend="auto", progress=False, p
         preset = "full" if full else "small"
     elif full and preset != "full":
         raise ValueError(f"full=True contradicts preset={preset!r}")
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
-    names = list(CHECKS) if names is None else list(names)
+    seed = check_int(seed, "seed", 0)
+    check_backend(backend)
+    if names is None:
+        names = list(CHECKS)
+    elif isinstance(names, str):
+        names = [names]
+    elif not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"names must be None, a check name or a sequence of check names, got {names!r}")
+    names = list(names)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         raise ValueError(f"unknown check(s) {unknown}; available: {', '.join(CHECKS)}")

@@ -15,7 +15,18 @@ from ..sim.ntk import empirical_ntk
 from ..theory.dynamics import half_time
 from ..theory.kernels import kernel_regression
 from ..theory.transfer import trained_ntk_spike, transfer_error
-from .common import SAFETY, Z_SCORE, _C0_GUESS, _check_args, _fmt_array, _require, _sizes, _train_to_convergence
+from .common import (
+    SAFETY,
+    Z_SCORE,
+    _C0_GUESS,
+    _check_args,
+    _check_plateau,
+    _fmt_array,
+    _require,
+    _sizes,
+    _small_init,
+    _train_to_convergence,
+)
 from .plotting import THEORY, figure
 from .registry import Comparison
 
@@ -86,9 +97,16 @@ def compare_transfer(P=40, D=100, As=(0.0, 1.0, 2.0, 4.0, 9.0), alphas=(0.0, 1.0
     the O(sigma^2) of the non-aligned initial weights: ``SAFETY * L * sigma^2``
     (absolute on A, relative on the bulk). The headline is the Monte Carlo case
     with the largest error relative to its tolerance.
+
+    Range: net_P >= net_D; depths 1 to ``MAX_DEPTH``; sigma a small initialisation
+    (``sigma^L < s/2``) with a plateau within ``MAX_PLATEAU`` / (eta s) at every depth. Else a
+    ValueError naming the argument.
     """
     _check_args(locals())
     _require(net_P >= net_D, f"net_P must be >= net_D (whitened inputs), got net_P={net_P}, net_D={net_D}")
+    for L in depths:            # up front: small starts, affordable plateaus
+        _small_init(sigma ** L, s, f"sigma={sigma!r} at depth {L}")
+        _check_plateau(s, _C0_GUESS * sigma ** L, L, eta, f"depths={tuple(depths)} with sigma={sigma!r}")
     As = np.asarray(As, float).reshape(-1)
     if As.size < 2 or not np.all(np.isfinite(As)) or np.any(As <= -1):
         raise ValueError("As must hold at least two finite spike strengths > -1")

@@ -11,7 +11,17 @@ import numpy as np
 from .._validation import check_positive
 from ..sim.network import init_network
 from ..theory.unwhitened import unwhitened_init_stats, unwhitened_kernel_matrix, unwhitened_phase1
-from .common import MIN_SLOPE_TOL, SAFETY, _check_args, _check_sigmas, _flow, _fmt_array, _require, _slope_or
+from .common import (
+    MIN_SLOPE_TOL,
+    SAFETY,
+    _check_args,
+    _check_sigmas,
+    _flow,
+    _fmt_array,
+    _require,
+    _slope_or,
+    _small_init,
+)
 from .plotting import THEORY, colors, figure
 from .registry import Comparison
 
@@ -50,6 +60,9 @@ def compare_unwhitened_phase1(sigmas=(0.02, 0.01, 0.005), D=4, N=6, P=300, s=1.0
     the top eigenvector by O(eps), so ``1 - |overlap| <= (SAFETY eps)^2``), and its
     overlaps with ``Sigma beta / |Sigma beta|`` and with ``beta`` are reported: the
     kernel must grow along ``Sigma beta``, not ``beta`` (the first overlap larger).
+
+    Range: sigmas a small initialisation, ``|a(0)|^2 < s/2`` at the largest (phase I is
+    the growth out of it); ``scales`` of length D. Else a ValueError naming the argument.
     """
     _check_args(locals())
     _require(scales is None or len(scales) == D, f"scales must have D = {D} entries, got {scales!r}")
@@ -68,6 +81,7 @@ def compare_unwhitened_phase1(sigmas=(0.02, 0.01, 0.005), D=4, N=6, P=300, s=1.0
     # the window: phase I of the largest sigma (theta = eta s sqrt(b) t)
     w_big = init_network((D, N, 1), sigmas[0], seed=seed + 1)
     x_big = np.asarray(unwhitened_init_stats(w_big[0], w_big[1], Sigma, beta))
+    _small_init(x_big[0], s, f"sigmas (sigma = {sigmas[0]:g}: |a(0)|^2)")
     theta_fine = np.linspace(0.0, 0.5 * math.log(s / x_big[0]) + 3.0, 2000)
     pre = unwhitened_phase1(theta_fine / (eta * s * sb), Sigma, beta, s, x_big, eta=eta)
     log_a2 = np.log(np.asarray(pre.scaled_stats)[:, 0]) + np.asarray(pre.log_scale)
