@@ -1,21 +1,12 @@
 """The package's import structure, read from the sources: no circles, no module importing the package itself."""
 import os
 
-import pytest
-
 import linearnets
 from linearnets import _numba_cache
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(linearnets.__file__))
 INIT = os.path.join(PACKAGE_DIR, "__init__.py")
 
-#: Import circles inside the simulator that are being taken apart: a circle among the
-#: modules of one group is tolerated (as an expected failure of that group's own test)
-#: while it exists; no other circle is.
-KNOWN_SIM_CIRCLES = (
-    # the old explicit and low-rank paths and the linear model's ops that adapt them
-    frozenset({"sim._explicit", "sim._lowrank", "sim._lowstorage", "sim.models._linear_ops"}),
-)
 
 
 def _name(path):
@@ -91,17 +82,8 @@ def test_no_module_inside_the_package_imports_linearnets_itself():
     assert not offenders, offenders
 
 
-def test_no_import_circle_but_the_known_ones_in_the_simulator():
-    circles = _circles(_graph())
-    unknown = [sorted(c) for c in circles if not any(c <= k for k in KNOWN_SIM_CIRCLES)]
-    assert not unknown, unknown
-
-
-@pytest.mark.parametrize("circle", [pytest.param(c, marks=pytest.mark.xfail(
-    reason=f"import circle {' <-> '.join(sorted(c))} in sim/, being removed", strict=False))
-    for c in KNOWN_SIM_CIRCLES], ids=lambda c: "-".join(sorted(c)))
-def test_known_simulator_circle_is_gone(circle):
-    assert not [c for c in _circles(_graph()) if len(c & circle) > 1], sorted(circle)
+def test_no_import_circle():
+    assert not [sorted(c) for c in _circles(_graph())]
 
 
 def test_compare_imports_run_one_way():
