@@ -616,8 +616,9 @@ def compare_relu_kernel_gap(gammas=(0.5,), sigmas=(1e-3,), gamma=0.5, n_draws=7,
     NTK at t = 0 (``kernel="init"``).  Draw k of ``seed`` is number seed * n_draws + k
     (its images and initial weights): different seeds share no draw.
 
-    Measured (n_draws = 10, P = 30, Q = 100, N = 20, digits 0/1; median over draws of
-    the final-NTK gap, with [converged runs of 10]; the initial-NTK gap in the last row):
+    Measured (draws 0-9, P = 30, Q = 100, N = 20, digits 0/1, inputs scaled to the training
+    images' ||Sxx||_2 = 1 rather than the pool's; median over draws of the final-NTK gap,
+    with [runs converged of 10]; the initial-NTK gap in the last row):
 
     =========  ============  ============  ============  ============
     sigma      gamma 0.25    gamma 0.5     gamma 0.75    gamma 1
