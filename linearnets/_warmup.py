@@ -54,6 +54,14 @@ def _theory():
         mode_time(np.clip(c[1:], 2e-3, 0.9), 1.0, 1e-3, depth=depth)
 
 
+def _infinite_width():
+    """The Mehler sums of the tanh / softplus infinite-width kernels (theory/_infinite_width_kernels.py)."""
+    from .theory.infinite_width import infinite_width_kernels
+
+    X = np.random.default_rng(0).standard_normal((3, 2))
+    infinite_width_kernels(X, X, 2, activation="tanh")
+
+
 def _ensemble():
     from .sim.ensemble import warm
 
@@ -91,6 +99,7 @@ _RECORD = ("weights", "modes", "conservation", "ntk")
 #: (label, callable) pairs run by :func:`warmup`, in order.
 TASKS = (
     ("closed forms", _theory),
+    ("infinite width", _infinite_width),
     ("RK45", _flow(_SMALL, "RK45")),
     ("DOP853", _flow(_SMALL, "DOP853")),
     ("SSPRK104", _flow(_SMALL, "SSPRK104")),
