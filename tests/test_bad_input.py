@@ -6,7 +6,7 @@ The overflow tests use exact power-of-two scalings: every map checked here is
 homogeneous in its inputs, and multiplying an input by 2^k multiplies a float64 result by
 2^(k·degree) exactly wherever it stays in range, so the scaled result must equal the
 scaled reference bit for bit, and be ±inf (with the reference's sign) or 0 exactly where
-it leaves the range.  ``benchmarks/study_bad_input.py`` sweeps a wider grid.
+it leaves the range.  ``benchmarks/studies/study_bad_input.py`` sweeps a wider grid.
 """
 import math
 import os

@@ -6,7 +6,7 @@ reach kinks and slide along them for most of t in [0, 2].  This prints, for each
 and method, success, evaluations, steps, rejections, kinks crossed, time sliding and
 fallback steps (rtol 1e-6, kink_rtol 1e-4, numba backend).
 
-Run: ``python benchmarks/study_kink_stages.py [--seeds 4,5]``.
+Run: ``python benchmarks/studies/study_kink_stages.py [--seeds 4,5]``.
 """
 import argparse
 import time

@@ -27,7 +27,7 @@ bounded by 1 on ``[-beta(s), 0]``.
 
 Usage::
 
-    python benchmarks/study_rkc.py [--rtols 1e-3 1e-4 1e-5]
+    python benchmarks/studies/study_rkc.py [--rtols 1e-3 1e-4 1e-5]
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ import time
 import numpy as np
 from numpy.polynomial import Polynomial
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # bench_flow
 
 import bench_flow as bf  # noqa: E402
 import linearnets as ln  # noqa: E402

@@ -20,7 +20,7 @@ rounds apart from the numpy reference).
 
 Usage::
 
-    python benchmarks/bench_products.py [--outputs C] [--rates]
+    python benchmarks/studies/study_products.py [--outputs C] [--rates]
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # bench_flow
 
 from linearnets.sim import _rhs  # noqa: E402
 

@@ -24,7 +24,7 @@ about 7x.
 
 Usage::
 
-    python benchmarks/study_narrow_kernel.py
+    python benchmarks/studies/study_narrow_kernel.py
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ import time
 import numpy as np
 from numba import njit
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import linearnets as ln  # noqa: E402
 from linearnets.data import teacher_task  # noqa: E402

@@ -30,7 +30,7 @@ bare cost per evaluation makes 0.80-0.86 ms, 10.7-11.5x faster than scipy's RK45
 
 Usage::
 
-    python benchmarks/study_small_floor.py
+    python benchmarks/studies/study_small_floor.py
 """
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ import numpy as np
 from numba import njit
 from scipy.integrate import solve_ivp
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # bench_flow
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import linearnets as ln  # noqa: E402
 from linearnets.sim import _kernels, _rhs  # noqa: E402

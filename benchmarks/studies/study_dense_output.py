@@ -20,7 +20,7 @@ points meet the tolerance, which is why ``dense=True`` is not offered for DOP853
 
 Usage::
 
-    python benchmarks/study_dense_output.py
+    python benchmarks/studies/study_dense_output.py
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ evaluations a perfect estimate would save (its own cost not counted).
 
 Usage::
 
-    python benchmarks/study_stability_cap.py [--diagnose] [--exact]
+    python benchmarks/studies/study_stability_cap.py [--diagnose] [--exact]
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # bench_flow
 
 import bench_flow as bf  # noqa: E402
 import linearnets as ln  # noqa: E402

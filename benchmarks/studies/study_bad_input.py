@@ -23,9 +23,9 @@ hang
 
 Run (from the repository root)::
 
-    PYTHONPATH=$PWD python benchmarks/study_bad_input.py             # the whole grid
-    PYTHONPATH=$PWD python benchmarks/study_bad_input.py --only loss_curve,final_ntk
-    PYTHONPATH=$PWD python benchmarks/study_bad_input.py --json out.json --show bad,unclear,hang
+    PYTHONPATH=$PWD python benchmarks/studies/study_bad_input.py             # the whole grid
+    PYTHONPATH=$PWD python benchmarks/studies/study_bad_input.py --only loss_curve,final_ntk
+    PYTHONPATH=$PWD python benchmarks/studies/study_bad_input.py --json out.json --show bad,unclear,hang
 
 It prints the counts per class, then every call of the classes named by ``--show``
 (default: unclear, bad, hang).  The counts do not depend on the machine's speed except

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # bench_flow
 
 from bench_flow import gemm_rate  # noqa: E402
 from linearnets.sim.models import parse_options  # noqa: E402
