@@ -30,8 +30,10 @@ def test_comparison_is_frozen_and_read_only():
 def test_registry_and_unknown_name():
     assert {"learning_curve", "phase_one", "initial_moments", "mode_strengths", "half_time_scaling",
             "final_ntk", "silent_alignment", "silent_alignment_L3", "kernel_gap", "kernel_path"} <= set(compare.CHECKS)
-    with pytest.raises(ValueError, match="unknown check"):
+    with pytest.raises(ValueError, match="names: unknown check"):
         compare.run_checks(["no_such_check"])
+    with pytest.raises(ValueError, match="names must name at least one check"):
+        compare.run_checks([])
 
 
 def test_register_names_rows_after_their_check(monkeypatch):

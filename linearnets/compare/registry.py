@@ -335,9 +335,11 @@ def run_checks(names=None, full=False, seed=0, backend="auto", progress=False, p
     elif not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
         raise ValueError(f"names must be None, a check name or a sequence of check names, got {names!r}")
     names = list(names)
+    if not names:
+        raise ValueError("names must name at least one check, got an empty sequence")
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
-        raise ValueError(f"unknown check(s) {unknown}; available: {', '.join(CHECKS)}")
+        raise ValueError(f"names: unknown check(s) {unknown}; available: {', '.join(CHECKS)}")
     results = []
     bar = None
     if progress:
