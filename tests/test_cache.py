@@ -252,7 +252,7 @@ _MLP_CALL = textwrap.dedent("""
     ws = ln.init_network((2, 3, 1), 1.0, seed=0)
     tr = ln.gradient_flow(ws, X, Y, [0.0, 0.1], backend="numba", activation="relu",
                           loss="soft_hinge", centered=True, stop="margin", rtol=1e-4)
-    kernels = (k.mlp_rhs, k.mlp_loss, k.mlp_forward, k.mlp_outputs)
+    kernels = (k.mlp_rhs, k.mlp_loss, k.mlp_forward, k.erk_advance_kinks)
     print(json.dumps({
         "backend": tr.backend,
         "compiles": _numba_cache.compile_count(),
@@ -264,7 +264,8 @@ _MLP_CALL = textwrap.dedent("""
 
 def test_second_process_loads_the_compiled_mlp_from_cache(tmp_path):
     """The MLP's kernels (sim/models/_mlp_kernels.py) through gradient_flow on backend
-    'numba': compiled in a first process, every one loaded from the cache in a second."""
+    'numba', its compiled stepping loop included: compiled in a first process, every one
+    loaded from the cache in a second."""
     env = {"LINEARNETS_CACHE_DIR": str(tmp_path / "cache")}
     first, _ = _run(_MLP_CALL, env, tmp_path)
     assert first["backend"] == "numba" and first["compiles"] >= 4 and first["misses"] >= 4

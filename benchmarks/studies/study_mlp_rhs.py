@@ -6,8 +6,11 @@ evaluation of ``linearnets.sim.models.mlp.MLP`` (numpy reference) and of ``MLPNu
 same GEMMs) against the same GEMMs alone on arrays of the same shapes, in the same run,
 and prints the ratios, the FLOP rate of one evaluation and its fraction of this
 machine's float64 GEMM rate (``bench_flow.gemm_rate``, 1024^2 and 2048^2 products,
-measured in the same run).  A ratio to the GEMMs near 1 leaves nothing to win on the
-products; what is left is the elementwise and Python overhead, which the ratio measures.
+measured in the same run); ``nb/bound`` is the compiled evaluation against its FLOP bound,
+its FLOPs (forward, weight gradients, back-propagation) at that rate, as
+``bench_flow.py`` bounds the linear gradient.  A ratio to the GEMMs near 1 leaves nothing
+to win on the products; what is left is the elementwise and Python overhead, which the
+ratio measures.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/study_mlp_rhs.py [--quick]
 
@@ -33,7 +36,10 @@ from linearnets.sim.network import init_network  # noqa: E402
 
 PROBLEMS = {
     "small": ((10, 64, 64, 1), 200, "relu", "mse"),
+    "smooth": ((10, 64, 64, 1), 200, "tanh", "mse"),
     "medium": ((64, 256, 256, 256, 1), 1000, ("softplus", 5.0), "soft_hinge"),
+    "tanh256": ((64, 256, 256, 256, 1), 1000, "tanh", "mse"),
+    "relu512": ((64, 512, 512, 1), 1000, "relu", "mse"),
     "large": ((64, 1024, 1024, 1), 2000, "relu", "mse"),
 }
 
@@ -54,9 +60,10 @@ def main(quick=False):
     rate = gemm_rate()
     print(f"float64 GEMM rate (1024^2/2048^2 products): {rate / 1e9:.1f} GFLOP/s")
     print(f"{'problem':8s} {'numpy ms':>9s} {'numba ms':>9s} {'np/nb':>6s} {'GEMMs ms':>9s} "
-          f"{'nb/GEMMs':>8s} {'nb GFLOP/s':>10s} {'of GEMM':>8s}")
+          f"{'nb/GEMMs':>8s} {'nb GFLOP/s':>10s} {'of GEMM':>8s} {'bound ms':>9s} "
+          f"{'nb/bound':>8s}")
     for name, (sizes, P, act, loss) in PROBLEMS.items():
-        if quick and name == "large":
+        if quick and name in ("large", "relu512"):
             continue
         ws = init_network(sizes, 1.0, seed=0)
         X = rng.standard_normal((P, sizes[0]))
@@ -84,9 +91,10 @@ def main(quick=False):
                 if l > 0:
                     Gs[l] @ ws[l]
         t_gemm = best_time(gemms)
+        bound = flops / rate      # the FLOP bound, as bench_flow.py measures the linear one
         print(f"{name:8s} {1e3 * t_rhs:9.3f} {1e3 * t_nb:9.3f} {t_rhs / t_nb:6.2f} "
               f"{1e3 * t_gemm:9.3f} {t_nb / t_gemm:8.2f} {flops / t_nb / 1e9:10.1f} "
-              f"{flops / t_nb / rate:8.0%}")
+              f"{flops / t_nb / rate:8.0%} {1e3 * bound:9.3f} {t_nb / bound:8.2f}", flush=True)
 
 
 def stability_floor(name="large", iterations=14):

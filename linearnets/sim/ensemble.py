@@ -999,6 +999,14 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
 
     from .. import backend as _backend
     width = max(max(sh) for sh in shapes)
+    kinked = options.activation in ("relu", "leaky_relu")
+    if (model == "mlp" and backend != "numpy" and _backend.numba_available()
+            and (method != "auto" or kinked)):
+        # (a smooth model's "auto" may switch a member to the Rosenbrock-W method, which
+        # has no compiled loop on the MLP: those members run one after another below)
+        return _report(_mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec,
+                                    Xo, probe, method, rtol, atol, max_steps, first_step,
+                                    kink_rtol), raise_on_failure)
     if (model == "linear" and "weights" not in rec and method in PER_MEMBER_METHODS and (
             method == "auto" or (backend != "numpy" and _backend.numba_available()
                                  and width <= PER_MEMBER_MAX_WIDTH))) or (
@@ -1109,6 +1117,79 @@ def _members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, probe, met
     return _from_members(trs, t_eval, alphas, stacked, bs, model,
                          outs=np.stack([tr.outputs for tr in trs]) if "outputs" in rec else None,
                          weights_t="weights" in rec, method=method)
+
+def _mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, Xo, probe, method,
+                 rtol, atol, max_steps, first_step, kink_rtol):
+    """The MLP's members as the batch axis of its compiled loop: ``methods.compiled.erk_batch``
+    on ``MLPNumba.batch_ops`` (every member the run ``gradient_flow(backend="numba")``
+    makes of it, explicit methods, and ``"auto"`` at kinks where it is DOP853: the members'
+    loops on threads, BLAS on one thread meanwhile)."""
+    from threadpoolctl import threadpool_limits
+
+    from .methods import compiled
+    from .methods.base import StepperOptions
+    from .methods.driver import FALLBACK as _FALLBACK
+    from .methods.driver import METHODS
+    from .methods.tableaux import TABLEAUX
+    from .models.mlp import MLPNumba
+
+    B, L = stacked[0].shape[0], len(shapes)
+    T = t_eval.size
+    C = shapes[-1][0]
+    ws0 = [np.ascontiguousarray(a[0]) for a in stacked]
+    b0 = None if bs is None else [np.ascontiguousarray(a[0]) for a in bs]
+    net = MLPNumba(ws0, b0, options).prepare(X, Y)
+    Y0 = np.ascontiguousarray(np.concatenate(
+        [a.reshape(B, -1) for a in stacked + list(bs or [])], axis=1))
+    name = "DOP853" if method == "auto" else method
+    primary = METHODS[name][1]
+    low = None if net.smooth else TABLEAUX[_FALLBACK]
+    ops = net.batch_ops(Y0, alphas)
+    states = np.full((B, T, Y0.shape[1]), np.nan)
+
+    def observe(k, members, ys):
+        states[members, k] = ys
+
+    opts = StepperOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
+                          kink_rtol=kink_rtol)
+    with threadpool_limits(1), np.errstate(over="ignore", invalid="ignore"):
+        res = compiled.erk_batch(ops, Y0, t_eval, primary, opts, observe, fallback=low, t0=0.0,
+                                 predictive=net.smooth, cap_safety=None if net.smooth else 0.0)
+    batched = _BatchedMLP(shapes, bs is not None, options, alphas, X, Y, Y0)
+    lossv = np.full((B, T), np.nan)
+    outs = np.full((B, T, Xo.shape[0], C), np.nan) if "outputs" in rec else None
+    e2e = np.full((B, T, C, shapes[0][1]), np.nan) if batched.linear else None
+    members = np.arange(B)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(T):
+            seen = members[np.isfinite(states[:, k, 0])]
+            if seen.size:
+                lossv[seen, k] = batched.loss(states[seen, k], seen)
+                if outs is not None:
+                    outs[seen, k] = batched.outputs(states[seen, k], seen, Xo)
+                if e2e is not None:
+                    e2e[seen, k] = batched.end_to_end(states[seen, k], seen)
+    status = tuple(r.status for r in res)
+    success = np.array([st.success for st in status], dtype=bool)
+    finals = _views(np.stack([r.y_last for r in res]), net.layout)
+    wt = _views(states.reshape(B * T, -1), net.layout) if "weights" in rec else None
+    wt = None if wt is None else tuple(a.reshape((B, T) + a.shape[1:]) for a in wt)
+
+    def ints(what):
+        return np.array([getattr(r, what) for r in res], dtype=np.int64)
+    return EnsembleTrajectory(
+        t=t_eval.copy(), loss=lossv, end_to_end=e2e,
+        weights=tuple(np.ascontiguousarray(a) for a in finals[:L]),
+        t_last=np.array([float(t_eval[-1]) if r.status.success else r.t_last for r in res]),
+        nfev=ints("nfev"), nsteps=ints("nsteps"), nrejected=ints("nrejected"), success=success,
+        status=status, message=tuple(r.message for r in res), method=method, backend="numba",
+        model="mlp", alpha=alphas,
+        biases=None if bs is None else tuple(np.ascontiguousarray(a) for a in finals[L:]),
+        weights_t=None if wt is None else wt[:L],
+        biases_t=None if wt is None or bs is None else wt[L:], outputs=outs,
+        kinks=ints("kinks"), sliding_time=np.array([r.sliding_time for r in res]),
+        fallback_steps=ints("fallback_steps"), weights0=tuple(np.array(a) for a in stacked),
+        biases0=None if bs is None else tuple(np.array(a) for a in bs))
 
 
 def _from_members(trs, t_eval, alphas, stacked, bs, model, *, loss=None, e2e=None, outs=None,

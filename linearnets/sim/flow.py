@@ -646,6 +646,8 @@ class PreparedFlow:
         else:
             value = self.stop[1]
             stop = lambda y: net.loss(y) - value  # noqa: E731
+        if stop is not None:
+            stop.rule = self.stop       # for a model that compiles its stop (MLPNumba)
         opts = StepperOptions(rtol=self.rtol, atol=self.atol, max_steps=self.max_steps,
                               first_step=self.first_step, kink_rtol=self.kink_rtol)
         return run_method(self.method, net, net.y0, self.t_eval, opts, observe,

@@ -9,15 +9,17 @@ loop of ``_explicit.erk_solve`` around a model's right-hand side.
 
 The factory and its data tuple
 ------------------------------
-``make_erk_advance(rhs)`` takes a numba function ``rhs(y, out, data)`` that writes
-``dy/dt`` at ``y`` (n,) into ``out`` (n,) and returns nothing; ``data`` is one tuple
-the model builds (its arrays: data, layout, scratch; any numba-typable, fixed types),
-passed through the loop untouched.  It returns an ``@njit(nogil=True)`` dispatcher
-with the signature of :data:`ERK_ADVANCE_ARGS`,
+``make_erk_advance(rhs, switches=None, stop=None)`` takes the model's numba functions:
+always ``rhs(y, out, data)``, which writes ``dy/dt`` at ``y`` (n,) into ``out`` (n,)
+(``data`` is one tuple the model builds -- its arrays: data, layout, scratch; any
+numba-typable, fixed types -- passed through the loop untouched); for a piecewise-smooth
+model its switch functions (the low-order pair at kinks, ``methods.base.integrate``'s
+rule); for a model with a stop rule its stop function.  A loop built without switches
+has no kink code, one without a stop no stop code.  It returns an ``@njit(nogil=True)``
+dispatcher with the signature of :data:`ERK_ADVANCE_ARGS`,
 
-    erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3, use_e3,
-                exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, wd,
-                stiff, data) -> int
+    erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                stiff, pat, ybuf, data) -> int
 
 (the arguments and the return codes are described in its docstring).  The factory's
 loop is not cached by itself: a model calls it from a **module-level**
@@ -27,21 +29,23 @@ with the loop and the model's ``rhs`` compiled into it::
     _loop = make_erk_advance(my_rhs)            # my_rhs: @njit(cache=True, nogil=True)
 
     @njit(cache=True, nogil=True)
-    def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
-                    use_e3, exponent, rtol, atol, safety, min_factor, max_factor,
-                    min_err, ulps, wd, stiff, data):
-        return _loop(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3,
-                     use_e3, exponent, rtol, atol, safety, min_factor, max_factor,
-                     min_err, ulps, wd, stiff, data)
+    def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                    stiff, pat, ybuf, data):
+        return _loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                     stiff, pat, ybuf, data)
 
-(``models/_linear_kernels.py`` is the linear model's).  Do not pass a dispatcher as an
+(``models/_linear_kernels.py`` is the linear model's, ``models/_mlp_kernels.py`` the
+MLP's, with and without kinks).  Do not pass a dispatcher as an
 *argument* to a cached kernel instead: numba never takes such a call from its cache
 and recompiles it in every process.  ``methods.compiled.erk(ops, y0, t_eval, tab,
 options, observe)`` drives an entry point from Python (start, output times, dense
 output, chunked budgets), ``ops = methods.compiled.DenseStages(erk_advance, rhs, data,
 tab, n)``.
 
-Every argument is a C-contiguous float64 (or int64) array or a scalar of fixed type.
+Every argument is a C-contiguous float64 (or int64) array or a scalar of fixed type.  The
+scalar helpers of the step control, a loop's attempt and its stop location are
+``inline="always"``: compiled into each loop that calls them rather than each on its own
+(a first run compiles fewer functions: 18 s of CPU instead of 20 for the two MLP loops).
 """
 from __future__ import annotations
 
@@ -53,15 +57,15 @@ __all__ = ["error_norm", "step_after_accept", "predictive_step", "accept_step", 
            "stiffness_estimate", "stability_cap", "capped_step", "count_stiff", "ACCEPTED",
            "REJECTED", "NONFINITE_TRIAL", "PENDING", "STIFF", "step_guard", "trial_step",
            "judge_step", "exchange", "hold_step", "stage_state", "stage_states",
-           "make_erk_advance", "ERK_ADVANCE_ARGS"]
+           "make_erk_advance", "ERK_ADVANCE_ARGS", "STOPPED", "TH_SIZE", "STATS_SIZE",
+           "CTL_FIELDS", "step_factor", "kink_factor"]
 
 #: The arguments of a loop built by :func:`make_erk_advance`, in order.
-ERK_ADVANCE_ARGS = ("y", "K", "y_new", "th", "t_target", "t_out", "stats", "max_steps", "A",
-                    "b", "e", "e3", "use_e3", "exponent", "rtol", "atol", "safety",
-                    "min_factor", "max_factor", "min_err", "ulps", "wd", "stiff", "data")
+ERK_ADVANCE_ARGS = ("y", "K", "y_new", "th", "t_target", "t_out", "stats", "max_steps", "tab",
+                    "low", "ctl", "wd", "stiff", "pat", "ybuf", "data")
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def error_norm(e5, e3, use_e3, h, n):
     """The error norm of ``methods.base`` from the scaled error sums: RMS, or Hairer's DOP853 norm."""
     if not use_e3:
@@ -71,7 +75,7 @@ def error_norm(e5, e3, use_e3, h, n):
     return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped):
     """``_explicit.step_after_accept`` for the compiled loops (same operations)."""
     factor = max_factor if err == 0.0 else min(max_factor, safety * err ** exponent)
@@ -83,7 +87,7 @@ def step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, cli
     return h_next
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev, safety, min_factor):
     """``_explicit.predictive_step`` for the compiled loops (same operations)."""
     if h_prev <= 0.0 or err == 0.0:
@@ -92,7 +96,7 @@ def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev, safety, min_
     return min(h_next, max(h_pred, min_factor * h_try))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejected, clipped,
                 th, min_err):
     """The step after an accepted ``h_try``, as in ``_explicit.adaptive_run``: the standard
@@ -115,7 +119,7 @@ def sumsq(X):
     return acc
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def stiffness_estimate(num, dd, ref, wsum, h, yy, min_rel, ulps_eps):
     """``_explicit.stiffness_estimate`` for the compiled loops (same operations)."""
     rel2 = min_rel * min_rel
@@ -126,7 +130,7 @@ def stiffness_estimate(num, dd, ref, wsum, h, yy, min_rel, ulps_eps):
     return rho if np.isfinite(rho) else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def stability_cap(h_next, rho, stiff):
     """``_explicit.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum,
     state_ulps * eps]`` (``methods.compiled.stiffness_args``)."""
@@ -135,7 +139,7 @@ def stability_cap(h_next, rho, stiff):
     return min(h_next, stiff[1] * stiff[0] / rho)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def count_stiff(h_capped, h_free, th, stiff, stats):
     """After an accepted step: ``stats[4]`` counts the steps the stability cap shortened
     (``h_capped < h_free``); the stiffness test of ``_stiff.erk_run``: ``th[7]`` counts
@@ -156,7 +160,7 @@ def count_stiff(h_capped, h_free, th, stiff, stats):
     return th[7] >= stiff[7]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
     """The next step after the stability cap: updates the remembered estimate ``th[2]``
     from the accepted step's sums (``_explicit.adaptive_run``; ``yy = |y_new|^2``) and
@@ -177,7 +181,7 @@ PENDING = 1
 STIFF = 2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def step_guard(h, min_step, stats, max_steps, nonfinite):
     """The checks before an attempted step of the compiled loops: -3 when the step budget
     ``max_steps`` is spent, -1 when ``h < min_step`` (``stats[3]`` then records whether
@@ -190,14 +194,14 @@ def step_guard(h, min_step, stats, max_steps, nonfinite):
     return 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def trial_step(t, h, t_target):
     """``(h_try, clipped)``: ``h``, shortened to land on ``t_target`` when it would pass it."""
     clipped = t + h >= t_target
     return (t_target - t if clipped else h), clipped
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def judge_step(err, h, h_try, exponent, max_factor, safety, min_factor, rejected, clipped, th,
                min_err, stats):
     """``(verdict, h_next)`` after a trial step of error ``err``, as in
@@ -223,7 +227,7 @@ def exchange(a, b):
         b[m] = v
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def hold_step(th, t, h, h_try, t_new, y, y_new, swapped):
     """Hand back an accepted step ``t -> t_new`` of length ``h_try``: record it in ``th``
     (``h``: the step proposed next) and return :data:`PENDING`, the step's start in ``y``
@@ -262,47 +266,202 @@ def stage_states(y, K, W, h, out):
         stage_state(y, K, W[i], h, out[i])
 
 
-def make_erk_advance(rhs):
-    """Build the adaptive embedded Runge-Kutta loop around ``rhs(y, out, data)``.
+#: Return code of a loop whose stop event fired inside an accepted step: ``y`` holds the
+#: located state at ``th[14]`` (:func:`make_erk_advance`).
+STOPPED = 4
+
+#: Indices of the loop state ``th`` (float64) beyond the nine of the linear loops.
+TH_ACTIVE, TH_KINK_REJ, TH_CALM, TH_LAST_CROSS, TH_SLIDING, TH_T_STOP, TH_G = range(9, 16)
+#: Size of ``th`` and of ``stats`` (``[nfev, accepted, rejected, nonfinite, capped, kinks,
+#: fallback_steps]``).
+TH_SIZE = 16
+STATS_SIZE = 7
+#: Entries of the control array ``ctl`` of :func:`make_erk_advance`'s loop, in order.
+CTL_FIELDS = ("atol", "safety", "min_factor", "max_factor", "min_err", "ulps", "predictive",
+              "kink_rejections", "calm_steps", "kink_growth", "stop_iterations", "stop_xtol",
+              "clip_eps")
+
+
+@njit(cache=True, inline="always")
+def _no_crossings(data, pat, first_only):
+    return 0
+
+
+@njit(cache=True, inline="always")
+def _no_pattern(data, pat):
+    return None
+
+
+@njit(cache=True, inline="always")
+def _no_stop(y, data):
+    return 1.0
+
+
+@njit(cache=True, inline="always")
+def step_factor(err, exponent, safety, min_factor, max_factor, after_rejection):
+    """``methods.base.Stepper.factor``: the factor on ``h`` after an error norm ``err``."""
+    if err == 0.0:
+        fac = max_factor
+    else:
+        fac = min(max_factor, max(min_factor, safety * err ** exponent))
+    return min(1.0, fac) if after_rejection else fac
+
+
+@njit(cache=True, inline="always")
+def kink_factor(err, safety, min_factor, max_factor, after_rejection):
+    """``methods.base._kink_factor``: after a step across a kink, whose error is first order
+    in ``h``, the factor ``SAFETY / err``."""
+    fac = max_factor if err == 0.0 else min(max_factor, max(min_factor, safety / err))
+    return min(1.0, fac) if after_rejection else fac
+
+
+def make_erk_advance(rhs, switches=None, stop=None):
+    """Build the adaptive embedded Runge-Kutta loop around a model's compiled operations.
 
     Parameters
     ----------
     rhs : numba dispatcher
         ``rhs(y, out, data)``: writes ``dy/dt`` at ``y`` (n,) into ``out`` (n,).
+    switches : (crossings, keep_pattern), optional
+        A piecewise-smooth model's switching functions (ReLU kinks): ``crossings(data, pat,
+        first_only) -> int`` counts the switches whose sign at the latest ``rhs`` call
+        differs from the pattern ``pat`` (a bool array; with ``first_only`` any nonzero
+        count will do), ``keep_pattern(data, pat)`` stores the latest sign pattern in
+        ``pat``.  With them the loop switches to the low-order pair at kinks
+        (``methods.base.integrate``'s rule, module docstring there).  Without them (a
+        smooth model) the loop has no kink code.
+    stop : numba dispatcher, optional
+        ``stop(y, data) -> g``, called right after ``rhs(y, ., data)`` (so the model may
+        read what that evaluation left in ``data``): the run stops where ``g`` first
+        becomes ``<= 0``, located inside the step by Illinois regula falsi on the
+        method's own step (``integrate``'s ``stop``).  The model may switch it off at run
+        time by returning a positive constant.
 
     Returns
     -------
     numba dispatcher
-        ``erk_advance(*ERK_ADVANCE_ARGS) -> int`` (``@njit(nogil=True)``, not cached:
-        call it from a module-level cached entry point, see the module docstring).
+        ``erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl,
+        wd, stiff, pat, ybuf, data) -> int`` (``@njit(nogil=True)``, not cached: call it
+        from a module-level cached entry point, see the module docstring).
     """
+    kinks = switches is not None
+    stops = stop is not None
+    crossings, keep_pattern = switches if kinks else (_no_crossings, _no_pattern)
+    stop_value = stop if stops else _no_stop
 
-    @njit(nogil=True)
-    def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3, use_e3,
-                    exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, wd,
-                    stiff, data):
-        """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
-
-        ``K`` (at least s+1 rows, n) holds stage derivatives, ``K[0] = f(y)`` on entry and exit;
-        ``th = [t, h, rho, h_prev, err_prev, h_step, t_new, n_stiff, n_nonstiff]`` (time,
-        proposed step, remembered stiffness estimate, the last accepted unclipped step and
-        its floored error, see :func:`accept_step`; the pending step; the counts of the
-        stiffness test, see :func:`count_stiff`) and
-        ``stats = [nfev, accepted, rejected, nonfinite, capped]`` are updated in place
-        (``nonfinite`` = 1 when an underflow followed non-finite trial steps); ``wd``
-        are the tableau's stiffness weights and ``stiff`` the stability-cap constants
-        (see :func:`stability_cap`).  Returns 0 on success, -1 step-size underflow,
-        -3 step budget exhausted (codes of ``FlowStatus``); on failure ``y`` and ``th``
-        hold the last accepted state.  An accepted step that ends at or after ``t_out``
-        (dense output; infinite otherwise) returns :data:`PENDING` before its bookkeeping:
-        ``y`` and ``K`` are still the step's, ``y_new`` its end state at
-        ``th[6] = t_new``, ``th[5]`` its length; the caller completes it.  With the
-        stiffness test on (``stiff[7] > 0``) a step after which it fires returns
-        :data:`STIFF` unless it ended on ``t_target`` (then 0: the caller reads ``th[7]``).
-        The stage derivatives are ``rhs(stage, K[i], data)``.
-        """
+    @njit(nogil=True, inline="always")
+    def _attempt(y, K, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, pat, data):
+        """One attempted step of ``h_try`` from ``y`` (``K[0] = f(y)``): the stages into
+        ``K``, the new state into ``y_new``; returns ``(err, stage_crossed)``."""
         s = b.shape[0]
         n = y.shape[0]
+        crossed = False
+        for i in range(1, s + 1):
+            stage_state(y, K, (b if i == s else A[i])[:i], h_try, y_new)
+            rhs(y_new, K[i], data)
+            if kinks and not crossed:
+                crossed = crossings(data, pat, True) > 0
+        # error norm (RMS, or Hairer's DOP853 combination of err5 and err3)
+        e5 = 0.0
+        e3n = 0.0
+        for m in range(n):
+            sc = atol + rtol * max(abs(y[m]), abs(y_new[m]))
+            acc = 0.0
+            acc3 = 0.0
+            for j in range(s + 1):  # zero weights skipped, as in the numpy stepper
+                if e[j] != 0.0:
+                    acc += e[j] * K[j, m]
+                if use_e3 and e3[j] != 0.0:
+                    acc3 += e3[j] * K[j, m]
+            acc /= sc
+            e5 += acc * acc
+            if use_e3:
+                acc3 /= sc
+                e3n += acc3 * acc3
+        return error_norm(e5, e3n, use_e3, h_try, n), crossed
+
+    @njit(nogil=True, inline="always")
+    def _locate(y, K, y_new, ybuf, h_try, g0, tb, ctl, pat, data, stats):
+        """Illinois regula falsi on ``theta`` in (0, 1] for ``stop(y(t + theta h)) = 0``,
+        ``y(.)`` the method's own step (``methods.base._locate_stop``): the located state
+        (``stop <= 0``) into ``ybuf``, returns ``theta``."""
+        A, b, e, e3, use_e3, exponent, rtol = tb
+        atol, iters, xtol = ctl[0], int(ctl[10]), ctl[11]
+        n = y.shape[0]
+        lo, hi = 0.0, 1.0
+        glo, ghi = g0, -1.0
+        side = 0
+        for m in range(n):
+            ybuf[m] = y_new[m]
+        for _ in range(iters):
+            if hi - lo <= xtol:
+                break
+            if glo == ghi:
+                th = 0.5 * (lo + hi)
+            else:
+                th = hi - ghi * (hi - lo) / (ghi - glo)
+                if not lo < th < hi:
+                    th = 0.5 * (lo + hi)
+            _attempt(y, K, y_new, th * h_try, A, b, e, e3, use_e3, rtol, atol, pat, data)
+            stats[0] += b.shape[0]
+            g = stop_value(y_new, data)
+            if g <= 0.0:
+                hi, ghi = th, g
+                for m in range(n):
+                    ybuf[m] = y_new[m]
+                if side == -1:
+                    glo *= 0.5
+                side = -1
+            else:
+                lo, glo = th, g
+                if side == 1:
+                    ghi *= 0.5
+                side = 1
+        return hi
+
+    @njit(nogil=True)
+    def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                    stiff, pat, ybuf, data):
+        """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
+
+        ``K`` (at least s + 1 rows of the larger pair, n) holds stage derivatives,
+        ``K[0] = f(y)`` on entry and exit; ``tab`` and ``low`` are the primary and the
+        low-order pair as tuples ``(A, b, e, e3, use_e3, exponent, rtol)`` (``low`` only
+        used at kinks); ``ctl`` the constants of :data:`CTL_FIELDS` (``predictive`` 1:
+        the predictive controller of :func:`accept_step` and a step shortened onto an
+        output time keeping the planned one, as the linear network's loops; 0: the plain
+        controller, as ``integrate`` without ``predictive``).
+
+        ``th = [t, h, rho, h_prev, err_prev, h_step, t_new, n_stiff, n_nonstiff, active,
+        kink_rejections, calm, last_cross, sliding, t_stop, g]`` (time, proposed step,
+        remembered stiffness estimate, the last accepted unclipped step and its floored
+        error, see :func:`accept_step`; the pending step; the counts of the stiffness
+        test, see :func:`count_stiff`; at kinks the stepper in use (0 primary, 1
+        fallback), the rejections across a switch in a row, the calm steps since the last
+        crossing, the time of the last crossing (NaN: none yet) and the time spent
+        sliding; where the stop fired, and the stop value at ``y``) and ``stats =
+        [nfev, accepted, rejected, nonfinite, capped, kinks, fallback_steps]`` are updated
+        in place (``nonfinite`` = 1 when an underflow followed non-finite trial steps).
+        ``wd`` are the primary's stiffness weights and ``stiff`` the stability-cap
+        constants (see :func:`stability_cap`; ``stiff[0] = 0``: no cap); ``pat`` the
+        switch pattern at the last crossing (kinks), ``ybuf`` (n,) scratch for a stop.
+
+        Returns 0 on success, -1 step-size underflow, -3 step budget exhausted (codes of
+        ``FlowStatus``); on failure ``y`` and ``th`` hold the last accepted state.  An
+        accepted step that ends at or after ``t_out`` (dense output; infinite otherwise)
+        returns :data:`PENDING` before its bookkeeping: ``y`` and ``K`` are still the
+        step's, ``y_new`` its end state at ``th[6] = t_new``, ``th[5]`` its length; the
+        caller completes it.  With the stiffness test on (``stiff[7] > 0``) a step after
+        which it fires returns :data:`STIFF` unless it ended on ``t_target`` (then 0: the
+        caller reads ``th[7]``).  :data:`STOPPED`: the stop event fired; ``y`` holds the
+        located state, ``th[0] = th[14]`` its time.
+        """
+        n = y.shape[0]
+        atol, safety, min_factor, max_factor, min_err, ulps = (ctl[0], ctl[1], ctl[2], ctl[3],
+                                                                ctl[4], ctl[5])
+        predictive = ctl[6] != 0.0
+        kink_rej_max, calm_max, growth, clip_eps = ctl[7], ctl[8], ctl[9], ctl[12]
+        capping = stiff[0] > 0.0
         t = th[0]
         h = th[1]
         nonfinite = False
@@ -317,56 +476,107 @@ def make_erk_advance(rhs):
                     th[0] = t
                     th[1] = h
                     return code
-                h_try, clipped = trial_step(t, h, t_target)
-                for i in range(1, s + 1):
-                    stage_state(y, K, (b if i == s else A[i])[:i], h_try, y_new)
-                    rhs(y_new, K[i], data)
+                on_low = kinks and th[9] != 0.0
+                tb = low if on_low else tab
+                A, b, e, e3, use_e3, exponent, rtol = tb
+                s = b.shape[0]
+                clipped = h >= t_target - t or t + h >= t_target - clip_eps * abs(t_target)
+                h_try = t_target - t if clipped else h
+                err, stage_crossed = _attempt(y, K, y_new, h_try, A, b, e, e3, use_e3, rtol,
+                                              atol, pat, data)
                 stats[0] += s
-                # error norm (RMS, or Hairer's DOP853 combination of err5 and err3)
-                e5 = 0.0
-                e3n = 0.0
-                for m in range(n):
-                    sc = atol + rtol * max(abs(y[m]), abs(y_new[m]))
-                    acc = 0.0
-                    acc3 = 0.0
-                    for j in range(s + 1):  # zero weights skipped, as in the numpy stepper
-                        if e[j] != 0.0:
-                            acc += e[j] * K[j, m]
-                        if use_e3 and e3[j] != 0.0:
-                            acc3 += e3[j] * K[j, m]
-                    acc /= sc
-                    e5 += acc * acc
-                    if use_e3:
-                        acc3 /= sc
-                        e3n += acc3 * acc3
-                err = error_norm(e5, e3n, use_e3, h_try, n)
-                verdict, h = judge_step(err, h, h_try, exponent, max_factor, safety, min_factor,
-                                        rejected, clipped, th, min_err, stats)
-                if verdict == ACCEPTED:
-                    nonfinite = False
+                if not np.isfinite(err):
+                    stats[2] += 1
+                    nonfinite = True
+                    rejected = True
+                    h = h_try * min_factor
+                    continue
+                nonfinite = False
+                crossed = crossings(data, pat, False) if kinks else 0
+                if err < 1.0:
                     break
-                nonfinite = nonfinite or verdict == NONFINITE_TRIAL
+                stats[2] += 1
+                if kinks:
+                    cr = crossed > 0 or stage_crossed
+                    if cr and not on_low:
+                        th[10] += 1.0
+                        if th[10] >= kink_rej_max:
+                            th[9] = 1.0
+                            th[10] = 0.0
+                            th[11] = 0.0
+                            on_low = True
+                    if cr and on_low:
+                        h = h_try * kink_factor(err, safety, min_factor, max_factor, True)
+                    else:
+                        h = h_try * step_factor(err, (low if on_low else tab)[5], safety,
+                                                min_factor, max_factor, True)
+                else:
+                    h = h_try * max(min_factor, safety * err ** exponent)
                 rejected = True
-            stats[1] += 1
-            # stiffness estimate from the accepted step's stages (_explicit.erk_solve)
-            ref = 0.0
-            num = 0.0
-            dd = 0.0
-            yy = 0.0
-            for m in range(n):
-                yy += y_new[m] * y_new[m]
-                ref += K[0, m] * K[0, m]
-                dv = K[s, m] - K[s - 1, m]
-                num += dv * dv
-                acc = 0.0
-                for j in range(s):
-                    if wd[j] != 0.0:
-                        acc += wd[j] * K[j, m]
-                dd += acc * acc
-            h_free = h
-            h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
-            stiff_now = count_stiff(h, h_free, th, stiff, stats)
             t_new = t_target if clipped else t + h_try
+            if stops:
+                g_new = stop_value(y_new, data)
+                if g_new <= 0.0:
+                    theta = _locate(y, K, y_new, ybuf, h_try, th[15], tb, ctl, pat, data, stats)
+                    stats[1] += 1
+                    for m in range(n):
+                        y[m] = ybuf[m]
+                    th[14] = t + theta * h_try
+                    th[0] = th[14]
+                    th[1] = h
+                    return STOPPED
+                th[15] = g_new
+            stats[1] += 1
+            took_main = not on_low
+            if kinks:
+                if on_low:
+                    stats[6] += 1
+                if crossed > 0:
+                    stats[5] += crossed
+                    if th[11] <= calm_max and not np.isnan(th[12]):
+                        th[13] += t_new - th[12]
+                    th[12] = t_new
+                    th[11] = 0.0
+                    keep_pattern(data, pat)
+                elif stage_crossed:
+                    th[11] = 0.0       # a stage crossed, the end did not: along a kink
+                else:
+                    th[11] += 1.0
+                if on_low and th[11] >= calm_max:
+                    th[9] = 0.0
+                    on_low = False
+                th[10] = 0.0
+            if on_low:
+                if crossed > 0:
+                    fac = kink_factor(err, safety, min_factor, max_factor, rejected)
+                else:
+                    fac = step_factor(err, exponent, safety, min_factor, max_factor, rejected)
+                h = h_try * min(fac, growth)
+            elif predictive:
+                h = accept_step(h, h_try, err, tab[5], max_factor, safety, min_factor,
+                                rejected, clipped, th, min_err)
+            else:
+                h = h_try * step_factor(err, tab[5], safety, min_factor, max_factor, rejected)
+            stiff_now = False
+            if capping and took_main:
+                # stiffness estimate from the accepted step's stages (_explicit.erk_solve)
+                ref = 0.0
+                num = 0.0
+                dd = 0.0
+                yy = 0.0
+                for m in range(n):
+                    yy += y_new[m] * y_new[m]
+                    ref += K[0, m] * K[0, m]
+                    dv = K[s, m] - K[s - 1, m]
+                    num += dv * dv
+                    acc = 0.0
+                    for j in range(s):
+                        if wd[j] != 0.0:
+                            acc += wd[j] * K[j, m]
+                    dd += acc * acc
+                h_free = h
+                h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
+                stiff_now = count_stiff(h, h_free, th, stiff, stats)
             if t_new >= t_out:
                 return hold_step(th, t, h, h_try, t_new, y, y_new, False)
             for m in range(n):
@@ -383,3 +593,4 @@ def make_erk_advance(rhs):
                 return STIFF
 
     return erk_advance
+

@@ -10,27 +10,32 @@ the same :class:`~linearnets.sim.methods.base.Result` as ``integrate``.  There i
 runner per algorithm family, with ``integrate``'s calling convention:
 
 * :func:`erk` -- embedded explicit Runge-Kutta pairs (RK45, DOP853, BS32, SSPRK104 as a
-  Butcher tableau), with the predictive step, the stability cap, dense output and the
-  stiffness test of ``method="auto"``;
+  Butcher tableau), with the predictive step, the stability cap, dense output, the
+  stiffness test of ``method="auto"``, and for the models that have them the low-order
+  pair at kinks and a stop event (:func:`erk_batch`: the same for a batch of members);
 * :func:`ssp` -- SSPRK104 in Ketcheson's two-register low-storage form (the same loop
   contract, no stiffness test);
 * :func:`rosw` -- the Rosenbrock-W method ROS34PW2 (Krylov solves with the model's
   Jacobian-vector product), with the test that hands back to an explicit pair.
 
 Nothing here knows networks.  The first argument, ``ops``, is a model's compiled
-operations for one loop (the linear network's are built in
-``models/_linear_kernels.py``): an object with
+operations for one loop (the linear network's are built in ``models/_linear_ops.py``, the
+MLP's by ``MLPNumba.compiled_ops`` and ``batch_ops``): an object with
 
 ``first(y) -> f``
-    ``f(y)`` (n,) into the loop's own storage (the first stage slot), returned;
+    ``f(y)`` (n,) into the loop's own storage (the first stage slot), returned; a model
+    with kinks also keeps the switch pattern of ``y`` here;
+``stop_value(y) -> g or None``
+    the model's stop function at ``y`` right after ``first`` (None: no stop event);
 ``rhs(v, out) -> out``
     ``f(v)`` into ``out`` without touching the loop's storage (the initial step);
-``advance(y, y_new, th, t_target, t_out, stats, budget, ctl) -> code``
+``prepare(tab, low, options, predictive, cap_safety, stiff_steps)``
+    the loop's arguments for the pair ``tab`` (and the fallback ``low`` at kinks);
+``advance(y, y_new, th, t_target, t_out, stats, budget) -> code``
     one call of the model's cached entry point into the compiled loop (the loop's
-    contract: ``methods/_erk_kernels.make_erk_advance``), ``ctl`` the control tuple of
-    :func:`control`;
-``interpolate(theta, y, y_new, h) -> state`` and ``interpolate_many(thetas, y, y_new, h)
--> states``
+    contract: ``methods/_erk_kernels.make_erk_advance``);
+``interpolate(theta, y, y_new, h) -> state`` and ``interpolate_many(thetas, y, y_new, h,
+batch) -> states``
     the continuous extension of the step just held (:data:`PENDING`), one output or
     many (rows);
 ``fsal()``
@@ -39,6 +44,10 @@ operations for one loop (the linear network's are built in
     whether the loop has the stiffness test (its ``stiff`` constants then carry
     ``stiff_steps``).
 
+:class:`DenseStages` is these operations for any model with a compiled ``rhs`` and a
+loop of ``make_erk_advance``; :class:`BatchStages` their batch axis (:func:`erk_batch`:
+B members of one model, each with its own step control, driven from several threads).
+
 The Rosenbrock-W runner's ``ops`` has ``rosw_advance`` (the model's entry point into
 ``methods/_rosw_kernels.make_rosw_advance``), ``rhs(y, out, keep=True)``, ``metric`` and
 the data tuples ``rhs_args``, ``scratch_args``, ``jvp_args`` (see :func:`rosw`).
@@ -46,19 +55,23 @@ the data tuples ``rhs_args``, ``scratch_args``, ``jvp_args`` (see :func:`rosw`).
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .base import FlowStatus
-from .base import (MAX_FACTOR, MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET,
-                   PREDICTIVE_MIN_ERR, SAFETY, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                   STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS, SWITCH_BACK_MARGIN, Result,
+from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FACTOR,
+                   MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET, PREDICTIVE_MIN_ERR, SAFETY,
+                   STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS,
+                   STOP_ITERATIONS, STOP_XTOL, SWITCH_BACK_MARGIN, FlowStatus, Result,
                    dense_batch_rows, observe_step, select_initial_step)
 
 __all__ = ["erk", "ssp", "rosw", "control", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
            "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
            "JVP_COST", "chunk_budget", "advance_in_chunks", "dense_target", "interpolates",
-           "complete_pending", "stiff_fired", "DenseStages", "batched_attempt"]
+           "complete_pending", "stiff_fired", "DenseStages", "batched_attempt", "STOPPED",
+           "tableau_args", "loop_control", "BatchStages", "erk_batch", "BATCH_THREADS",
+           "batch_threads"]
 
 #: Work of one call of a compiled stepping loop: at most INTERRUPT_STEPS attempted steps
 #: and at most INTERRUPT_WORK state entries times stages (``n s`` a step), at least
@@ -85,6 +98,15 @@ STIFF = 2
 #: Return code of the Rosenbrock-W loop whose hand-back test fired
 #: (``_rosw_kernels.NONSTIFF``).
 NONSTIFF = 3
+#: Return code of an explicit loop whose stop event fired (``_erk_kernels.STOPPED``).
+STOPPED = 4
+#: Sizes of the explicit loops' state ``th`` and counters ``stats``, and the entries of
+#: ``th`` past the linear network's nine (``_erk_kernels.make_erk_advance``).
+TH_SIZE, STATS_SIZE = 16, 7
+TH_LAST_CROSS, TH_SLIDING, TH_T_STOP, TH_G = 12, 13, 14, 15
+
+#: Threads that drive the members of a batch (:func:`erk_batch`); None: this machine's cores.
+BATCH_THREADS = None
 
 _EPS = float(np.finfo(np.float64).eps)
 _STATUS_BY_CODE = {st.code: st for st in FlowStatus}
@@ -153,26 +175,30 @@ def stiff_fired(stiff_steps, th):
     return stiff_steps > 0 and th[7] >= stiff_steps
 
 
-def stiffness_args(tab, stiff_steps=0):
+def stiffness_args(tab, stiff_steps=0, cap_safety=None):
     """``(wd, stiff)`` for the compiled explicit loops: the tableau's stiffness weights and
     ``[boundary, STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|,
     STIFFNESS_STATE_ULPS eps, NONSTIFF_RESET, stiff_steps]`` (``stiff_steps`` 0: no
-    stiffness test), the constants read from this module (a study may set them here)."""
-    # (a tableau whose last stage is not at t + h has no estimate: no cap, as ExplicitRK)
+    stiffness test), the constants read from this module (a study may set them here);
+    ``cap_safety`` 0 switches the cap off (boundary 0), another value replaces
+    ``STABILITY_SAFETY``.  A tableau whose last stage is not at ``t + h`` has no estimate:
+    no cap, as ``ExplicitRK``."""
     has = tab.stability_boundary > 0.0 and tab.c[-1] == 1.0
     wd = np.ascontiguousarray(tab.stiffness_weights if has else np.zeros(tab.n_stages),
                               dtype=np.float64)
-    stiff = np.array([tab.stability_boundary if has else 0.0, STABILITY_SAFETY, STIFFNESS_MEMORY,
+    safety = STABILITY_SAFETY if cap_safety is None else float(cap_safety)
+    boundary = tab.stability_boundary if safety > 0.0 and has else 0.0
+    stiff = np.array([boundary, safety, STIFFNESS_MEMORY,
                       STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS,
                       NONSTIFF_RESET, stiff_steps], dtype=np.float64)
     return wd, stiff
 
 
-def control(tab, options, stiff_steps=0):
-    """The control tuple an explicit loop takes after its tableau: ``(exponent, rtol, atol,
-    SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff)``
-    (:func:`stiffness_args`)."""
-    wd, stiff = stiffness_args(tab, stiff_steps)
+def control(tab, options, stiff_steps=0, cap_safety=None):
+    """The control tuple the linear network's factored-stage loops take after their tableau:
+    ``(exponent, rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
+    MIN_STEP_ULPS, wd, stiff)`` (:func:`stiffness_args`)."""
+    wd, stiff = stiffness_args(tab, stiff_steps, cap_safety)
     return (-1.0 / (tab.error_order + 1), float(options.rtol), float(options.atol), SAFETY,
             MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff)
 
@@ -218,25 +244,45 @@ def _start(ops, y, t_eval, t0, order, options, observe):
     return None, k, h, nfev + 1
 
 
-def _result(code, k, y, th, stats):
-    """The Result of an explicit loop from its return code, ``th = [t, h, rho, ...]`` and
-    ``stats = [nfev, accepted, rejected, nonfinite, capped]``; :data:`STIFF` is a
-    successful result with ``stiff=True`` and the proposed step ``th[1]``."""
+def _result(code, k, y, th, stats, low=None):
+    """The Result of an explicit loop from its return code, ``th`` and ``stats``
+    (``_erk_kernels.make_erk_advance``); :data:`STIFF` is a successful result with
+    ``stiff=True`` and the proposed step ``th[1]``, :data:`STOPPED` one with ``t_stop``."""
     stiff = code == STIFF
-    status = FlowStatus.SUCCESS if stiff else _STATUS_BY_CODE[code]
+    stopped = code == STOPPED
+    status = FlowStatus.SUCCESS if stiff or stopped else _STATUS_BY_CODE[code]
     t = float(th[0])
     nonfinite = bool(stats[3])
+    msg = _message(status, t, nonfinite and not status.success)
+    t_stop = float(th[TH_T_STOP]) if stopped else None
+    if stopped:
+        msg += f"; stopped at t = {t_stop:.6g}"
+    kinks = int(stats[5]) if stats.size > 5 else 0
+    if kinks:
+        msg += (f"; {kinks} kink crossings, {float(th[TH_SLIDING]):.3g} time units sliding, "
+                f"{int(stats[6])} steps by {low.name if low is not None else '-'}")
     return Result(n_done=k, t_last=t, y_last=y, nfev=int(stats[0]), nsteps=int(stats[1]),
-                  nrejected=int(stats[2]), status=status,
-                  message=_message(status, t, nonfinite and not status.success),
-                  h_next=float(th[1]), rho=float(th[2]), ncapped=int(stats[4]), stiff=stiff,
-                  nonfinite=nonfinite)
+                  nrejected=int(stats[2]), status=status, message=msg, t_stop=t_stop,
+                  kinks=kinks, sliding_time=float(th[TH_SLIDING]) if kinks else 0.0,
+                  fallback_steps=int(stats[6]) if stats.size > 6 else 0, h_next=float(th[1]),
+                  rho=float(th[2]), ncapped=int(stats[4]), stiff=stiff, nonfinite=nonfinite)
 
 
 # --------------------------------------------------------------------------------------------
 # explicit runners
 # --------------------------------------------------------------------------------------------
-def _explicit(ops, y0, t_eval, tab, options, observe, t0, dense, stiff_steps):
+def _tableau(stepper):
+    """The tableau of a stepper class (``methods.erk.DOP853``) or a tableau itself."""
+    tab = getattr(stepper, "tableau", stepper)
+    if tab is None or not hasattr(tab, "n_stages"):
+        raise ValueError(f"no Butcher tableau for {stepper!r}")
+    return tab
+
+
+def _explicit(ops, y0, t_eval, primary, options, observe, *, fallback, t0, dense, stiff_steps,
+              predictive, cap_safety):
+    tab = _tableau(primary)
+    low = _tableau(fallback) if fallback is not None else None
     t_eval = np.asarray(t_eval, dtype=np.float64)
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
@@ -245,13 +291,28 @@ def _explicit(ops, y0, t_eval, tab, options, observe, t0, dense, stiff_steps):
     early, k, h, nfev = _start(ops, y, t_eval, t0, tab.error_order, options, observe)
     if early is not None:
         return early
-    th = np.array([t0, h, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    stats = np.array([nfev, 0, 0, 0, 0], dtype=np.int64)
+    th = np.zeros(TH_SIZE)
+    th[:2] = t0, h
+    th[TH_LAST_CROSS] = np.nan
+    th[TH_T_STOP] = np.nan
+    stats = np.zeros(STATS_SIZE, dtype=np.int64)
+    stats[0] = nfev
     steps = int(stiff_steps) if ops.detects_stiffness else 0
-    ctl = control(tab, options, steps)
+    ops.prepare(tab, low, options, predictive=predictive, cap_safety=cap_safety,
+                stiff_steps=steps)
+    dense = interpolates(dense, tab) and low is None
+    g0 = ops.stop_value(y)
+    if g0 is not None:
+        th[TH_G] = g0
+        if g0 <= 0.0:
+            th[TH_T_STOP] = t0
+            while k < T:
+                observe(k, y)
+                k += 1
+            return _result(STOPPED, k, y, th, stats, low)
     y_new = np.empty(n)
     # the states of the outputs inside a step (observe_step passes at most this many)
-    batch = np.empty((dense_batch_rows(n), n)) if interpolates(dense, tab) else None
+    batch = np.empty((dense_batch_rows(n), n)) if dense else None
 
     def interpolate(theta):
         return ops.interpolate(theta, y, y_new, float(th[5]))
@@ -265,13 +326,18 @@ def _explicit(ops, y0, t_eval, tab, options, observe, t0, dense, stiff_steps):
         t_target, t_out = dense_target(t_eval, k, dense, tab)
         with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
             code = advance_in_chunks(
-                lambda budget: ops.advance(y, y_new, th, t_target, t_out, stats, budget, ctl),
+                lambda budget: ops.advance(y, y_new, th, t_target, t_out, stats, budget),
                 stats, max_steps, n, s)
         if code == PENDING:
             k = complete_pending(k, t_eval, th, y, y_new, interpolate, observe, ops.fsal,
                                  interpolate_many)
             code = 0
             continue
+        if code == STOPPED:
+            while k < T:
+                observe(k, y)
+                k += 1
+            break
         if code != 0:
             break
         observe(k, y)
@@ -279,15 +345,16 @@ def _explicit(ops, y0, t_eval, tab, options, observe, t0, dense, stiff_steps):
         if stiff_fired(steps, th):
             code = STIFF
             break
-    return _result(code, k, y, th, stats)
+    return _result(code, k, y, th, stats, low)
 
 
-def erk(ops, y0, t_eval, tableau, options, observe, *, t0=None, dense=False, stiff_steps=0):
+def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, dense=False,
+        stiff_steps=0, predictive=True, cap_safety=None):
     """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` onto every ``t_eval``.
 
     The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``
-    and the linear network's controls (``predictive=True``, the stability cap
-    ``cap_safety = STABILITY_SAFETY``): the same algorithm, agreeing to the tolerance.
+    (the same calling convention and options, agreeing to the tolerance): the model's
+    kink switches and stop event are its ``ops``' own (compiled), not callables.
 
     Parameters
     ----------
@@ -296,84 +363,343 @@ def erk(ops, y0, t_eval, tableau, options, observe, *, t0=None, dense=False, sti
         The state at ``t0`` (not modified).
     t_eval : ndarray, shape (T,)
         Strictly increasing output times ``>= t0``; each ends a step (but see ``dense``).
-    tableau : Tableau
+    primary : Tableau, or a stepper class of ``methods.erk`` (its ``tableau``)
     options : StepperOptions or SolverOptions
-        ``rtol``, ``atol``, ``max_steps``, ``first_step``.
+        ``rtol``, ``atol``, ``max_steps``, ``first_step`` (and ``kink_rtol`` with a
+        ``fallback``).
     observe : callable ``observe(k, y)``
+    fallback : Tableau or stepper class, optional
+        The low-order pair at kinks (a model whose ops have switches).
     t0 : float, optional
         The start time, by default ``t_eval[0]``.
     dense : bool
         Only the last output time ends a step; the others come from the tableau's
-        continuous extension (where it has one).
+        continuous extension (where it has one, and there is no fallback).
     stiff_steps : int
-        > 0: return with ``Result.stiff`` once the stability cap has shortened this many
-        accepted steps in a row (loops that have the test).
+        > 0 (with the cap): return with ``Result.stiff`` once the stability cap has
+        shortened this many accepted steps in a row (loops that have the test).
+    predictive : bool
+        Gustafsson's predictive controller, and a step shortened onto an output time
+        keeps the planned step (``integrate(predictive=True)``; the default here, with the
+        cap, are the controls of a smooth model's run: ``methods.driver``).
+    cap_safety : float or None
+        > 0: the stability cap at ``cap_safety`` of the estimated limit; 0: no cap; None:
+        this module's ``STABILITY_SAFETY`` (read at the call, so that a study may set it).
 
     Returns
     -------
     Result
     """
-    return _explicit(ops, y0, t_eval, tableau, options, observe, t0, dense, stiff_steps)
+    return _explicit(ops, y0, t_eval, primary, options, observe, fallback=fallback, t0=t0,
+                     dense=dense, stiff_steps=stiff_steps, predictive=predictive,
+                     cap_safety=cap_safety)
 
 
-def ssp(ops, y0, t_eval, tableau, options, observe, *, t0=None, dense=False):
+def ssp(ops, y0, t_eval, primary, options, observe, *, t0=None, dense=False,
+        predictive=True, cap_safety=None):
     """:func:`erk` for a low-storage SSP loop (``ops``: the model's two-register stages;
-    the same contract, no stiffness test)."""
-    return _explicit(ops, y0, t_eval, tableau, options, observe, t0, dense, 0)
+    the same contract, no stiffness test, no kinks)."""
+    return _explicit(ops, y0, t_eval, primary, options, observe, fallback=None, t0=t0,
+                     dense=dense, stiff_steps=0, predictive=predictive, cap_safety=cap_safety)
+
+
+def tableau_args(tab, rtol):
+    """``(A, b, e, e3, use_e3, exponent, rtol)``: a pair as the compiled ERK loop takes it."""
+    use_e3 = tab.e3 is not None
+    return (np.ascontiguousarray(tab.A, dtype=np.float64),
+            np.ascontiguousarray(tab.b, dtype=np.float64),
+            np.ascontiguousarray(tab.e, dtype=np.float64),
+            np.ascontiguousarray(tab.e3 if use_e3 else np.zeros_like(tab.e), dtype=np.float64),
+            use_e3, -1.0 / (tab.error_order + 1), float(rtol))
+
+
+def loop_control(options, predictive):
+    """The control array of the compiled ERK loop (``_erk_kernels.CTL_FIELDS``)."""
+    return np.array([float(options.atol), SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
+                     MIN_STEP_ULPS, 1.0 if predictive else 0.0, KINK_REJECTIONS, CALM_STEPS,
+                     KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, 4.0 * _EPS])
 
 
 class DenseStages:
     """The explicit ops of a model with a compiled right-hand side (module docstring):
-    stage derivatives kept as the rows of ``K`` (s + 1, n).
+    stage derivatives kept as the rows of ``K``.
 
     Parameters
     ----------
     advance : numba dispatcher
-        The model's cached entry point into ``_erk_kernels.make_erk_advance(rhs)``'s loop.
+        The model's cached entry point into ``_erk_kernels.make_erk_advance``'s loop.
     rhs : numba dispatcher
         ``rhs(y, out, data)``.
     data : tuple
         The model's data tuple.
-    tab : Tableau
     n : int
+    switches : (crossings, keep_pattern), optional
+        The model's compiled switch functions (those the loop was built with), for the
+        pattern at the start; ``n_switches`` their number.
+    stop : numba dispatcher, optional
+        ``stop(y, data) -> g`` (as the loop's), for the stop value at the start.
     """
 
     detects_stiffness = True
 
-    def __init__(self, advance, rhs, data, tab, n):
+    def __init__(self, advance, rhs, data, n, switches=None, n_switches=0, stop=None):
         from . import _erk_kernels  # numba compiles (or loads its cache) on first use
         self._ek = _erk_kernels
-        self._advance, self._rhs, self.data, self.tab = advance, rhs, data, tab
-        s = tab.n_stages
-        self.s = s
-        self.K = np.empty((s + 1, n))
-        self.use_e3 = tab.e3 is not None
-        self.e3 = tab.e3 if self.use_e3 else np.zeros_like(tab.e)
-        self._out = np.empty(n)
+        self._advance, self._rhs, self.data = advance, rhs, data
+        self.n = int(n)
+        self._switches, self._stop = switches, stop
+        self.pat = np.zeros(int(n_switches) if switches is not None else 0, dtype=np.bool_)
+        self.ybuf = np.empty(self.n if stop is not None else 0)
+        self._out = np.empty(self.n)
+        self.K = None
+
+    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps):
+        self.tab = tab
+        self.s = tab.n_stages
+        rows = max(tab.n_stages, low.n_stages if low is not None else 0) + 1
+        if self.K is None or self.K.shape[0] < rows:
+            K = np.empty((rows, self.n))
+            if self.K is not None:
+                K[0] = self.K[0]
+            self.K = K
+        self.targs = tableau_args(tab, options.rtol)
+        self.low = (tableau_args(low, max(float(options.kink_rtol), float(options.rtol)))
+                    if low is not None else self.targs)
+        self.ctl = loop_control(options, predictive)
+        self.wd, self.stiff = stiffness_args(tab, stiff_steps, cap_safety)
 
     def first(self, y):
+        if self.K is None:
+            self.K = np.empty((1, self.n))
         self._rhs(y, self.K[0], self.data)
+        if self._switches is not None:
+            self._switches[1](self.data, self.pat)
         return self.K[0]
+
+    def stop_value(self, y):
+        return None if self._stop is None else float(self._stop(y, self.data))
 
     def rhs(self, v, out):
         self._rhs(v, out, self.data)
         return out
 
-    def advance(self, y, y_new, th, t_target, t_out, stats, budget, ctl):
-        tab = self.tab
-        return self._advance(y, self.K, y_new, th, t_target, t_out, stats, budget, tab.A,
-                             tab.b, tab.e, self.e3, self.use_e3, *ctl, self.data)
+    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
+        return self._advance(y, self.K, y_new, th, t_target, t_out, stats, budget, self.targs,
+                             self.low, self.ctl, self.wd, self.stiff, self.pat, self.ybuf,
+                             self.data)
 
     def interpolate(self, theta, y, y_new, h):
-        self._ek.stage_state(y, self.K, self.tab.dense_weights(theta), h, self._out)
+        s = self.s
+        self._ek.stage_state(y, self.K[:s + 1], self.tab.dense_weights(theta), h, self._out)
         return self._out
 
     def interpolate_many(self, thetas, y, y_new, h, batch):
-        self._ek.stage_states(y, self.K, self.tab.dense_weights(thetas), h, batch)
+        s = self.s
+        self._ek.stage_states(y, self.K[:s + 1], self.tab.dense_weights(thetas), h, batch)
         return batch
 
     def fsal(self):
         self.K[0] = self.K[self.s]
+
+
+# --------------------------------------------------------------------------------------------
+# the batch axis: B members through the same compiled explicit loop, in parallel
+# --------------------------------------------------------------------------------------------
+class BatchStages:
+    """The explicit ops of a batch of B members of one model (:func:`erk_batch`): each
+    member's stage derivatives in ``K[b]``, its data tuple ``member(b)``; every member runs
+    the model's own compiled loop (the entry point of :class:`DenseStages`), which releases
+    the GIL, so that threads drive disjoint sets of members at once.
+
+    Parameters
+    ----------
+    advance : numba dispatcher
+        The model's cached entry point into ``_erk_kernels.make_erk_advance``'s loop.
+    rhs : numba dispatcher
+        ``rhs(y, out, data)`` (one member).
+    member : callable ``member(b) -> tuple``
+        Member b's data tuple (views of the batch's arrays, the types of the serial one:
+        no new compilation).
+    B, n : int
+    switches, n_switches, stop
+        As for :class:`DenseStages`.
+    """
+
+    def __init__(self, advance, rhs, member, B, n, switches=None, n_switches=0, stop=None):
+        self._advance, self._rhs = advance, rhs
+        self.B, self.n = int(B), int(n)
+        self.data = [member(b) for b in range(self.B)]
+        self._switches, self._stop = switches, stop
+        self.PAT = np.zeros((self.B, int(n_switches) if switches is not None else 0),
+                            dtype=np.bool_)
+        self.YBUF = np.empty((self.B, self.n if stop is not None else 0))
+        self.K = None
+
+    def prepare(self, tab, low, options, predictive, cap_safety):
+        rows = max(tab.n_stages, low.n_stages if low is not None else 0) + 1
+        K = np.empty((self.B, rows, self.n))
+        if self.K is not None:
+            K[:, 0] = self.K[:, 0]
+        self.K = K
+        self.targs = tableau_args(tab, options.rtol)
+        self.low = (tableau_args(low, max(float(options.kink_rtol), float(options.rtol)))
+                    if low is not None else self.targs)
+        self.ctl = loop_control(options, predictive)
+        self.wd, self.stiff = stiffness_args(tab, 0, cap_safety)
+
+    def first(self, b, y):
+        if self.K is None:
+            self.K = np.empty((self.B, 1, self.n))
+        data = self.data[b]
+        self._rhs(y, self.K[b, 0], data)
+        if self._switches is not None:
+            self._switches[1](data, self.PAT[b])
+        return self.K[b, 0]
+
+    def stop_value(self, b, y):
+        return None if self._stop is None else float(self._stop(y, self.data[b]))
+
+    def rhs(self, b, v, out):
+        self._rhs(v, out, self.data[b])
+        return out
+
+    def advance(self, b, Y, Ynew, TH, t_target, t_out, STATS, budget):
+        """Member b's loop to ``t_target`` (its return code)."""
+        return self._advance(Y[b], self.K[b], Ynew[b], TH[b], t_target, t_out, STATS[b],
+                             budget, self.targs, self.low, self.ctl, self.wd, self.stiff,
+                             self.PAT[b], self.YBUF[b], self.data[b])
+
+
+def batch_threads(B):
+    """Threads that drive a batch of B members (:data:`BATCH_THREADS`, else this machine's
+    cores), at most B."""
+    n = BATCH_THREADS or os.cpu_count() or 1
+    return max(1, min(int(B), int(n)))
+
+
+def _run_members(chunks, task):
+    """``task(members)`` for each chunk of member indices, on threads when there are several
+    (the compiled loops release the GIL); exceptions propagate."""
+    if len(chunks) == 1:
+        task(chunks[0])
+        return
+    with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+        for fut in [pool.submit(task, c) for c in chunks]:
+            fut.result()
+
+
+def erk_batch(ops, Y0, t_eval, primary, options, observe, *, fallback=None, t0=None,
+              predictive=True, cap_safety=None):
+    """:func:`erk` for a batch of B members of one model, each with its own step control.
+
+    Every member takes the steps a run of it alone takes (the same compiled loop, member
+    by member, on its own data); the members are split between :func:`batch_threads`
+    threads, each driving its share through every output time (the loops run without the
+    GIL).  A member that
+    fails or stops drops out; the others go on.
+
+    Parameters
+    ----------
+    ops : BatchStages
+    Y0 : ndarray (B, n)
+        The members' states at ``t0`` (not modified).
+    t_eval, primary, options, fallback, t0, predictive, cap_safety
+        As for :func:`erk` (no dense output, no stiffness test).
+    observe : callable ``observe(k, members, states)``
+        Output ``k`` of the members ``members`` (int array), ``states`` (len(members), n);
+        called from the driving threads (under the GIL), in order of ``k`` per member.
+
+    Returns
+    -------
+    list of Result
+        One per member (``y_last`` a view into one (B, n) array).
+    """
+    tab = _tableau(primary)
+    low = _tableau(fallback) if fallback is not None else None
+    t_eval = np.asarray(t_eval, dtype=np.float64)
+    t0 = float(t_eval[0]) if t0 is None else float(t0)
+    Y = np.array(Y0, dtype=np.float64, copy=True)
+    B, n = Y.shape
+    T = t_eval.size
+    TH = np.zeros((B, TH_SIZE))
+    TH[:, 0] = t0
+    TH[:, TH_LAST_CROSS] = np.nan
+    TH[:, TH_T_STOP] = np.nan
+    STATS = np.zeros((B, STATS_SIZE), dtype=np.int64)
+    codes = np.zeros(B, dtype=np.int64)
+    kdone = np.zeros(B, dtype=np.int64)     # outputs observed
+    k0 = int(np.searchsorted(t_eval, t0, side="right"))     # outputs at t0
+    early = [None] * B
+    for b in range(B):
+        y = Y[b]
+        with np.errstate(all="ignore"):
+            f0 = ops.first(b, y)
+        STATS[b, 0] = 1
+        if not np.all(np.isfinite(f0)):
+            early[b] = FlowStatus.NONFINITE
+            continue
+        g0 = ops.stop_value(b, y)
+        if g0 is not None:
+            TH[b, TH_G] = g0
+            if g0 <= 0.0:
+                TH[b, TH_T_STOP] = t0
+                codes[b] = STOPPED
+                early[b] = STOPPED
+                continue
+        if options.first_step is not None:
+            TH[b, 1] = float(options.first_step)
+        elif k0 < T:
+            with np.errstate(all="ignore"):
+                TH[b, 1] = select_initial_step(lambda v, b=b: ops.rhs(b, v, np.empty_like(v)),
+                                               t0, y, f0, float(t_eval[-1]), tab.error_order,
+                                               float(options.rtol), float(options.atol))
+            STATS[b, 0] += 1
+    ops.prepare(tab, low, options, predictive=predictive, cap_safety=cap_safety)
+    members = np.arange(B)
+    for k in range(k0):
+        observe(k, members, Y)
+    kdone[:] = k0
+    for b in range(B):
+        if early[b] is STOPPED:
+            for k in range(k0, T):
+                observe(k, members[b:b + 1], Y[b:b + 1])
+            kdone[b] = T
+    max_steps = int(options.max_steps)
+    Ynew = np.empty_like(Y)
+    s = tab.n_stages
+
+    def drive(chunk):
+        going = [b for b in chunk if early[b] is None]
+        for k in range(k0, T):
+            t_target = float(t_eval[k])
+            for b in going:
+                with np.errstate(all="ignore"):
+                    codes[b] = advance_in_chunks(
+                        lambda budget, b=b: ops.advance(b, Y, Ynew, TH, t_target, math.inf,
+                                                        STATS, budget),
+                        STATS[b], max_steps, n, s)
+            reached = [b for b in going if codes[b] in (0, STOPPED)]
+            if reached:
+                idx = np.array(reached)
+                observe(k, idx, Y[idx])
+                kdone[idx] = k + 1
+            for b in reached:
+                if codes[b] == STOPPED:      # it holds its state for the later outputs too
+                    for kk in range(k + 1, T):
+                        observe(kk, members[b:b + 1], Y[b:b + 1])
+                    kdone[b] = T
+            going = [b for b in going if codes[b] == 0]
+
+    nthreads = batch_threads(B)
+    _run_members([members[i::nthreads] for i in range(nthreads)], drive)
+    results = []
+    for b in range(B):
+        if early[b] is FlowStatus.NONFINITE:
+            results.append(_early(int(kdone[b]), t0, Y[b], int(STATS[b, 0]),
+                                  FlowStatus.NONFINITE))
+            continue
+        results.append(_result(int(codes[b]), int(kdone[b]), Y[b], TH[b], STATS[b], low))
+    return results
 
 
 # --------------------------------------------------------------------------------------------

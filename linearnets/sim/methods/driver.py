@@ -14,7 +14,9 @@ Butcher stages on states too large for the low-storage form to stay in cache).
 Step control is the method's, the same for every smooth model: the predictive
 controller and the stability cap (``base.integrate``).  A model whose vector field has
 kinks (``Model.smooth`` False) gets the low-order ``FALLBACK`` pair at kinks and the
-plain controller, since a step across a kink says nothing about the stiffness.
+plain controller, since a step across a kink says nothing about the stiffness.  On numba
+such a model, and a stop rule, run compiled too where the model's compiled operations
+have them (``compiled_events``: the MLP's switch pattern and its margin and loss stops).
 """
 from __future__ import annotations
 
@@ -109,8 +111,15 @@ def stepper_for(method, net, xp=np):
 
 
 def _compiled_ops(net, backend, kind, tab, stop):
-    if backend == "numba" and stop is None and net.smooth and hasattr(net, "compiled_ops"):
+    if backend != "numba" or not hasattr(net, "compiled_ops"):
+        return kind, None
+    if stop is None and net.smooth:
         return net.compiled_ops(kind, tab)
+    # kinks and stop rules compiled where the model's ops have them (``compiled_events``;
+    # the stop rule as ``stop.rule``, the tuple of ``flow.check_stop``)
+    rule = getattr(stop, "rule", None)
+    if getattr(net, "compiled_events", False) and (stop is None or rule is not None):
+        return net.compiled_ops(kind, tab, stop=rule)
     return kind, None
 
 
@@ -141,9 +150,15 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense,
             observe(k0 + j, v)
         if hasattr(observe, "many"):
             obs.many = lambda j, states: observe.many(k0 + j, states)
-    runner = compiled.ssp if kind == "ssp" else compiled.erk
-    extra = {} if kind == "ssp" else dict(stiff_steps=stiff_steps)
-    res = runner(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense, **extra)
+    smooth = net.smooth
+    cap = None if smooth else 0.0      # None: the runner's STABILITY_SAFETY
+    if kind == "ssp":
+        res = compiled.ssp(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense,
+                           predictive=smooth, cap_safety=cap)
+    else:
+        res = compiled.erk(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense,
+                           stiff_steps=stiff_steps, predictive=smooth, cap_safety=cap,
+                           fallback=None if smooth else TABLEAUX[FALLBACK])
     return _replace(res, n_done=k0 + res.n_done) if k0 else res
 
 

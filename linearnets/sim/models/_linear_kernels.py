@@ -57,14 +57,12 @@ _rosw_loop, _ = make_rosw_advance(rhs, jvp)
 
 
 @njit(cache=True, nogil=True)
-def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3, use_e3,
-                exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, wd, stiff,
-                data):
+def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd, stiff,
+                pat, ybuf, data):
     """The embedded Runge-Kutta loop on the linear network (``_erk_kernels.make_erk_advance``
     documents the arguments and return codes; ``data`` as for :func:`rhs`)."""
-    return _erk_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, A, b, e, e3, use_e3,
-                     exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, wd,
-                     stiff, data)
+    return _erk_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                     stiff, pat, ybuf, data)
 
 
 @njit(cache=True, nogil=True)

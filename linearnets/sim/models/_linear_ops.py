@@ -24,7 +24,7 @@ from . import _linear_stages as _ls
 from .. import _lowrank_kernels as _lrk
 from .. import _lowstorage_kernels as _lsk
 from .._kernels import jvp_flat, rhs_flat
-from ..methods.compiled import DenseStages
+from ..methods import compiled
 from ..methods.erk import third_order_rest
 from . import _linear_kernels as lk
 from .base import inverse_rates
@@ -40,8 +40,8 @@ def erk_ops(problem, tab, factored=None):
         factored = _ls.worth_factoring(problem, tab.n_stages)
     if factored:
         return FactoredStages(problem, tab)
-    return DenseStages(lk.erk_advance, lk.rhs, _ls.numba_rhs_args(problem), tab,
-                       int(problem.offsets[-1]))
+    return compiled.DenseStages(lk.erk_advance, lk.rhs, _ls.numba_rhs_args(problem),
+                                int(problem.offsets[-1]))
 
 
 class FactoredStages:
@@ -77,6 +77,13 @@ class FactoredStages:
         self.f0 = np.empty(n)
         self.wtmp, self.out = np.empty(s + 1), np.empty(n)
 
+    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps):
+        # (always the predictive controller; no kinks)
+        self.ctl = compiled.control(tab, options, stiff_steps, cap_safety)
+
+    def stop_value(self, y):
+        return None
+
     def first(self, y):
         kern = self._kern
         kern.stage(y, np.zeros(1), 0, 0, self.Sxx, self.Syx, self.eta_l, self.white, self.ints,
@@ -88,11 +95,11 @@ class FactoredStages:
         lk.rhs(v, out, self.rhs_args)
         return out
 
-    def advance(self, y, y_new, th, t_target, t_out, stats, budget, ctl):
+    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
         tab = self.tab
         return self._kern.lowrank_advance(
             y, y_new, self.pbuf, self._block, self.wtmp, th, t_target, t_out, stats, budget,
-            tab.A, tab.b, tab.e, self.e3, self.use_e3, *ctl, self.Sxx, self.Syx, self.eta_l,
+            tab.A, tab.b, tab.e, self.e3, self.use_e3, *self.ctl, self.Sxx, self.Syx, self.eta_l,
             self.white, self.ints, self.bufs)
 
     def interpolate(self, theta, y, y_new, h):
@@ -137,6 +144,13 @@ class LowStorageStages:
         self.q1, self.q2, self.out = np.empty(n), np.empty(n), np.empty(n)
         self.ref0 = np.zeros(1)
 
+    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps):
+        # (always the predictive controller; no kinks, no stiffness test)
+        self.ctl = compiled.control(tab, options, 0, cap_safety)
+
+    def stop_value(self, y):
+        return None
+
     def first(self, y):
         st = self.st
         # f(y) through rhs_flat with slot 0 as its product buffers: the factors stay there
@@ -151,9 +165,9 @@ class LowStorageStages:
         lk.rhs(v, out, self.rhs_args)
         return out
 
-    def advance(self, y, y_new, th, t_target, t_out, stats, budget, ctl):
+    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
         ls, st = self._ls, self.st
-        exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, _, stiff = ctl
+        exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, _, stiff = self.ctl
         return self._kern.ssp_advance(
             y, y_new, self.q1, self.q2, st.at, st.g, th, self.ref0, t_target, t_out, stats,
             budget, ls.ERROR_SLOTS, ls.ERROR_WEIGHTS, exponent, rtol, atol, safety, min_factor,

@@ -30,9 +30,9 @@ model (``mlp.MLPNumba``) builds ``data`` once in ``prepare``:
   columns ``N_{l-1}`` and the state offset of ``b_l`` (-1 without biases);
 * ``m`` (L,) multipliers; ``scales`` (L,): ``out_l = scales[l] * dL/dtheta_l``
   (``-eta lr_scales[l]`` for the flow, 1 for the gradient);
-* ``iopt`` int64 ``[activation code, loss code, has_biases]``, ``fopt`` float64
-  ``[activation parameter, loss parameter, alpha]`` (codes: :data:`ACT_CODES`,
-  :data:`LOSS_CODES`);
+* ``iopt`` int64 ``[activation code, loss code, has_biases, stop code]``, ``fopt``
+  float64 ``[activation parameter, loss parameter, alpha, stop value]`` (codes:
+  :data:`ACT_CODES`, :data:`LOSS_CODES`, :data:`STOP_CODES`);
 * buffers: ``H``, ``Dv`` flat (P sum_{l<L} N_l) with ``hoffs`` (L,) the offsets of
   each hidden layer's (P, N_l) block (``H_l`` and ``phi'(Z_l)`` of the latest
   :func:`mlp_rhs`); ``G1``, ``G2`` (P max N_l) for the backward pass (and the
@@ -41,70 +41,169 @@ model (``mlp.MLPNumba``) builds ``data`` once in ``prepare``:
 ReLU-type switch pattern: ``phi'(z) == 1`` exactly where ``z > 0`` (relu writes 1 or
 0, leaky_relu 1 or its slope ``a < 1``), so ``Dv == 1`` is the pattern ``z > 0`` of the
 training pre-activations at the latest evaluation, in the reference's order.
+
+The compiled stepping loop
+--------------------------
+:func:`erk_advance_smooth` and :func:`erk_advance_kinks` are the model's cached entry
+points into the embedded Runge-Kutta loop of ``methods/_erk_kernels.make_erk_advance``:
+the first for smooth activations (no kink code), the second with the switch functions
+:func:`crossings` / :func:`keep_pattern` (the low-order pair at kinks).  Both carry the
+stop event :func:`stop_value` (``stop="margin"`` or ``("loss", value)``, off with stop
+code 0), read off the outputs that the latest :func:`mlp_rhs` left in ``F``.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from numba import types
+from numba.extending import intrinsic
 
 from ..._numba_cache import njit
+from ..methods._erk_kernels import make_erk_advance
 
-__all__ = ["ACT_CODES", "LOSS_CODES", "activate", "mlp_forward", "mlp_rhs", "mlp_loss",
-           "mlp_outputs"]
+__all__ = ["ACT_CODES", "LOSS_CODES", "STOP_CODES", "activate", "mlp_forward", "mlp_rhs",
+           "mlp_loss", "mlp_outputs", "crossings", "keep_pattern", "stop_value",
+           "erk_advance_smooth", "erk_advance_kinks"]
 
 #: Activation name -> integer code of the kernels.
 ACT_CODES = {"linear": 0, "relu": 1, "leaky_relu": 2, "softplus": 3, "tanh": 4}
 #: Loss name -> integer code.
 LOSS_CODES = {"mse": 0, "soft_hinge": 1}
+#: Stop rule -> integer code (``iopt[3]``; its value in ``fopt[3]``).
+STOP_CODES = {None: 0, "margin": 1, "loss": 2}
 
 
-@njit(cache=True, nogil=True)
+# --------------------------------------------------------------------------------------------
+# elementary functions that vectorise (no libm call in the loop: LLVM keeps SIMD lanes)
+# --------------------------------------------------------------------------------------------
+_LN2_HI = 6.93147180369123816490e-01      # ln 2 split so that k * _LN2_HI is exact (fdlibm)
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e+00
+_SQRT2M1 = 0.41421356237309504880
+
+
+@intrinsic
+def _double_of_bits(typingctx, bits):
+    """The float64 whose IEEE bits are the int64 ``bits`` (a register bitcast)."""
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _exp_split(x):
+    """``(s, q)`` with ``e^x = s (1 + q)``, ``s = 2^k`` and ``q = e^r - 1``, ``x = k ln 2 + r``,
+    ``|r| <= ln 2 / 2`` (for ``-708 <= x <= 709``): Cody-Waite reduction and the Taylor
+    polynomial of ``e^r - 1`` to degree 13 (truncation below 2e-16 of ``q``), so that
+    ``e^x = s + s q`` and ``e^x - 1 = s q + (s - 1)`` lose nothing to cancellation."""
+    kf = float(np.int64(x * _INV_LN2 + (0.5 if x >= 0.0 else -0.5)))
+    r = (x - kf * _LN2_HI) - kf * _LN2_LO
+    q = r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
+        1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (
+            1.0 / 3628800 + r * (1.0 / 39916800 + r * (1.0 / 479001600 + r * (
+                1.0 / 6227020800)))))))))))))
+    return _double_of_bits((np.int64(kf) + 1023) << 52), q
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def vtanh(x):
+    """``tanh(x)`` to a few ulps, as ``sign(x) (e^{2|x|} - 1) / (e^{2|x|} + 1)`` (:func:`_exp_split`;
+    1 to rounding beyond |x| = 20)."""
+    a = min(abs(x), 20.0)
+    s, q = _exp_split(2.0 * a)
+    em1 = s * q + (s - 1.0)
+    t = em1 / (em1 + 2.0)
+    return t if x >= 0.0 else -t
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def vexp_neg(x):
+    """``e^x`` for ``x <= 0`` to a few ulps (0 below -708, where it is below 1e-307)."""
+    xc = max(x, -708.0)
+    s, q = _exp_split(xc)
+    return (s + s * q) if x >= -708.0 else 0.0
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def vlog1p(u):
+    """``log(1 + u)`` for ``0 <= u <= 1`` to a few ulps: ``2 atanh(f / (2 + f))`` of ``f = u``,
+    or of ``f = (u - 1) / 2`` plus ``ln 2`` where ``1 + u > sqrt 2``; the series in
+    ``z = (f / (2 + f))^2 <= 0.0295`` to ``z^10`` (truncation below 1e-18)."""
+    big = u > _SQRT2M1
+    f = 0.5 * (u - 1.0) if big else u
+    sv = f / (2.0 + f)
+    z = sv * sv
+    series = 2.0 * sv * (1.0 + z * (1.0 / 3 + z * (1.0 / 5 + z * (1.0 / 7 + z * (1.0 / 9 + z * (
+        1.0 / 11 + z * (1.0 / 13 + z * (1.0 / 15 + z * (1.0 / 17 + z * (1.0 / 19 + z * (
+            1.0 / 21)))))))))))
+    return (series + _LN2_LO) + _LN2_HI if big else series
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def activate(Z, Dv, y, boff, m, act, a):
     """In place: ``z = m Z + b`` (``b = y[boff:boff + N]``, none if ``boff < 0``), then
     ``Z <- phi(z)`` and ``Dv <- phi'(z)`` (``Dv`` may be a 0-row array: not written).
 
-    One loop per activation (the branch outside the loop); softplus
-    ``log(1 + e^{a z})/a = max(z, 0) + log1p(e)/a`` and its derivative
-    ``sigmoid(a z) = 1/(1 + e)`` (z >= 0) or ``e/(1 + e)`` share ``e = exp(-a |z|)``.
+    One loop per activation (the branches outside the loops, so that each vectorises);
+    softplus ``log(1 + e^{a z})/a = max(z, 0) + log1p(e)/a`` and its derivative
+    ``sigmoid(a z) = 1/(1 + e)`` (z >= 0) or ``e/(1 + e)`` share ``e = exp(-a |z|)``; the
+    exponentials, ``tanh`` and ``log1p`` are :func:`vtanh`, :func:`vexp_neg`, :func:`vlog1p`.
     """
     P, N = Z.shape
     keep = Dv.shape[0] == P
-    hb = boff >= 0
     ia = 1.0 / a if act == 3 else 0.0
+    b = y[boff:boff + N] if boff >= 0 else np.zeros(N)
     for p in range(P):
+        zr = Z[p]
         if act == 1:                          # relu (relu'(0) = 0)
-            for j in range(N):
-                z = m * Z[p, j] + (y[boff + j] if hb else 0.0)
-                pos = z > 0.0
-                Z[p, j] = z if pos else 0.0
-                if keep:
-                    Dv[p, j] = 1.0 if pos else 0.0
+            if keep:
+                dr = Dv[p]
+                for j in range(N):
+                    z = m * zr[j] + b[j]
+                    pos = z > 0.0
+                    zr[j] = z if pos else 0.0
+                    dr[j] = 1.0 if pos else 0.0
+            else:
+                for j in range(N):
+                    zr[j] = max(m * zr[j] + b[j], 0.0)
         elif act == 2:                        # leaky relu, slope a in [0, 1)
             for j in range(N):
-                z = m * Z[p, j] + (y[boff + j] if hb else 0.0)
-                pos = z > 0.0
-                Z[p, j] = z if pos else a * z
-                if keep:
-                    Dv[p, j] = 1.0 if pos else a
+                z = m * zr[j] + b[j]
+                zr[j] = z if z > 0.0 else a * z
+            if keep:
+                dr = Dv[p]
+                for j in range(N):
+                    dr[j] = 1.0 if zr[j] > 0.0 else a
         elif act == 3:                        # softplus, beta a
-            for j in range(N):
-                z = m * Z[p, j] + (y[boff + j] if hb else 0.0)
-                e = math.exp(-a * abs(z))
-                Z[p, j] = max(z, 0.0) + math.log1p(e) * ia
-                if keep:
-                    Dv[p, j] = 1.0 / (1.0 + e) if z >= 0.0 else e / (1.0 + e)
+            if keep:
+                dr = Dv[p]
+                for j in range(N):
+                    z = m * zr[j] + b[j]
+                    e = vexp_neg(-a * abs(z))
+                    zr[j] = max(z, 0.0) + vlog1p(e) * ia
+                    dr[j] = (1.0 if z >= 0.0 else e) / (1.0 + e)
+            else:
+                for j in range(N):
+                    z = m * zr[j] + b[j]
+                    zr[j] = max(z, 0.0) + vlog1p(vexp_neg(-a * abs(z))) * ia
         elif act == 4:                        # tanh
             for j in range(N):
-                v = math.tanh(m * Z[p, j] + (y[boff + j] if hb else 0.0))
-                Z[p, j] = v
-                if keep:
-                    Dv[p, j] = 1.0 - v * v
+                zr[j] = vtanh(m * zr[j] + b[j])
+            if keep:
+                dr = Dv[p]
+                for j in range(N):
+                    v = zr[j]
+                    dr[j] = 1.0 - v * v
         else:                                 # linear
             for j in range(N):
-                Z[p, j] = m * Z[p, j] + (y[boff + j] if hb else 0.0)
-                if keep:
-                    Dv[p, j] = 1.0
+                zr[j] = m * zr[j] + b[j]
+            if keep:
+                dr = Dv[p]
+                for j in range(N):
+                    dr[j] = 1.0
 
 
 @njit(cache=True, nogil=True)
@@ -161,7 +260,12 @@ def mlp_outputs(y, data):
 @njit(cache=True, nogil=True)
 def mlp_loss(y, data):
     """The training loss ``(1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)`` at ``y``."""
-    F = mlp_outputs(y, data)
+    return _loss_of(mlp_outputs(y, data), data)
+
+
+@njit(cache=True, nogil=True)
+def _loss_of(F, data):
+    """The training loss of the outputs ``F`` (P, C) (``F = alpha (f - f0)``)."""
     Y, iopt, fopt = data[1], data[6], data[7]
     P, C = F.shape
     alpha = fopt[2]
@@ -245,3 +349,76 @@ def mlp_rhs(y, out, data):
                     for j in range(c):
                         Gn[p, j] = ml * Gn[p, j] * D[p, j]
             G = Gn
+
+
+# --------------------------------------------------------------------------------------------
+# switches and stop event of the compiled stepping loop
+# --------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def crossings(data, pat, first_only):
+    """The training pre-activations whose sign ``z > 0`` at the latest :func:`mlp_rhs` (``Dv
+    == 1``) differs from the pattern ``pat`` (bool, one entry per pre-activation); with
+    ``first_only`` 1 as soon as one does."""
+    Dv = data[9]
+    count = 0
+    for m in range(Dv.shape[0]):
+        if (Dv[m] == 1.0) != pat[m]:
+            count += 1
+            if first_only:
+                return 1
+    return count
+
+
+@njit(cache=True, nogil=True)
+def keep_pattern(data, pat):
+    """``pat <- (z > 0)`` of the training pre-activations at the latest :func:`mlp_rhs`."""
+    Dv = data[9]
+    for m in range(Dv.shape[0]):
+        pat[m] = Dv[m] == 1.0
+
+
+@njit(cache=True, nogil=True)
+def stop_value(y, data):
+    """The stop function at ``y``, read off the outputs of the latest :func:`mlp_rhs` (at
+    ``y``): ``1 - min_mu y_mu F(x_mu)`` (``"margin"``, stop code 1), ``loss - value``
+    (``"loss"``, code 2) or 1 (no stop)."""
+    iopt, fopt = data[6], data[7]
+    code = iopt[3]
+    if code == 0:
+        return 1.0
+    F, f0, Y = data[13], data[2], data[1]
+    P, C = F.shape
+    alpha = fopt[2]
+    if code == 1:
+        low = np.inf
+        for p in range(P):
+            for i in range(C):
+                low = min(low, Y[p, i] * alpha * (F[p, i] - f0[p, i]))
+        return 1.0 - low
+    Fv = data[12][:P * C].reshape((P, C))      # G2: free after the backward pass
+    for p in range(P):
+        for i in range(C):
+            Fv[p, i] = alpha * (F[p, i] - f0[p, i])
+    return _loss_of(Fv, data) - fopt[3]
+
+
+_smooth_loop = make_erk_advance(mlp_rhs, stop=stop_value)
+_kink_loop = make_erk_advance(mlp_rhs, switches=(crossings, keep_pattern), stop=stop_value)
+
+
+@njit(cache=True, nogil=True)
+def erk_advance_smooth(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                       stiff, pat, ybuf, data):
+    """The embedded Runge-Kutta loop on a smooth MLP (``_erk_kernels.make_erk_advance``
+    documents the arguments and return codes; ``data`` as for :func:`mlp_rhs`)."""
+    return _smooth_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                        stiff, pat, ybuf, data)
+
+
+@njit(cache=True, nogil=True)
+def erk_advance_kinks(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                      stiff, pat, ybuf, data):
+    """The embedded Runge-Kutta loop on a ReLU-type MLP, with the low-order pair at kinks
+    (``_erk_kernels.make_erk_advance``; ``pat`` one entry per training pre-activation)."""
+    return _kink_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                      stiff, pat, ybuf, data)

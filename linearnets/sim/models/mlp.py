@@ -443,10 +443,10 @@ class MLPNumba(MLP):
         self._grad_scales = np.ones(L)
         a = options.activation_param
         self._iopt = np.array([K.ACT_CODES[options.activation], K.LOSS_CODES[options.loss],
-                               int(self.has_biases)], dtype=np.int64)
+                               int(self.has_biases), 0], dtype=np.int64)
         self._fopt = np.array([0.0 if a is None else float(a),
                                0.0 if options.loss_param is None else float(options.loss_param),
-                               float(self.alpha)])
+                               float(self.alpha), 0.0])
         self._data = self._grad_data = None
         self._fresh = False
 
@@ -521,6 +521,68 @@ class MLPNumba(MLP):
             return None
         np.equal(self._Dv, 1.0, out=self._pat)
         return self._pat
+
+    #: The compiled loops of this model take its kinks and stop rules (``methods.driver``).
+    compiled_events = True
+
+    def compiled_ops(self, kind, tab, stop=None):
+        """``(family, ops)``: the compiled loop of a method family and this model's operations
+        on it (after :meth:`prepare`), for ``methods.compiled.erk``: the cached loop
+        ``_mlp_kernels.erk_advance_kinks`` with the switch pattern of the training
+        pre-activations for ReLU-type activations, ``erk_advance_smooth`` otherwise, both
+        with the stop event of ``stop`` (None, ``("margin", 1.0)`` or ``("loss", value)``,
+        as ``flow.check_stop`` returns).  SSPRK104 runs as its Butcher tableau there; the
+        Rosenbrock-W family has no compiled loop on this model (``(kind, None)``: the numpy
+        loop with the compiled right-hand side)."""
+        if kind == "rosw":
+            return kind, None
+        from ..methods.compiled import DenseStages
+        K = self._K
+        kind_, value = (None, 0.0) if stop is None else stop
+        self._iopt[3] = K.STOP_CODES[kind_]
+        self._fopt[3] = float(value)
+        kinks = not self.smooth
+        return "erk", DenseStages(K.erk_advance_kinks if kinks else K.erk_advance_smooth,
+                                  K.mlp_rhs, self._data, self.layout.size,
+                                  switches=(K.crossings, K.keep_pattern) if kinks else None,
+                                  n_switches=self._Dv.size, stop=K.stop_value)
+
+    def batch_ops(self, Y0, alphas, stop=None):
+        """The operations of ``methods.compiled.erk_batch`` on B members of this model
+        (after :meth:`prepare`): member b starts at ``Y0[b]`` (n,) (its ``f_0`` when
+        centered) with output scale ``alphas[b]``; ``stop`` as for :meth:`compiled_ops`.
+        Each member runs the model's own loop (``_mlp_kernels.erk_advance_kinks`` /
+        ``erk_advance_smooth``) on its data tuple (views of the batch's arrays)."""
+        from ..methods.compiled import BatchStages
+        K = self._K
+        Y0 = np.ascontiguousarray(Y0, dtype=np.float64)
+        B = Y0.shape[0]
+        d = self._data
+        X, Yt, lay, m, scales, iopt, hoffs = d[0], d[1], d[3], d[4], d[5], d[6], d[10]
+        kind, value = (None, 0.0) if stop is None else stop
+        iopt = iopt.copy()
+        iopt[3] = K.STOP_CODES[kind]
+        fopt = np.repeat(self._fopt[None, :], B, axis=0)
+        fopt[:, 2] = np.asarray(alphas, dtype=np.float64)
+        fopt[:, 3] = float(value)
+        P, C = d[13].shape
+        f0 = np.zeros((B, P, C))
+        H, Dv = np.empty((B, d[8].size)), np.empty((B, d[9].size))
+        G1, G2 = np.empty((B, d[11].size)), np.empty((B, d[12].size))
+        F = np.empty((B, P, C))
+
+        def member(b):
+            return (X, Yt, f0[b], lay, m, scales, iopt, fopt[b], H[b], Dv[b], hoffs, G1[b],
+                    G2[b], F[b])
+        if self.options.centered:
+            for b in range(B):
+                K.mlp_forward(Y0[b], X, member(b), False)
+                f0[b] = F[b]
+        kinks = not self.smooth
+        return BatchStages(K.erk_advance_kinks if kinks else K.erk_advance_smooth, K.mlp_rhs,
+                           member, B, self.layout.size,
+                           switches=(K.crossings, K.keep_pattern) if kinks else None,
+                           n_switches=self._Dv.size, stop=K.stop_value)
 
 
 #: The compiled twin that ``backend="numba"`` (and ``"auto"``) runs.
