@@ -53,7 +53,7 @@ def ivp_curve(t, s, c0, L, eta):
 
 def accuracy_table():
     """Max relative errors per depth against mpmath quadrature (30 digits) and solve_ivp."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "theory"))
     from test_dynamics import _ivp, kappa_c, kappa_t, t_ref  # the tests' references
     modes = [(1.0, 1e-3), (2.5, 0.4), (1e-3, 1e-12), (1.0, 0.999), (1.0, 1.001), (0.5, 3.0),
              (3.0, 1e4)]

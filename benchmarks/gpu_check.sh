@@ -13,7 +13,7 @@ from linearnets import backend as B
 print('numpy', numpy.__version__, 'scipy', scipy.__version__, 'numba', numba.__version__,
       'gpu available:', B.gpu_available())
 " 2>&1 | tee "$out/env.txt"
-timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_cupy.py 2>&1 \
+timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/sim/test_cupy.py 2>&1 \
     | tee "$out/pytest_gpu.txt"
 tests=$?
 timeout 300 python3 benchmarks/bench_flow.py --quick --problems large 2>&1 \

@@ -9,9 +9,9 @@ import sys
 
 from hypothesis import HealthCheck, settings
 
-# tests/sweep_fixtures.py is imported by name in this process, in the sweep's worker
-# processes and in ``python -m linearnets sweep`` subprocesses: this folder on both paths
-_HERE = os.path.dirname(os.path.abspath(__file__))
+# tests/sweep/sweep_fixtures.py is imported by name in this process, in the sweep's worker
+# processes and in ``python -m linearnets sweep`` subprocesses: its folder on both paths
+_HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sweep")
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 os.environ["PYTHONPATH"] = os.pathsep.join([_HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)

@@ -1,6 +1,6 @@
 """Random-data ReLU flows that slide along kinks: evaluations of ROS34PW2 and DOP853.
 
-The 4-10-10-1 ReLU problems of ``tests/test_rosw_general.py`` (``_net_problem``: P = 24
+The 4-10-10-1 ReLU problems of ``tests/sim/test_rosw_general.py`` (``_net_problem``: P = 24
 Gaussian inputs, targets ``tanh(x_1 - x_2 / 2)``, ``init_network(sizes, 1.2, seed)``)
 reach kinks and slide along them for most of t in [0, 2].  This prints, for each seed
 and method, success, evaluations, steps, rejections, kinks crossed, time sliding and

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-THEORY = pathlib.Path(__file__).resolve().parents[1] / "theory"
+THEORY = pathlib.Path(__file__).resolve().parents[2] / "theory"
 SCRIPTS = sorted(p for p in THEORY.glob("*.py") if not p.name.startswith("_"))
 
 
