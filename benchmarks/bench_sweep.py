@@ -41,16 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-SIZES = (10, 16, 1)
-P = 40
-SIGMA = 0.01
-T_EVAL = np.geomspace(1.0, 400.0, 20)
-
-
-def _data():
-    from linearnets.data import scalar_teacher
-    X, y, _ = scalar_teacher(P, SIZES[0], 1.0, seed=0)
-    return X, y
+from problems import LINEAR_SIGMA, LINEAR_T, RELU_SIGMA, RELU_T, SWEEP_SIZES as SIZES, sweep_data  # noqa: E402
 
 
 def trivial(**params):
@@ -58,21 +49,21 @@ def trivial(**params):
     return {"ok": 1.0}
 
 
-def linear_point(seed, sigma=SIGMA):
+def linear_point(seed, sigma=LINEAR_SIGMA):
     """One point: train the 10-16-1 linear network from init ``seed``; loss at the end, steps."""
     import linearnets as ln
-    X, y = _data()
+    X, y = sweep_data()
     w0 = ln.init_network(SIZES, sigma, seed=seed)
-    tr = ln.gradient_flow(w0, X, y, T_EVAL, rtol=1e-6, atol=1e-9)
+    tr = ln.gradient_flow(w0, X, y, LINEAR_T, rtol=1e-6, atol=1e-9)
     return {"loss": float(tr.loss[-1]), "nsteps": float(tr.nsteps)}
 
 
-def relu_point(seed, sigma=0.5):
+def relu_point(seed, sigma=RELU_SIGMA):
     """The same point for a ReLU network (raw-sample path of the simulator)."""
     import linearnets as ln
-    X, y = _data()
+    X, y = sweep_data()
     w0 = ln.init_network(SIZES, sigma, seed=seed)
-    tr = ln.gradient_flow(w0, X, y, np.geomspace(0.1, 40.0, 20), rtol=1e-6, atol=1e-9, activation="relu")
+    tr = ln.gradient_flow(w0, X, y, RELU_T, rtol=1e-6, atol=1e-9, activation="relu")
     return {"loss": float(tr.loss[-1]), "nsteps": float(tr.nsteps)}
 
 
@@ -84,18 +75,18 @@ def ensemble_points(seeds, relu=False):
     """The points of ``seeds`` through ``gradient_flow_ensemble``, B_ENS initialisations per
     call (in this process): the ensemble path's equivalent of ``linear_point`` / ``relu_point``."""
     import linearnets as ln
-    X, y = _data()
+    X, y = sweep_data()
     seeds = list(seeds)
     out = []
     for i in range(0, len(seeds), B_ENS):
         chunk = seeds[i:i + B_ENS]
         if relu:
-            nets = [ln.init_network(SIZES, 0.5, seed=s) for s in chunk]
-            ens = ln.gradient_flow_ensemble(nets, X, y, np.geomspace(0.1, 40.0, 20), rtol=1e-6,
+            nets = [ln.init_network(SIZES, RELU_SIGMA, seed=s) for s in chunk]
+            ens = ln.gradient_flow_ensemble(nets, X, y, RELU_T, rtol=1e-6,
                                             atol=1e-9, activation="relu")
         else:
-            nets = [ln.init_network(SIZES, SIGMA, seed=s) for s in chunk]
-            ens = ln.gradient_flow_ensemble(nets, X, y, T_EVAL, rtol=1e-6, atol=1e-9)
+            nets = [ln.init_network(SIZES, LINEAR_SIGMA, seed=s) for s in chunk]
+            ens = ln.gradient_flow_ensemble(nets, X, y, LINEAR_T, rtol=1e-6, atol=1e-9)
         out += [{"loss": float(ens.loss[b, -1]), "nsteps": float(ens.nsteps[b])}
                 for b in range(len(chunk))]
     return out
@@ -104,14 +95,13 @@ def ensemble_points(seeds, relu=False):
 _PREPARED = {}
 
 
-def prepared_point(seed, sigma=SIGMA):
+def prepared_point(seed, sigma=LINEAR_SIGMA):
     """``linear_point`` through one PreparedFlow per process."""
     import linearnets as ln
-    from linearnets.sim.prepared import prepare_flow
     pf = _PREPARED.get("linear")
     if pf is None:
-        X, y = _data()
-        pf = _PREPARED["linear"] = prepare_flow(X, y, SIZES, T_EVAL, rtol=1e-6, atol=1e-9)
+        X, y = sweep_data()
+        pf = _PREPARED["linear"] = ln.prepare_flow(X, y, SIZES, LINEAR_T, rtol=1e-6, atol=1e-9)
     tr = pf.run(ln.init_network(SIZES, sigma, seed=seed))
     return {"loss": float(tr.loss[-1]), "nsteps": float(tr.nsteps)}
 
@@ -152,15 +142,14 @@ def profile_fixed_cost(n=2000, method=None):
     import cProfile
     import pstats
     import linearnets as ln
-    from linearnets.sim.prepared import prepare_flow
-    X, y = _data()
+    X, y = sweep_data()
     w0 = ln.init_network(SIZES, 0.1, seed=1)
     t1 = np.array([1e-3])
     kw = {} if method is None else {"method": method}
     for _ in range(20):
         ln.gradient_flow(w0, X, y, t1, **kw)
     gf = _timed(lambda: [ln.gradient_flow(w0, X, y, t1, **kw) for _ in range(n)])[0] / n
-    pf = prepare_flow(X, y, SIZES, t1, **kw)
+    pf = ln.prepare_flow(X, y, SIZES, t1, **kw)
     pr = _timed(lambda: [pf.run(w0) for _ in range(n)])[0] / n
     prof = cProfile.Profile()
     prof.enable()
