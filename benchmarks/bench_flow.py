@@ -46,7 +46,7 @@ the first time on a grid at which the loss falls below 1e-6 of its start.
 Usage::
 
     python benchmarks/bench_flow.py [--problems small,medium,large] [--quick]
-        [--methods RK45,auto] [--backends numba] [--no-extras]
+        [--methods RK45,auto] [--backends numba] [--no-extras] [--ref-cache FILE]
 """
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ def reference(ws, X, Y, tmax, backend):
 
     A coarse pass brackets the crossing, a second pass resolves it to 1/200 of the bracket.
     """
-    kw = dict(rtol=1e-9, atol=1e-13, backend=backend)
+    kw = dict(rtol=1e-9, atol=1e-13, backend=backend, method="DOP853")
     grid = np.linspace(0.0, tmax, 201)
     tr = ln.gradient_flow(ws, X, Y, grid, **kw)
     hit = np.nonzero(tr.loss <= FIT_DROP * tr.loss[0])[0]
@@ -378,14 +378,21 @@ def _model(problem, ws):
     return LinearNet(ws, None, opts).prepare(problem.X, problem.Y, shared=problem)
 
 
-def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True):
+def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref_cache=None):
     ws, X, Y, tmax = make(name)
     shapes = tuple(w.shape for w in ws)
     problem = _rhs.make_problem(shapes, X, Y)
     have_numba = B.numba_available()
     ref_backend = "numba" if have_numba else "numpy"
     t0 = time.perf_counter()
-    t_end, Wref, drop = reference(ws, X, Y, tmax, ref_backend)
+    cache = f"{ref_cache}.{name}.npz" if ref_cache else None
+    if cache and os.path.exists(cache):
+        with np.load(cache) as f:
+            t_end, Wref, drop = float(f["t_end"]), f["Wref"], float(f["drop"])
+    else:
+        t_end, Wref, drop = reference(ws, X, Y, tmax, ref_backend)
+        if cache:
+            np.savez(cache, t_end=t_end, Wref=Wref, drop=drop)
     print(f"\n=== {name}: layers {'-'.join(str(s[1]) for s in shapes)}-{shapes[-1][0]}, "
           f"n = {problem.size} parameters, t_end = {t_end:.6g} (loss ratio {drop:.2e}; "
           f"reference {time.perf_counter() - t0:.1f} s)")
@@ -578,6 +585,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer methods and tolerances")
     ap.add_argument("--methods", default="", help="only these methods (comma-separated)")
     ap.add_argument("--backends", default="", help="only these backends (comma-separated)")
+    ap.add_argument("--ref-cache", default=None,
+                    help="keep each problem's reference in FILE.<problem>.npz and reuse it")
     ap.add_argument("--no-extras", action="store_true",
                     help="skip the rows without the cap, with dense or tableau stages, and GD")
     args = ap.parse_args(argv)
@@ -591,7 +600,8 @@ def main(argv=None):
           f"target {TARGET:g} relative error of W(t_end)")
     split = (lambda a: tuple(x.strip() for x in a.split(",") if x.strip()))
     for p in names:
-        bench(p, args.quick, rate, split(args.methods), split(args.backends), not args.no_extras)
+        bench(p, args.quick, rate, split(args.methods), split(args.backends), not args.no_extras,
+              args.ref_cache)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import numpy as np
 from numba.extending import get_cython_function_address
 
 from .._numba_cache import njit
-from ._kernels import (ACCEPTED, NONFINITE_TRIAL, capped_step, chains, count_stiff, hold_step,
+from ._kernels import (ACCEPTED, NONFINITE_TRIAL, STIFF, capped_step, chains, count_stiff, hold_step,
                        judge_step, step_guard, sumsq, trial_step)
 from ._lowrank_kernels import _settle
 
@@ -394,7 +394,7 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_s
                                       block_entries, gram, min_rel)
         h_free = h
         h = capped_step(h, h_try, num, dd / h_try / h_try, ref0[0], sumsq(nxt), th, stiff)
-        count_stiff(h, h_free, th, stiff, stats)  # no stiffness test here: counts only
+        stiff_now = count_stiff(h, h_free, th, stiff, stats)
         ref0[0] = ref_new
         t_new = t_target if clipped else t + h_try
         if t_new >= t_out:
@@ -411,3 +411,8 @@ def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_s
             _settle(y, cur, in_y)
             return 0
         t = t + h_try
+        if stiff_now:
+            th[0] = t
+            th[1] = h
+            _settle(y, cur, in_y)
+            return STIFF

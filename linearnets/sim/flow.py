@@ -53,8 +53,9 @@ METHODS = tuple(METHODS)
 #: Default budget of attempted steps.
 DEFAULT_MAX_STEPS = 1_000_000
 
-#: Default method of :func:`gradient_flow`: ``"auto"`` (DOP853, switching to the L-stable
-#: ROS34PW2 where converged modes hold DOP853's step at its stability limit, and back).
+#: Default method of :func:`gradient_flow`: ``"auto"`` (``methods.driver.auto``: the
+#: explicit pair while accuracy sets the step, SSPRK104 where converged modes hold it at
+#: the stability limit, ROS34PW2 where even SSPRK104 is held far below its accuracy step).
 DEFAULT_METHOD = "auto"
 
 #: Default relative tolerance of the low-order pair at kinks: ``max(rtol, KINK_RTOL)``.
@@ -412,12 +413,15 @@ class _Guard:
     with a non-finite state)."""
 
     def __init__(self, loss0, y0):
-        self.loss0, self.last_y = float(loss0), y0
+        self.loss0, self.last_y = (None if loss0 is None else float(loss0)), y0
         self.loss_bad = self.broken = None
 
     def rose(self, k, loss, size, states, to_np):
         """Check the outputs ``k, k + 1, ...`` with losses ``loss`` (m,), the size of their
-        terms ``size`` (m,) and states (m, n); True (and ``broken`` set) if one rose."""
+        terms ``size`` (m,) and states (m, n); True (and ``broken`` set) if one rose.
+        Without ``loss0`` the first output is the state at t = 0 and sets it."""
+        if self.loss0 is None:
+            self.loss0 = float(loss[0])
         with np.errstate(invalid="ignore"):
             bad = ~((loss - self.loss0 <= max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0))
                     | (loss - self.loss0 <= BREAKDOWN_ROUNDING * size))
@@ -541,7 +545,9 @@ class PreparedFlow:
             else:
                 lossv[k] = size[k] = net.loss(y)
 
-        if terms is not None:
+        if t_eval[0] == 0.0:
+            guard = _Guard(None, net.y0)     # the loss at t = 0 is the first output's
+        elif terms is not None:
             guard = _Guard(terms(to_np(net.end_to_end(net.y0)))[0], net.y0)
         else:
             guard = _Guard(net.loss(net.y0), net.y0)
@@ -614,14 +620,14 @@ class PreparedFlow:
                     tab.stability_boundary:
                 message += (f"; the step (h={h:.3g}) was held at the stability limit of "
                             f"converged modes (stiffness {rho:.3g}): method='auto' switches "
-                            f"to the L-stable ROS34PW2 there")
+                            f"to SSPRK104 and the L-stable ROS34PW2 there")
         ncapped = raw.ncapped
         if (status.success and self.method in TABLEAUX and ncapped >= CAPPED_HINT_STEPS
                 and ncapped >= CAPPED_HINT_SHARE * raw.nsteps):
             # converged modes, not accuracy, set the steps
             message += (f"; {ncapped} of {raw.nsteps} steps were held at the stability limit "
-                        f"of converged modes: method='auto' switches to the L-stable ROS34PW2 "
-                        f"there")
+                        f"of converged modes: method='auto' switches to SSPRK104 and the "
+                        f"L-stable ROS34PW2 there")
         host = net.layout.unpack(np.array(y_last, dtype=np.float64, copy=True))
         U, s_modes, V = self._modes if "modes" in rec else (None, None, None)
         modes = (np.einsum("ca,tcd,da->ta", U, e2e, V) if "modes" in rec else None)
@@ -687,8 +693,17 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
         ``gradient_flow(weights0, X, Y, t_eval, ...)`` returns.
     """
     shapes = shapes_of(layers)
-    L = len(shapes)
     X, Y = check_data(X, Y, shapes)
+    return _prepare(X, Y, shapes, t_eval, eta, rtol, atol, backend, method, max_steps,
+                    first_step, dense, lr_scales, activation, biases, multipliers, alpha,
+                    centered, loss, stop, kink_rtol, record, probe, model, raise_on_failure)
+
+
+def _prepare(X, Y, shapes, t_eval, eta, rtol, atol, backend, method, max_steps, first_step,
+             dense, lr_scales, activation, biases, multipliers, alpha, centered, loss, stop,
+             kink_rtol, record, probe, model, raise_on_failure):
+    """:func:`prepare_flow` on checked data ``X``, ``Y`` and weight ``shapes``."""
+    L = len(shapes)
     D, C = shapes[0][1], shapes[-1][0]
     t_eval = check_t_eval(t_eval)
     options = parse_options(L, activation=activation, multipliers=multipliers, alpha=alpha,
@@ -768,14 +783,16 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     backend : {"auto", "numpy", "numba", "cupy"}
         Where the integration runs; results are numpy float64 arrays in any case.
     method : str
-        A registered method: ``"auto"`` (default, :data:`DEFAULT_METHOD`: DOP853 until
-        converged modes hold its step at the stability limit, then the L-stable
-        ROS34PW2, and back where that is cheaper; safe for ``t_eval`` running far past
-        convergence, and as fast as DOP853 before; numpy, numba and cupy backends, on
-        numba with both phases compiled), ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``
-        (ten stages, order 4, a real stability interval 2.5x longer per evaluation:
-        for runs whose step is held back by converged modes, often the fastest to a
-        given accuracy on wide networks), ``"ROS34PW2"`` ...
+        One of :data:`METHODS`: ``"auto"`` (default, :data:`DEFAULT_METHOD`: the explicit
+        pair while accuracy sets the step, SSPRK104 once converged modes hold it at the
+        stability limit, the L-stable ROS34PW2 once even SSPRK104 is held far below its
+        accuracy step, and back where that is cheaper; safe for ``t_eval`` running far
+        past convergence; every model and backend, each stretch in its method's own
+        loop: ``methods.driver.auto``, docs/methods.md), ``"DOP853"``, ``"RK45"``,
+        ``"SSPRK104"`` (ten stages, order 4, a real stability interval 2.5x longer per
+        evaluation: for runs whose step is held back by converged modes), ``"ROS34PW2"``
+        (Rosenbrock-W, not held by stability), and the low-order pairs ``"BS32"``,
+        ``"HE21"``.
     record : collection of str
         Any of ``"weights"``, ``"modes"``, ``"conservation"``, ``"ntk"``.
     probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
@@ -876,9 +893,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     X, Y = check_data(X, Y, shapes)     # the data are named before the layer sizes
     bs = check_biases(biases, shapes)
     check_method(method, dense)
-    return prepare_flow(
-        X, Y, shapes, t_eval, eta, rtol, atol, backend, method=method,
-        max_steps=max_steps, first_step=first_step, dense=dense, lr_scales=lr_scales,
-        activation=activation, biases=bs is not None, multipliers=multipliers, alpha=alpha,
-        centered=centered, loss=loss, stop=stop, kink_rtol=kink_rtol, record=record,
-        probe=probe, model=model, raise_on_failure=raise_on_failure).run(ws, bs)
+    return _prepare(X, Y, shapes, t_eval, eta, rtol, atol, backend, method, max_steps,
+                    first_step, dense, lr_scales, activation, bs is not None, multipliers,
+                    alpha, centered, loss, stop, kink_rtol, record, probe, model,
+                    raise_on_failure).run(ws, bs)

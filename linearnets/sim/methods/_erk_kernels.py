@@ -145,12 +145,13 @@ def count_stiff(h_capped, h_free, th, stiff, stats):
     (``h_capped < h_free``); the stiffness test of ``_stiff.erk_run``: ``th[7]`` counts
     such steps in a row, ``th[8]`` the uncapped ones since; ``stiff[6]``
     (NONSTIFF_RESET) uncapped steps reset the count.  True once it reaches ``stiff[7]``
-    (the test is off where that is 0)."""
+    (the test is off where that is 0).  The test counts the steps held below ``1 /
+    stiff[8]`` of the accuracy step (``h_capped stiff[8] < h_free``; 1: every capped one)."""
     if h_capped < h_free:
         stats[4] += 1
     if stiff[7] <= 0.0:
         return False
-    if h_capped < h_free:
+    if h_capped * stiff[8] < h_free:
         th[8] = 0.0
         th[7] += 1.0
     else:

@@ -12,9 +12,10 @@ low-order pair at kinks of a piecewise-smooth vector field.
 The stage interface (:class:`Stepper`): ``attempt(t, y, f, h) -> (y_new, f_new, err)``
 and ``accept(f_new) -> f`` (first same as last); optionally ``stiffness(h, y_new) -> rho``
 from the stages of the step just accepted, and ``interpolate(theta, y, y_new, h)``, its
-continuous extension.  ``methods/erk.py`` implements it for any Butcher tableau;
-``_explicit.adaptive_run`` wraps the factored-stage steppers of the linear network
-(``_lowrank``, ``_lowstorage``) into it.
+continuous extension.  ``methods/erk.py`` implements it for any Butcher tableau,
+``methods/ssp.py`` for SSPRK104's two-register form and ``methods/rosw.py`` for the
+Rosenbrock-W method, over stage storage a model may supply (the linear network's
+factored stages).
 
 Step-size control (Hairer, Norsett & Wanner, *Solving ODEs I*, II.4; as
 ``scipy.integrate._ivp``): a step with error norm ``err < 1`` (RMS of the error
@@ -24,7 +25,7 @@ the error estimator, and after a rejection it may not grow.  A non-finite error 
 trial stage overflowed) is a rejection with factor MIN_FACTOR; a planned step below
 MIN_STEP_ULPS units in the last place of t ends the run (``STEP_UNDERFLOW``).
 
-``predictive=True`` (the linear network's steppers, as their compiled loops): a step
+``predictive=True`` (every smooth model, as the compiled loops): a step
 shortened onto an output time keeps the step planned before it for the next
 interval, and after an accepted step that follows another the next is also held to
 Gustafsson's predictive step (Gustafsson 1994; Hairer-Wanner II, Sec. IV.8, as in
@@ -42,7 +43,7 @@ the boundary being the tableau's real-axis stability interval (the spectrum of
 gradient flow is real).  With ``stiff_steps = k > 0`` the run returns early
 (``Result.stiff``) once the cap has shortened k accepted steps in a row (Hairer's
 ``nonsti`` resets the count after NONSTIFF_RESET uncapped steps): ``method="auto"``
-then switches to the L-stable Rosenbrock-W method.
+then switches to a method the cap holds less (``methods/driver.py``).
 
 Switch back (``switch_back = tableau``, with a stepper that estimates its spectral
 radius ``rho`` and counts its ``cost``, as ``methods/rosw.py``'s Rosenbrock-W stepper
@@ -50,7 +51,7 @@ does from its Krylov solves): the run returns early (``Result.nonstiff``) once, 
 ``switch_steps`` accepted steps in a row, the explicit pair at its stability-capped
 step ``min(h, STABILITY_SAFETY boundary / rho)`` would have cost less per unit time
 than the step just taken, by the factor ``SWITCH_BACK_MARGIN``; ``method="auto"``
-then hands back to DOP853.
+then hands back to that pair.
 
 Kinks (ReLU-type activations).  A model whose vector field is only piecewise
 smooth exposes the sign pattern of its switching functions at its latest
@@ -92,7 +93,8 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["FlowStatus", "Stepper", "StepperOptions", "Result", "integrate", "rms_norm", "sumsq",
+__all__ = ["FlowStatus", "Stepper", "StepperOptions", "Result", "integrate", "sumsq",
+           "error_norm",
            "SAFETY",
            "MIN_FACTOR", "MAX_FACTOR", "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH",
            "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY",
@@ -177,10 +179,18 @@ class FlowStatus(enum.Enum):
         return f"{self.name}: {self.message}"
 
 
-def rms_norm(x, xp=np):
-    """Root-mean-square norm of ``x`` as a Python float."""
-    n = x.size
-    return float(xp.sqrt(xp.sum(x * x) / n)) if n else 0.0
+def error_norm(e5, e3=0.0, use_e3=False, h=1.0, n=1):
+    """The error norm of a step from its sums over components of scaled squared error
+    estimates (``(d / (atol + rtol max(|y|, |y_new|)))^2``): the RMS norm
+    ``|h| sqrt(e5 / n)``, or with a third-order companion estimate Hairer's DOP853 norm
+    ``|h| e5 / sqrt((e5 + 0.01 e3) n)``; the one norm of every stepper (accept if < 1)."""
+    if n == 0:
+        return 0.0
+    if not use_e3:
+        return abs(h) * math.sqrt(e5 / n)
+    if e5 == 0.0 and e3 == 0.0:
+        return 0.0
+    return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)
 
 
 def sumsq(x, xp=np):
@@ -513,7 +523,7 @@ class StepperOptions:
 
 @dataclass(frozen=True)
 class Result:
-    """What :func:`integrate` hands back (like ``_solvers.RawResult``, plus the stop and kinks).
+    """What :func:`integrate` (and every compiled runner) hands back.
 
     Attributes
     ----------
@@ -611,7 +621,8 @@ def _locate_stop(stepper, t, y, f, h, g0, stop, y1):
 
 def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, switches=None,
               stop=None, t0=0.0, xp=np, f0=None, k0=0, predictive=False, cap_safety=0.0,
-              stiffness_memory=STIFFNESS_MEMORY, stiff_steps=0, dense=False, switch_back=None,
+              stiffness_memory=STIFFNESS_MEMORY, stiff_steps=0, stiff_held=1.0, dense=False,
+              switch_back=None,
               switch_steps=0):
     """Integrate ``dy/dt = rhs(t, y)`` from ``y0`` at ``t0`` onto every time of ``t_eval``.
 
@@ -653,6 +664,9 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     stiff_steps : int
         > 0 (with the cap): return with ``Result.stiff`` once the cap has shortened this
         many accepted steps in a row.
+    stiff_held : float
+        The test counts the steps the cap held below ``1 / stiff_held`` of the step that
+        accuracy allowed (1: every step it shortened).
     dense : bool
         Only the last output time ends a step; the others are evaluated by the stepper's
         ``interpolate`` (where it has one, its tableau a continuous extension, and there
@@ -860,8 +874,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             rho_mem = max(main.stiffness(step, y_new), stiffness_memory * rho_mem)
             h_free = h
             h = stability_cap(h, rho_mem, boundary, cap_safety)
-            stiff_now = h < h_free
-            counters["ncapped"] += stiff_now
+            counters["ncapped"] += h < h_free
+            stiff_now = h * stiff_held < h_free
         if switch_back is not None and took is main and not clipped:
             cost = main.cost
             h_erk = step if main.rho <= 0.0 else min(step, erk_boundary / main.rho)

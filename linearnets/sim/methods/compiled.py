@@ -175,11 +175,12 @@ def stiff_fired(stiff_steps, th):
     return stiff_steps > 0 and th[7] >= stiff_steps
 
 
-def stiffness_args(tab, stiff_steps=0, cap_safety=None):
+def stiffness_args(tab, stiff_steps=0, cap_safety=None, stiff_held=1.0):
     """``(wd, stiff)`` for the compiled explicit loops: the tableau's stiffness weights and
     ``[boundary, STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|,
-    STIFFNESS_STATE_ULPS eps, NONSTIFF_RESET, stiff_steps]`` (``stiff_steps`` 0: no
-    stiffness test), the constants read from this module (a study may set them here);
+    STIFFNESS_STATE_ULPS eps, NONSTIFF_RESET, stiff_steps, stiff_held]`` (``stiff_steps`` 0:
+    no stiffness test; it counts the steps the cap held below ``1 / stiff_held`` of the
+    accuracy step), the constants read from this module (a study may set them here);
     ``cap_safety`` 0 switches the cap off (boundary 0), another value replaces
     ``STABILITY_SAFETY``.  A tableau whose last stage is not at ``t + h`` has no estimate:
     no cap, as ``ExplicitRK``."""
@@ -190,15 +191,15 @@ def stiffness_args(tab, stiff_steps=0, cap_safety=None):
     boundary = tab.stability_boundary if safety > 0.0 and has else 0.0
     stiff = np.array([boundary, safety, STIFFNESS_MEMORY,
                       STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS,
-                      NONSTIFF_RESET, stiff_steps], dtype=np.float64)
+                      NONSTIFF_RESET, stiff_steps, stiff_held], dtype=np.float64)
     return wd, stiff
 
 
-def control(tab, options, stiff_steps=0, cap_safety=None):
+def control(tab, options, stiff_steps=0, cap_safety=None, stiff_held=1.0):
     """The control tuple the linear network's factored-stage loops take after their tableau:
     ``(exponent, rtol, atol, SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
     MIN_STEP_ULPS, wd, stiff)`` (:func:`stiffness_args`)."""
-    wd, stiff = stiffness_args(tab, stiff_steps, cap_safety)
+    wd, stiff = stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
     return (-1.0 / (tab.error_order + 1), float(options.rtol), float(options.atol), SAFETY,
             MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff)
 
@@ -280,7 +281,7 @@ def _tableau(stepper):
 
 
 def _explicit(ops, y0, t_eval, primary, options, observe, *, fallback, t0, dense, stiff_steps,
-              predictive, cap_safety):
+              predictive, cap_safety, stiff_held=1.0):
     tab = _tableau(primary)
     low = _tableau(fallback) if fallback is not None else None
     t_eval = np.asarray(t_eval, dtype=np.float64)
@@ -299,7 +300,7 @@ def _explicit(ops, y0, t_eval, primary, options, observe, *, fallback, t0, dense
     stats[0] = nfev
     steps = int(stiff_steps) if ops.detects_stiffness else 0
     ops.prepare(tab, low, options, predictive=predictive, cap_safety=cap_safety,
-                stiff_steps=steps)
+                stiff_steps=steps, stiff_held=stiff_held)
     dense = interpolates(dense, tab) and low is None
     g0 = ops.stop_value(y)
     if g0 is not None:
@@ -349,7 +350,7 @@ def _explicit(ops, y0, t_eval, primary, options, observe, *, fallback, t0, dense
 
 
 def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, dense=False,
-        stiff_steps=0, predictive=True, cap_safety=None):
+        stiff_steps=0, predictive=True, cap_safety=None, stiff_held=1.0):
     """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` onto every ``t_eval``.
 
     The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``
@@ -377,7 +378,8 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, d
         continuous extension (where it has one, and there is no fallback).
     stiff_steps : int
         > 0 (with the cap): return with ``Result.stiff`` once the stability cap has
-        shortened this many accepted steps in a row (loops that have the test).
+        shortened this many accepted steps in a row (loops that have the test), each to
+        below ``1 / stiff_held`` of the step accuracy allowed.
     predictive : bool
         Gustafsson's predictive controller, and a step shortened onto an output time
         keeps the planned step (``integrate(predictive=True)``; the default here, with the
@@ -392,15 +394,16 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, d
     """
     return _explicit(ops, y0, t_eval, primary, options, observe, fallback=fallback, t0=t0,
                      dense=dense, stiff_steps=stiff_steps, predictive=predictive,
-                     cap_safety=cap_safety)
+                     cap_safety=cap_safety, stiff_held=stiff_held)
 
 
-def ssp(ops, y0, t_eval, primary, options, observe, *, t0=None, dense=False,
-        predictive=True, cap_safety=None):
+def ssp(ops, y0, t_eval, primary, options, observe, *, t0=None, dense=False, stiff_steps=0,
+        predictive=True, cap_safety=None, stiff_held=1.0):
     """:func:`erk` for a low-storage SSP loop (``ops``: the model's two-register stages;
-    the same contract, no stiffness test, no kinks)."""
+    the same contract, the stiffness test included, no kinks)."""
     return _explicit(ops, y0, t_eval, primary, options, observe, fallback=None, t0=t0,
-                     dense=dense, stiff_steps=0, predictive=predictive, cap_safety=cap_safety)
+                     dense=dense, stiff_steps=stiff_steps, predictive=predictive,
+                     cap_safety=cap_safety, stiff_held=stiff_held)
 
 
 def tableau_args(tab, rtol):
@@ -453,7 +456,7 @@ class DenseStages:
         self._out = np.empty(self.n)
         self.K = None
 
-    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps):
+    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
         self.tab = tab
         self.s = tab.n_stages
         rows = max(tab.n_stages, low.n_stages if low is not None else 0) + 1
@@ -466,7 +469,7 @@ class DenseStages:
         self.low = (tableau_args(low, max(float(options.kink_rtol), float(options.rtol)))
                     if low is not None else self.targs)
         self.ctl = loop_control(options, predictive)
-        self.wd, self.stiff = stiffness_args(tab, stiff_steps, cap_safety)
+        self.wd, self.stiff = stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
 
     def first(self, y):
         if self.K is None:

@@ -27,10 +27,11 @@ from .base import FlowStatus, Result, StepperOptions, integrate, select_initial_
 from .erk import ExplicitRK
 from .rosw import ROS34PW2 as ROS34PW2_STEPPER
 from .ssp import LowStorageRK
-from .tableaux import DOP853, ROS34PW2, TABLEAUX
+from .tableaux import ROS34PW2, SSPRK104, TABLEAUX
 
-__all__ = ["METHODS", "FALLBACK", "ROSENBROCK_FALLBACK", "ROSENBROCK_JVP", "STIFF_STEPS",
-           "SWITCH_BACKOFF", "run", "auto", "stepper_for"]
+__all__ = ["METHODS", "FALLBACK", "ROSENBROCK_FALLBACK", "ROSENBROCK_JVP", "AUTO_PAIR_RTOL",
+           "PAIR_HELD", "STIFF_STEPS", "ROSENBROCK_HELD", "ROSENBROCK_STEPS", "SWITCH_BACKOFF",
+           "HANDBACK_STEPS", "run", "auto", "stepper_for"]
 
 #: Method name -> (family, tableau).
 METHODS = {name: ("ssp" if name == "SSPRK104" else "erk", tab) for name, tab in TABLEAUX.items()}
@@ -55,13 +56,38 @@ ROSENBROCK_FALLBACK = "BS32"
 #: exact product made the run 1.6x slower for the same steps (docs/benchmarks_mlp.md).
 ROSENBROCK_JVP = "finite_differences"
 
-#: ``"auto"``: accepted steps in a row whose step the stability cap shortened before it
-#: switches to the Rosenbrock-W method; and the factor by which each switch back to the
-#: explicit pair (the Rosenbrock method proved dearer) multiplies the steps the next
-#: switch needs, so that a problem the explicit pair handles best wastes a geometrically
-#: shrinking share of its work on trial Rosenbrock phases.
+#: ``"auto"``: the explicit pair where accuracy sets the steps: RK45 (order 5, 6
+#: evaluations a step) at ``rtol >= AUTO_PAIR_RTOL``, DOP853 (order 8, 12) below, where
+#: its higher order pays (``benchmarks/bench_flow.py``: on its small problem RK45 needs 188
+#: evaluations and DOP853 302 for the same accuracy at rtol 3e-5).
+AUTO_PAIR_RTOL = 1e-6
+#: ``"auto"``: the explicit pair hands over to SSPRK104 once the stability cap has held its
+#: step below ``1 / PAIR_HELD`` of the step accuracy allowed for ``STIFF_STEPS`` steps in a
+#: row: converged modes, not accuracy, then cost it at least twice its accurate steps, and
+#: at the cap SSPRK104 costs ``10 / 13.9`` evaluations per unit time against ``6 / 3.3`` for
+#: RK45 and ``12 / 6.4`` for DOP853, 2.5x less.  (A step merely capped is not enough: on
+#: the large problem of ``benchmarks/bench_flow.py`` the cap binds lightly over its last
+#: third, and switching there moved ``W(t_end)`` by 6e-4 at rtol 1e-2, by SSPRK104's
+#: error of order 3, against 6e-6 without the switch; RK45's capped steps there sit above
+#: 1/2 of the accuracy step but for runs of at most 9, on the medium problem for 142.)
+PAIR_HELD = 2.0
 STIFF_STEPS = 15
+#: ``"auto"``: SSPRK104 hands over to the Rosenbrock-W method (not held by stability, but
+#: dearer per step: its stages, and CG products of two gradients each) once the cap has
+#: held its step below ``1 / ROSENBROCK_HELD`` of the step accuracy allowed for
+#: ``ROSENBROCK_STEPS`` steps in a row, times ``SWITCH_BACKOFF`` to the power of the
+#: Rosenbrock stretches so far that handed back (proved dearer), so that a problem SSPRK104
+#: handles best wastes a geometrically shrinking share of its work on them.  (On the
+#: medium network of ``benchmarks/bench_flow.py``, where weak modes still learn, SSPRK104's
+#: capped steps are held at a median 1/3 of the accuracy step and never 1/8 for two steps
+#: in a row; on README's tour past convergence at 1/9.5, the controller's whole growth.)
+ROSENBROCK_HELD = 8.0
+ROSENBROCK_STEPS = 15
 SWITCH_BACKOFF = 4
+#: ``"auto"``: accepted Rosenbrock-W steps in a row at which SSPRK104, at its capped step,
+#: would have been cheaper per unit time (by ``base.SWITCH_BACK_MARGIN``) before it hands
+#: back (the ``switch_steps`` of ``base.integrate``).
+HANDBACK_STEPS = 15
 
 
 def _explicit(tab, net, xp):
@@ -124,7 +150,7 @@ def _compiled_ops(net, backend, kind, tab, stop):
 
 
 def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense, stop,
-           stiff_steps=0, switch_back=None):
+           stiff_steps=0, stiff_held=1.0, switch_back=None):
     """One stretch of ``method`` from ``(t0, y)``, outputs ``k >= k0``: the loop of the backend."""
     kind, tab = METHODS[method]
     kind, ops = _compiled_ops(net, backend, kind, tab, stop)
@@ -136,29 +162,30 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense,
                          xp=xp, k0=k0, predictive=net.smooth,
                          cap_safety=_base.STABILITY_SAFETY if explicit and net.smooth else 0.0,
                          stiffness_memory=_base.STIFFNESS_MEMORY, stiff_steps=stiff_steps,
-                         dense=dense, switch_back=switch_back,
-                         switch_steps=STIFF_STEPS if switch_back is not None else 0)
+                         stiff_held=stiff_held, dense=dense, switch_back=switch_back,
+                         switch_steps=HANDBACK_STEPS if switch_back is not None else 0)
     from . import compiled
     if kind == "rosw":
         return compiled.rosw(ops, y, t_eval, ROS34PW2, opts, observe, t0=t0, k0=k0,
                              switch_back=switch_back,
-                             switch_steps=STIFF_STEPS if switch_back is not None else 0)
-    obs = observe
-    if k0:
+                             switch_steps=HANDBACK_STEPS if switch_back is not None else 0)
+
+    def obs(j, v):
         # the compiled runners count outputs from the first they are given
-        def obs(j, v):
-            observe(k0 + j, v)
-        if hasattr(observe, "many"):
-            obs.many = lambda j, states: observe.many(k0 + j, states)
+        observe(k0 + j, v)
+    if hasattr(observe, "many"):
+        obs.many = lambda j, states: observe.many(k0 + j, states)
     smooth = net.smooth
     cap = None if smooth else 0.0      # None: the runner's STABILITY_SAFETY
     if kind == "ssp":
         res = compiled.ssp(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense,
-                           predictive=smooth, cap_safety=cap)
+                           predictive=smooth, cap_safety=cap, stiff_steps=stiff_steps,
+                           stiff_held=stiff_held)
     else:
         res = compiled.erk(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense,
                            stiff_steps=stiff_steps, predictive=smooth, cap_safety=cap,
-                           fallback=None if smooth else TABLEAUX[FALLBACK])
+                           fallback=None if smooth else TABLEAUX[FALLBACK],
+                           stiff_held=stiff_held)
     return _replace(res, n_done=k0 + res.n_done) if k0 else res
 
 
@@ -207,41 +234,47 @@ def _start_then(method, net, y0, t0, t_eval, opts, observe, **kw):
 
 
 def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
-    """``"auto"``: DOP853 until the stability cap has set ``STIFF_STEPS`` steps in a row
-    (converged modes, not accuracy, hold the step), then ROS34PW2 until DOP853 at its
-    capped step would be cheaper per unit time (``base.integrate(switch_back=...)``), and
-    so on; each switch back multiplies the capped steps the next switch needs by
-    ``SWITCH_BACKOFF``.  The Result sums the phases; its message says where it first
-    switched and how often."""
+    """``"auto"``: the explicit pair (RK45 or DOP853 by ``rtol``, :data:`AUTO_PAIR_RTOL`)
+    until the stability cap has held its step below ``1 / PAIR_HELD`` of its accuracy step
+    for :data:`STIFF_STEPS` steps in a row, then SSPRK104
+    (cheaper per unit time at the cap) until its own cap has held its step below ``1 /
+    ROSENBROCK_HELD`` of its accuracy step for ``ROSENBROCK_STEPS SWITCH_BACKOFF^tries``
+    steps in a row, then ROS34PW2 until SSPRK104 at its capped step would be cheaper per unit time
+    (``base.integrate(switch_back=...)``, measured from the Rosenbrock steps' own work), and
+    back to SSPRK104.  Each stretch is the method's own
+    loop on the backend (compiled on numba).  The Result sums the stretches; its message
+    says where the run first switched, through which methods and how often."""
     T = t_eval.size
-    y, t, k = y0, float(t0), 0
-    h = opts.first_step
-    nfev = nsteps = nrej = ncapped = switches = backs = 0
-    stiff_at = None
+    pair = "DOP853" if opts.rtol < AUTO_PAIR_RTOL else "RK45"
+    y, t, k, h = y0, float(t0), 0, opts.first_step
+    nfev = nsteps = nrej = ncapped = switches = tries = 0
+    method, path, stiff_at = pair, [pair], None
     while True:
         o = StepperOptions(opts.rtol, opts.atol, opts.max_steps - nsteps - nrej, h,
                            opts.kink_rtol)
-        res = _phase("DOP853", net, y, t, k, t_eval, o, observe,
-                     stiff_steps=STIFF_STEPS * SWITCH_BACKOFF ** backs, **kw)
+        if method == "ROS34PW2":
+            res = _phase(method, net, y, t, k, t_eval, o, observe, switch_back=SSPRK104, **kw)
+        elif method == pair:
+            res = _phase(method, net, y, t, k, t_eval, o, observe, stiff_steps=STIFF_STEPS,
+                         stiff_held=PAIR_HELD, **kw)
+        else:
+            res = _phase(method, net, y, t, k, t_eval, o, observe,
+                         stiff_steps=ROSENBROCK_STEPS * SWITCH_BACKOFF ** tries,
+                         stiff_held=ROSENBROCK_HELD, **kw)
         nfev, nsteps, nrej = nfev + res.nfev, nsteps + res.nsteps, nrej + res.nrejected
         ncapped += res.ncapped
         y, t, k, h = res.y_last, res.t_last, res.n_done, res.h_next
-        if not res.stiff or not res.status.success or k >= T:
+        if not (res.stiff or res.nonstiff) or not res.status.success or k >= T:
             break
         stiff_at = t if stiff_at is None else stiff_at
+        tries += res.nonstiff
+        method = "SSPRK104" if (res.nonstiff or method == pair) else "ROS34PW2"
         switches += 1
-        o = StepperOptions(opts.rtol, opts.atol, opts.max_steps - nsteps - nrej, h,
-                           opts.kink_rtol)
-        res = _phase("ROS34PW2", net, y, t, k, t_eval, o, observe, switch_back=DOP853, **kw)
-        nfev, nsteps, nrej = nfev + res.nfev, nsteps + res.nsteps, nrej + res.nrejected
-        y, t, k, h = res.y_last, res.t_last, res.n_done, res.h_next
-        if not res.nonstiff or not res.status.success or k >= T:
-            break
-        switches += 1
-        backs += 1
+        if method not in path:
+            path.append(method)
     msg = res.message
     if stiff_at is not None:
-        msg += (f" (stiff from t={stiff_at:.6g}: switched DOP853 -> ROS34PW2; "
+        msg += (f" (stiff from t={stiff_at:.6g}: switched {' -> '.join(path)}; "
                 f"{switches} switch(es) in all)")
     return _replace(res, nfev=nfev, nsteps=nsteps, nrejected=nrej, ncapped=ncapped,
                     message=msg, stiff=False, nonstiff=False)

@@ -31,9 +31,9 @@ import math
 import numpy as np
 
 from . import tableaux as _tab
-from .base import Stepper, stiffness_estimate, sumsq
+from .base import Stepper, error_norm, stiffness_estimate, sumsq
 
-__all__ = ["ExplicitRK", "DenseStages", "third_order_rest", "error_norm", "STEPPERS"]
+__all__ = ["ExplicitRK", "DenseStages", "third_order_rest", "STEPPERS"]
 
 
 def third_order_rest(tab):
@@ -45,17 +45,6 @@ def third_order_rest(tab):
     if tab.e3 is None:
         return None
     return np.ascontiguousarray(tab.e3 - np.append(tab.b, 0.0))
-
-
-def error_norm(e5, e3, use_e3, h, n):
-    """Error norm of a step from its sums of scaled squared error estimates: the RMS norm
-    ``|h| sqrt(e5 / n)``, or with a third-order estimate Hairer's DOP853 norm
-    ``|h| e5 / sqrt((e5 + 0.01 e3) n)``."""
-    if not use_e3:
-        return abs(h) * math.sqrt(e5 / n)
-    if e5 == 0.0 and e3 == 0.0:
-        return 0.0
-    return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)
 
 
 class DenseStages:

@@ -62,12 +62,11 @@ product: one for a finite difference, a model's own for its exact product), whic
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Stepper
-from .tableaux import ROS34PW2 as ROS34PW2_TABLEAU, RosenbrockW  # noqa: F401
+from .base import Stepper, error_norm
+from .tableaux import ROS34PW2 as ROS34PW2_TABLEAU
 
 __all__ = ["RosenbrockWStepper", "ROS34PW2", "ROSENBROCK", "KRYLOV_TOL", "MAX_KRYLOV",
            "FAILED_SOLVE_ERR"]
@@ -288,7 +287,7 @@ class RosenbrockWStepper(Stepper):
             return y_new, None, np.inf
         sc = self.atol + self.rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
         v = errv / sc
-        err = math.sqrt(_vdot(xp, v, v) / self.n) if self.n else 0.0
+        err = error_norm(_vdot(xp, v, v), n=self.n)
         f_new = None
         if err < 1.0 or self.EVALUATE_REJECTED:
             f_new = self.evaluate(t + h, y_new)

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from .base import Stepper, stiffness_estimate, sumsq
+from .base import Stepper, error_norm, stiffness_estimate, sumsq
 from .tableaux import SSPRK104, SSPRK104_LOW_STORAGE, cubic_hermite
 
 __all__ = ["LowStorageRK", "DenseSlots"]
@@ -51,7 +51,7 @@ class DenseSlots:
 
     def error_sums(self, y, y_new, q1, h, rtol, atol):
         xp, form = self.xp, self.form
-        S = self.K[form.error_slots].T @ xp.asarray(form.error_weights)
+        S = self.K[xp.asarray(form.error_slots)].T @ xp.asarray(form.error_weights)
         sc = atol + rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
         return sumsq(((y_new - y) - h * S) / sc, xp), sumsq(y_new - q1, xp)
 
@@ -103,7 +103,7 @@ class LowStorageRK(Stepper):
         st.add(y_new, h * form.last[1], s - 1)
         st.stage(y_new, s)
         e5, self._dd = st.error_sums(y, y_new, q1, h, self.rtol, self.atol)
-        err = math.sqrt(e5 / self.n) if self.n else 0.0
+        err = error_norm(e5, n=self.n)
         if not (math.isfinite(err) and bool(xp.all(xp.isfinite(y_new)))):
             err = np.inf
         return y_new, None, err

@@ -77,9 +77,9 @@ class FactoredStages:
         self.f0 = np.empty(n)
         self.wtmp, self.out = np.empty(s + 1), np.empty(n)
 
-    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps):
+    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
         # (always the predictive controller; no kinks)
-        self.ctl = compiled.control(tab, options, stiff_steps, cap_safety)
+        self.ctl = compiled.control(tab, options, stiff_steps, cap_safety, stiff_held)
 
     def stop_value(self, y):
         return None
@@ -121,7 +121,7 @@ class LowStorageStages:
     """The ops of SSPRK104 in Ketcheson's two-register form on the linear network
     (``_linear_stages.Slots``; the loop ``_lowstorage_kernels.ssp_advance``)."""
 
-    detects_stiffness = False
+    detects_stiffness = True
 
     def __init__(self, problem):
         ls = self._ls = _ls
@@ -144,9 +144,9 @@ class LowStorageStages:
         self.q1, self.q2, self.out = np.empty(n), np.empty(n), np.empty(n)
         self.ref0 = np.zeros(1)
 
-    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps):
-        # (always the predictive controller; no kinks, no stiffness test)
-        self.ctl = compiled.control(tab, options, 0, cap_safety)
+    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
+        # (always the predictive controller; no kinks)
+        self.ctl = compiled.control(tab, options, stiff_steps, cap_safety, stiff_held)
 
     def stop_value(self, y):
         return None

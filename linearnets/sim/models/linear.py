@@ -227,8 +227,8 @@ class LinearNet(Model):
         moduli of its terms: ``O(C D^2)`` a map, for the breakdown guard of every output
         (the cancellation is far below the rise it looks for)."""
         b = self.base
-        quad = 0.5 * np.einsum("...cd,de,...ce->...", F, b.Sxx, F)
-        lin = np.einsum("...cd,cd->...", F, b.Syx)
+        quad = 0.5 * np.sum((F @ b.Sxx) * F, axis=(-2, -1))
+        lin = np.sum(F * b.Syx, axis=(-2, -1))
         a2 = self.options.alpha ** 2
         return (quad - lin + self._syy) / a2, (np.abs(quad) + np.abs(lin) + self._syy) / a2
 
@@ -254,7 +254,7 @@ class LinearNetNumba(LinearNet):
         super().prepare(X, Y, shared)
         from .. import _kernels
         self._K = _kernels
-        self._rhs_args = numba_rhs_args(self.problem)
+        self._rhs_args = None        # the compiled rhs's data, formed on its first call
         C = self.shapes[-1][0]
         self._rows = np.array([r for r, _ in self.shapes], dtype=np.int64)
         self._cols = np.array([c for _, c in self.shapes], dtype=np.int64)
@@ -264,6 +264,8 @@ class LinearNetNumba(LinearNet):
 
     def rhs(self, y, out=None):
         out = np.empty(self.layout.size) if out is None else out
+        if self._rhs_args is None:
+            self._rhs_args = numba_rhs_args(self.problem)
         self._K.rhs_flat(np.ascontiguousarray(y, dtype=np.float64), out, *self._rhs_args)
         return out
 
