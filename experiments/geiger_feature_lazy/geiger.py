@@ -118,7 +118,15 @@ def lazy_outputs(p, t, Xtr, ytr, Xte, rtol=1e-9):
         u = beta * (1.0 - ytr * F[:P])
         return (p.eta / P) * K @ (ytr * 0.5 * (1.0 + np.tanh(0.5 * u)))
 
-    sol = solve_ivp(rhs, (0.0, float(t)), np.zeros(len(Xall)), method="LSODA", rtol=rtol, atol=1e-12)
+    def jac(_, F):
+        # d rhs / dF[:P] = -(eta beta / P) K diag(y^2 s'(u)), s the logistic; 0 for the test part
+        s = 0.5 * (1.0 + np.tanh(0.5 * beta * (1.0 - ytr * F[:P])))
+        J = np.zeros((len(F), len(F)))
+        J[:, :P] = -(p.eta * beta / P) * K * (ytr * ytr * s * (1.0 - s))[None, :]
+        return J
+
+    sol = solve_ivp(rhs, (0.0, float(t)), np.zeros(len(Xall)), method="LSODA", jac=jac, rtol=rtol,
+                    atol=1e-12)
     return sol.y[P:, -1]
 
 
@@ -444,4 +452,55 @@ def plot_depth(df, spec, out):
         theirs = A_MEASURED.get(r["n_hidden"])
         print(f"{r['n_hidden']:<11d} {r['a']:.3f}            {r['a_pred']:.3f}                  "
               f"{theirs if theirs is not None else '-'!s:27s} {r['t1_slope']:+.3f}              {r['n']}")
+    return fig
+
+
+def lazy_rows(df):
+    """The lazy end (``spec_lazy.toml``): per alpha sqrt(h), ``lazy_dist`` (geometric mean over
+    seeds) at each width, and the slope of log lazy_dist against log h with its standard error
+    (the per-seed slopes' spread over sqrt(seeds); h^-1/2 where the trained net is the
+    infinite-width linear model up to its finite-width fluctuation, 0 where it stops shrinking)."""
+    done = df[df["status"] == "done"]
+    hs = sorted({int(v) for v in done.index.get_level_values("h")})
+    rows = []
+    for a in sorted({float(v) for v in done.index.get_level_values("alpha_sqrt_h")}):
+        sel = done[done.index.get_level_values("alpha_sqrt_h") == a]
+        row = dict(alpha_sqrt_h=a)
+        per_seed = {}
+        for h in hs:
+            sub = sel[sel.index.get_level_values("h") == h]
+            row[f"lazy_dist_h{h}"] = _geo_mean(sub["lazy_dist"])
+            for seed, v in zip(sub.index.get_level_values("seed"), sub["lazy_dist"]):
+                per_seed.setdefault(int(seed), []).append((h, float(v)))
+        slopes = [_slope(*zip(*v)) for v in per_seed.values() if len(v) == len(hs)]
+        slopes = [x for x in slopes if np.isfinite(x)]
+        row["slope_h"] = _slope(hs, [row[f"lazy_dist_h{h}"] for h in hs])
+        row["slope_se"] = float(np.std(slopes, ddof=1) / math.sqrt(len(slopes))) if len(slopes) > 1 else math.nan
+        row["n_seeds"] = len(slopes)
+        rows.append(row)
+    return rows
+
+
+def plot_lazy(df, spec, out):
+    """lazy_dist against h, one curve per alpha sqrt(h), with the h^-1/2 guide; the table."""
+    import matplotlib.pyplot as plt
+
+    rows = lazy_rows(df)
+    hs = sorted({int(k[len("lazy_dist_h"):]) for r in rows for k in r if k.startswith("lazy_dist_h")})
+    fig, ax = plt.subplots(figsize=(5, 3.8))
+    for r in rows:
+        ax.loglog(hs, [r[f"lazy_dist_h{h}"] for h in hs], "o-", ms=3, label=f"alpha sqrt(h) = {r['alpha_sqrt_h']:g}")
+    if rows:
+        v0 = rows[-1][f"lazy_dist_h{hs[0]}"]
+        ax.loglog(hs, v0 * np.sqrt(hs[0] / np.asarray(hs, dtype=float)), "k:", label="h^-1/2")
+    ax.set_xlabel("h")
+    ax.set_ylabel(r"$\|F - F^{lazy}_\infty\| / \|F^{lazy}_\infty\|$ (test points)")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+    print("alpha sqrt(h)  " + "  ".join(f"h={h:<6d}" for h in hs) + "  slope over h (+- s.e. over seeds)")
+    for r in rows:
+        print(f"{r['alpha_sqrt_h']:<14g} " + "  ".join(f"{r[f'lazy_dist_h{h}']:.4f}  " for h in hs)
+              + f"{r['slope_h']:+.3f} +- {r['slope_se']:.3f} ({r['n_seeds']} seeds)")
     return fig

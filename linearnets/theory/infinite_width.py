@@ -34,28 +34,50 @@ non-negative terms in 1 − cos-like quantities (series near θ = 0), and θ_1 o
 (θ = 2 atan2(‖û − v̂‖, ‖û + v̂‖)), so identical inputs give θ = 0 exactly and every
 kernel is exact to rounding there too.
 
-*tanh and softplus (β)*: the 2-D Gaussian integral in normal coordinates,
-u = √a z₁, v = √c (ρ z₁ + √(1 − ρ²) z₂), is expanded in Hermite polynomials (Mehler's
-formula): E[g(u) g(v)] = Σ_n ρⁿ c_n(a) c_n(c), c_n(a) = E[g(√a z) He_n(z)]/√n!.  The
-coefficients of each sample are one 1-D quadrature (composite Gauss–Legendre on
-[−12, 12], 48 panels × 20 nodes, exact to rounding for these integrands); each pair costs
-one Horner sum.  The series is cut at the first order N at which every sample's
-Parseval remainder E[g²] − Σ_{n<N} c_n² is below ``TAIL_RTOL`` E[g²]; by Cauchy–Schwarz
-the error of every pair is then ≤ TAIL_RTOL √(E[g(u)²] E[g(v)²]) (at ρ = 1 included), a
-bound computed, not assumed.  At pre-activation variances O(1) this takes N ≈ 60–250.
+*tanh and softplus (β)*: two independent rules, chosen per sample by the pre-activation
+scale.
+
+- **Mehler** (O(1) scales, the fast path): in normal coordinates u = √a z₁,
+  v = √c (ρ z₁ + √(1 − ρ²) z₂), E[g(u) g(v)] = Σ_n ρⁿ c_n(a) c_n(c),
+  c_n(a) = E[g(√a z) He_n(z)]/√n!.  The coefficients of each sample are one 1-D quadrature
+  (composite Gauss–Legendre on [−12, 12], 48 panels × 20 nodes); each pair costs one Horner
+  sum.  The series is cut at the first order N at which every such sample's Parseval
+  remainder E[g²] − Σ_{n<N} c_n² is below ``TAIL_RTOL`` E[g²]; by Cauchy–Schwarz the error
+  of every pair is then ≤ TAIL_RTOL √(E[g(u)²] E[g(v)²]) (at ρ = 1 included), a bound
+  computed, not assumed.  The order grows linearly with the scale (E[tanh′ tanh′]: N ≈ 120 a),
+  so a sample whose remainder is not below the bound by order ``N_MAX`` (or whose
+  β²a exceeds ``MEHLER_MAX_SCALE``) goes to the second rule.
+- **Gaussian scale mixture** (every scale): the logistic distribution is a Gaussian scale
+  mixture with a Kolmogorov-distributed standard deviation K (Andrews & Mallows 1974;
+  Stefanski 1991), so with K₁, K₂ iid and t = K² (tanh) or t = (2K/β)² (softplus),
+  det′ = (a + t₁)(c + t₂) − λ² and θ′ = atan2(√det′, λ),
+
+      E[tanh u tanh v] = E_K[(2/π) atan2(λ, √det′)],    E[tanh′u tanh′v] = E_K[2/(π √det′)],
+      E[sp u sp v] = E_K[(√det′ + (π − θ′) λ)/(2π)],   E[sp′u sp′v] = E_K[(π − θ′)/(2π)]
+
+  (tanh u = E[erf(u/(√2 K))], tanh′ u = 2 E[N(u; 0, K²)], sp_β u = E[relu(u − K′z)],
+  sp′_β u = E[1(u > K′z)]; the inner Gaussian expectations are arcsine and arc-cosine
+  kernels of the covariance Λ + diag(t₁, t₂)).  The mixing integrand is smooth at every
+  (a, c, ρ), so a ``MIX_NODES``-point Gauss rule in 1/K for the Kolmogorov law reaches
+  rounding (≤ 3e-15 measured over scales 1e-3..1e4 and ρ up to 1).  det Λ of the first
+  layer comes from its angle (below); every quantity is scaled by max(a, 1), so any
+  finite variance is in range.
+
+A pre-activation variance beyond the float range (huge X, σ or bias_std) is a
+``ValueError`` for these two; the arc-cosine family carries every per-sample scale as a
+power of two and is exact (±inf only where the kernel itself overflows).
 """
 from __future__ import annotations
 
 import functools
 import math
 import numbers
-import warnings
 
 import numpy as np
 from numpy.polynomial.legendre import leggauss
 from scipy.special import expit
 
-from .._validation import as_float_array, check_depth, check_nonnegative, check_positive
+from .._validation import check_depth, check_nonnegative, check_positive, ldexp_safe
 from .ntk import _check_pair
 
 __all__ = ["infinite_width_kernels", "infinite_width_layer_kernels", "ACTIVATIONS"]
@@ -67,16 +89,25 @@ TAIL_RTOL = 1e-12
 #: First and largest truncation order of the Mehler series (doubling in between).
 N_START = 128
 N_MAX = 2048
+#: Samples with (β²) a above this go to the scale mixture without trying the Mehler series
+#: (E[tanh′ tanh′] needs N ≈ 120 a: order N_MAX is reached near a = 17).
+MEHLER_MAX_SCALE = 24.0
 #: The 1-D rule for the Hermite coefficients: composite Gauss-Legendre on [-Z_MAX, Z_MAX].
 Z_MAX = 12.0
 PANELS = 48
 PANEL_NODES = 20
+#: Nodes of the Gauss rule for the Kolmogorov mixing law (in the variable 1/K), per side.
+MIX_NODES = 24
 #: Pairs with sin²θ below this get θ from the differences of the normalised inputs.
 REFINE_SIN2 = 1e-2
 #: Pairs per block (bounds the memory of the pair arrays).
 BLOCK_PAIRS = 1 << 20
 #: Below this angle sin θ − θ cos θ comes from its series.
 _SERIES_THETA = 0.1
+#: Exponent of a zero in the (mantissa, exponent) per-sample scales.
+_ZERO_EXP = -(1 << 30)
+#: Exponent differences are clipped to this before ldexp (far beyond the float range).
+_EXP_CLIP = 1 << 20
 
 
 def _parse_activation(activation):
@@ -106,7 +137,51 @@ def _parse_activation(activation):
 
 
 # ---------------------------------------------------------------------------------------
-# the 1-D rule and the Hermite functions (built once)
+# per-sample scales as (mantissa, exponent): exact powers of two, no overflow
+# ---------------------------------------------------------------------------------------
+def _xnorm(m, e):
+    """(m, e) renormalised to a mantissa in [0.5, 1) (zero: (0, _ZERO_EXP))."""
+    m2, de = np.frexp(np.asarray(m, dtype=np.float64))
+    e = np.asarray(e, dtype=np.int64) + de
+    return m2, np.where(m2 == 0, _ZERO_EXP, np.maximum(e, _ZERO_EXP))
+
+
+def _xfloat(v):
+    return _xnorm(v, 0)
+
+
+def _xmul(A, B):
+    return _xnorm(A[0] * B[0], A[1] + B[1])
+
+
+def _xadd(A, B):
+    """A + B for non-negative A, B."""
+    E = np.maximum(A[1], B[1])
+    return _xnorm(_shift(A[0], A[1] - E) + _shift(B[0], B[1] - E), E)
+
+
+def _xsqrt(A):
+    odd = (A[1] % 2).astype(bool)
+    return _xnorm(np.sqrt(np.where(odd, 2.0 * A[0], A[0])), (A[1] - odd) // 2)
+
+
+def _xratio(A, B):
+    """A / B as a float (0 where B is 0)."""
+    return np.where(B[0] > 0, _shift(A[0] / np.where(B[0] > 0, B[0], 1.0), A[1] - B[1]), 0.0)
+
+
+def _shift(x, e):
+    """x 2**e (exact; 0 below the range, ±inf above it, no warning)."""
+    return ldexp_safe(x, np.clip(e, -_EXP_CLIP, _EXP_CLIP))
+
+
+def _xexp(A):
+    """The exponent of a per-sample scale, 0 for a zero (the row of a zero is exactly 0)."""
+    return np.where(A[0] > 0, A[1], 0)
+
+
+# ---------------------------------------------------------------------------------------
+# the 1-D rule and the Hermite functions; the Kolmogorov rule (built once)
 # ---------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def _rule():
@@ -129,41 +204,99 @@ def _rule():
     return z, wz, HW
 
 
+def _kolmogorov_pdf(k):
+    """Density of the Kolmogorov distribution, P(K ≤ k) = 1 − 2 Σ (−1)^{j−1} e^{−2j²k²}: that
+    series' derivative for k ≥ 1, the theta-transformed one, √(2π)/k Σ e^{−(2j−1)²π²/(8k²)},
+    below (both converge to rounding in a few terms there)."""
+    k = np.asarray(k, dtype=np.float64)
+    out = np.zeros_like(k)
+    lo = (k > 0) & (k < 1.0)
+    kl = k[lo]
+    for j in range(1, 6):
+        q = (2 * j - 1) ** 2 * math.pi ** 2 / 8
+        out[lo] += math.sqrt(2 * math.pi) * np.exp(-q / kl ** 2) * (2 * q / kl ** 4 - 1 / kl ** 2)
+    hi = k >= 1.0
+    kh = k[hi]
+    for j in range(1, 12):
+        out[hi] += 8 * kh * (-1) ** (j - 1) * j * j * np.exp(-2 * j * j * kh * kh)
+    return out
+
+
+@functools.lru_cache(maxsize=2)
+def _kolmogorov_rule(inverse):
+    """The ``MIX_NODES``-point Gauss rule of the Kolmogorov law in the variable y = 1/K
+    (``inverse``) or y = K: nodes K (n,) and weights (n,), E[h(K)] ≈ Σ w h(K).  By the
+    Lanczos process (full reorthogonalisation) on a composite Gauss-Legendre discretisation
+    of the density (400 panels × 20 nodes on (0, 8]; the mass outside is below 1e-50).
+    The tanh integrands tend to polynomials in 1/K at small scales (2λ/(π K₁K₂)), the
+    softplus ones to polynomials in K (K₁K₂/(2π)): each takes the variable that makes its
+    small-scale limit exact."""
+    x, w = leggauss(20)
+    e = np.linspace(0.0, 8.0, 401)
+    half, mid = 0.5 * np.diff(e), 0.5 * (e[1:] + e[:-1])
+    k = (mid[:, None] + half[:, None] * x).ravel()
+    wk = (half[:, None] * w).ravel() * _kolmogorov_pdf(k)
+    keep = wk > 0
+    y, wk = (1.0 / k[keep] if inverse else k[keep]), wk[keep]
+    n = MIX_NODES
+    Qv = np.zeros((n + 1, y.size))
+    Qv[0] = np.sqrt(wk / wk.sum())
+    al, be = np.zeros(n), np.zeros(n)
+    for i in range(n):
+        v = y * Qv[i]
+        if i:
+            v -= be[i - 1] * Qv[i - 1]
+        al[i] = Qv[i] @ v
+        v -= al[i] * Qv[i]
+        v -= Qv[:i + 1].T @ (Qv[:i + 1] @ v)
+        be[i] = np.linalg.norm(v)
+        Qv[i + 1] = v / be[i]
+    ev, V = np.linalg.eigh(np.diag(al) + np.diag(be[:-1], 1) + np.diag(be[:-1], -1))
+    return (1.0 / ev if inverse else ev), wk.sum() * V[0] ** 2
+
+
 def _smooth(name, par):
-    """(g, g', parity of g, parity of g'): parity 1 odd, 0 even, None neither."""
+    """(g, g', parity of g, parity of g', kind for the mixture, mixing variances t (n,),
+    weights (n,), scale² of the argument): parity 1 odd, 0 even, None neither."""
     if name == "tanh":
-        return np.tanh, (lambda u: 1.0 - np.tanh(u) ** 2), 1, 0
+        K, wK = _kolmogorov_rule(True)
+        return np.tanh, (lambda u: 1.0 - np.tanh(u) ** 2), 1, 0, 0, K * K, wK, 1.0
+    K, wK = _kolmogorov_rule(False)
     b = par
-    return (lambda u: np.logaddexp(0.0, b * u) / b), (lambda u: expit(b * u)), None, None
+    return ((lambda u: np.logaddexp(0.0, b * u) / b), (lambda u: expit(b * u)), None, None,
+            1, (2.0 * K / b) ** 2, wK, b * b)
 
 
-def _mehler_tables(variances, fn):
-    """Hermite coefficients of ``fn(√a z)`` for every sample, cut at the order the tail allows.
+def _mehler_tables(a, fn, ok):
+    """Hermite coefficients of ``fn(√a z)`` for the samples ``ok`` of ``a`` (n,), cut at the
+    order their Parseval remainders allow.
 
-    ``variances`` is a list of (n_i,) arrays; returns (list of C (n_i, N)), list of E[g²]
-    (n_i,), and the bound max remainder / E[g²] reached.
+    Returns C (n, N) (rows outside ``ok`` zero), E[g²] (n,) (NaN outside ``ok``) and the
+    samples of ``ok`` whose remainder is below ``TAIL_RTOL`` E[g²] by order ``N_MAX``.
     """
     z, wz, HW = _rule()
-    Phis = [fn(np.sqrt(a)[:, None] * z[None, :]) for a in variances]
-    tots = [(P * P) @ wz for P in Phis]
+    idx = np.flatnonzero(ok)
+    Phi = fn(np.sqrt(a[idx])[:, None] * z[None, :])
+    tot = (Phi * Phi) @ wz
+    scale = np.where(tot > 0, tot, 1.0)
     N = N_START
     while True:
-        Cs = [P @ HW[:N].T for P in Phis]
-        rems = [(t[:, None] - np.cumsum(C * C, axis=1)) for t, C in zip(tots, Cs)]
-        rel = np.max([np.max(r / np.where(t > 0, t, 1.0)[:, None], axis=0)
-                      for r, t in zip(rems, tots) if r.size], axis=0) \
-            if any(r.size for r in rems) else np.zeros(N)
-        ok = np.nonzero(rel <= TAIL_RTOL)[0]
-        if ok.size or N >= N_MAX:
-            n_cut = int(ok[0]) + 1 if ok.size else N
-            if not ok.size:
-                warnings.warn(f"infinite_width_kernels: the Hermite series reached only "
-                              f"{float(rel[-1]):.1e} of E[phi^2] at order {N_MAX} (pre-activation "
-                              f"variance up to {max(float(np.max(a, initial=0)) for a in variances):.3g});"
-                              f" the tanh/softplus kernels are accurate to about that, relative",
-                              RuntimeWarning, stacklevel=3)
-            return [C[:, :n_cut] for C in Cs], tots, float(rel[n_cut - 1])
+        C = Phi @ HW[:N].T
+        rel = (tot[:, None] - np.cumsum(C * C, axis=1)) / scale[:, None]
+        met = rel <= TAIL_RTOL
+        reached = met.any(axis=1)
+        if reached.all() or N >= N_MAX:
+            break
         N = min(2 * N, N_MAX)
+    order = np.where(reached, np.argmax(met, axis=1) + 1, N_MAX + 1)
+    good = np.zeros(a.shape, dtype=bool)
+    good[idx[reached]] = True
+    cut = int(order[reached].max()) if reached.any() else 1
+    Cfull = np.zeros((a.size, cut))
+    Cfull[idx[reached]] = C[reached, :cut]
+    tfull = np.full(a.shape, np.nan)
+    tfull[idx] = tot
+    return Cfull, tfull, good
 
 
 def _mehler_pairs(rho, C1, C2, parity, jstart):
@@ -183,6 +316,51 @@ def _mehler_pairs(rho, C1, C2, parity, jstart):
 
 
 # ---------------------------------------------------------------------------------------
+# inputs: per-sample scales and unit vectors
+# ---------------------------------------------------------------------------------------
+def _inputs(X, sigma, b):
+    """Per sample: ‖x‖/√D as (mantissa, exponent), the unit vectors x̂ (P, D) (0 for x = 0),
+    the first layer's variance a = σ²‖x‖²/D + b² as (mantissa, exponent), and the augmented
+    unit vectors û = (√π x̂, √β) (P, D + 1), π = σ²‖x‖²/(D a), β = b²/a (0 for a = 0)."""
+    D = X.shape[1]
+    mx = np.max(np.abs(X), axis=1) if D else np.zeros(X.shape[0])
+    ex = np.where(mx > 0, np.frexp(mx)[1], 0).astype(np.int64)
+    Xs = ldexp_safe(X, -ex[:, None])
+    nrm = np.sqrt(np.einsum("pd,pd->p", Xs, Xs))
+    xhat = Xs / np.where(nrm > 0, nrm, 1.0)[:, None]
+    r = _xnorm(nrm / math.sqrt(D), ex)
+    sig, bb = _xfloat(sigma), _xfloat(b)
+    p = _xmul(_xmul(sig, sig), _xmul(r, r))
+    b2 = _xmul(bb, bb)
+    a = _xadd(p, b2)
+    pi, beta = _xratio(p, a), _xratio(b2, a)
+    U = np.hstack([np.sqrt(pi)[:, None] * xhat, np.sqrt(beta)[:, None]])
+    return r, xhat, a, U
+
+
+def _first_angle(U1, U2, sym):
+    """θ_1 of every pair from the augmented unit vectors: atan2(√(1 − cos²), cos), and
+    2 atan2(‖û − v̂‖, ‖û + v̂‖) where sin²θ < REFINE_SIN2 (nearly parallel or antiparallel;
+    exactly 0 for identical inputs).  Returns (θ, cos θ)."""
+    cos = np.clip(U1 @ U2.T, -1.0, 1.0)
+    sin2 = np.maximum((1.0 - cos) * (1.0 + cos), 0.0)
+    theta = np.arctan2(np.sqrt(sin2), cos)
+    n1 = np.einsum("pd,pd->p", U1, U1) > 0
+    n2 = np.einsum("pd,pd->p", U2, U2) > 0
+    ii, jj = np.nonzero((sin2 < REFINE_SIN2) & n1[:, None] & n2[None, :])
+    if ii.size:
+        step = max(1, BLOCK_PAIRS // max(1, U1.shape[1]))
+        for k0 in range(0, ii.size, step):
+            i, j = ii[k0:k0 + step], jj[k0:k0 + step]
+            du, su = U1[i] - U2[j], U1[i] + U2[j]
+            dn = np.sqrt(np.einsum("kd,kd->k", du, du))
+            sn = np.sqrt(np.einsum("kd,kd->k", su, su))
+            theta[i, j] = 2.0 * np.arctan2(dn, sn)
+            cos[i, j] = (sn - dn) * (sn + dn) / 4.0
+    return theta, cos
+
+
+# ---------------------------------------------------------------------------------------
 # the arc-cosine family (relu, leaky_relu, linear)
 # ---------------------------------------------------------------------------------------
 def _one_minus_j_over_pi(theta):
@@ -194,58 +372,248 @@ def _one_minus_j_over_pi(theta):
     return (2.0 * math.pi * np.sin(0.5 * theta) ** 2 - s) / math.pi
 
 
-def _first_angle(Xr, Xc, Lam, a, c, sigma2, b2, D):
-    """θ_1 of every pair: atan2(√det, λ), and from the normalised inputs' differences where
-    sin²θ < REFINE_SIN2 (nearly parallel or antiparallel)."""
-    det = np.maximum(a[:, None] * c[None, :] - Lam * Lam, 0.0)
-    theta = np.arctan2(np.sqrt(det), Lam)
-    ii, jj = np.nonzero((det <= REFINE_SIN2 * a[:, None] * c[None, :])
-                        & (a[:, None] > 0) & (c[None, :] > 0))
-    if ii.size:
-        sa, sc = np.sqrt(a), np.sqrt(c)
-        step = max(1, BLOCK_PAIRS // max(1, Xr.shape[1]))
-        for k0 in range(0, ii.size, step):
-            i, j = ii[k0:k0 + step], jj[k0:k0 + step]
-            du = Xr[i] / sa[i, None] - Xc[j] / sc[j, None]
-            su = Xr[i] / sa[i, None] + Xc[j] / sc[j, None]
-            dn = sigma2 / D * np.einsum("kd,kd->k", du, du)
-            sn = sigma2 / D * np.einsum("kd,kd->k", su, su)
-            if b2 > 0:
-                db = 1.0 / sa[i] - 1.0 / sc[j]
-                sb = 1.0 / sa[i] + 1.0 / sc[j]
-                dn = dn + b2 * db * db
-                sn = sn + b2 * sb * sb
-            theta[i, j] = 2.0 * np.arctan2(np.sqrt(dn), np.sqrt(sn))
-    return theta
-
-
-def _arccos_layer(theta, a, c, s):
-    """E[φφ] / √(ac) and E[φ′φ′] for φ = (1 − s) relu + s id, and g(θ)."""
+def _arccos_layer(theta, cos, za, zc, s):
+    """E[φφ] / √(ac), E[φ′φ′] for φ = (1 − s) relu + s id, and g(θ); ``za``, ``zc``: the
+    samples whose pre-activation is identically 0 (then φ′(0) = s, relu: 0)."""
     g = _one_minus_j_over_pi(theta)
-    kappa = (1 - s) ** 2 * 0.5 * (1.0 - g) + s * np.cos(theta)
+    kappa = (1 - s) ** 2 * 0.5 * (1.0 - g) + s * cos
     dot = (1 - s) ** 2 * (math.pi - theta) / (2 * math.pi) + s
-    # a unit whose pre-activation is identically 0 has phi'(0) = s (relu: 0)
-    za, zc = a[:, None] == 0, c[None, :] == 0
     if np.any(za) or np.any(zc):
-        m1 = lambda v: np.where(v > 0, 0.5 * (1 - s) + s, s)  # noqa: E731  E[phi'(u)]
-        dot = np.where(za | zc, s * np.where(za, m1(c)[None, :], m1(a)[:, None]), dot)
+        m1 = lambda z: np.where(z, s, 0.5 * (1 - s) + s)  # noqa: E731  E[phi'(u)]
+        dot = np.where(za[:, None] | zc[None, :],
+                       s * np.where(za[:, None], m1(zc)[None, :], m1(za)[:, None]), dot)
     return kappa, dot, g
 
 
-def _next_angle(theta, g, a, c, s, sigma2, b2, Lam_next):
-    """θ of the next layer from det Λ' = r²(1 − j)(1 + j) + b²((√p − √q)² + 2r(1 − j))."""
+def _next_angle(theta, g, kappa, s, pr, br, pc, bc):
+    """θ′ and cos θ′ of the next layer from the fractions π = σ²n_s a/a′, β = b²/a′ of each
+    sample's next variance a′ (rows ``pr``, ``br``; columns ``pc``, ``bc``):
+
+        det Λ′/(a′c′) = π π′ (1 − j)(1 + j) + (√(π β′) − √(π′ β))² + 2 √(π π′ β β′) (1 − j),
+        cos θ′ = √(π π′) j + √(β β′),   j = κ/n_s."""
     ns = 0.5 * (1 + s * s)
-    p, q = sigma2 * ns * a, sigma2 * ns * c
-    r = np.sqrt(p[:, None] * q[None, :])
     omj = ((1 - s) ** 2 * 0.5 * g + 2 * s * np.sin(0.5 * theta) ** 2) / ns
     opj = ((1 - s) ** 2 * 0.5 * (2.0 - g) + 2 * s * np.cos(0.5 * theta) ** 2) / ns
-    dq = (np.sqrt(p)[:, None] - np.sqrt(q)[None, :]) ** 2
-    det = r * r * omj * opj + b2 * (dq + 2.0 * r * omj)
-    return np.arctan2(np.sqrt(np.maximum(det, 0.0)), Lam_next)
+    spp = np.sqrt(pr[:, None] * pc[None, :])
+    sbb = np.sqrt(br[:, None] * bc[None, :])
+    cross = np.sqrt(pr)[:, None] * np.sqrt(bc)[None, :] - np.sqrt(br)[:, None] * np.sqrt(pc)[None, :]
+    det = spp * spp * omj * opj + cross * cross + 2.0 * spp * sbb * omj
+    cos = spp * (kappa / ns) + sbb
+    return np.arctan2(np.sqrt(np.maximum(det, 0.0)), cos), np.clip(cos, -1.0, 1.0)
+
+
+def _outer(er, ec):
+    return er[:, None] + ec[None, :]
+
+
+def _arccos_chain(X, sig, bst, tb, s):
+    """The per-sample quantities of the arc-cosine recursion for one set of inputs, every
+    scale as (mantissa, exponent): layer l (0-based) has variance a_l = σ_l² q_l + b_l²
+    (q_0 = ‖x‖²/D, q_{l+1} = n_s a_l), fractions π_l, β_l, √a_l, and Θ's diagonal
+    θ_l (θ_0 = q_0 + [biases], θ_{l+1} = σ_{l+1}² d_l θ_l + q_{l+1} + [biases], d_l = n_s or
+    s² for a unit identically 0)."""
+    L = sig.size
+    ns = 0.5 * (1 + s * s)
+    r, xhat, a0, U = _inputs(X, sig[0], bst[0] if L > 1 else 0.0)
+    q = _xmul(r, r)
+    tbx = _xfloat(np.full(X.shape[0], float(tb)))
+    th = [_xadd(q, tbx)]
+    layers = []
+    for l in range(L - 1):
+        sg, bb = _xfloat(sig[l]), _xfloat(bst[l])
+        p = _xmul(_xmul(sg, sg), q)
+        a = _xadd(p, _xmul(bb, bb))
+        zero = a[0] == 0
+        layers.append(dict(sa=_xsqrt(a), pi=_xratio(p, a), beta=_xratio(_xmul(bb, bb), a), zero=zero))
+        q = _xmul(_xfloat(ns), a)
+        if l < L - 2:
+            sn = _xfloat(sig[l + 1])
+            d = _xfloat(np.where(zero, s * s, ns))
+            th.append(_xadd(_xadd(_xmul(_xmul(sn, sn), _xmul(d, th[-1])), q), tbx))
+    return dict(r=r, xhat=xhat, U=U, layers=layers, th=th)
+
+
+def _arccos_block(c1, c2, rows, cols, L, s, sig, alpha, tb, parts):
+    """The kernels of the pairs rows × cols (each the samples' per-set indices) as full
+    float arrays: (NNGP, NTK) or, with ``parts``, (NNGP, weight parts, bias parts)."""
+    linear = s == 1.0
+    ns = 0.5 * (1 + s * s)
+    al = _xfloat(alpha)
+    sL = _xfloat(sig[L - 1])
+    m2 = lambda v: v[0] * v[0]  # noqa: E731
+    r1 = (c1["r"][0][rows], c1["r"][1][rows])
+    r2 = (c2["r"][0][cols], c2["r"][1][cols])
+    cosx = c1["xhat"][rows] @ c2["xhat"][cols].T
+    if L == 1:
+        base = cosx * r1[0][:, None] * r2[0][None, :] * m2(al)
+        e = _outer(r1[1], r2[1]) + 2 * al[1]
+        nngp, ntk = _shift(base * m2(sL), e + 2 * sL[1]), _shift(base, e)
+        return (nngp, [ntk], []) if parts else (nngp, ntk)
+    theta, cos = _first_angle(c1["U"][rows], c2["U"][cols], False)
+    # Θ_0 = x·x'/D + [biases], normalised by 2^(T_i + T_j), T the exponents of √θ_0
+    T1 = _xexp(_xsqrt((c1["th"][0][0][rows], c1["th"][0][1][rows])))
+    T2 = _xexp(_xsqrt((c2["th"][0][0][cols], c2["th"][0][1][cols])))
+    Th = (_shift(cosx * r1[0][:, None] * r2[0][None, :], _outer(r1[1] - T1, r2[1] - T2))
+          + _shift(float(tb), -_outer(T1, T2)))
+    wparts, bparts = [], []     # each [array, row exponents, column exponents]
+    if parts:
+        wparts.append([cosx * r1[0][:, None] * r2[0][None, :], r1[1].copy(), r2[1].copy()])
+        bparts.append([np.ones_like(cosx), np.zeros(len(r1[1]), np.int64), np.zeros(len(r2[1]), np.int64)])
+    for l in range(L - 1):
+        L1, L2 = c1["layers"][l], c2["layers"][l]
+        sa1 = (L1["sa"][0][rows], L1["sa"][1][rows])
+        sa2 = (L2["sa"][0][cols], L2["sa"][1][cols])
+        if linear:
+            kappa, dot, g = cos, np.ones_like(cos), None
+        else:
+            kappa, dot, g = _arccos_layer(theta, cos, L1["zero"][rows], L2["zero"][cols], s)
+        Qm = kappa * sa1[0][:, None] * sa2[0][None, :]       # Q_{l+1} = Qm 2^(Ea_i + Ea_j)
+        if l == L - 2:
+            break
+        n1, n2 = c1["layers"][l + 1], c2["layers"][l + 1]
+        if linear:
+            theta, cos = None, np.clip(np.sqrt(n1["pi"][rows])[:, None] * np.sqrt(n2["pi"][cols])[None, :] * cos
+                                       + np.sqrt(n1["beta"][rows])[:, None] * np.sqrt(n2["beta"][cols])[None, :],
+                                       -1.0, 1.0)
+        else:
+            theta, cos = _next_angle(theta, g, kappa, s, n1["pi"][rows], n1["beta"][rows],
+                                     n2["pi"][cols], n2["beta"][cols])
+        sn = _xfloat(sig[l + 1])
+        if parts:
+            for P in wparts + bparts:
+                P[0] = m2(sn) * dot * P[0]
+                P[1] = P[1] + sn[1]
+                P[2] = P[2] + sn[1]
+            wparts.append([Qm, sa1[1].copy(), sa2[1].copy()])
+            bparts.append([np.ones_like(Qm), np.zeros(len(sa1[1]), np.int64), np.zeros(len(sa2[1]), np.int64)])
+            continue
+        U1 = _xexp(_xsqrt((c1["th"][l + 1][0][rows], c1["th"][l + 1][1][rows])))
+        U2 = _xexp(_xsqrt((c2["th"][l + 1][0][cols], c2["th"][l + 1][1][cols])))
+        Th = (_shift(m2(sn) * dot * Th, _outer(T1 + sn[1] - U1, T2 + sn[1] - U2))
+              + _shift(Qm, _outer(sa1[1] - U1, sa2[1] - U2)) + _shift(float(tb), -_outer(U1, U2)))
+        T1, T2 = U1, U2
+    ea = _outer(sa1[1], sa2[1])
+    nngp = _shift(Qm * m2(sL) * m2(al), ea + 2 * (sL[1] + al[1]))
+    if parts:
+        W = [_shift(m2(sL) * dot * P[0] * m2(al), _outer(P[1], P[2]) + 2 * (sL[1] + al[1])) for P in wparts]
+        W.append(_shift(Qm * m2(al), ea + 2 * al[1]))
+        B = [_shift(m2(sL) * dot * P[0] * m2(al), _outer(P[1], P[2]) + 2 * (sL[1] + al[1])) for P in bparts]
+        return nngp, W, B
+    N1, N2 = np.maximum(T1 + sL[1], sa1[1]), np.maximum(T2 + sL[1], sa2[1])
+    nt = (_shift(m2(sL) * dot * Th, _outer(T1 + sL[1] - N1, T2 + sL[1] - N2))
+          + _shift(Qm, _outer(sa1[1] - N1, sa2[1] - N2)))
+    return nngp, _shift(nt * m2(al), _outer(N1, N2) + 2 * al[1])
 
 
 # ---------------------------------------------------------------------------------------
-# the public function
+# tanh and softplus
+# ---------------------------------------------------------------------------------------
+def _overflow(what, names):
+    return ValueError(f"{names}: {what} overflows the float64 range (the tanh and softplus kernels "
+                      f"are computed where every pre-activation variance and the kernel are finite)")
+
+
+def _smooth_tables(a, name, par, l, names):
+    """Per sample of one set at one layer: Mehler coefficients of φ and φ′ (rows of the
+    samples that go to the mixture zero), E[φ²], E[φ′²], and the mask of the Mehler samples."""
+    from . import _infinite_width_kernels as _k
+
+    g, dg, _, _, kind, t, w, scale2 = _smooth(name, par)
+    if not np.all(np.isfinite(a)):
+        raise _overflow(f"the pre-activation variance of hidden layer {l + 1}", names)
+    ok = a * scale2 <= MEHLER_MAX_SCALE
+    Cf, tf, gf = _mehler_tables(a, g, ok)
+    Cd, td, gd = _mehler_tables(a, dg, ok)
+    good = gf & gd
+    Cf[~good] = 0.0
+    Cd[~good] = 0.0
+    if not good.all():
+        tf[~good], td[~good] = _k.mixture_diag(kind, np.ascontiguousarray(a[~good]), t, w)
+    return dict(a=a, Cf=Cf, tf=tf, Cd=Cd, td=td, good=good)
+
+
+def _smooth_chains(sets, L, name, par, sig, bst, names):
+    """The per-sample tables of every hidden layer, both sets at once (one truncation order
+    per layer for every sample, so that any two samples' series pair up)."""
+    chains = [dict(zip(("r", "xhat", "a0", "U"), _inputs(X, sig[0], bst[0] if L > 1 else 0.0)), tabs=[])
+              for X in sets]
+    q = np.concatenate([_shift(c["r"][0] ** 2, 2 * c["r"][1]) for c in chains])
+    if not np.all(np.isfinite(q)):
+        raise _overflow("x.x/D", names)
+    split = np.cumsum([len(X) for X in sets])[:-1]
+    for l in range(L - 1):
+        a = (np.concatenate([_shift(*c["a0"]) for c in chains]) if l == 0
+             else sig[l] * (sig[l] * q) + bst[l] * bst[l])
+        tab = _smooth_tables(a, name, par, l, names)
+        for k, c in enumerate(chains):
+            c["tabs"].append({key: np.split(v, split)[k] for key, v in tab.items()})
+        q = tab["tf"]
+    return chains
+
+
+def _smooth_block(s1, s2, rows, cols, jstart, sym, L, name, par, sig, bst, tb, parts, names):
+    from . import _infinite_width_kernels as _k
+
+    _, _, par_f, par_d, kind, t, w, _ = _smooth(name, par)
+    r1 = (s1["r"][0][rows], s1["r"][1][rows])
+    r2 = (s2["r"][0][cols], s2["r"][1][cols])
+    cosx = s1["xhat"][rows] @ s2["xhat"][cols].T
+    Q = _shift(cosx * r1[0][:, None] * r2[0][None, :], _outer(r1[1], r2[1]))
+    theta1, cos1 = _first_angle(s1["U"][rows], s2["U"][cols], False) if L > 1 else (None, None)
+    Th = np.zeros_like(Q)
+    wparts, bparts = [], []
+    dQ = None
+    nb = len(jstart)
+    diag = (np.arange(nb), np.arange(nb)) if sym else None
+    for l in range(L - 1):
+        T1, T2 = s1["tabs"][l], s2["tabs"][l]
+        a, c = T1["a"][rows], T2["a"][cols]
+        Lam = sig[l] * (sig[l] * Q) + bst[l] * bst[l]
+        den = np.sqrt(a)[:, None] * np.sqrt(c)[None, :]
+        if l == 0:
+            rho, sin2 = cos1, np.sin(theta1) ** 2
+        else:
+            rho = np.clip(np.divide(Lam, den, out=np.zeros_like(Lam), where=den > 0), -1.0, 1.0)
+            sin2 = (1.0 - rho) * (1.0 + rho)
+        if dQ is not None:
+            back = sig[l] * (sig[l] * dQ)
+            Th = back * Th
+            wparts = [back * v for v in wparts]
+            bparts = [back * v for v in bparts]
+        Th = Th + Q + tb
+        if parts:
+            wparts.append(Q)
+            bparts.append(np.ones_like(Q))
+        g1, g2 = T1["good"][rows], T2["good"][cols]
+        Q, dQ = np.zeros_like(Lam), np.zeros_like(Lam)
+        if g1.any() and g2.any():
+            Q = _mehler_pairs(rho, T1["Cf"][rows], T2["Cf"][cols], par_f, jstart)
+            dQ = _mehler_pairs(rho, T1["Cd"][rows], T2["Cd"][cols], par_d, jstart)
+        if not (g1.all() and g2.all()):
+            _k.mixture_pairs(kind, np.ascontiguousarray(a), np.ascontiguousarray(c), np.ascontiguousarray(rho),
+                             np.ascontiguousarray(sin2), ~g1, ~g2, jstart, t, w, Q, dQ)
+        if sym:
+            Q[diag] = T1["tf"][rows]
+            dQ[diag] = T1["td"][rows]
+    sL = sig[L - 1]
+    if parts:
+        if dQ is not None:
+            wparts = [sL * (sL * dQ) * v for v in wparts]
+            bparts = [sL * (sL * dQ) * v for v in bparts]
+        out = [sL * (sL * Q)], wparts + [Q], bparts
+        flat = [out[0][0]] + out[1] + out[2]
+    else:
+        out = (sL * (sL * Q), (sL * (sL * (dQ * Th)) if dQ is not None else 0.0) + Q)
+        flat = list(out)
+    if not all(np.all(np.isfinite(v)) for v in flat):
+        raise _overflow("the kernel before the output scale", names)
+    if parts:
+        return out[0][0], out[1], out[2]
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the public functions
 # ---------------------------------------------------------------------------------------
 def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biases=False,
                            bias_std=0.0, alpha=1.0):
@@ -267,10 +635,12 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
     the same keywords, per output (C outputs: K ⊗ I_C).  Depth 1: α²σ² x·x′/D and α² x·x′/D.
 
     ReLU, leaky ReLU and linear: closed arc-cosine forms, exact to rounding (identical
-    inputs included).  tanh and softplus: Mehler's expansion of the 2-D Gaussian integral,
-    error ≤ ``TAIL_RTOL`` · √(E[φ(u)²] E[φ(v)²]) per layer (a computed bound; a
-    ``RuntimeWarning`` gives the bound reached if order ``N_MAX`` does not attain it, at
-    pre-activation variances far above 1).
+    inputs included) at every scale: the per-sample scales are carried as powers of two, so
+    a kernel beyond the float range is ±inf (no warning) and any other is computed.  tanh
+    and softplus: Mehler's expansion (error ≤ ``TAIL_RTOL`` · √(E[φ(u)²] E[φ(v)²]) per layer,
+    a computed bound) at O(1) pre-activation scales, and the Gaussian scale-mixture rule
+    (rounding, ≤ 1e-14) for the samples beyond them; a pre-activation variance beyond the
+    float range is a ``ValueError``.
 
     Parameters
     ----------
@@ -302,7 +672,8 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
     ValueError
         Naming the argument: depth not an integer ≥ 1, σ ≤ 0 or not finite, bias_std < 0,
         α ≤ 0, an unknown activation or bad parameter, X1 and X2 not 2-D, not finite, with
-        different D, or D = 0.
+        different D, or D = 0; for tanh and softplus, a pre-activation variance (or the
+        kernel before α) beyond the float range.
 
     Examples
     --------
@@ -320,10 +691,10 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
         raise ValueError(f"biases must be True or False, got {biases!r}")
     bias_std = float(check_nonnegative(bias_std, "bias_std", ndim=0))
     alpha = float(check_positive(alpha, "alpha", ndim=0))
-    b2 = bias_std ** 2 if biases else 0.0
-    nngp, ntk = _compute(X1, X2, L, name, par, np.full(L, sigma * sigma), np.full(L - 1, b2),
-                         1.0 if biases else 0.0, parts=False)
-    return alpha ** 2 * nngp, alpha ** 2 * ntk
+    b = bias_std if biases else 0.0
+    names = "X1, X2, sigma" + (" or bias_std" if biases else "")
+    return _compute(X1, X2, L, name, par, np.full(L, sigma), np.full(L - 1, b),
+                    1.0 if biases else 0.0, alpha, parts=False, names=names)
 
 
 def infinite_width_layer_kernels(X1, X2, depth, activation="relu", *, sigmas, bias_stds=None):
@@ -369,11 +740,11 @@ def infinite_width_layer_kernels(X1, X2, depth, activation="relu", *, sigmas, bi
     b = np.zeros(L - 1) if bias_stds is None else check_nonnegative(bias_stds, "bias_stds", ndim=1)
     if b.size != L - 1:
         raise ValueError(f"bias_stds must have depth - 1 = {L - 1} entries, got {b.size}")
-    return _compute(X1, X2, L, name, par, s * s, b * b, 0.0, parts=True)
+    return _compute(X1, X2, L, name, par, s, b, 0.0, 1.0, parts=True, names="X1, X2, sigmas or bias_stds")
 
 
-def _compute(X1, X2, L, name, par, s2, b2, tb, parts):
-    """The recursion on validated inputs: σ_l² = ``s2[l-1]``, b_l² = ``b2[l-1]``; returns
+def _compute(X1, X2, L, name, par, sig, bst, tb, alpha, parts, names):
+    """The recursion on validated inputs: σ_l = ``sig[l-1]``, b_l = ``bst[l-1]``; returns
     (NNGP, NTK with the biases counted ``tb`` times) or, with ``parts``, (NNGP, weight parts,
     bias parts)."""
     D = X1.shape[1]
@@ -383,26 +754,16 @@ def _compute(X1, X2, L, name, par, s2, b2, tb, parts):
     if sym:
         X2 = X1
     P1, P2 = X1.shape[0], X2.shape[0]
-
-    # --- the per-sample chain: variances a_l (l = 1..L-1), E[phi^2], E[phi'^2] -----------
-    q1 = np.einsum("pd,pd->p", X1, X1) / D
-    q2 = q1 if sym else np.einsum("pd,pd->p", X2, X2) / D
-    sets = [q1] if sym else [q1, q2]
-    var, tabs = [], []          # var[l][k]: variances of set k at layer l+1
     smooth = name in ("tanh", "softplus")
+    sets = [X1] if sym else [X1, X2]
     if smooth:
-        fn, dfn, par_f, par_d = _smooth(name, par)
-    slope = {"linear": 1.0, "relu": 0.0}.get(name, par)
-    for l in range(L - 1):
-        a = [s2[l] * q + b2[l] for q in sets]
-        var.append(a)
-        if smooth:
-            Cf, tf, _ = _mehler_tables(a, fn)
-            Cd, td, _ = _mehler_tables(a, dfn)
-            tabs.append((Cf, tf, Cd, td))
-            sets = tf
-        else:
-            sets = [0.5 * (1 + slope * slope) * v for v in a]
+        with np.errstate(over="ignore"):
+            chains = _smooth_chains(sets, L, name, par, sig, bst, names)
+    else:
+        slope = {"linear": 1.0, "relu": 0.0}.get(name, par)
+        chains = [_arccos_chain(X, sig, bst, tb, slope) for X in sets]
+    c1, c2 = chains[0], chains[-1]
+    c1, c2 = chains[0], chains[-1]
 
     nngp = np.empty((P1, P2))
     outs = [nngp]
@@ -413,67 +774,28 @@ def _compute(X1, X2, L, name, par, s2, b2, tb, parts):
         ntk = np.empty((P1, P2))
         outs.append(ntk)
     B = max(1, BLOCK_PAIRS // max(1, P2))
-    for r0 in range(0, P1, B):
-        r1 = min(P1, r0 + B)
-        c0 = r0 if sym else 0
-        rows, cols = slice(r0, r1), slice(c0, P2)
-        nb = r1 - r0
-        diag = (np.arange(nb), np.arange(nb)) if sym else None
-        jstart = np.arange(nb, dtype=np.int64) if sym else np.zeros(nb, dtype=np.int64)
-        Q = X1[rows] @ X2[cols].T / D
-        if sym:
-            Q[diag] = q1[rows]
-        Th = np.zeros_like(Q)
-        wparts, bparts = [], []
-        dQ = None
-        theta = None
-        for l in range(L - 1):
-            Lam = s2[l] * Q + b2[l]
-            if dQ is not None:
-                back = s2[l] * dQ
-                Th = back * Th
-                wparts = [back * w for w in wparts]
-                bparts = [back * v for v in bparts]
-            Th = Th + Q + tb
-            if parts:
-                wparts.append(Q)
-                bparts.append(np.ones_like(Q))
-            k2 = 0 if sym else 1
-            a, c = var[l][0][rows], var[l][k2][cols]
-            if name == "linear":
-                Q, dQ = Lam, np.ones_like(Lam)
-            elif not smooth:
-                if theta is None:
-                    theta = _first_angle(X1[rows], X2[cols], Lam, a, c, s2[0], b2[0], D)
-                kappa, dQ, g = _arccos_layer(theta, a, c, slope)
-                Q = np.sqrt(a[:, None] * c[None, :]) * kappa
-                if l < L - 2:
-                    theta = _next_angle(theta, g, a, c, slope, s2[l + 1], b2[l + 1], s2[l + 1] * Q + b2[l + 1])
+    with np.errstate(over="ignore", under="ignore"):
+        for r0 in range(0, P1, B):
+            r1 = min(P1, r0 + B)
+            c0 = r0 if sym else 0
+            rows, cols = np.arange(r0, r1), np.arange(c0, P2)
+            nb = r1 - r0
+            jstart = np.arange(nb, dtype=np.int64) if sym else np.zeros(nb, dtype=np.int64)
+            if smooth:
+                res = _smooth_block(c1, c2, rows, cols, jstart, sym, L, name, par, sig, bst, tb, parts, names)
+                if not parts:
+                    res = tuple(alpha * (alpha * v) for v in res)
             else:
-                Cf, tf, Cd, td = tabs[l]
-                den = np.sqrt(a[:, None] * c[None, :])
-                rho = np.clip(np.divide(Lam, den, out=np.zeros_like(Lam), where=den > 0), -1.0, 1.0)
-                Q = _mehler_pairs(rho, Cf[0][rows], Cf[k2][cols], par_f, jstart)
-                dQ = _mehler_pairs(rho, Cd[0][rows], Cd[k2][cols], par_d, jstart)
+                res = _arccos_block(c1, c2, rows, cols, L, slope, sig, alpha, tb, parts)
+            blocks = [res[0]] + list(res[1]) + list(res[2]) if parts else list(res)
+            for out, blk in zip(outs, blocks):
                 if sym:
-                    Q[diag] = tf[0][rows]
-                    dQ[diag] = td[0][rows]
-        sL = s2[L - 1]
-        if parts:
-            if dQ is not None:
-                wparts = [sL * dQ * w for w in wparts]
-                bparts = [sL * dQ * v for v in bparts]
-            blocks = [sL * Q] + wparts + [Q] + bparts
-        else:
-            blocks = [sL * Q, (sL * dQ * Th if dQ is not None else 0.0) + Q]
-        for out, blk in zip(outs, blocks):
-            if sym:
-                sq = blk[:, :nb]
-                out[rows, rows] = np.triu(sq) + np.triu(sq, 1).T
-                out[rows, r1:] = blk[:, nb:]
-                out[r1:, rows] = blk[:, nb:].T
-            else:
-                out[rows] = blk
+                    sq = blk[:, :nb]
+                    out[r0:r1, r0:r1] = np.triu(sq) + np.triu(sq, 1).T
+                    out[r0:r1, r1:] = blk[:, nb:]
+                    out[r1:, r0:r1] = blk[:, nb:].T
+                else:
+                    out[r0:r1] = blk
     if parts:
         return nngp, Wp, Bp
     return nngp, ntk
