@@ -5,7 +5,12 @@
    g(theta) and the series of sin - theta cos.
 2. sympy: Mehler's formula on a polynomial (E[u^3 v^3] by Isserlis) and the Hermite
    coefficients' Stein relation.
-3. numbers: linearnets.infinite_width_kernels against the sources' own recursions written
+3. the Gaussian scale mixture of the tanh/softplus rule: sympy for the closed forms it sums
+   (the arc-cosine identity sqrt(a'c') J = sqrt(det') + (pi - theta') lam, the series of
+   sin - psi cos to psi^15), scipy quadrature with scipy's own Kolmogorov density for the
+   mixture identities (tanh, tanh', the logistic sigma(beta u), softplus) and for Williams'
+   arcsine form of E[erf erf];
+4. numbers: linearnets.infinite_width_kernels against the sources' own recursions written
    out here (Jacot et al. 2018 at sigma = 1, beta = 1; Lee et al. 2018's NNGP; Arora et al.
    2019's NTK = sigma^2 x ours with inputs sigma x / sqrt(D)), and the two-layer NTK of a
    finite network summed over its parameters by sympy against the unit average.
@@ -86,8 +91,62 @@ stein_l = sp.integrate(sp.expand((z ** 4 - 6 * z ** 2 + 3) * z ** 3) * gauss, (z
 stein_r = sp.integrate(sp.diff(z ** 3, z) * He[3] * gauss, (z, -sp.oo, sp.oo))
 check("Stein: E[g He_{n+1}] = E[g' He_n] (g = z^3, n = 3)", sp.simplify(stein_l - stein_r) == 0)
 
-# 3. numbers against the sources' recursions
+# 3. the scale mixture: closed forms (sympy) and mixture identities (quadrature)
+ap, cp, lp, dp = sp.symbols("a' c' lambda det'", positive=True)
+thp = sp.atan2(sp.sqrt(dp), lp)
+lhs = sp.sqrt(dp + lp ** 2) * (sp.sin(thp) + (sp.pi - thp) * sp.cos(thp))
+check_zero("sqrt(a'c') J(theta') = sqrt(det') + (pi - theta') lambda, a'c' = det' + lambda^2",
+           sp.simplify(lhs - (sp.sqrt(dp) + (sp.pi - thp) * lp)))
+psi = sp.symbols("psi", positive=True)
+ser15 = sp.series(sp.sin(psi) - psi * sp.cos(psi), psi, 0, 17).removeO()
+check_zero("sin psi - psi cos psi = sum_k (-1)^(k+1) 2k psi^(2k+1)/(2k+1)!, k = 1..7",
+           ser15 - sum((-1) ** (k + 1) * 2 * k * psi ** (2 * k + 1) / sp.factorial(2 * k + 1) for k in range(1, 8)))
+
+import mpmath as mpm  # noqa: E402
 import numpy as np  # noqa: E402
+from scipy import special  # noqa: E402
+
+# the Kolmogorov density from the alternating series 8k sum_j (-1)^(j-1) j^2 e^(-2 j^2 k^2) in
+# 60-digit arithmetic (it cancels to ~1e-22 at k = 0.15; the package uses the theta-transformed
+# series below k = 1), on composite Gauss-Legendre nodes over [0.15, 8] (the mass outside is
+# below 1e-20); the mixture integrals are then sums over those nodes
+with mpm.workdps(60):
+    xg, wgl = np.polynomial.legendre.leggauss(12)
+    edges = np.linspace(0.15, 8.0, 161)
+    kk = ((edges[1:] + edges[:-1])[:, None] / 2 + np.diff(edges)[:, None] / 2 * xg).ravel()
+    wk = (np.diff(edges)[:, None] / 2 * wgl).ravel()
+    dens = np.array([float(8 * mpm.mpf(k) * mpm.fsum((-1) ** (j - 1) * j * j * mpm.exp(-2 * j * j * mpm.mpf(k) ** 2)
+                                                       for j in range(1, 80))) for k in kk])
+wk = wk * dens
+
+
+def mix(h):
+    return float(wk @ h(kk))
+
+
+ok = abs(mix(lambda k: 1.0 + 0 * k) - 1) < 1e-14
+for u in (0.05, 0.7, 2.5):
+    ok &= abs(mix(lambda k: special.erf(u / (math.sqrt(2) * k))) - math.tanh(u)) < 1e-14
+    ok &= abs(mix(lambda k: 2 * np.exp(-u * u / (2 * k * k)) / (math.sqrt(2 * math.pi) * k)) - 1 / math.cosh(u) ** 2) < 1e-14
+    for beta in (1.0, 5.0):
+        tau = 2 * kk / beta
+        ok &= abs(mix(lambda k: special.ndtr(u / tau)) - special.expit(beta * u)) < 1e-14
+        # E[(u - tau z)_+] = u Phi(u/tau) + tau phi(u/tau)
+        ok &= abs(mix(lambda k: u * special.ndtr(u / tau) + tau * np.exp(-u * u / (2 * tau ** 2)) / math.sqrt(2 * math.pi))
+                  - np.logaddexp(0, beta * u) / beta) < 1e-14
+check("tanh = E_K[erf(u/(sqrt2 K))], tanh' = 2 E_K[N(u; 0, K^2)], sigmoid(beta u) = E_K[Phi(beta u/(2K))], "
+      "softplus_beta(u) = E_K[E_z(u - 2Kz/beta)_+] (K Kolmogorov)", ok)
+# Williams: E[erf(u/sqrt(2 t1)) erf(v/sqrt(2 t2))] = (2/pi) arcsin(lam / sqrt((a + t1)(c + t2)))
+zg, wg = np.polynomial.hermite_e.hermegauss(120)
+wg = wg / math.sqrt(2 * math.pi)
+a_, c_, l_, t1, t2 = 1.3, 0.7, 0.6, 0.4, 0.9
+u = math.sqrt(a_) * zg[:, None] + 0 * zg[None, :]
+v = (l_ / math.sqrt(a_)) * zg[:, None] + math.sqrt(c_ - l_ * l_ / a_) * zg[None, :]
+lhs = float(wg @ (special.erf(u / math.sqrt(2 * t1)) * special.erf(v / math.sqrt(2 * t2))) @ wg)
+check("Williams: E[erf erf] = (2/pi) arcsin(lam / sqrt((a + t1)(c + t2)))",
+      abs(lhs - 2 / math.pi * math.asin(l_ / math.sqrt((a_ + t1) * (c_ + t2)))) < 1e-13)
+
+# 4. numbers against the sources' recursions
 
 import linearnets as ln  # noqa: E402
 

@@ -235,7 +235,8 @@ def _kolmogorov_rule(inverse):
     e = np.linspace(0.0, 8.0, 401)
     half, mid = 0.5 * np.diff(e), 0.5 * (e[1:] + e[:-1])
     k = (mid[:, None] + half[:, None] * x).ravel()
-    wk = (half[:, None] * w).ravel() * _kolmogorov_pdf(k)
+    with np.errstate(under="ignore"):
+        wk = (half[:, None] * w).ravel() * _kolmogorov_pdf(k)
     keep = wk > 0
     y, wk = (1.0 / k[keep] if inverse else k[keep]), wk[keep]
     n = MIX_NODES

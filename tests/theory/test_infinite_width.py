@@ -12,6 +12,7 @@
 - neural-tangents' kernels where the parameterisations coincide (skipped without it).
 """
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -19,6 +20,8 @@ from numpy.polynomial.legendre import leggauss
 
 import linearnets as ln
 from linearnets.theory import infinite_width as iw
+from linearnets._validation import ldexp_safe
+from reference_gaussian import expect_graded as _expect_graded
 from linearnets.theory.infinite_width import infinite_width_kernels
 
 ACTS = ["linear", "relu", ("leaky_relu", 0.2), "tanh", ("softplus", 2.0)]
@@ -148,6 +151,14 @@ def test_reference_quadrature_is_converged():
         r1 = _expect_2d(g, a, c, lam)
         r2 = _expect_2d(g, a, c, lam, panels=72, nodes=20, zmax=10.0)
         assert abs(r1 - r2) <= 1e-14
+    # the graded rule (tests/theory/reference_gaussian.py) at large and small scales: 16 against 24
+    # nodes a panel and a wider range change nothing beyond rounding
+    for f in (np.tanh, lambda u: 1 - np.tanh(u) ** 2, lambda u: np.logaddexp(0, 5 * u) / 5):
+        for a, c, rho in [(1e4, 1e4, 1 - 1e-9), (1e4, 0.25, 0.7), (1e-6, 1e-6, -0.5), (16.0, 9.0, 0.999)]:
+            r1 = _expect_graded(f, a, c, rho)
+            r2 = _expect_graded(f, a, c, rho, nodes=24, zmax=10.0)
+            scale = math.sqrt(_expect_graded(f, a, a, 1.0) * _expect_graded(f, c, c, 1.0))
+            assert abs(r1 - r2) <= 1e-15 * scale, (a, c, rho, abs(r1 - r2) / scale)
 
 
 def test_mehler_truncation_meets_its_bound():
@@ -163,39 +174,6 @@ def test_mehler_truncation_meets_its_bound():
 # ---------------------------------------------------------------------------------------
 # every pre-activation scale: against a 2-D rule graded towards the kinks
 # ---------------------------------------------------------------------------------------
-def _graded_nodes(centre, width, zmax, x, w):
-    """Composite GL nodes and weights (R, n) on [-zmax, zmax] per row: unit panels plus panels
-    graded geometrically (width 2^k) towards each row's ``centre`` (R,)."""
-    centre = np.atleast_1d(np.asarray(centre, dtype=float))
-    levels = int(math.ceil(math.log2(2 * zmax / width))) + 1
-    g = width * 2.0 ** np.arange(levels)
-    base = np.linspace(-zmax, zmax, int(round(2 * zmax)) + 1)
-    e = np.concatenate([np.broadcast_to(base, (centre.size, base.size)),
-                        centre[:, None] + np.concatenate([-g[::-1], [0.0], g])[None, :]], axis=1)
-    e = np.sort(np.clip(e, -zmax, zmax), axis=1)
-    h, m = np.diff(e, axis=1) / 2, (e[:, 1:] + e[:, :-1]) / 2
-    z = (m[..., None] + h[..., None] * x).reshape(len(e), -1)
-    return z, (h[..., None] * w).reshape(len(e), -1) * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
-
-
-def _expect_graded(g, a, c, rho, nodes=16, zmax=9.0):
-    """E[g(u) g(v)], (u, v) ~ N(0, [[a, rho sqrt(ac)], [., c]]), in normal coordinates
-    u = sqrt(a) z1, v = sqrt(c)(rho z1 + s z2), s = sqrt(1 - rho^2): composite Gauss-Legendre
-    graded towards the kinks of g at z1 = 0 (width 1/sqrt(a)) and, for each z1, at
-    z2 = -rho z1/s (width 1/(sqrt(c) s)), to 1e-3 of the narrower feature. No series, no mixture."""
-    x, w = leggauss(nodes)
-    s = math.sqrt(max(0.0, (1.0 - rho) * (1.0 + rho)))
-    ra, rc = math.sqrt(a), math.sqrt(c)
-    w1 = 1e-3 * min(1.0, 1.0 / max(ra, 1e-300), (s + 1.0 / max(rc, 1e-300)) / max(abs(rho), 1e-300))
-    z1, v1 = _graded_nodes(0.0, w1, zmax, x, w)
-    z1, v1 = z1[0], v1[0]
-    if s == 0.0:
-        return float(v1 @ (g(ra * z1) * g(rc * rho * z1)))
-    z2, v2 = _graded_nodes(-rho * z1 / s, 1e-3 * min(1.0, 1.0 / max(rc * s, 1e-300)), zmax, x, w)
-    inner = np.sum(v2 * g(rc * (rho * z1[:, None] + s * z2)), axis=1)
-    return float(v1 @ (g(ra * z1) * inner))
-
-
 SMOOTH = {"tanh": ("tanh", 1.0), "sp1": (("softplus", 1.0), 1.0), "sp5": (("softplus", 5.0), 5.0)}
 SCALES = [(1e-3, 1e-3), (0.1, 0.3), (1.0, 1.0), (2.0, 1.0), (4.0, 4.0), (10.0, 3.0), (100.0, 100.0),
           (100.0, 0.5)]
@@ -452,6 +430,113 @@ def test_bad_input_names_the_argument(kwargs, name):
     X1, X2, depth = args.pop("X1"), args.pop("X2"), args.pop("depth")
     with pytest.raises(ValueError, match=name):
         infinite_width_kernels(X1, X2, depth, **args)
+
+
+# ---------------------------------------------------------------------------------------
+# extreme scales: exact for the arc-cosine family, a clear error or +-inf otherwise
+# ---------------------------------------------------------------------------------------
+ARCCOS = ["relu", ("leaky_relu", 0.2), "linear"]
+
+
+def _no_warnings(fn, *args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise", under="ignore"):
+            return fn(*args, **kw)
+
+
+@pytest.mark.parametrize("act", ARCCOS, ids=["relu", "leaky0.2", "linear"])
+def test_arccos_kernels_are_homogeneous_at_every_scale(act):
+    """Without biases K(2^k x, 2^j x') = 2^(k+j) K(x, x') (each argument is positively
+    homogeneous): the per-sample powers of two make that exact at every scale, rows of very
+    different sizes in one call included; entries beyond the float range are +-inf (or 0), no
+    NaN, no numpy warning."""
+    X = _inputs(6)
+    X2 = np.random.default_rng(11).standard_normal((3, 3))
+    base = infinite_width_kernels(X, X2, 4, act, sigma=1.3, alpha=0.7)
+    for k in (-1000, -700, -300, 300, 700, 1000):
+        k1 = np.array([k, 0, -k // 2, k, 3, -7])
+        k2 = np.array([0, k // 3, -k])
+        got = _no_warnings(infinite_width_kernels, np.ldexp(X, k1[:, None]), np.ldexp(X2, k2[:, None]), 4, act,
+                           sigma=1.3, alpha=0.7)
+        for G, B in zip(got, base):
+            want = ldexp_safe(B, k1[:, None] + k2[None, :])
+            assert not np.any(np.isnan(G))
+            normal = np.abs(want) >= np.finfo(float).tiny
+            np.testing.assert_array_equal(np.isinf(G), np.isinf(want))
+            np.testing.assert_allclose(G[normal], want[normal], rtol=4e-16, atol=0)
+            # subnormal and zero entries: within one subnormal ulp of the scaled value
+            assert np.all(np.abs(G[~normal] - want[~normal]) <= 2 * 2.0 ** -1074 + 4e-16 * np.abs(want[~normal]))
+
+
+@pytest.mark.parametrize("act", ARCCOS, ids=["relu", "leaky0.2", "linear"])
+def test_arccos_layer_kernels_scale_with_inputs_and_biases(act):
+    """With biases, scaling X and every b_l by 2^k scales the NNGP and the weight parts by 4^k
+    and leaves the bias parts as they are (Lambda_l scales by 4^k at every layer)."""
+    from linearnets.theory.infinite_width import infinite_width_layer_kernels
+
+    X = _inputs(5)
+    kw = dict(sigmas=[1.2, 0.9, 1.4], bias_stds=[0.5, 0.8])
+    n0, W0, B0 = infinite_width_layer_kernels(X, X, 3, act, **kw)
+    for k in (-500, 480):
+        kw2 = dict(sigmas=kw["sigmas"], bias_stds=np.ldexp(kw["bias_stds"], k))
+        n, W, B = _no_warnings(infinite_width_layer_kernels, np.ldexp(X, k), np.ldexp(X, k), 3, act, **kw2)
+        np.testing.assert_allclose(n, np.ldexp(n0, 2 * k), rtol=1e-15)
+        np.testing.assert_allclose(W, np.ldexp(W0, 2 * k), rtol=1e-15)
+        np.testing.assert_allclose(B, B0, rtol=1e-15)
+
+
+@pytest.mark.parametrize("act", ARCCOS, ids=["relu", "leaky0.2", "linear"])
+def test_arccos_extreme_sigma_alpha_bias(act):
+    """sigma, alpha and bias_std near the float limits: the kernels scale exactly
+    (NNGP ~ alpha^2 sigma^(2L) without biases), +-inf where that overflows, never NaN or a warning."""
+    X = _inputs(5)
+    base = infinite_width_kernels(X, X, 3, act)
+    nngp, ntk = _no_warnings(infinite_width_kernels, X, X, 3, act, sigma=2.0 ** 100, alpha=2.0 ** -200)
+    np.testing.assert_allclose(nngp, np.ldexp(base[0], 600 - 400), rtol=1e-15)
+    np.testing.assert_allclose(ntk, np.ldexp(base[1], 400 - 400), rtol=1e-15)
+    for kw in (dict(sigma=1e300), dict(alpha=1e300), dict(sigma=1e-300), dict(biases=True, bias_std=1e300),
+               dict(biases=True, bias_std=1e-300, sigma=1e200)):
+        for K in _no_warnings(infinite_width_kernels, X, X, 3, act, **kw):
+            assert not np.any(np.isnan(K))
+            assert np.all((K == 0) | np.isinf(K) | (np.abs(K) >= np.finfo(float).tiny) | (np.abs(K) > 0)), kw
+    # alpha = 1e300: the kernel times 1e600 is beyond the range wherever it is not 0
+    nngp, _ = _no_warnings(infinite_width_kernels, X, X, 3, act, alpha=1e300)
+    np.testing.assert_array_equal(np.isinf(nngp), base[0] != 0)
+    # huge bias_std: b^2 dominates every variance; the NNGP is about b^2 sigma^2 (ReLU: /2 per layer
+    # then + b^2), finite at b = 1e150 and checked against the scaled recursion
+    n150, _ = _no_warnings(infinite_width_kernels, X, X, 3, act, biases=True, bias_std=2.0 ** 500)
+    n1, _ = infinite_width_kernels(np.ldexp(X, -500), np.ldexp(X, -500), 3, act, biases=True, bias_std=1.0)
+    np.testing.assert_allclose(n150, np.ldexp(n1, 1000), rtol=1e-15)
+
+
+@pytest.mark.parametrize("act", ["tanh", ("softplus", 5.0)], ids=["tanh", "sp5"])
+def test_smooth_extreme_scales(act):
+    """tanh/softplus: tiny inputs are fine (tanh: the linear kernel to rounding); a variance
+    beyond the float range is a ValueError naming the arguments; alpha = 1e300 gives +-inf
+    (no warning) where the kernel is not 0; huge but finite variances are computed
+    (tanh at std 1e100: NNGP = (2/pi) arcsin rho to rounding)."""
+    X = _inputs(4)
+    nngp, ntk = _no_warnings(infinite_width_kernels, X * 1e-150, X * 1e-150, 3, act)
+    assert np.all(np.isfinite(nngp)) and np.all(np.isfinite(ntk))
+    if act == "tanh":
+        lin = infinite_width_kernels(X, X, 3, "linear")
+        np.testing.assert_allclose(nngp * 1e300, lin[0], rtol=1e-14)
+        np.testing.assert_allclose(ntk * 1e300, lin[1], rtol=1e-14)
+    with pytest.raises(ValueError, match="X1.*overflows"):
+        infinite_width_kernels(X * 1e300, X, 3, act)
+    with pytest.raises(ValueError, match="sigma.*overflows"):
+        infinite_width_kernels(X, X, 3, act, sigma=1e300)
+    with pytest.raises(ValueError, match="bias_std.*overflows"):
+        infinite_width_kernels(X, X, 3, act, biases=True, bias_std=1e300)
+    nngp, ntk = _no_warnings(infinite_width_kernels, X, X, 3, act, alpha=1e300)
+    assert np.all(np.isinf(nngp) | (nngp == 0)) and np.all(np.isinf(ntk))
+    if act == "tanh":
+        Z = X / np.linalg.norm(X, axis=1, keepdims=True)
+        nngp, ntk = _no_warnings(infinite_width_kernels, Z * 1e100, Z * 1e100, 2, act)
+        d, m = Z[:, None] - Z[None, :], Z[:, None] + Z[None, :]
+        theta = 2 * np.arctan2(np.linalg.norm(d, axis=2), np.linalg.norm(m, axis=2))
+        np.testing.assert_allclose(nngp, 1 - 2 * theta / np.pi, rtol=0, atol=1e-14)
 
 
 # ---------------------------------------------------------------------------------------
