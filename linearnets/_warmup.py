@@ -55,11 +55,13 @@ def _theory():
 
 
 def _infinite_width():
-    """The Mehler sums of the tanh / softplus infinite-width kernels (theory/_infinite_width_kernels.py)."""
+    """The Mehler sums and the scale-mixture rule of the tanh / softplus infinite-width kernels
+    (theory/_infinite_width_kernels.py): an O(1) scale takes the first, sigma = 8 the second."""
     from .theory.infinite_width import infinite_width_kernels
 
     X = np.random.default_rng(0).standard_normal((3, 2))
     infinite_width_kernels(X, X, 2, activation="tanh")
+    infinite_width_kernels(X, X, 2, activation="tanh", sigma=8.0)
 
 
 def _ensemble():
