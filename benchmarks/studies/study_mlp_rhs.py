@@ -12,7 +12,7 @@ its FLOPs (forward, weight gradients, back-propagation) at that rate, as
 to win on the products; what is left is the elementwise and Python overhead, which the
 ratio measures.
 
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/study_mlp_rhs.py [--quick]
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/studies/study_mlp_rhs.py [--quick]
 
 With ``--lambda`` it estimates instead the largest eigenvalue of the flow's Jacobian at
 t = 0 on bench_mlp's large problem (power iteration on finite differences of the compiled

@@ -13,7 +13,7 @@ The same operations in the same order as the numpy reference: products through
 ``np.dot`` (BLAS) on contiguous views of flat buffers, elementwise sums written
 as loops.  (A whole gradient in hand-written loops was measured 1.35-1.8x faster
 than these BLAS calls with one output and 1.3-3.6x slower with 4 to 10, besides
-rounding apart from the reference: ``benchmarks/study_narrow_kernel.py``.)
+rounding apart from the reference: ``benchmarks/studies/study_narrow_kernel.py``.)
 Arguments are grouped in tuples of flat arrays so every kernel has one signature (``cache=True``):
 
 * ``ints = (rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff)`` (int64);

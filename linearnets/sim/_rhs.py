@@ -97,7 +97,7 @@ WHITE_TOL = 16 * np.finfo(np.float64).eps
 #: rows in G, OpenBLAS runs ``W G^T`` 1.7x faster than ``G W^T`` while W sits in a
 #: core's L2 cache (256 x 256: 26.7 vs 46.5 us), 1.06-1.3x up to 2 MiB, and 1-4 %
 #: slower beyond (1024 x 1024: 651 vs 628 us); 2 MiB is the L2 size of the machines
-#: measured.  ``benchmarks/bench_products.py`` prints both for every benchmark layer.
+#: measured.  ``benchmarks/studies/study_products.py`` prints both for every benchmark layer.
 TRANSPOSED_PRODUCT_MAX_BYTES = 1 << 21
 
 

@@ -1,7 +1,7 @@
 """Golden trajectories of the linear network's compiled and numpy paths.
 
 The files in ``tests/golden/`` hold trajectories recorded by this module
-(``python tests/test_golden.py`` rewrites them): depth 2, 3 and 4 networks,
+(``python tests/sim/test_golden.py`` rewrites them): depth 2, 3 and 4 networks,
 narrow ones (every stage a dense vector: the generic compiled loops) and a wide one
 (stages in factored form), each run by RK45, DOP853, ``auto`` and ROS34PW2 on the
 numpy and the numba backends.  A change to the stepping loops that keeps the

@@ -1,6 +1,6 @@
 """Golden trajectories of the simulator's other paths: networks, options, front ends.
 
-``tests/test_golden.py`` holds the plain linear network's trajectories (RK45, DOP853,
+``tests/sim/test_golden.py`` holds the plain linear network's trajectories (RK45, DOP853,
 ``auto``, ROS34PW2).  This module records the rest of what the simulator does, so that
 a rewrite of the loops, the front end or the models keeps it: the MLP on every
 activation with biases, ``alpha``, centring, multipliers, per-layer rates, the soft
@@ -14,7 +14,7 @@ case's tolerance (``rtol``, or ``kink_rtol`` where the flow crosses kinks, whose
 accuracy is ``O(kink_rtol)``), relative to the largest recorded entry: not bit for bit
 and not step for step, since another CPU, BLAS kernel or rounding of the same algorithm
 may flip one accept/reject decision, which moves the solution by the order of the
-local error the controller allows.  ``python tests/test_golden_paths.py --record``
+local error the controller allows.  ``python tests/sim/test_golden_paths.py --record``
 rewrites the files (from a checkout whose trajectories are the reference);
 without arguments it prints each case's difference in units of its tolerance.
 """

@@ -1,4 +1,4 @@
-"""The MLP model of DESIGN.md against an independent witness (tests/reference_mlp.py).
+"""The MLP model of DESIGN.md against an independent witness (tests/sim/reference_mlp.py).
 
 1. The reference itself: its loop gradient equals central finite differences of
    its loss, its vectorised gradient equals the loop one, its Jacobian equals

@@ -1,6 +1,6 @@
 """Named parameterisations: the statistics of the drawn weights, and that the model
 with the returned keywords computes each paper's formula (checked with the
-independent reference forward pass of tests/reference_mlp.py)."""
+independent reference forward pass of tests/sim/reference_mlp.py)."""
 import math
 
 import numpy as np

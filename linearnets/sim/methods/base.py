@@ -118,7 +118,7 @@ STABILITY_SAFETY = 0.9
 #: Decay per accepted step of the remembered stiffness estimate (the estimate is a
 #: lower bound that varies with the direction of the last step; remembering the
 #: recent maximum stops the step from probing past the boundary every few steps).
-#: ``benchmarks/study_stability_cap.py`` varies this and STABILITY_SAFETY on the medium
+#: ``benchmarks/studies/study_stability_cap.py`` varies this and STABILITY_SAFETY on the medium
 #: benchmark problem: no pair saves more than 4 % of SSPRK104's evaluations there, and
 #: never forgetting (1.0) costs RK45 18-35 % more evaluations: the cap then keeps the
 #: largest estimate ever made.

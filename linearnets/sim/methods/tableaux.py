@@ -342,12 +342,12 @@ _DOP853_E3 = np.array([
 # scipy.integrate's RK45.P, whose digits these are): order 4, free (it uses the stages and
 # f(y_new) only), and bounded by 1 in modulus on the test equation wherever the stability
 # cap lets a step go (h lam up to 0.9 of the stability interval; 1.08 at its end), so
-# converged modes stay damped between steps (tests/test_dense.py).
+# converged modes stay damped between steps (tests/sim/test_dense.py).
 # DOP853's order-7 extension (dop853.f, three extra stages) is not used: on the escape of a
 # saddle, where a step spans the escape's own time scale, scipy's dense output of DOP853 (the
 # same coefficients) misses the flow by 160x rtol at rtol 1e-5 and by 2600x at 1e-8 inside
 # steps whose end points meet the tolerance, where RK45's stays within 1.2 rtol
-# (benchmarks/study_dense_output.py).
+# (benchmarks/studies/study_dense_output.py).
 _RK45_P = np.array([
     [1.0, -2.8535800653862835, 3.0717434641059005, -1.1270175653862835],
     [0.0, 0.0, 0.0, 0.0],
