@@ -3,7 +3,8 @@
 1. E[tanh(u) tanh(v)] and E[tanh'(u) tanh'(v)] at O(1) scales by 2-D Gauss-Hermite (n nodes a
    side), by 2-D composite Gauss-Legendre on [-9, 9] (panels x 16 nodes a side), by the
    package's Mehler series (its order and computed bound) and by its Gaussian scale-mixture
-   rule, against a composite GL reference with twice the panels.
+   rule, against a composite GL reference with twice the panels; 1b. the scale-mixture rule's
+   convergence in its node count against the graded 2-D rule over scales 1e-3..1e2.
 2. Accuracy over pre-activation scales: ``infinite_width_kernels`` at depth 2 (NNGP =
    E[phi phi], NTK = E[phi' phi'] x.x'/D + E[phi phi]) for standard deviations 1e-3..1e2 and
    correlations -1..1 against the kink-graded 2-D rule of ``tests/theory/reference_gaussian.py``:
@@ -76,6 +77,39 @@ def convergence():
             print(f"{name:6s} {a:4.1f} {c:4.1f} {rho:6.3f} | " + " ".join(f"{e:6.0e}" for e in gh) + " | "
                   + " ".join(f"{e:8.0e}" for e in gl) + f" | {n:4d} {bound:6.0e} {abs(mehler - ref) / scale:6.0e}"
                   + f"   | {abs(mix - ref) / scale:6.0e}")
+
+
+def mixture_nodes():
+    """The scale-mixture rule's convergence in its node count n (per side): the largest error
+    over pre-activation scales 1e-3..1e2 and rho in [-1, 1) against the graded 2-D rule."""
+    nodes = (8, 12, 16, 20, 24)
+    print("\n1b. scale-mixture rule against the graded 2-D rule: the largest error over std in "
+          "{1e-3, 0.1, 1, 4, 100} (c = a, a/4) and rho in {-0.9, 0, 0.7, 0.999}, relative to "
+          "sqrt(E[g(u)^2] E[g(v)^2]); " + f"n = {nodes} nodes a side (the package: {iw.MIX_NODES})")
+    print(f"{'g':20s} " + " ".join(f"{'n=' + str(n):>8s}" for n in nodes))
+    for act in ("tanh", ("softplus", 1.0), ("softplus", 5.0)):
+        g, dg, _ = _phi(act)
+        name, par = (act, None) if act == "tanh" else act
+        kind = 0 if name == "tanh" else 1
+        refs = []
+        for sd in (1e-3, 0.1, 1.0, 4.0, 100.0):
+            for a, c in ((sd * sd, sd * sd), (sd * sd, sd * sd / 4)):
+                sa = (expect_graded(g, a, a, 1.0) * expect_graded(g, c, c, 1.0)) ** 0.5
+                sd_ = (expect_graded(dg, a, a, 1.0) * expect_graded(dg, c, c, 1.0)) ** 0.5
+                for rho in (-0.9, 0.0, 0.7, 0.999):
+                    refs.append((a, c, rho, expect_graded(g, a, c, rho) / sa, expect_graded(dg, a, c, rho) / sd_,
+                                 sa, sd_))
+        for which, label in ((0, "g"), (1, "g'")):
+            errs = []
+            for n in nodes:
+                K, wK = iw._kolmogorov_rule(name == "tanh", n)
+                t = K * K if name == "tanh" else (2.0 * K / par) ** 2
+                worst = 0.0
+                for a, c, rho, rf, rd, sa, sd_ in refs:
+                    got = _k._mix_one(kind, a, c, rho, (1 - rho) * (1 + rho), t, wK)
+                    worst = max(worst, abs(got[which] / (sa, sd_)[which] - (rf, rd)[which]))
+                errs.append(worst)
+            print(f"{str(act) + ' ' + label:20s} " + " ".join(f"{e:8.0e}" for e in errs), flush=True)
 
 
 def _phi(act):
@@ -154,5 +188,6 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="P = 500 instead of 2000")
     args = ap.parse_args()
     convergence()
+    mixture_nodes()
     scales()
     timing(500 if args.quick else 2000)

@@ -222,9 +222,9 @@ def _kolmogorov_pdf(k):
     return out
 
 
-@functools.lru_cache(maxsize=2)
-def _kolmogorov_rule(inverse):
-    """The ``MIX_NODES``-point Gauss rule of the Kolmogorov law in the variable y = 1/K
+@functools.lru_cache(maxsize=8)
+def _kolmogorov_rule(inverse, n=MIX_NODES):
+    """The ``n``-point (default ``MIX_NODES``) Gauss rule of the Kolmogorov law in the variable y = 1/K
     (``inverse``) or y = K: nodes K (n,) and weights (n,), E[h(K)] ≈ Σ w h(K).  By the
     Lanczos process (full reorthogonalisation) on a composite Gauss-Legendre discretisation
     of the density (400 panels × 20 nodes on (0, 8]; the mass outside is below 1e-50).
@@ -239,7 +239,6 @@ def _kolmogorov_rule(inverse):
         wk = (half[:, None] * w).ravel() * _kolmogorov_pdf(k)
     keep = wk > 0
     y, wk = (1.0 / k[keep] if inverse else k[keep]), wk[keep]
-    n = MIX_NODES
     Qv = np.zeros((n + 1, y.size))
     Qv[0] = np.sqrt(wk / wk.sum())
     al, be = np.zeros(n), np.zeros(n)

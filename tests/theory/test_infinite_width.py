@@ -531,6 +531,15 @@ def test_smooth_extreme_scales(act):
         infinite_width_kernels(X, X, 3, act, biases=True, bias_std=1e300)
     nngp, ntk = _no_warnings(infinite_width_kernels, X, X, 3, act, alpha=1e300)
     assert np.all(np.isinf(nngp) | (nngp == 0)) and np.all(np.isinf(ntk))
+    # sigma = 1e150: tanh saturates (the layer-2 variance is sigma^2 E[tanh^2] <= 1e300, finite);
+    # softplus grows with its input, so the variance of layer 2 (~ sigma^4) overflows: an error
+    if act == "tanh":
+        nngp, ntk = _no_warnings(infinite_width_kernels, X, X, 3, act, sigma=1e150)
+        assert np.all(np.isfinite(nngp)) and not np.any(np.isnan(ntk))
+        np.testing.assert_array_less(np.abs(nngp), 1e300 * (1 + 1e-15))
+    else:
+        with pytest.raises(ValueError, match="sigma.*overflows"):
+            infinite_width_kernels(X, X, 3, act, sigma=1e150)
     if act == "tanh":
         Z = X / np.linalg.norm(X, axis=1, keepdims=True)
         nngp, ntk = _no_warnings(infinite_width_kernels, Z * 1e100, Z * 1e100, 2, act)
