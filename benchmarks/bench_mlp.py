@@ -20,7 +20,8 @@ agreement with a run 10x looser in both is printed).  ``--ref-cache DIR`` keeps 
 reference in an .npz keyed on the problem and its settings, so that a rerun (or a
 reference computed apart) is not paid twice.  The package's scan sets ``kink_rtol =
 rtol`` and runs ``backend="auto"`` (the compiled MLP where numba is installed), once for
-each of ``--methods`` (default ``auto,ROS34PW2``: DOP853 and the Rosenbrock-W method; the
+each of ``--methods`` (default ``auto,SSPRK104,ROS34PW2``: "auto" is DOP853 that hands over
+to the Rosenbrock-W method where the stability cap holds its step, ``methods.driver.auto``; the
 reference, DOP853 at its tight rtol, is independent of ROS34PW2's row); the numpy
 reference of the model is timed at the rtol found, as a second row (not with
 ``--skip-numpy``).  Ratios are to the fastest package row that reached the target.  For the
@@ -522,7 +523,7 @@ def bench(name, quick, rate, args):
     rows = []
     for method in args.methods.split(","):
         method = method.strip()
-        label = "DOP853" if method == "auto" else method
+        label = method
         pkg, ok, scan = run_package(pb, Fref, args.pkg_steps or 10 ** 6, method)
         for r in scan:
             print(f"  package {label} rtol={r[0]:.0e} ({r[5]}): {r[1]:.3f} s, nfev {r[2]}, "
@@ -597,7 +598,7 @@ def main(argv=None):
     ap.add_argument("--pkg-steps", type=int, default=None, help="the package's max_steps")
     ap.add_argument("--t-end", action="append", default=[], metavar="NAME=T")
     ap.add_argument("--methods", default="auto,SSPRK104,ROS34PW2",
-                    help="the package's methods, each scanned over rtol (auto = DOP853 here)")
+                    help="the package's methods, each scanned over rtol")
     ap.add_argument("--no-diffrax", dest="diffrax", action="store_false",
                     help="skip the diffrax (JAX) rows")
     ap.add_argument("--skip-numpy", action="store_true",

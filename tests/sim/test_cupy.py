@@ -127,7 +127,25 @@ def test_mlp_agrees_with_numpy(method, activation):
     _mlp_agreement(method, activation)
 
 
-def _mlp_agreement(method, activation):
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["DOP853", "SSPRK104"])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_mlp_agrees_with_the_compiled_loop(method, activation):
+    """The device's loop against the MLP's compiled loop (``backend="numba"``: kinks and
+    step control inside ``_erk_kernels.make_erk_advance``), at the tolerance of
+    :func:`test_mlp_agrees_with_numpy`: two independent error-controlled runs."""
+    _gpu()
+    _mlp_agreement(method, activation, reference="numba")
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_mlp_compiled_with_numpy_standin(monkeypatch, activation):
+    """The path of :func:`test_mlp_agrees_with_the_compiled_loop`, numpy standing in."""
+    fake_cupy(monkeypatch)
+    _mlp_agreement("DOP853", activation, reference="numba")
+
+
+def _mlp_agreement(method, activation, reference="numpy"):
     rng = np.random.default_rng(0)
     ws = init_network((3, 6, 6, 1), 1.0, seed=1)
     X, Y = rng.standard_normal((15, 3)), rng.standard_normal((15, 1))
@@ -138,7 +156,7 @@ def _mlp_agreement(method, activation):
               kink_rtol=kink_rtol, record=("outputs", "weights"))
     t_eval = np.array([0.0, 0.5, 2.0])
     gpu = gradient_flow(ws, X, Y, t_eval, backend="cupy", **kw)
-    cpu = gradient_flow(ws, X, Y, t_eval, backend="numpy", **kw)
+    cpu = gradient_flow(ws, X, Y, t_eval, backend=reference, **kw)
     assert gpu.success and cpu.success and gpu.backend == "cupy"
     assert type(gpu.outputs) is np.ndarray and gpu.outputs.dtype == np.float64
     size = np.abs(cpu.outputs).max()
