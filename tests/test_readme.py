@@ -42,6 +42,24 @@ def test_readme_front_door():
             assert (ROOT / ref).exists(), ref
 
 
+#: The repository's folders whose files name each other by path (``docs/methods.md``,
+#: ``benchmarks/studies/NAME.py``, ``tests/sim/test_flow.py``): every such path must exist, so
+#: that a moved file takes its references with it.  (``theory/X.py`` in ``theory/*.md`` names
+#: the package's module, so ``theory/`` paths are left out.)
+_NAMED_PATH = re.compile(r"(?<![\w/.])((?:docs|benchmarks|notebooks|tests|experiments)/[\w./-]+"
+                         r"\.(?:md|py|ipynb|sh|toml|csv|npz))")
+
+
+def test_every_path_named_in_the_sources_and_docs_exists():
+    sources = [README, *(ROOT / "docs").rglob("*.md"), *(ROOT / "theory").glob("*.md"),
+               *(ROOT / "experiments").rglob("*.md"), ROOT / "notebooks" / "build_notebooks.py"]
+    for folder in ("linearnets", "benchmarks", "tests"):
+        sources += (ROOT / folder).rglob("*.py")
+    missing = sorted({f"{p.relative_to(ROOT)}: {ref}" for p in sources
+                      for ref in _NAMED_PATH.findall(p.read_text(encoding="utf-8"))
+                      if "NAME" not in ref and not (ROOT / ref).exists()})
+    assert not missing, missing
+
 def test_no_reference_to_a_design_file_outside_the_repository():
     """Docstrings point to docs/conventions.md, which ships with the package's sources."""
     offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "linearnets").rglob("*.py")

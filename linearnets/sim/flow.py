@@ -819,7 +819,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         along interpolated outputs is non-increasing only up to such errors (SSPRK104 at
         rtol 1e-5: rises of 7e-10 of the initial loss on a plateau).  Other
         methods raise ``ValueError`` (DOP853's order-7 extension misses a saddle
-        escape by thousands of ``rtol``: ``benchmarks/study_dense_output.py``).
+        escape by thousands of ``rtol``: ``benchmarks/studies/study_dense_output.py``).
     activation : str or tuple
         ``"linear"`` (default), ``"relu"``, ``"leaky_relu"`` (slope 0.01, or
         ``("leaky_relu", a)``), ``"softplus"`` (beta 1, or ``("softplus", beta)``),

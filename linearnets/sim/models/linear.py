@@ -18,7 +18,7 @@ each ``W_l`` only through ``W``, with the same weights as variables, so
 per-layer rates ``eta_l = eta M^2 lr_scales[l-1]`` (``FlowProblem.eta_l``) on the
 targets ``Y'``: ``Syx' = Syx / (alpha M) (+ W_0 Sxx)``.  Observations map back:
 ``F = alpha M (W - W_0) x``, the loss is that of ``F`` on the samples, the NTK of F is
-``alpha^2 M^2`` times that of ``W x``.  (Checked in ``tests/test_models.py`` against
+``alpha^2 M^2`` times that of ``W x``.  (Checked in ``tests/sim/test_models.py`` against
 :class:`~.mlp.MLP` with ``activation="linear"``, an independent path on raw samples.)
 
 The data enter once per prepared flow (:meth:`LinearNet.shared`: ``Sxx``, ``Syx``, the
