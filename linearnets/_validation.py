@@ -71,6 +71,8 @@ def as_float_array(x, name, *, finite=True, ndim=None):
                          f"string, boolean or None: got {x!r}")
     try:
         arr = np.asarray(x, dtype=np.float64)
+    except OverflowError as exc:   # a Python int beyond the float64 range (10**400)
+        raise ValueError(f"{name} overflows float64 (an integer beyond 1.8e308)") from exc
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be a real number or array of real numbers") from exc
     if np.iscomplexobj(x):

@@ -77,7 +77,7 @@ import numpy as np
 from numpy.polynomial.legendre import leggauss
 from scipy.special import expit
 
-from .._validation import check_depth, check_nonnegative, check_positive, ldexp_safe
+from .._validation import check_int, check_nonnegative, check_positive, ldexp_safe
 from .ntk import _check_pair
 
 __all__ = ["infinite_width_kernels", "infinite_width_layer_kernels", "ACTIVATIONS"]
@@ -100,6 +100,8 @@ PANEL_NODES = 20
 MIX_NODES = 24
 #: Pairs with sin²θ below this get θ from the differences of the normalised inputs.
 REFINE_SIN2 = 1e-2
+#: The deepest network accepted (the recursion runs layer by layer; beyond this a ValueError).
+MAX_DEPTH = 100_000
 #: Pairs per block (bounds the memory of the pair arrays).
 BLOCK_PAIRS = 1 << 20
 #: Below this angle sin θ − θ cos θ comes from its series.
@@ -649,7 +651,7 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
         The inputs; when X2 equals X1 the kernels are computed once per pair and are
         exactly symmetric.
     depth : int
-        L ≥ 1, the number of weight layers.
+        L ≥ 1, the number of weight layers (at most ``MAX_DEPTH``).
     activation : str or tuple
         "linear", "relu", "leaky_relu" (or ("leaky_relu", s), 0 ≤ s < 1, default 0.01),
         "softplus" (or ("softplus", β), β > 0, default 1), "tanh".
@@ -670,7 +672,8 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
     Raises
     ------
     ValueError
-        Naming the argument: depth not an integer ≥ 1, σ ≤ 0 or not finite, bias_std < 0,
+        Naming the argument: depth not an integer in [1, ``MAX_DEPTH``], σ ≤ 0 or not finite
+        (or a Python int beyond float64), bias_std < 0,
         α ≤ 0, an unknown activation or bad parameter, X1 and X2 not 2-D, not finite, with
         different D, or D = 0; for tanh and softplus, a pre-activation variance (or the
         kernel before α) beyond the float range.
@@ -684,7 +687,7 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
     True
     """
     X1, X2 = _check_pair(X1, X2)
-    L = check_depth(depth, "depth")
+    L = check_int(depth, "depth", minimum=1, maximum=MAX_DEPTH)
     name, par = _parse_activation(activation)
     sigma = float(check_positive(sigma, "sigma", ndim=0))
     if not isinstance(biases, (bool, np.bool_)):
@@ -732,7 +735,7 @@ def infinite_width_layer_kernels(X1, X2, depth, activation="relu", *, sigmas, bi
         ``biases[l]``: the NTK of b_{l+1}.
     """
     X1, X2 = _check_pair(X1, X2)
-    L = check_depth(depth, "depth")
+    L = check_int(depth, "depth", minimum=1, maximum=MAX_DEPTH)
     name, par = _parse_activation(activation)
     s = check_positive(sigmas, "sigmas", ndim=1)
     if s.size != L:

@@ -423,6 +423,10 @@ def test_exported():
     (dict(X2=np.ones((2, 4))), "X"), (dict(X1=np.array([1.0, np.nan, 2.0]).reshape(1, 3)), "X1"),
     (dict(X1=np.ones(3)), "X1"), (dict(X2=np.full((2, 3), np.inf)), "X2"),
     (dict(X1=np.ones((2, 0)), X2=np.ones((2, 0))), "X1"),
+    # beyond the float range or any feasible recursion: an error naming the argument
+    (dict(alpha=10 ** 400), "alpha"), (dict(sigma=10 ** 400), "sigma"),
+    (dict(biases=True, bias_std=10 ** 400), "bias_std"), (dict(depth=10 ** 30), "depth"),
+    (dict(depth=iw.MAX_DEPTH + 1), "depth"),
 ])
 def test_bad_input_names_the_argument(kwargs, name):
     args = dict(X1=np.ones((2, 3)), X2=np.ones((2, 3)), depth=2, activation="relu")
