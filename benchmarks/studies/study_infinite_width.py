@@ -7,7 +7,7 @@
    convergence in its node count against the graded 2-D rule over scales 1e-3..1e2.
 2. Accuracy over pre-activation scales: ``infinite_width_kernels`` at depth 2 (NNGP =
    E[phi phi], NTK = E[phi' phi'] x.x'/D + E[phi phi]) for standard deviations 1e-3..1e2 and
-   correlations -1..1 against the kink-graded 2-D rule of ``tests/theory/reference_gaussian.py``:
+   correlations -1..1 against the kink-graded 2-D rule of ``theory/_reference_gaussian.py``:
    the largest error relative to sqrt(K_ii K_jj), and which rule the package used.
 3. ``infinite_width_kernels`` on a (2000, 2000) problem at depth 4 (relu, tanh, softplus;
    best of 3), and on (400, 400) at large scale (sigma = 4: every sample beyond the Mehler
@@ -32,8 +32,8 @@ import linearnets as ln
 from linearnets.theory import _infinite_width_kernels as _k
 from linearnets.theory import infinite_width as iw
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "theory"))
-from reference_gaussian import expect_graded  # noqa: E402
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "theory"))
+from _reference_gaussian import expect_graded  # noqa: E402
 
 
 def gh_rule(n):

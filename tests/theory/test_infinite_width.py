@@ -21,7 +21,7 @@ from numpy.polynomial.legendre import leggauss
 import linearnets as ln
 from linearnets.theory import infinite_width as iw
 from linearnets._validation import ldexp_safe
-from reference_gaussian import expect_graded as _expect_graded
+from theory._reference_gaussian import expect_graded as _expect_graded
 from linearnets.theory.infinite_width import infinite_width_kernels
 
 ACTS = ["linear", "relu", ("leaky_relu", 0.2), "tanh", ("softplus", 2.0)]
@@ -151,7 +151,7 @@ def test_reference_quadrature_is_converged():
         r1 = _expect_2d(g, a, c, lam)
         r2 = _expect_2d(g, a, c, lam, panels=72, nodes=20, zmax=10.0)
         assert abs(r1 - r2) <= 1e-14
-    # the graded rule (tests/theory/reference_gaussian.py) at large and small scales: 16 against 24
+    # the graded rule (theory/_reference_gaussian.py) at large and small scales: 16 against 24
     # nodes a panel and a wider range change nothing beyond rounding
     for f in (np.tanh, lambda u: 1 - np.tanh(u) ** 2, lambda u: np.logaddexp(0, 5 * u) / 5):
         for a, c, rho in [(1e4, 1e4, 1 - 1e-9), (1e4, 0.25, 0.7), (1e-6, 1e-6, -0.5), (16.0, 9.0, 0.999)]:

@@ -5,7 +5,8 @@ by a tensor composite Gauss-Legendre rule in normal coordinates whose panels are
 geometrically towards the kinks of g (no Hermite series, no scale mixture), accurate to
 rounding (~1e-15 relative) at pre-activation scales 1e-3 to 1e2 and every correlation
 (``tests/theory/test_infinite_width.py`` checks it against itself with finer panels).  Used by the
-tests and by ``benchmarks/studies/study_infinite_width.py``.
+tests and by ``benchmarks/studies/study_infinite_width.py``; it lives beside the derivations, which
+the tests and the benchmarks both read (no benchmark imports tests/).
 """
 from __future__ import annotations
 
