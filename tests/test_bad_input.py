@@ -456,3 +456,69 @@ def test_pow2_normalise_is_exact():
     xs, e = pow2_normalise(x)
     assert 0.5 <= np.max(np.abs(xs)) < 1 and np.array_equal(np.ldexp(xs, e), x)
     assert pow2_normalise(np.zeros(3))[1] == 0 and pow2_normalise(np.zeros(0))[1] == 0
+
+
+# ------------------------------------------------------------------ simulator horizons, alpha
+
+@pytest.mark.parametrize("t_end", [1e150, 1e300])
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_gradient_flow_horizon_no_step_budget_reaches_names_t_eval(t_end, backend):
+    """t_eval ending past max_steps / eps time scales of the flow ran the whole budget
+    (minutes) before it failed; it is a ValueError naming t_eval, raised before the run."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    with pytest.raises(ValueError, match=r"^t_eval ends at"):
+        ln.gradient_flow([W1, W2], X, X @ BETA, [0.0, 1.0, t_end], backend=backend)
+    with pytest.raises(ValueError, match=r"^t_eval ends at"):
+        ln.prepare_flow(X, X @ BETA, (3, 4, 1), t_end, backend=backend).run([W1, W2])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_gradient_flow_huge_targets_name_t_eval(backend):
+    """Targets scaled by 1e150 make the flow's time scale 1e-150: t_eval = 10 is then
+    1e151 time scales, past any step budget (numba ran its whole budget)."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    with pytest.raises(ValueError, match=r"^t_eval ends at"):
+        ln.gradient_flow([W1, W2], X, 1e150 * (X @ BETA), [0.0, 1.0, 10.0], backend=backend)
+
+
+def test_gradient_flow_reachable_horizon_still_runs():
+    """A long but reachable horizon (the tour's kind, far past convergence) is not rejected."""
+    tr = ln.gradient_flow([W1, W2], X, X @ BETA, [0.0, 1.0, 1e8], backend="numpy")
+    assert tr.success and np.all(np.isfinite(tr.loss))
+
+
+@pytest.mark.parametrize("t_end", [1e150, 1e300])
+def test_gradient_flow_ensemble_horizon_names_t_eval(t_end):
+    ws = [[W1, W2], [1.1 * W1, 1.1 * W2]]
+    for kw in (dict(), dict(method="RK45", backend="numpy")):
+        with pytest.raises(ValueError, match=r"^t_eval ends at"):
+            ln.gradient_flow_ensemble(ws, X, X @ BETA, [0.0, t_end], **kw)
+
+
+@pytest.mark.parametrize("alpha", [1e300, 1e-300, 1e101, 1e-101])
+def test_alpha_outside_float_range_names_alpha(alpha):
+    """alpha^2 overflowed (OverflowError) or 1/alpha^2 divided by zero (ZeroDivisionError)."""
+    with pytest.raises(ValueError, match=r"^alpha must lie in"):
+        ln.gradient_flow([W1, W2], X, X @ BETA, [0.0, 1.0], activation="relu",
+                         backend="numpy", alpha=alpha)
+    W3 = [W1, 0.3 * RNG.standard_normal((4, 4)), W2]
+    with pytest.raises(ValueError, match=r"^alpha must lie in"):
+        ln.empirical_ntk(W3, X, X2, activation="tanh", alpha=alpha)
+
+
+def test_alpha_at_the_ends_of_its_range_is_finite():
+    for alpha in (1e100, 1e-100):
+        K = ln.empirical_ntk([W1, W2], X, X2, activation="tanh", alpha=alpha)
+        assert np.all(np.isfinite(K))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_mlp_ensemble_horizon_names_t_eval(backend):
+    if backend == "numba":
+        pytest.importorskip("numba")
+    ws = [[W1, W2], [1.1 * W1, 1.1 * W2]]
+    with pytest.raises(ValueError, match=r"^t_eval ends at"):
+        ln.gradient_flow_ensemble(ws, X, X @ BETA, [0.0, 1e150], activation="relu",
+                                  method="RK45", backend=backend)

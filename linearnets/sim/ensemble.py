@@ -1023,6 +1023,9 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         net = _BatchedLinear(shapes, options, alphas, X, Y, Y0)
     else:
         net = _BatchedMLP(shapes, bs is not None, options, alphas, X, Y, Y0)
+    if t_eval[-1] > 0.0:
+        with np.errstate(all="ignore"):
+            _flow.check_horizon(float(t_eval[-1]), Y0, net.rhs(Y0, slice(None)), max_steps)
     T = t_eval.size
     nan = np.nan
     lossv = np.full((B, T), nan)
@@ -1144,6 +1147,10 @@ def _mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, Xo, pr
     name = "DOP853" if method == "auto" else method
     primary = METHODS[name][1]
     low = None if net.smooth else TABLEAUX[_FALLBACK]
+    batched = _BatchedMLP(shapes, bs is not None, options, alphas, X, Y, Y0)
+    if t_eval[-1] > 0.0:
+        with np.errstate(all="ignore"):
+            _flow.check_horizon(float(t_eval[-1]), Y0, batched.rhs(Y0, slice(None)), max_steps)
     ops = net.batch_ops(Y0, alphas)
     states = np.full((B, T, Y0.shape[1]), np.nan)
 
@@ -1155,7 +1162,6 @@ def _mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, Xo, pr
     with threadpool_limits(1), np.errstate(over="ignore", invalid="ignore"):
         res = compiled.erk_batch(ops, Y0, t_eval, primary, opts, observe, fallback=low, t0=0.0,
                                  predictive=net.smooth, cap_safety=None if net.smooth else 0.0)
-    batched = _BatchedMLP(shapes, bs is not None, options, alphas, X, Y, Y0)
     lossv = np.full((B, T), np.nan)
     outs = np.full((B, T, Xo.shape[0], C), np.nan) if "outputs" in rec else None
     e2e = np.full((B, T, C, shapes[0][1]), np.nan) if batched.linear else None

@@ -17,6 +17,7 @@ model's compiled right-hand side.
 """
 from __future__ import annotations
 
+import math
 import numbers
 import os
 import sys
@@ -49,6 +50,8 @@ DENSE_METHODS = tuple(name for name, tab in TABLEAUX.items() if tab.dense_P is n
 
 #: Every method name (``"auto"``: see :data:`DEFAULT_METHOD`).
 METHODS = tuple(METHODS)
+
+_EPS = float(np.finfo(np.float64).eps)
 
 #: Default budget of attempted steps.
 DEFAULT_MAX_STEPS = 1_000_000
@@ -258,6 +261,31 @@ def check_t_eval(t_eval):
         raise ValueError(f"t_eval: times are measured from initialisation (the weights are the "
                          f"state at t = 0) and must be >= 0, got {t[0]!r}")
     return np.ascontiguousarray(t)
+
+
+def check_horizon(t_end, y0, f0, max_steps, xp=np):
+    """Reject a horizon ``t_end`` that no run of ``max_steps`` steps reaches: a ``ValueError``
+    naming ``t_eval`` where ``t_end`` exceeds ``max_steps / eps`` initial time scales of the
+    flow, ``|y0| / |dy/dt (0)|`` (``y0``, ``f0``: (n,) or one member a row, (B, n); the
+    fastest member counts).
+
+    Past convergence even the L-stable ROS34PW2 is held by rounding: on a 3-4-1 network at
+    rest (initial time scale 2.1) its steps stayed near 4e12 (``t = 1e15`` took 2,786
+    steps, ``1e20`` more than a million), and ``t_eval`` up to 1e150, or targets scaled by
+    1e150 (time scale 1e-150), ran the whole step budget (minutes) before failing.  A step
+    of ``1 / eps`` time scales is past what float64 resolves of the flow, so the bound is
+    loose by that measure (it is a rule of thumb from the initial velocity, not a proof:
+    a horizon below it may still exhaust the budget, and report so)."""
+    with np.errstate(all="ignore"):
+        ny = xp.sqrt(xp.sum(y0 * y0, axis=-1))
+        nf = xp.sqrt(xp.sum(f0 * f0, axis=-1))
+        rate = float(xp.max(xp.where(ny > 0, nf / xp.where(ny > 0, ny, 1.0), 0.0)))
+    if math.isfinite(rate) and t_end * rate > max_steps / _EPS:
+        raise ValueError(
+            f"t_eval ends at {t_end:.6g}, {t_end * rate:.3g} initial time scales of the flow "
+            f"(|y0| / |dy/dt| = {1.0 / rate:.3g}): beyond max_steps / eps = "
+            f"{max_steps / _EPS:.3g}, which no run of max_steps = {max_steps} steps reaches "
+            f"in float64")
 
 
 def check_data(X, Y, shapes):
@@ -504,6 +532,10 @@ class PreparedFlow:
             net.prepare(*self._data, self._shared)
         else:
             net.prepare(*self._data)
+        if self.t_eval[-1] > 0.0:
+            with np.errstate(all="ignore"):   # (an overflowing start is the run's to report)
+                f0 = net.velocity(net.y0)
+            check_horizon(float(self.t_eval[-1]), net.y0, f0, self.max_steps, self.xp)
         with np.errstate(over="ignore", invalid="ignore"):
             # a state that overflows is reported through the status, not through warnings
             traj = self._trajectory(net, ws, bs)

@@ -207,19 +207,29 @@ def _positive_per_layer(value, depth, argname):
     return arr
 
 
+#: ``alpha`` is accepted in ``[1 / MAX_ALPHA, MAX_ALPHA]``: the loss carries ``1 / alpha^2`` and
+#: the output ``alpha f``, and inside this range ``alpha^2`` and ``1 / alpha^2`` stay normal
+#: float64 numbers with a factor 1e100 to spare for the data and the network (``alpha =
+#: 1e300`` overflowed ``alpha ** 2``, ``alpha = 1e-300`` divided by zero).
+MAX_ALPHA = 1e100
+
+
 def parse_options(depth, *, activation="linear", multipliers=None, alpha=1.0, centered=False,
                   loss="mse", lr_scales=None, eta=1.0):
     """Validate the network keywords of ``gradient_flow`` into :class:`ModelOptions`.
 
     Raises ``ValueError`` naming the argument: an unknown activation or loss, a bad
     parameter, ``alpha``, ``multipliers`` or ``lr_scales`` not > 0 (or of the wrong
-    length), ``centered`` not a bool.
+    length), ``alpha`` outside ``[1 / MAX_ALPHA, MAX_ALPHA]``, ``centered`` not a bool.
     """
     act, act_p = _named_choice(activation, ACTIVATIONS, "activation")
     los, los_p = _named_choice(loss, LOSSES, "loss")
     if (isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not np.isfinite(alpha)
             or alpha <= 0):
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    if not 1.0 / MAX_ALPHA <= alpha <= MAX_ALPHA:
+        raise ValueError(f"alpha must lie in [1e-100, 1e100] (MAX_ALPHA; alpha^2 and "
+                         f"1/alpha^2 scale the loss), got {alpha!r}")
     if not isinstance(centered, (bool, np.bool_)):
         raise ValueError(f"centered must be True or False, got {centered!r}")
     if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not eta > 0:
@@ -283,6 +293,12 @@ class Model:
 
     def rhs(self, y, out=None):
         raise NotImplementedError
+
+    def velocity(self, y):
+        """``dy/dt`` at ``y`` for the front end's horizon test (``flow.check_horizon``): by
+        default :meth:`rhs`; a model whose compiled right-hand side has data that its loops
+        do not need may give its reference gradient here."""
+        return self.rhs(y)
 
     def loss(self, y) -> float:
         raise NotImplementedError

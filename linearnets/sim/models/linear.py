@@ -269,6 +269,11 @@ class LinearNetNumba(LinearNet):
         self._K.rhs_flat(np.ascontiguousarray(y, dtype=np.float64), out, *self._rhs_args)
         return out
 
+    def velocity(self, y):
+        # the numpy gradient: the compiled one's data (formed on its first call, ~1 ms on
+        # bench_flow's small network) are needed by no compiled loop
+        return LinearNet.rhs(self, y)
+
     def compiled_ops(self, kind, tab):
         """``(family, ops)``: the compiled loop of a method family and this model's
         operations on it (``_linear_ops``; the choice of stages as :meth:`stores`)."""
