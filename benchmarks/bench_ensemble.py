@@ -17,9 +17,8 @@ member on the compiled MLP), interleaved over ``--relu-rounds`` rounds, the fast
 Rows, all measured in this run: serial ``ln.gradient_flow`` calls (the baseline; for the
 linear network also with ``method="DOP853"``, the batched loop's method), serial
 ``prepare_flow(...).run`` (linear only, default method and DOP853), and the ensemble
-path (B = 16 members per call): for the linear network its batched loop on numpy and
-on numba (forced by setting ``PER_MEMBER_MAX_WIDTH`` to 0) and its default (member by
-member through ``prepare_flow``, method ``"auto"``).  Ratios against serial calls in
+path (B = 16 members per call): for the linear network member by member through
+``prepare_flow``, with its default method ``"auto"`` and with DOP853.  Ratios against serial calls in
 wall time and in CPU time of this process (the machine may be shared; the linear
 timings are the faster of two interleaved rounds).  Accuracy is equal by construction
 (the ensemble controls each member's error as a run of it alone does, at the same
@@ -31,8 +30,8 @@ loops (every call from Python into the package's numba kernels timed) against th
 whole run; the compiled work of a member is what no ensemble that takes each
 member's own steps can save, so ``serial call / compiled work`` bounds its speed-up.
 Then microseconds per gradient evaluation of one member (wall time / total
-evaluations; DOP853 runs), and the cost of one batched right-hand side for B members
-against B serial evaluations.
+evaluations; DOP853 runs), and for the MLP the cost of one batched right-hand side for B
+members against B serial evaluations.
 
 Target (issue 26): the ensemble path >= 5x serial calls for B = 16 small networks.
 
@@ -97,7 +96,7 @@ def relu_init(seed):
 #: Modules whose compiled (numba) entry points the floor measurement times.
 COMPILED_MODULES = ("linearnets.sim._kernels", "linearnets.sim.models._linear_kernels",
                     "linearnets.sim.methods._rosw_kernels", "linearnets.sim.methods._erk_kernels",
-                    "linearnets.sim._ensemble_kernels", "linearnets.sim._lowrank_kernels")
+                    "linearnets.sim._lowrank_kernels")
 
 
 def _in_compiled(f):
@@ -149,7 +148,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import linearnets as ln
     from linearnets.sim import ensemble as ens_mod
-    from linearnets.sim.ensemble import _BatchedLinear, _BatchedMLP
+    from linearnets.sim.ensemble import _BatchedMLP
     from linearnets.sim.models import parse_options
     from linearnets.sim.prepared import prepare_flow, warm
 
@@ -167,24 +166,14 @@ def main(argv=None):
         pf = prepare_flow(X, y, LIN_SIZES, LIN_T, **TOL)
         pfd = prepare_flow(X, y, LIN_SIZES, LIN_T, method="DOP853", **TOL)
 
-        def batched(backend):
-            # the batched loop, also where the member-by-member route would be taken
-            keep = ens_mod.PER_MEMBER_MAX_WIDTH
-            ens_mod.PER_MEMBER_MAX_WIDTH = 0
-            try:
-                return [ln.gradient_flow_ensemble(g, X, y, LIN_T, backend=backend, method="DOP853",
-                                                  **TOL) for g in groups]
-            finally:
-                ens_mod.PER_MEMBER_MAX_WIDTH = keep
-
         paths = [
             ("serial gradient_flow", lambda: [ln.gradient_flow(w, X, y, LIN_T, **TOL) for w in inits]),
             ("serial, method='DOP853'", lambda: [ln.gradient_flow(w, X, y, LIN_T, method="DOP853", **TOL)
                                                  for w in inits]),
             ("serial prepare_flow.run", lambda: [pf.run(w) for w in inits]),
             ("serial prepare_flow.run, DOP853", lambda: [pfd.run(w) for w in inits]),
-            (f"ensemble (B = {B}), batched numpy", lambda: batched("numpy")),
-            (f"ensemble (B = {B}), batched numba", lambda: batched("numba")),
+            (f"ensemble (B = {B}), DOP853", lambda: [ln.gradient_flow_ensemble(
+                g, X, y, LIN_T, method="DOP853", **TOL) for g in groups]),
             (f"ensemble (B = {B}), default", lambda: [ln.gradient_flow_ensemble(g, X, y, LIN_T, **TOL)
                                                      for g in groups]),
         ]
@@ -221,18 +210,11 @@ def main(argv=None):
                   f"each member's own steps is at most {serial_per / comp:.1f}x serial calls "
                   f"(target 5x{' ruled out' if comp > serial_per / 5 else ' reachable'})")
         nfev_s = _nfev(meas["serial, method='DOP853'"][3])
-        nfev_e = _nfev(meas[f"ensemble (B = {B}), batched numba"][3])
+        nfev_e = _nfev(meas[f"ensemble (B = {B}), DOP853"][3])
         dop_t = meas["serial, method='DOP853'"][0]
         prep_t = meas["serial prepare_flow.run, DOP853"][0]
-        ens_t = meas[f"ensemble (B = {B}), batched numba"][0]
-        serial_t = dop_t
-        # one batched rhs of B members against the compiled serial loop's cost per evaluation
-        Y0 = np.stack([np.concatenate([w.ravel() for w in inits[b]]) for b in range(B)])
-        net = _BatchedLinear(tuple((LIN_SIZES[i + 1], LIN_SIZES[i]) for i in range(2)),
-                             parse_options(2), np.ones(B), X, y.reshape(-1, 1), Y0)
-        reps = 2000
-        rhs_t, _ = _timed(lambda: [net.rhs(Y0, slice(None)) for _ in range(reps)])
-        floors.append((label, serial_t / nfev_s, prep_t / nfev_s, ens_t / nfev_e, rhs_t / reps))
+        ens_t = meas[f"ensemble (B = {B}), DOP853"][0]
+        floors.append((label, dop_t / nfev_s, prep_t / nfev_s, ens_t / nfev_e, None))
 
     # -- ReLU ---------------------------------------------------------------------------
     nb = args.relu_members
@@ -304,8 +286,8 @@ def main(argv=None):
     for label, s, p, e, r in floors:
         ps = f"{p * 1e6:9.2f}" if p is not None else f"{'-':>9s}"
         es = f"{e * 1e6:9.2f}" if e is not None else f"{'-':>9s}"
-        print(f"{label:16s} {s * 1e6:9.2f} {ps} {es} {r * 1e6:12.1f} "
-              f"{r / B * 1e6:11.2f}")
+        rs = f"{r * 1e6:12.1f} {r / B * 1e6:11.2f}" if r is not None else f"{'-':>12s} {'-':>11s}"
+        print(f"{label:16s} {s * 1e6:9.2f} {ps} {es} {rs}")
 
 
 if __name__ == "__main__":

@@ -21,18 +21,15 @@ has reached the last output time, or has failed, is dropped from the batch; the
 others go on.  So every member meets its own tolerance whatever the others do,
 and a stiff or slow member costs the batch only its own extra steps.
 
-Small linear networks: member by member
----------------------------------------
-For a linear network the per-member work of the compiled loops is already most of
-a ``gradient_flow`` call (``benchmarks/bench_ensemble.py``, 10-16-1: the compiled
-loop is ~3/4 of a ``prepare_flow(...).run`` and ~1/2 of a serial call), so batching
-the stages saves little, and the batched loop has no stiffness switch: DOP853 needs
-~3x the evaluations of ``gradient_flow``'s default ``"auto"`` on a run to
-convergence.  So ``method="auto"`` (the default) runs the members one after another
-through :func:`~linearnets.sim.prepared.prepare_flow` (one preparation per
-``alpha``), and so do the explicit methods it shares up to width
-``PER_MEMBER_MAX_WIDTH``; ``record=("weights",)``, other methods and wider networks
-take the batched loop below.
+Linear networks: member by member
+---------------------------------
+A linear network's members run one after another through
+:func:`~linearnets.sim.flow.prepare_flow` (one preparation per ``alpha``), each the run
+``gradient_flow`` makes of it, on the loops of every method and backend (compiled on
+numba, with the linear model's factored stages): the per-member work of those loops is
+already most of a ``gradient_flow`` call (``benchmarks/bench_ensemble.py``, 10-16-1: the
+compiled loop is ~3/4 of a ``prepare_flow(...).run`` and ~1/2 of a serial call), and a
+batched loop of their own (gone) ran at 0.62x the serial speed.
 
 Other networks (ReLU, Softplus, ...): member by member on numba
 ----------------------------------------------------------------
@@ -50,11 +47,7 @@ steps (ReLU 5-32-1, 40-70 steps) the batched loop gained only ~1.2x over them.
 Models
 ------
 * linear activation, no biases, squared loss (any ``alpha``, ``multipliers``,
-  ``centered``, ``lr_scales``): the sufficient-statistics gradient of
-  :mod:`linearnets.sim._rhs`, batched over members,
-  ``dW_l = eta_l A_l^T G_l``, ``E_b = Syx'_b - W_b Sxx``, with the targets
-  ``Y'_b = Y / (alpha_b M) (+ X W_{0,b}^T)`` and rates ``eta M^2 lr_scales`` of
-  :mod:`linearnets.sim.models.linear` (per member, since ``alpha`` and ``W_0`` are);
+  ``centered``, ``lr_scales``): :mod:`linearnets.sim.models.linear`, member by member;
 * everything else: the MLP of :mod:`linearnets.sim.models.mlp` on raw samples
   (activations, biases, ``alpha``, ``centered``, ``mse`` / ``soft_hinge``), its
   backpropagation batched over members.
@@ -62,7 +55,7 @@ Models
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -73,7 +66,6 @@ from .methods.base import FlowStatus
 from .methods import STEPPERS
 from .methods.base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FACTOR,
                            SAFETY)
-from .methods.base import PREDICTIVE_MIN_ERR
 from .models import parse_options
 from .models.base import Layout
 from .models.mlp import activation_functions, check_biases
@@ -87,21 +79,6 @@ ENSEMBLE_RECORDABLE = ("weights", "outputs")
 #: (as ``linearnets.sim.general``).
 KINK_RTOL = 1e-4
 FALLBACK = "BS32"
-
-#: ``backend="auto"``: the linear model's attempts run compiled (numba, plain loops) up to
-#: this width, with batched BLAS products (numpy) above it.
-COMPILED_MAX_WIDTH = 64
-
-#: Methods that the linear model can also run member by member through
-#: :func:`linearnets.sim.prepared.prepare_flow` (the compiled loops of ``gradient_flow``).
-PER_MEMBER_METHODS = ("auto", "DOP853", "RK45", "SSPRK104")
-#: An explicit method on the linear model (numba available, backend not "numpy") runs member
-#: by member through the prepared compiled loop up to this width, batched above it
-#: (``benchmarks/bench_ensemble.py``: at widths 16 and 64 the prepared loop takes 0.8-0.9x
-#: the CPU time of the batched compiled attempts per member, and 0.5-0.6x that of batched
-#: numpy); ``method="auto"`` always runs member by member.
-PER_MEMBER_MAX_WIDTH = 64
-
 
 # ----------------------------------------------------------------------------------------
 # batched models: rhs(Ys (m, n), idx) -> (m, n) for the members idx (an index array or a
@@ -283,81 +260,6 @@ def _chain(Ws):
     return W
 
 
-class _BatchedLinear:
-    """A linear network on sufficient statistics, batched over members (module docstring)."""
-
-    smooth = True
-    linear = True
-    pattern = None
-
-    def __init__(self, shapes, options, alphas, X, Y, Y0):
-        self.shapes = shapes
-        self.L = len(shapes)
-        self.layout = Layout(shapes)
-        self.options = options
-        M = float(np.prod(options.multipliers))
-        self.M2 = M * M
-        self.scale = (alphas * M).reshape(-1, 1, 1)
-        P = X.shape[0]
-        self.X, self.Y, self.P = X, Y, P
-        self.y0 = Y0
-        self.W0 = _chain(_views(Y0, self.layout)) if options.centered else None
-        # Y'_b = Y / (alpha_b M) (+ X W_{0,b}^T): Syx'_b = Y'_b^T X / P
-        Syx = (Y.T @ X / P)[None] / self.scale
-        if self.W0 is not None:
-            Sxx = X.T @ X / P
-            Syx = Syx + np.matmul(self.W0, Sxx)
-        self.Sxx = np.ascontiguousarray(X.T @ X / P)
-        self.Syx = np.ascontiguousarray(Syx)
-        self.rates = [options.eta * self.M2 * float(s) for s in options.lr_scales]
-        self.C = shapes[-1][0]
-        # for the compiled attempt (_ensemble_kernels)
-        self.rates_arr = np.ascontiguousarray(self.rates, dtype=np.float64)
-        self.rows = np.array([r for r, _ in shapes], dtype=np.int64)
-        self.cols = np.array([c for _, c in shapes], dtype=np.int64)
-        self.offs = np.ascontiguousarray(self.layout.offsets[:-1], dtype=np.int64)
-
-    def rhs(self, Ys, idx):
-        out = np.empty_like(Ys)
-        Ws = _views(Ys, self.layout)
-        L = self.L
-        # top products stored transposed: At[i] = (W_{L-1} ... W_{i+1})^T (m, N_{i+1}, C),
-        # At[L-1] = I (not formed), At[i-1] = W_i^T At[i]; W^T = W_0^T At[0]
-        At = [None] * L
-        cur = None
-        for i in range(L - 1, 0, -1):
-            wt = Ws[i].transpose(0, 2, 1)
-            cur = wt if cur is None else np.matmul(wt, cur)
-            At[i - 1] = cur
-        wt = Ws[0].transpose(0, 2, 1)
-        Wt = wt if cur is None else np.matmul(wt, cur)                       # (m, D, C)
-        E = self.Syx[idx] - np.matmul(self.Sxx, Wt).transpose(0, 2, 1)      # (m, C, D)
-        gs = _views(out, self.layout)
-        G = E                                   # G_i = E W_0^T ... W_{i-1}^T (m, C, N_i)
-        for i in range(L):
-            if i == L - 1:
-                np.multiply(G, self.rates[i], out=gs[i])
-            else:
-                np.multiply(np.matmul(At[i], G), self.rates[i], out=gs[i])
-                G = np.matmul(G, Ws[i].transpose(0, 2, 1))
-        return out
-
-    def end_to_end(self, Ys, idx):
-        W = _chain(_views(Ys, self.layout))
-        if self.W0 is not None:
-            W = W - self.W0[idx]
-        return self.scale[idx] * W
-
-    def loss(self, Ys, idx):
-        # (1/(2 alpha^2 P)) sum |y - F(x)|^2 on the raw samples, F = alpha M (W - W_0) x
-        F = np.matmul(self.X, self.end_to_end(Ys, idx).transpose(0, 2, 1))
-        return (0.5 * np.sum((self.Y - F) ** 2, axis=(1, 2))
-                / ((self.scale[idx].reshape(-1) ** 2 / self.M2) * self.P))
-
-    def outputs(self, Ys, idx, Xo):
-        return np.matmul(Xo, self.end_to_end(Ys, idx).transpose(0, 2, 1))
-
-
 # ----------------------------------------------------------------------------------------
 # the batched embedded RK step and the per-member adaptive loop
 # ----------------------------------------------------------------------------------------
@@ -376,27 +278,9 @@ class _BatchedERK:
         self.rtol, self.atol = float(rtol), float(atol)
         self.exponent = -1.0 / (tableau.error_order + 1)
         self.n_evals = self.s
-        self.compiled = None
-
-    def use_compiled(self, net):
-        """Run every attempt through ``_ensemble_kernels.linear_attempt`` for the linear
-        model ``net`` (the same formulas, compiled)."""
-        tab = self.tableau
-        self.compiled = (net, np.ascontiguousarray(tab.A, dtype=np.float64),
-                         np.ascontiguousarray(self.e),
-                         np.zeros_like(self.e) if self.e3 is None else np.ascontiguousarray(self.e3),
-                         self.e3 is not None)
 
     def attempt(self, rhs, idx, y, f, h):
         m, n = y.shape
-        if self.compiled is not None:
-            from ._ensemble_kernels import linear_attempt
-            from .methods.compiled import batched_attempt
-            net, A, e, e3, use_e3 = self.compiled
-            return batched_attempt(linear_attempt,
-                                   (net.Sxx, np.ascontiguousarray(net.Syx[idx]), net.rates_arr,
-                                    net.rows, net.cols, net.offs),
-                                   (A, self.b, e, e3, use_e3), y, f, h, self.rtol, self.atol)
         s = self.s
         K = np.empty((s + 1, m, n))
         K[0] = f
@@ -459,14 +343,10 @@ def _initial_steps(main, rhs, y0, f0, h_max):
     return np.minimum(np.minimum(100 * h0, h1), h_max)
 
 
-def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predictive=False):
+def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe):
     """Per-member adaptive integration of all rows of ``y0`` (B, n) from t = 0 onto ``t_eval``;
-    the rules of :func:`linearnets.sim.methods.base.integrate`, member by member.
-
-    With ``predictive`` the step-size rule of the compiled linear loops
-    (:mod:`linearnets.sim._explicit`) instead: a step shortened onto an output time keeps
-    the step planned before it for the next interval, and after two accepted steps the
-    next is held to Gustafsson's predictive step (``_explicit.accept_step``)."""
+    the rules of :func:`linearnets.sim.methods.base.integrate` (plain controller), member by
+    member."""
     B, n = y0.shape
     eps = np.finfo(np.float64).eps
     T = t_eval.size
@@ -515,8 +395,6 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predi
     last_cross = np.full(B, np.nan)
     rejected = np.zeros(B, dtype=bool)
     nonfinite = np.zeros(B, dtype=bool)
-    h_prev = np.zeros(B)          # predictive memory: the previous accepted step, its error
-    err_prev = np.zeros(B)
     # a stage of an attempt may cross a switch that its end state does not (a step along
     # a kink, as methods.base.integrate): every evaluation compares each member's switch
     # pattern with its step's start
@@ -547,7 +425,6 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predi
             status[b] = FlowStatus.NONFINITE if nonfinite[b] else FlowStatus.STEP_UNDERFLOW
             active[b] = False
         act, t_new, step = act[~under], t_new[~under], step[~under]
-        h_plan, clip = ha[~under], clip[~under]
         if act.size == 0:
             continue
         err = np.empty(act.size)
@@ -608,18 +485,6 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predi
             if low is not None and lo.any():
                 fl = np.where(cr > 0, _kink_factor(ea, ra), low.factor(ea, ra))
                 hm = np.where(lo, sa * np.minimum(fl, KINK_GROWTH), hm)
-            if predictive:
-                ca = clip[acc]
-                hm = np.where(ca & ~ra, np.maximum(hm, h_plan[acc]), hm)
-                hp, ep = h_prev[a], err_prev[a]
-                use = ~ca & (hp > 0) & (ea > 0)
-                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                    pred = SAFETY * sa * (sa / np.where(hp > 0, hp, 1.0)) * (
-                        ep / np.where(ea > 0, ea, 1.0) ** 2) ** (-main.exponent)
-                hm = np.where(use, np.minimum(hm, np.maximum(pred, MIN_FACTOR * sa)), hm)
-                keep = ~ca
-                h_prev[a[keep]] = sa[keep]
-                err_prev[a[keep]] = np.maximum(ea[keep], PREDICTIVE_MIN_ERR)
             h[a] = hm
             rejected[a] = False
             observe_reached(a)
@@ -639,8 +504,7 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe, predi
                 calm[sw] = 0
             er, sr = err[rej], step[rej]
             lo = use_low[r]
-            hr = (sr * np.maximum(MIN_FACTOR, SAFETY * er ** main.exponent) if predictive
-                  else sr * main.factor(er, True))
+            hr = sr * main.factor(er, True)
             if low is not None and lo.any():
                 hl = np.where(cr > 0, _kink_factor(er, True), low.factor(er, True))
                 hr = np.where(lo, sr * hl, hr)
@@ -862,21 +726,17 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     ``F_b = alpha_b f(x; theta_b)`` (or ``alpha_b (f - f_{0,b})`` when centered): the
     network of :func:`linearnets.gradient_flow` (the package's conventions, "Beyond
     linear networks"; Chizat et al. 2019 and Geiger et al. 2019 for ``alpha``), one
-    member per row of a (B, n) state.  For a linear network this is the
-    sufficient-statistics flow ``dW_l/dt = eta_l A_l^T (Syx'_b - W Sxx) G_l^T``
-    (Saxe, McClelland & Ganguli 2014), batched over members.
+    member per row of a (B, n) state.
 
     Error control is per member (:mod:`linearnets.sim.ensemble`): each member takes the
     steps, with the error norm, step-size rule and kink fallback, of a run of it alone
     by ``linearnets.sim.methods.integrate`` (the raw-sample loop of
     :func:`linearnets.gradient_flow`), so each meets its own ``rtol``/``atol``; the
     stages of all unfinished members are evaluated together, and finished or failed
-    members drop out of the batch.  A linear network on ``method="auto"`` (and, up to
-    width ``PER_MEMBER_MAX_WIDTH`` on numba, on ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``),
-    without ``record=("weights",)``, runs its members one after another through the
-    compiled loops of :func:`linearnets.prepare_flow` instead: for small networks that is
-    faster than batching (``benchmarks/bench_ensemble.py``), and each member is then the
-    run ``gradient_flow`` itself makes.  Other networks (ReLU, Softplus, ...), where numba
+    members drop out of the batch.  A linear network runs its members one after another
+    through :func:`linearnets.prepare_flow` instead (its loops, compiled on numba, on the
+    sufficient statistics: ``benchmarks/bench_ensemble.py``), each member the run
+    ``gradient_flow`` itself makes.  Other networks (ReLU, Softplus, ...), where numba
     is installed and ``backend`` is not ``"numpy"``, run member by member through
     ``gradient_flow``'s compiled MLP: the batched loop pays for its slowest member, which
     made it up to 2x slower than serial calls (module docstring).
@@ -895,10 +755,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         As for :func:`linearnets.gradient_flow` (``100 eps <= rtol < 1``, ``0 < atol < 1``),
         the same for every member.
     backend : {"auto", "numpy", "numba"}
-        Batched linear model: ``"numba"`` runs the attempts compiled, member by member
-        (``_ensemble_kernels``); ``"auto"`` does so up to width ``COMPILED_MAX_WIDTH``
-        where numba is installed; otherwise batched numpy products.  Member by member:
-        the backend of ``prepare_flow``.  Other networks: ``"auto"`` and ``"numba"`` run
+        Linear networks: the backend of ``prepare_flow``.  Other networks: ``"auto"`` and ``"numba"`` run
         member by member on the compiled MLP (``"auto"`` without numba, and ``"numpy"``:
         the batched loop on numpy).
     method : {"auto", "DOP853", "RK45", "SSPRK104", "BS32", "HE21"}
@@ -998,7 +855,6 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         raise ValueError("model='linear' needs activation='linear', no biases and loss='mse'")
 
     from .. import backend as _backend
-    width = max(max(sh) for sh in shapes)
     kinked = options.activation in ("relu", "leaky_relu")
     if (model == "mlp" and backend != "numpy" and _backend.numba_available()
             and (method != "auto" or kinked)):
@@ -1007,10 +863,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         return _report(_mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec,
                                     Xo, probe, method, rtol, atol, max_steps, first_step,
                                     kink_rtol), raise_on_failure)
-    if (model == "linear" and "weights" not in rec and method in PER_MEMBER_METHODS and (
-            method == "auto" or (backend != "numpy" and _backend.numba_available()
-                                 and width <= PER_MEMBER_MAX_WIDTH))) or (
-            model == "mlp" and backend != "numpy" and _backend.numba_available()):
+    if model == "linear" or (backend != "numpy" and _backend.numba_available()):
         return _report(_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec,
                                 Xo if probe is not None else None, method, backend, rtol,
                                 atol, max_steps, first_step, kink_rtol, model),
@@ -1019,10 +872,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         raise ValueError("backend='numba' needs numba, which is not installed")
     Y0 = np.ascontiguousarray(np.concatenate(
         [a.reshape(B, -1) for a in stacked + list(bs or [])], axis=1))
-    if model == "linear":
-        net = _BatchedLinear(shapes, options, alphas, X, Y, Y0)
-    else:
-        net = _BatchedMLP(shapes, bs is not None, options, alphas, X, Y, Y0)
+    net = _BatchedMLP(shapes, bs is not None, options, alphas, X, Y, Y0)
     if t_eval[-1] > 0.0:
         with np.errstate(all="ignore"):
             _flow.check_horizon(float(t_eval[-1]), Y0, net.rhs(Y0, slice(None)), max_steps)
@@ -1048,14 +898,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     name = "DOP853" if method == "auto" else method
     main = _BatchedERK(STEPPERS[name].tableau, rtol, atol)
     low = None if net.smooth else _BatchedERK(STEPPERS[FALLBACK].tableau, kink_rtol, atol)
-    concrete = "numpy"
-    if model == "linear" and backend != "numpy" and _backend.numba_available():
-        if backend == "numba" or width <= COMPILED_MAX_WIDTH:
-            main.use_compiled(net)
-            concrete = "numba"
     with np.errstate(over="ignore", invalid="ignore"):
-        raw = _integrate(net, Y0, t_eval, main, low, max_steps, first_step, observe,
-                         predictive=model == "linear")
+        raw = _integrate(net, Y0, t_eval, main, low, max_steps, first_step, observe)
     status = tuple(raw["status"])
     success = np.array([s.success for s in status], dtype=bool)
     messages = []
@@ -1072,7 +916,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     return _report(EnsembleTrajectory(
         t=t_eval.copy(), loss=lossv, end_to_end=e2e, weights=final_w, t_last=t_last,
         nfev=raw["nfev"], nsteps=raw["nsteps"], nrejected=raw["nrejected"], success=success,
-        status=status, message=tuple(messages), method=method, backend=concrete, model=model,
+        status=status, message=tuple(messages), method=method, backend="numpy", model=model,
         alpha=alphas, biases=final_b, weights_t=None if wt is None else wt[:L],
         biases_t=None if wt is None or bs is None else wt[L:], outputs=outs,
         kinks=raw["kinks"], sliding_time=raw["sliding"], fallback_steps=raw["fallback_steps"],

@@ -69,7 +69,7 @@ from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FAC
 __all__ = ["erk", "ssp", "rosw", "control", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
            "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
            "JVP_COST", "chunk_budget", "advance_in_chunks", "dense_target", "interpolates",
-           "complete_pending", "stiff_fired", "DenseStages", "batched_attempt", "STOPPED",
+           "complete_pending", "stiff_fired", "DenseStages", "STOPPED",
            "tableau_args", "loop_control", "BatchStages", "erk_batch", "BATCH_THREADS",
            "batch_threads"]
 
@@ -786,19 +786,3 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, switch_ba
                   message=_message(status, t_last, False), h_next=float(th[1]),
                   rho=float(th[2]), nonstiff=nonstiff)
 
-
-# --------------------------------------------------------------------------------------------
-# a compiled attempt of the batched (ensemble) loop
-# --------------------------------------------------------------------------------------------
-def batched_attempt(kernel, member_data, tab_data, y, f, h, rtol, atol):
-    """One compiled embedded Runge-Kutta attempt of m members at once, each with its own
-    step ``h`` (m,): ``kernel(y, f, h, *member_data, *tab_data, rtol, atol, y_new, f_new,
-    err)`` (the linear ensemble's ``_ensemble_kernels.linear_attempt``).  Returns
-    ``(y_new, f_new, err)``, (m, n), (m, n), (m,)."""
-    y = np.ascontiguousarray(y)
-    y_new = np.empty_like(y)
-    f_new = np.empty_like(y)
-    err = np.empty(y.shape[0])
-    kernel(y, np.ascontiguousarray(f), np.ascontiguousarray(h, dtype=np.float64),
-           *member_data, *tab_data, float(rtol), float(atol), y_new, f_new, err)
-    return y_new, f_new, err
