@@ -64,8 +64,8 @@ from .._validation import as_float_array, check_positive
 from . import flow as _flow
 from .methods.base import FlowStatus
 from .methods import STEPPERS
-from .methods.base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FACTOR,
-                           SAFETY)
+from .methods.base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MIN_FACTOR, error_norm,
+                           kink_factor, step_factor)
 from .models import parse_options
 from .models.base import Layout
 from .models.mlp import activation_functions, check_biases
@@ -294,31 +294,15 @@ class _BatchedERK:
         K[s] = f_new
         scale = self.atol + self.rtol * np.maximum(np.abs(y), np.abs(y_new))
         e5 = (self.e @ Kf).reshape(m, n) / scale
-        if self.e3 is None:
-            err = np.abs(h) * np.sqrt(np.sum(e5 * e5, axis=1) / n)
-        else:
-            e3 = (self.e3 @ Kf).reshape(m, n) / scale
-            n5 = np.sum(e5 * e5, axis=1)
-            n3 = np.sum(e3 * e3, axis=1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                err = np.where(n5 == 0.0, 0.0, np.abs(h) * n5 / np.sqrt((n5 + 0.01 * n3) * n))
+        e3 = (self.e3 @ Kf).reshape(m, n) / scale if self.e3 is not None else e5
+        err = error_norm(np.sum(e5 * e5, axis=1), np.sum(e3 * e3, axis=1), self.e3 is not None,
+                         h, n)
         bad = ~(np.all(np.isfinite(y_new), axis=1) & np.all(np.isfinite(f_new), axis=1))
         err = np.where(bad, np.inf, err)
         return y_new, f_new, err
 
     def factor(self, err, after_rejection):
-        with np.errstate(divide="ignore"):
-            fac = np.where(err == 0.0, MAX_FACTOR,
-                           np.minimum(MAX_FACTOR, np.maximum(MIN_FACTOR, SAFETY * np.where(
-                               err == 0.0, 1.0, err) ** self.exponent)))
-        return np.where(after_rejection, np.minimum(1.0, fac), fac)
-
-
-def _kink_factor(err, after_rejection):
-    with np.errstate(divide="ignore"):
-        fac = np.where(err == 0.0, MAX_FACTOR, np.minimum(MAX_FACTOR, np.maximum(
-            MIN_FACTOR, SAFETY / np.where(err == 0.0, 1.0, err))))
-    return np.where(after_rejection, np.minimum(1.0, fac), fac)
+        return step_factor(err, self.exponent, after_rejection)
 
 
 def _rms_rows(a):
@@ -483,7 +467,7 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe):
             lo = use_low[a]
             hm = sa * main.factor(ea, ra)
             if low is not None and lo.any():
-                fl = np.where(cr > 0, _kink_factor(ea, ra), low.factor(ea, ra))
+                fl = np.where(cr > 0, kink_factor(ea, ra), low.factor(ea, ra))
                 hm = np.where(lo, sa * np.minimum(fl, KINK_GROWTH), hm)
             h[a] = hm
             rejected[a] = False
@@ -506,7 +490,7 @@ def _integrate(net, y0, t_eval, main, low, max_steps, first_step, observe):
             lo = use_low[r]
             hr = sr * main.factor(er, True)
             if low is not None and lo.any():
-                hl = np.where(cr > 0, _kink_factor(er, True), low.factor(er, True))
+                hl = np.where(cr > 0, kink_factor(er, True), low.factor(er, True))
                 hr = np.where(lo, sr * hl, hr)
             h[r] = hr
             rejected[r] = True

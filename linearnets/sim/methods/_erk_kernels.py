@@ -310,7 +310,7 @@ def step_factor(err, exponent, safety, min_factor, max_factor, after_rejection):
 
 @njit(cache=True, inline="always")
 def kink_factor(err, safety, min_factor, max_factor, after_rejection):
-    """``methods.base._kink_factor``: after a step across a kink, whose error is first order
+    """``methods.base.kink_factor``: after a step across a kink, whose error is first order
     in ``h``, the factor ``SAFETY / err``."""
     fac = max_factor if err == 0.0 else min(max_factor, max(min_factor, safety / err))
     return min(1.0, fac) if after_rejection else fac

@@ -94,7 +94,7 @@ from typing import Optional
 import numpy as np
 
 __all__ = ["FlowStatus", "Stepper", "StepperOptions", "Result", "integrate", "sumsq",
-           "error_norm",
+           "error_norm", "step_factor", "kink_factor",
            "SAFETY",
            "MIN_FACTOR", "MAX_FACTOR", "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH",
            "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY",
@@ -183,7 +183,19 @@ def error_norm(e5, e3=0.0, use_e3=False, h=1.0, n=1):
     """The error norm of a step from its sums over components of scaled squared error
     estimates (``(d / (atol + rtol max(|y|, |y_new|)))^2``): the RMS norm
     ``|h| sqrt(e5 / n)``, or with a third-order companion estimate Hairer's DOP853 norm
-    ``|h| e5 / sqrt((e5 + 0.01 e3) n)``; the one norm of every stepper (accept if < 1)."""
+    ``|h| e5 / sqrt((e5 + 0.01 e3) n)``; the one norm of every stepper (accept if < 1).
+    Scalars give a float; arrays ``e5``, ``e3``, ``h`` (one entry a member of a batch) an
+    array of norms, entry by entry the same."""
+    if np.ndim(e5) or np.ndim(h):
+        e5, e3, h = np.asarray(e5, dtype=np.float64), np.asarray(e3, dtype=np.float64), \
+            np.abs(np.asarray(h, dtype=np.float64))
+        if n == 0:
+            return np.zeros(np.broadcast(e5, h).shape)
+        if not use_e3:
+            return h * np.sqrt(e5 / n)
+        den = np.sqrt((e5 + 0.01 * e3) * n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where((e5 == 0.0) & (e3 == 0.0), 0.0, h * e5 / den)
     if n == 0:
         return 0.0
     if not use_e3:
@@ -191,6 +203,21 @@ def error_norm(e5, e3=0.0, use_e3=False, h=1.0, n=1):
     if e5 == 0.0 and e3 == 0.0:
         return 0.0
     return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)
+
+
+def step_factor(err, exponent, after_rejection=False):
+    """The factor on ``h`` after a step with error norm ``err``: ``SAFETY err^exponent`` in
+    ``[MIN_FACTOR, MAX_FACTOR]`` (``MAX_FACTOR`` at ``err = 0``), at most 1 right after a
+    rejection; ``exponent = -1 / (q + 1)`` for an estimator of order q, ``-1`` after a
+    step across a kink.  Scalars give a float; arrays (a batch's members) an array."""
+    if np.ndim(err) or np.ndim(after_rejection):
+        err = np.asarray(err, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            fac = np.where(err == 0.0, MAX_FACTOR, np.minimum(MAX_FACTOR, np.maximum(
+                MIN_FACTOR, SAFETY * np.where(err == 0.0, 1.0, err) ** exponent)))
+        return np.where(after_rejection, np.minimum(1.0, fac), fac)
+    fac = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, max(MIN_FACTOR, SAFETY * err ** exponent))
+    return min(1.0, fac) if after_rejection else fac
 
 
 def sumsq(x, xp=np):
@@ -481,13 +508,9 @@ class Stepper:
         return f_new
 
     def factor(self, err, after_rejection=False):
-        """The factor on ``h`` for the next step after an error norm ``err``."""
-        if err == 0.0:
-            fac = self.MAX_FACTOR
-        else:
-            fac = min(self.MAX_FACTOR,
-                      max(self.MIN_FACTOR, self.SAFETY * err ** self.error_exponent))
-        return min(1.0, fac) if after_rejection else fac
+        """The factor on ``h`` for the next step after an error norm ``err``
+        (:func:`step_factor`)."""
+        return step_factor(err, self.error_exponent, after_rejection)
 
     def initial_step(self, t0, y0, f0, h_max):
         """Hairer-Norsett-Wanner II.4 (:func:`select_initial_step`); costs one evaluation."""
@@ -577,11 +600,11 @@ class Result:
     nonstiff: bool = False
 
 
-def _kink_factor(err, after_rejection):
+def kink_factor(err, after_rejection):
     """Step factor after a step across a kink: its error is ``O(h |jump|)``, first order in
-    ``h`` whatever the method's order, so the factor is ``SAFETY / err``."""
-    fac = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, max(MIN_FACTOR, SAFETY / err))
-    return min(1.0, fac) if after_rejection else fac
+    ``h`` whatever the method's order, so the factor is ``SAFETY / err``
+    (:func:`step_factor` with exponent -1)."""
+    return step_factor(err, -1.0, after_rejection)
 
 
 def _locate_stop(stepper, t, y, f, h, g0, stop, y1):
@@ -821,7 +844,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
                     active = low
                     kink_rejections = 0
                     calm = 0
-            h = step * (_kink_factor(err, True) if crossed and active is low
+            h = step * (kink_factor(err, True) if crossed and active is low
                         else active.factor(err, True))
             rejected = True
             continue
@@ -861,7 +884,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         if active is low:
             # near a kink: a crossing step's error is first order in h, and growth is
             # held to KINK_GROWTH (a step grown past the next crossing is rejected)
-            fac = _kink_factor(err, rejected) if crossed else active.factor(err, rejected)
+            fac = kink_factor(err, rejected) if crossed else active.factor(err, rejected)
             h = step * min(fac, KINK_GROWTH)
         elif predictive:
             h, memory = accept_step(h, step, err, exponent, active.MAX_FACTOR, rejected,
