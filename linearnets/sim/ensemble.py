@@ -953,14 +953,15 @@ def _mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, Xo, pr
                  rtol, atol, max_steps, first_step, kink_rtol):
     """The MLP's members as the batch axis of its compiled loop: ``methods.compiled.erk_batch``
     on ``MLPNumba.batch_ops`` (every member the run ``gradient_flow(backend="numba")``
-    makes of it, explicit methods, and ``"auto"`` at kinks where it is DOP853: the members'
-    loops on threads, BLAS on one thread meanwhile)."""
+    makes of it, explicit methods, and ``"auto"`` at kinks, where it is the pair that
+    ``methods.driver.auto_pair`` picks for rtol: the members' loops on threads, BLAS on one
+    thread meanwhile)."""
     from threadpoolctl import threadpool_limits
 
     from .methods import compiled
     from .methods.base import StepperOptions
     from .methods.driver import FALLBACK as _FALLBACK
-    from .methods.driver import METHODS
+    from .methods.driver import METHODS, auto_pair
     from .methods.tableaux import TABLEAUX
     from .models.mlp import MLPNumba
 
@@ -972,7 +973,7 @@ def _mlp_members(stacked, bs, shapes, X, Y, t_eval, options, alphas, rec, Xo, pr
     net = MLPNumba(ws0, b0, options).prepare(X, Y)
     Y0 = np.ascontiguousarray(np.concatenate(
         [a.reshape(B, -1) for a in stacked + list(bs or [])], axis=1))
-    name = "DOP853" if method == "auto" else method
+    name = auto_pair(rtol) if method == "auto" else method
     primary = METHODS[name][1]
     low = None if net.smooth else TABLEAUX[_FALLBACK]
     batched = _BatchedMLP(shapes, bs is not None, options, alphas, X, Y, Y0)

@@ -243,6 +243,24 @@ def test_mlp_member_route_is_gradient_flow_on_numba(case):
         _close(ens.outputs[b], bat.outputs[b], glob, f"routes, outputs[{b}]")
 
 
+@NEEDS_NUMBA
+@pytest.mark.parametrize("rtol", [1e-5, 1e-8])
+def test_mlp_members_take_their_serial_steps(rtol):
+    """'auto' at kinks: each member runs the explicit pair its serial run starts (and, its
+    steps never capped, keeps): RK45 at rtol >= AUTO_PAIR_RTOL, DOP853 below; the same
+    compiled loop in one process, so the same steps, kinks and evaluations."""
+    X, y = _mlp_data(P=16, D=3)
+    t = np.array([0.25, 0.5, 1.0])
+    nets = [ln.init_network((3, 10, 1), 1.0, seed=s) for s in range(3)]
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=rtol, atol=1e-10, activation="relu")
+    assert ens.backend == "numba" and ens.all_success
+    for b in range(3):
+        ref = ln.gradient_flow(nets[b], X, y, t, rtol=rtol, atol=1e-10, activation="relu",
+                               backend="numba")
+        assert (ens.nfev[b], ens.nsteps[b], ens.kinks[b]) == (ref.nfev, ref.nsteps, ref.kinks)
+        _close(ens.loss[b], ref.loss, 1e-12 * ref.loss[0], f"loss[{b}]")
+
+
 @pytest.mark.parametrize("backend", ["auto", "numpy"])
 def test_a_failing_mlp_member_leaves_the_others(backend):
     X, y = _mlp_data(P=16, D=3)

@@ -29,7 +29,7 @@ from .rosw import ROS34PW2 as ROS34PW2_STEPPER
 from .ssp import LowStorageRK
 from .tableaux import ROS34PW2, SSPRK104, TABLEAUX
 
-__all__ = ["METHODS", "FALLBACK", "ROSENBROCK_FALLBACK", "ROSENBROCK_JVP", "AUTO_PAIR_RTOL",
+__all__ = ["METHODS", "FALLBACK", "ROSENBROCK_FALLBACK", "ROSENBROCK_JVP", "AUTO_PAIR_RTOL", "auto_pair",
            "PAIR_HELD", "STIFF_STEPS", "ROSENBROCK_HELD", "ROSENBROCK_STEPS", "SWITCH_BACKOFF",
            "HANDBACK_STEPS", "run", "auto", "stepper_for"]
 
@@ -233,6 +233,12 @@ def _start_then(method, net, y0, t0, t_eval, opts, observe, **kw):
     return _replace(res, nfev=res.nfev + 1 + (opts.first_step is None))
 
 
+def auto_pair(rtol):
+    """The explicit pair that ``"auto"`` starts with at ``rtol`` (:data:`AUTO_PAIR_RTOL`);
+    a model with kinks keeps it throughout (its steps are never capped)."""
+    return "DOP853" if rtol < AUTO_PAIR_RTOL else "RK45"
+
+
 def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
     """``"auto"``: the explicit pair (RK45 or DOP853 by ``rtol``, :data:`AUTO_PAIR_RTOL`)
     until the stability cap has held its step below ``1 / PAIR_HELD`` of its accuracy step
@@ -245,7 +251,7 @@ def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
     loop on the backend (compiled on numba).  The Result sums the stretches; its message
     says where the run first switched, through which methods and how often."""
     T = t_eval.size
-    pair = "DOP853" if opts.rtol < AUTO_PAIR_RTOL else "RK45"
+    pair = auto_pair(opts.rtol)
     y, t, k, h = y0, float(t0), 0, opts.first_step
     nfev = nsteps = nrej = ncapped = switches = tries = 0
     method, path, stiff_at = pair, [pair], None
