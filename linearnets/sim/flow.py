@@ -283,9 +283,9 @@ def check_horizon(t_end, y0, f0, max_steps, xp=np):
     if math.isfinite(rate) and t_end * rate > max_steps / _EPS:
         raise ValueError(
             f"t_eval ends at {t_end:.6g}, {t_end * rate:.3g} initial time scales of the flow "
-            f"(|y0| / |dy/dt| = {1.0 / rate:.3g}): beyond max_steps / eps = "
-            f"{max_steps / _EPS:.3g}, which no run of max_steps = {max_steps} steps reaches "
-            f"in float64")
+            f"(|y0| / |dy/dt| = {1.0 / rate:.3g}, set by the weights, X, Y, eta, alpha and "
+            f"the rates): beyond max_steps / eps = {max_steps / _EPS:.3g}, which no run of "
+            f"max_steps = {max_steps} steps reaches in float64")
 
 
 def check_data(X, Y, shapes):
