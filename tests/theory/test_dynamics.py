@@ -16,6 +16,7 @@ from scipy.integrate import solve_ivp
 
 import linearnets as ln
 from linearnets.theory import dynamics as dyn
+from theory._reference_modes import t_ref
 
 DEPTHS = [1, 2, 3, 4, 5, 6, 7, 8]
 MANY_DEPTHS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 20]
@@ -33,36 +34,6 @@ def kappa_c(t, c, s, L, eta=1.0):
 # ----------------------------------------------------------------- mpmath reference
 
 mp.mp.dps = 30
-
-
-def t_ref(c, s, c0, L, eta=1.0):
-    """t(c) by mpmath quadrature, split so that every piece has a smooth integrand.
-
-    Rising: y = (c/s)^(1/L), dt = dy / (eta s^(2-2/L) y^(L-1) (1 - y^L)); integrated in
-    log y below y = 1/2 and in -log(1 - y) above.  Decaying: the same in z = 1/y, where
-    dt = z^(2L-3) dz / (eta s^(2-2/L) (1 - z^L)).
-    """
-    c, s, c0 = mp.mpf(c), mp.mpf(s), mp.mpf(c0)
-    L = int(L)
-    if c0 < s:
-        v0, v1 = (c0 / s) ** (mp.mpf(1) / L), (c / s) ** (mp.mpf(1) / L)
-        dens = lambda v: v ** (1 - L) / (1 - v ** L)        # noqa: E731
-    else:
-        v0, v1 = (s / c0) ** (mp.mpf(1) / L), (s / c) ** (mp.mpf(1) / L)
-        dens = lambda v: v ** (2 * L - 3) / (1 - v ** L)    # noqa: E731
-    half = mp.mpf(1) / 2
-    total = mp.mpf(0)
-    a, b = v0, min(v1, half)
-    if a < b:   # in u = log v
-        ua, ub = mp.log(a), mp.log(b)
-        n = int(abs(ub - ua) / 2) + 2
-        total += mp.quad(lambda u: dens(mp.e ** u) * mp.e ** u, mp.linspace(ua, ub, n))
-    a, b = max(v0, half), v1
-    if a < b:   # in q = -log(1 - v)
-        qa, qb = -mp.log(1 - a), -mp.log(1 - b)
-        n = int(abs(qb - qa) / 2) + 2
-        total += mp.quad(lambda q: dens(1 - mp.e ** (-q)) * mp.e ** (-q), mp.linspace(qa, qb, n))
-    return total / (mp.mpf(eta) * s ** (2 - mp.mpf(2) / L))
 
 
 def kappa_t(t, c, s, L, eta=1.0):
