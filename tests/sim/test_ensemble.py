@@ -2,9 +2,9 @@
 
 Tolerances are in units of the ensemble's ``rtol`` (``kink_rtol`` for ReLU, whose
 accuracy near kinks is that of the low-order pair), against ``gradient_flow`` of the
-same member at rtol 1e-11: an independent path (the compiled sufficient-statistics
-loops for linear networks, the unbatched raw-sample model otherwise).  Step counts
-are never compared.
+same member at rtol 1e-11 (each member is the run ``gradient_flow`` makes of it, on
+numba and on numpy: the reference is that path at a 1000x tighter tolerance).  Step
+counts are compared only between runs of one compiled loop in one process.
 """
 import numpy as np
 import pytest
@@ -34,8 +34,8 @@ def _mlp_data(P=24, D=4, labels=False):
 
 
 def _route(backend):
-    """The backend an MLP ensemble reports: member by member on the compiled MLP where numba
-    is installed (and not ``backend="numpy"``), else the batched numpy loop."""
+    """The backend an MLP ensemble reports: the compiled MLP where numba is installed (and
+    not ``backend="numpy"``), else the numpy MLP."""
     return "numba" if backend != "numpy" and ln.backend.numba_available() else "numpy"
 
 
@@ -46,9 +46,9 @@ def _close(a, b, tol, what):
 
 
 @pytest.mark.parametrize("centered,backend,method,record", [
-    (False, "numpy", "DOP853", ()), (True, "numpy", "DOP853", ()),     # batched numpy
-    (True, "auto", "DOP853", ("weights",)),                             # batched, compiled
-    (False, "auto", "auto", ()), (True, "auto", "auto", ()),            # member by member
+    (False, "numpy", "DOP853", ()), (True, "numpy", "DOP853", ()),     # numpy
+    (True, "auto", "DOP853", ("weights",)),                             # compiled
+    (False, "auto", "auto", ()), (True, "auto", "auto", ()),
     (True, "auto", "DOP853", ())])
 def test_linear_members_match_separate_runs(centered, backend, method, record):
     X, y = _linear_data()
@@ -193,7 +193,7 @@ NEEDS_NUMBA = pytest.mark.skipif(not ln.backend.numba_available(), reason="needs
 @pytest.mark.parametrize("case", ["relu_biases", "soft_hinge_probe"])
 def test_mlp_member_route_is_gradient_flow_on_numba(case):
     # method "auto" on an MLP runs each member through gradient_flow's compiled MLP: the
-    # same run (up to rounding), with every field the batched route fills
+    # same run (up to rounding), with every field the numpy route fills
     if case == "relu_biases":
         X, y = _mlp_data(P=16, D=3)
         t = np.array([0.25, 0.5, 1.0])
@@ -364,7 +364,7 @@ def test_bad_input_names_the_argument():
 
 
 def test_sliding_relu_members_run_on_the_fallback():
-    """The batched loop's kink fallback as ``methods.base.integrate``'s: a member whose flow
+    """The numpy route's kink fallback (``methods.base.integrate``'s): a member whose flow
     slides along kinks for most of t in [0, 2] (``test_rosw_general``'s sliding net) stays
     on the low-order pair while its steps' stages cross a switch, and each member is
     within 20 kink_rtol of a separate run 10x tighter in both tolerances."""
