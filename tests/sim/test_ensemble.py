@@ -347,6 +347,10 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match=r"biases_list\[1\]"):
         gradient_flow_ensemble(nets, X, y, t, activation="tanh",
                                biases_list=[[np.zeros(8)], [np.zeros(7)], [np.zeros(8)]])
+    with pytest.raises(ValueError, match=r"biases_list\[0\] must have shape \(3, 8\)"):
+        gradient_flow_ensemble(nets, X, y, t, activation="tanh", biases_list=[np.zeros((3, 7))])
+    with pytest.raises(ValueError, match=r"weights_list\[0\]\[1\] has shape"):
+        gradient_flow_ensemble([stacked[0], np.zeros((3, 1, 7))], X, y, t)
     with pytest.raises(ValueError, match="record"):
         gradient_flow_ensemble(nets, X, y, t, record=("ntk",))
     with pytest.raises(ValueError, match="t_eval"):
