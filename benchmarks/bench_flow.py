@@ -72,6 +72,7 @@ from linearnets.sim.methods.erk import ExplicitRK  # noqa: E402
 from linearnets.sim.methods.tableaux import TABLEAUX  # noqa: E402
 from linearnets.sim.models import _linear_stages, parse_options  # noqa: E402
 from linearnets.sim.models.linear import LinearNet  # noqa: E402
+from problems import gemm_rate  # noqa: E402  the float64 GEMM rate, measured in this run
 from linearnets.sim.flow import DEFAULT_METHOD  # noqa: E402
 
 #: Relative accuracy of the end-to-end map at t_end that a run must reach.
@@ -135,18 +136,6 @@ def gradient_flops(shapes, white):
     prods = sum(r * c for r, c in shapes[:-1])      # layers with a top product
     # A chain, R chain and the outer products: each C x N_l x N_{l-1} per layer below the top
     return 2 * C * (3 * prods) + (0 if white else 2 * C * D * D)
-
-
-def gemm_rate():
-    best = 0.0
-    for n in (1024, 2048):
-        a = np.random.default_rng(0).standard_normal((n, n))
-        a @ a
-        for _ in range(3):
-            t0 = time.perf_counter()
-            a @ a
-            best = max(best, 2 * n ** 3 / (time.perf_counter() - t0))
-    return best
 
 
 def cache_bytes():

@@ -84,7 +84,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import linearnets as ln  # noqa: E402
-from bench_flow import gemm_rate  # noqa: E402  the float64 GEMM rate, measured in this run
+from problems import gemm_rate  # noqa: E402  the float64 GEMM rate, measured in this run
 
 TARGET = 1e-4
 RTOLS = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 1e-7)

@@ -8,7 +8,11 @@ when the script runs) or ``benchmarks/studies/`` (which put ``benchmarks/`` ther
   scalar teacher (P = 40 samples, D = 10, s = 1, seed 0), linear from sigma = 0.01 over 20
   output times up to 400, or ReLU from sigma = 0.5 over 20 output times up to 40, where a
   member can slide along kinks for thousands of steps.
+* :func:`gemm_rate`: this machine's float64 GEMM rate, measured in the calling run (the
+  FLOP bound of ``bench_flow.py`` and ``bench_mlp.py``).
 """
+import time
+
 import numpy as np
 
 import linearnets as ln
@@ -30,3 +34,16 @@ def sweep_data():
     X, y, _ = ln.scalar_teacher(SWEEP_SAMPLES, SWEEP_SIZES[0], SWEEP_STRENGTH, seed=0)
     return X, y
 
+
+
+def gemm_rate():
+    """Best float64 GEMM rate (FLOP/s) of ``a @ a`` over 1024^2 and 2048^2 (3 tries each)."""
+    best = 0.0
+    for n in (1024, 2048):
+        a = np.random.default_rng(0).standard_normal((n, n))
+        a @ a
+        for _ in range(3):
+            t0 = time.perf_counter()
+            a @ a
+            best = max(best, 2 * n ** 3 / (time.perf_counter() - t0))
+    return best

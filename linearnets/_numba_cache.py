@@ -18,10 +18,17 @@ digits hash the sources of the kernel's module and of every package module it im
 (transitively), the numba and Python versions and the machine. The hash matters: numba
 checks only the source file of the function it loads, so a kernel whose callee in
 another file changed would otherwise load stale machine code.
+
+numba keeps one index per function (signature -> data file); two processes that compile
+different signatures of one function at once read the same index, pick the same data
+file, and leave an index entry pointing at the other signature's machine code (numba
+issues #4807, #10128). :func:`lock_cache` serialises a dispatcher's index updates and
+loads across processes with an exclusive ``flock`` on ``<index>.lock``.
 """
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import getpass
 import hashlib
@@ -34,8 +41,13 @@ import time
 
 from ._version import __version__
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: numba's own (unlocked) cache files
+    fcntl = None
+
 __all__ = ["ENV_VAR", "njit", "cache_dir", "cache_key", "kernel_sources", "kernel_modules", "package_imports",
-           "install", "compile_count", "set_compile_notice"]
+           "install", "compile_count", "set_compile_notice", "lock_cache"]
 
 #: Environment variable naming the cache's root directory (the key is appended).
 ENV_VAR = "LINEARNETS_CACHE_DIR"
@@ -69,11 +81,50 @@ def njit(*args, **options):
             old = numba.config.CACHE_DIR
             numba.config.CACHE_DIR = path
             try:
-                return numba.njit(*sigs, **options)(fn)
+                return lock_cache(numba.njit(*sigs, **options)(fn))
             finally:
                 numba.config.CACHE_DIR = old
 
     return decorate(args[0]) if bare else decorate
+
+
+def lock_cache(dispatcher):
+    """Make ``dispatcher``'s cache (a ``cache=True`` numba dispatcher) save and load each entry
+    under an exclusive file lock ``<index>.nbi.lock``, so that processes compiling its
+    signatures at once never write one index at the same time (module docstring).
+
+    Returns the dispatcher; unchanged without ``fcntl`` or a cache.
+    """
+    index = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    if fcntl is None or not hasattr(index, "_index_path") or getattr(index, "_locked", False):
+        return dispatcher
+    for name in ("save", "load"):
+        setattr(index, name, _under_lock(getattr(index, name), index._index_path + ".lock"))
+    index._locked = True
+    return dispatcher
+
+
+def _under_lock(method, lock_path):
+    @functools.wraps(method)
+    def call(*args):
+        with _file_lock(lock_path):
+            return method(*args)
+    return call
+
+
+@contextlib.contextmanager
+def _file_lock(path):
+    """Hold ``flock(LOCK_EX)`` on ``path`` (created); without the directory, no lock."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def package_imports(path, package_dir=_PACKAGE_DIR):

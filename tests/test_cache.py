@@ -272,3 +272,83 @@ def test_second_process_loads_the_compiled_mlp_from_cache(tmp_path):
     second, err = _run(_MLP_CALL, env, tmp_path)
     assert second["compiles"] == 0 and second["misses"] == 0 and min(second["hits"]) >= 1
     assert "compiling numba kernels" not in err
+
+
+_RACE = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np
+    from linearnets.sim.models import _mlp_kernels as k
+    TYPES = [np.float64, np.float32, np.int64, np.int32, np.int16, np.int8, np.uint64,
+             np.uint32, np.uint16, np.uint8]
+    i, n, start = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    while time.time() < start:
+        time.sleep(0.001)
+    mine = [t for j, t in enumerate(TYPES) if n == 0 or j % n == i]
+    out = {t.__name__: float(k.vtanh(t(3))) for t in mine}
+    print(json.dumps({"values": out, "hits": sum(k.vtanh.stats.cache_hits.values()),
+                      "misses": sum(k.vtanh.stats.cache_misses.values())}))
+""")
+
+
+def test_processes_compiling_one_kernel_at_once_leave_a_consistent_cache(tmp_path):
+    """numba issues #4807 / #10128: processes that compile different signatures of one cached
+    kernel at once must not leave an index entry pointing at another signature's code. Four
+    processes on one fresh cache compile ten signatures of ``_mlp_kernels.vtanh`` at the
+    same moment; a fifth then loads every one from the cache, with the writers' values."""
+    env = dict(os.environ, LINEARNETS_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("NUMBA_DISABLE_JIT", None)
+    script = tmp_path / "race.py"
+    script.write_text(_RACE)
+    import time
+    start = str(time.time() + 8.0)        # after every writer has imported the package
+    procs = [subprocess.Popen([sys.executable, str(script), str(i), "4", start], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    written = {}
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        written.update(json.loads(out.strip().splitlines()[-1])["values"])
+    assert len(written) == 10
+    reader = subprocess.run([sys.executable, str(script), "0", "0", "0"], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert reader.returncode == 0, reader.stderr
+    read = json.loads(reader.stdout.strip().splitlines()[-1])
+    assert read["misses"] == 0 and read["hits"] == 10
+    assert read["values"] == written
+    assert all(abs(v - 0.9950547536867305) < 1e-6 for v in written.values())   # tanh(3)
+
+
+def test_a_cache_entry_is_saved_under_the_index_lock(tmp_path):
+    """:func:`_numba_cache.lock_cache`: while numba writes a dispatcher's index, the file lock
+    beside it is held (another open of it cannot take the lock)."""
+    code = textwrap.dedent("""
+        import fcntl, json, os, sys
+        import numba
+        numba.config.CACHE_DIR = sys.argv[1]
+        sys.path.insert(0, sys.argv[1])
+        with open(os.path.join(sys.argv[1], "usermod.py"), "w") as f:
+            f.write("import numba\\n@numba.njit(cache=True)\\ndef f(x):\\n    return x + 1\\n")
+        import usermod
+        from linearnets._numba_cache import lock_cache
+        index = lock_cache(usermod.f)._cache._cache_file
+        held = []
+        save_index = index._save_index
+        def probe(overloads):
+            fd = os.open(index._index_path + ".lock", os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
+            finally:
+                os.close(fd)
+            save_index(overloads)
+        index._save_index = probe
+        print(json.dumps({"value": usermod.f(2), "held": held}))
+    """)
+    pytest.importorskip("fcntl")
+    out, _ = _run(code.replace("sys.argv[1]", repr(str(tmp_path))), {}, tmp_path)
+    assert out == {"value": 3, "held": [True]}

@@ -5,7 +5,7 @@ evaluation of ``linearnets.sim.models.mlp.MLP`` (numpy reference) and of ``MLPNu
 (the compiled kernels of ``_mlp_kernels``: fused activation/derivative loops around the
 same GEMMs) against the same GEMMs alone on arrays of the same shapes, in the same run,
 and prints the ratios, the FLOP rate of one evaluation and its fraction of this
-machine's float64 GEMM rate (``bench_flow.gemm_rate``, 1024^2 and 2048^2 products,
+machine's float64 GEMM rate (``problems.gemm_rate``, 1024^2 and 2048^2 products,
 measured in the same run); ``nb/bound`` is the compiled evaluation against its FLOP bound,
 its FLOPs (forward, weight gradients, back-propagation) at that rate, as
 ``bench_flow.py`` bounds the linear gradient.  A ratio to the GEMMs near 1 leaves nothing
@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # bench_flow
 
-from bench_flow import gemm_rate  # noqa: E402
+from problems import gemm_rate  # noqa: E402
 from linearnets.sim.models import parse_options  # noqa: E402
 from linearnets.sim.models.mlp import MLP, MLPNumba  # noqa: E402
 from linearnets.sim.network import init_network  # noqa: E402

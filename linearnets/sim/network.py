@@ -65,13 +65,9 @@ def init_network(layer_sizes, sigma, seed=0):
     layer_sizes : sequence of int
         ``(D, N_1, ..., N_{L-1}, C)``, depth ``L = len(layer_sizes) - 1``.
     sigma : float
-        Scale, ``sigma > 0``: the entries of ``W_l`` have standard deviation
-        ``sigma / sqrt(N_{l-1})``, so a wide layer's singular values spread
-        over ``sigma |1 -+ sqrt(N_l / N_{l-1})|`` (Marchenko-Pastur) and the
-        initial mode strengths ``u^T W_L ... W_1 v`` are of order
-        ``sigma^L / sqrt(D)``, of either sign.  Not the ``sigma`` of
-        :func:`init_balanced`, whose singular values are exactly ``sigma``
-        (``docs/conventions.md``, "Initialisation").
+        Scale, ``sigma > 0``: entries of standard deviation ``sigma / sqrt(N_{l-1})``
+        (not the ``sigma`` of :func:`init_balanced`; ``docs/conventions.md``,
+        "Initialisation").
     seed : int >= 0, numpy.random.SeedSequence or Generator
         Reproducible: the same seed gives the same weights.
 
@@ -111,12 +107,9 @@ def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
     layer_sizes : sequence of int
         ``(D, N_1, ..., C)``.
     sigma : float
-        Per-layer scale, ``> 0``: every nonzero singular value of every ``W_l``
-        is exactly ``sigma``, so each of the r modes starts at strength
-        ``c0 = sigma^L`` (the ``c0`` of :func:`~linearnets.mode_strength` when
-        ``left``/``right`` are the task's directions).  Not the ``sigma`` of
-        :func:`init_network`, whose entries are N(0, sigma^2 / N_{l-1})
-        (``docs/conventions.md``, "Initialisation").
+        Per-layer scale, ``> 0``: every nonzero singular value of every ``W_l`` is
+        ``sigma``, each mode starts at ``c0 = sigma^L`` (``docs/conventions.md``,
+        "Initialisation").
     seed : int >= 0, numpy.random.SeedSequence or Generator
     rank : int, optional
         r, at most the narrowest layer (default: the narrowest layer).

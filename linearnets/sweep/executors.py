@@ -82,7 +82,9 @@ class LocalExecutor:
     jobs : int
         Number of worker processes (>= 1).
     warmup : str or None
-        ``"module:callable"`` run once in each worker (e.g. loading compiled kernels).
+        ``"module:callable"`` run once in each worker (e.g. loading compiled kernels), and
+        first, with more than one worker, in one process alone: what it compiles is then
+        in the cache before the workers start, and they only load it.
     """
 
     def __init__(self, jobs, warmup=None):
@@ -93,11 +95,19 @@ class LocalExecutor:
         self.slots = 2 * jobs
         self.generation = 0
         self.rebuilds = 0
+        if warmup and jobs > 1:
+            self._make(1)
+            try:
+                self.pool.submit(int).result()
+            except BrokenProcessPool:       # a failing warm-up: the workers report it
+                pass
+            self.pool.shutdown()
         self._make()
 
-    def _make(self):
+    def _make(self, workers=None):
         with _one_thread_env():
-            self.pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("spawn"),
+            self.pool = cf.ProcessPoolExecutor(max_workers=workers or self.jobs,
+                                               mp_context=mp.get_context("spawn"),
                                                initializer=init_worker, initargs=(self.warmup,))
 
     def submit(self, task):

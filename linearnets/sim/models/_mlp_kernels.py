@@ -1,55 +1,24 @@
-"""Compiled right-hand side of the MLP (``backend="numba"``): forward, backward, loss.
+"""Compiled right-hand side and stepping loops of the MLP (``backend="numba"``).
 
-The same maths as :class:`linearnets.sim.models.mlp.MLP` (its module docstring has
-the equations; the model is that of docs/conventions.md, "Beyond linear networks",
-after Geiger et al. 2019 and Zhou et al. 2022): for hidden layers ``l < L``
+The maths of :mod:`.mlp` (its module docstring): for hidden layers ``l < L``
 
     Z_l = m_l H_{l-1} W_l^T + b_l,   H_l = phi(Z_l),   f = m_L H_{L-1} W_L^T,
     F = alpha (f - f_0),   G_L = l'(F, Y) / (alpha P),
-    dL/dW_l = m_l G_l^T H_{l-1},   G_{l-1} = m_l (G_l W_l) * phi'(Z_{l-1}),
-    dL/db_l = sum_mu G_l,
+    dL/dW_l = m_l G_l^T H_{l-1},   G_{l-1} = m_l (G_l W_l) * phi'(Z_{l-1}),   dL/db_l = sum_mu G_l,
 
-on the P training samples at once (rows are samples).  Every product is one
-``np.dot`` on C-contiguous float64 arrays (views of flat buffers; a transposed
-operand is an F-contiguous view), so it is one BLAS GEMM; the elementwise work is
-fused into one loop per layer: the forward loop scales, adds the bias and writes
-both ``phi(z)`` and ``phi'(z)`` (the backward pass needs only ``phi'``; softplus
-shares one ``exp`` between them), the backward loop multiplies by ``m_l phi'`` and
-sums the bias gradient.  One evaluation is therefore the 3 GEMMs per hidden layer
-of the numpy reference (2 for the input layer) plus O(P N) passes.
+every product one BLAS GEMM (``np.dot`` on C-contiguous views), the elementwise work
+one fused loop per layer.  The data tuple (built by ``mlp.MLPNumba``)::
 
-The data tuple
---------------
-:func:`mlp_rhs` has the ``rhs(y, out, data)`` form of a compiled stepping loop; the
-model (``mlp.MLPNumba``) builds ``data`` once in ``prepare``:
+    (X (P, D), Y (P, C), f0 (P, C), lay int64 (L, 4), m (L,), scales (L,), iopt, fopt,
+     H, Dv, hoffs (L,), G1, G2, F (P, C))
 
-``(X, Y, f0, lay, m, scales, iopt, fopt, H, Dv, hoffs, G1, G2, F)``
-
-* ``X`` (P, D), ``Y`` (P, C), ``f0`` (P, C) (zeros unless centered): C-contiguous;
-* ``lay`` int64 (L, 4): per layer the state offset of ``W_l``, its rows ``N_l``,
-  columns ``N_{l-1}`` and the state offset of ``b_l`` (-1 without biases);
-* ``m`` (L,) multipliers; ``scales`` (L,): ``out_l = scales[l] * dL/dtheta_l``
-  (``-eta lr_scales[l]`` for the flow, 1 for the gradient);
-* ``iopt`` int64 ``[activation code, loss code, has_biases, stop code]``, ``fopt``
-  float64 ``[activation parameter, loss parameter, alpha, stop value]`` (codes:
-  :data:`ACT_CODES`, :data:`LOSS_CODES`, :data:`STOP_CODES`);
-* buffers: ``H``, ``Dv`` flat (P sum_{l<L} N_l) with ``hoffs`` (L,) the offsets of
-  each hidden layer's (P, N_l) block (``H_l`` and ``phi'(Z_l)`` of the latest
-  :func:`mlp_rhs`); ``G1``, ``G2`` (P max N_l) for the backward pass (and the
-  forward pass of :func:`mlp_loss`, which leaves ``H``/``Dv`` alone); ``F`` (P, C).
-
-ReLU-type switch pattern: ``phi'(z) == 1`` exactly where ``z > 0`` (relu writes 1 or
-0, leaky_relu 1 or its slope ``a < 1``), so ``Dv == 1`` is the pattern ``z > 0`` of the
-training pre-activations at the latest evaluation, in the reference's order.
-
-The compiled stepping loop
---------------------------
-:func:`erk_advance_smooth` and :func:`erk_advance_kinks` are the model's cached entry
-points into the embedded Runge-Kutta loop of ``methods/_erk_kernels.make_erk_advance``:
-the first for smooth activations (no kink code), the second with the switch functions
-:func:`crossings` / :func:`keep_pattern` (the low-order pair at kinks).  Both carry the
-stop event :func:`stop_value` (``stop="margin"`` or ``("loss", value)``, off with stop
-code 0), read off the outputs that the latest :func:`mlp_rhs` left in ``F``.
+``lay[l]`` = state offset of ``W_l``, ``N_l``, ``N_{l-1}``, offset of ``b_l`` (-1: none);
+``out_l = scales[l] dL/dtheta_l``; ``iopt`` = [activation, loss, has_biases, stop] codes
+(:data:`ACT_CODES`, :data:`LOSS_CODES`, :data:`STOP_CODES`), ``fopt`` = [activation
+parameter, loss parameter, alpha, stop value]; ``H``/``Dv`` (P sum_{l<L} N_l) hold
+``H_l`` and ``phi'(Z_l)`` of the latest :func:`mlp_rhs` at offsets ``hoffs``, ``G1``/``G2``
+(P max N_l) are work buffers.  ``Dv == 1`` exactly where ``z > 0`` for ReLU-type
+activations: the switch pattern of the compiled loop.
 """
 from __future__ import annotations
 
@@ -240,47 +209,40 @@ def mlp_forward(y, X, data, keep):
 
 
 @njit(cache=True, nogil=True)
-def _F_of_f(F, f0, alpha):
-    """In place ``F <- alpha (F - f0)`` (``f0`` zeros unless centered)."""
-    P, C = F.shape
-    for p in range(P):
-        for i in range(C):
-            F[p, i] = alpha * (F[p, i] - f0[p, i])
-
-
-@njit(cache=True, nogil=True)
 def mlp_outputs(y, data):
-    """``F`` (P, C) on the training inputs at ``y`` (in ``data``'s ``F`` buffer, returned)."""
+    """``F = alpha (f - f0)`` (P, C) on the training inputs at ``y`` (``data``'s ``F``)."""
     mlp_forward(y, data[0], data, False)
-    F = data[13]
-    _F_of_f(F, data[2], data[7][2])
+    F, f0, alpha = data[13], data[2], data[7][2]
+    for p in range(F.shape[0]):
+        for i in range(F.shape[1]):
+            F[p, i] = alpha * (F[p, i] - f0[p, i])
     return F
 
 
 @njit(cache=True, nogil=True)
 def mlp_loss(y, data):
     """The training loss ``(1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)`` at ``y``."""
-    return _loss_of(mlp_outputs(y, data), data)
+    mlp_forward(y, data[0], data, False)
+    return _loss_of(data)
 
 
 @njit(cache=True, nogil=True)
-def _loss_of(F, data):
-    """The training loss of the outputs ``F`` (P, C) (``F = alpha (f - f0)``)."""
-    Y, iopt, fopt = data[1], data[6], data[7]
-    P, C = F.shape
-    alpha = fopt[2]
+def _loss_of(data):
+    """The training loss of ``F = alpha (f - f0)``, ``f`` in ``data``'s ``F`` (P, C)."""
+    Y, f0, iopt, fopt, f = data[1], data[2], data[6], data[7], data[13]
+    P, C = f.shape
+    alpha, beta = fopt[2], fopt[1]
     s = 0.0
-    if iopt[1] == 0:
-        for p in range(P):
-            for i in range(C):
-                d = Y[p, i] - F[p, i]
+    for p in range(P):
+        for i in range(C):
+            F = alpha * (f[p, i] - f0[p, i])
+            if iopt[1] == 0:
+                d = Y[p, i] - F
                 s += 0.5 * d * d
-    else:
-        beta = fopt[1]
-        for p in range(P):
-            for i in range(C):
-                u = beta * (1.0 - Y[p, i] * F[p, i])
+            else:
+                u = beta * (1.0 - Y[p, i] * F)
                 s += max(u, 0.0) + math.log1p(math.exp(-abs(u)))
+    if iopt[1] != 0:
         s /= beta
     return s / (alpha * alpha * P)
 
@@ -386,20 +348,16 @@ def stop_value(y, data):
     code = iopt[3]
     if code == 0:
         return 1.0
+    if code == 2:
+        return _loss_of(data) - fopt[3]
     F, f0, Y = data[13], data[2], data[1]
     P, C = F.shape
     alpha = fopt[2]
-    if code == 1:
-        low = np.inf
-        for p in range(P):
-            for i in range(C):
-                low = min(low, Y[p, i] * alpha * (F[p, i] - f0[p, i]))
-        return 1.0 - low
-    Fv = data[12][:P * C].reshape((P, C))      # G2: free after the backward pass
+    low = np.inf
     for p in range(P):
         for i in range(C):
-            Fv[p, i] = alpha * (F[p, i] - f0[p, i])
-    return _loss_of(Fv, data) - fopt[3]
+            low = min(low, Y[p, i] * alpha * (F[p, i] - f0[p, i]))
+    return 1.0 - low
 
 
 _smooth_loop = make_erk_advance(mlp_rhs, stop=stop_value)

@@ -1,63 +1,9 @@
-"""The model interface of the general simulator, and the registry of models.
+"""The model interface of the simulator, and the registry of models.
 
-A *model* is everything the integrator needs to know about one network family, in
-one module; the steppers (:mod:`linearnets.sim.methods`) know nothing about
-networks and see only ``rhs(t, y) -> dy`` on a flat float64 vector.  Adding a model
-means writing its module and one :func:`register_model` line.
-
-The interface
--------------
-A model is a subclass of :class:`Model`, constructed as ``cls(weights, biases,
-options, xp=numpy)``:
-
-``layout`` : :class:`Layout`
-    The flat state ``y`` (n,) <-> the named parameter arrays (weights, then biases).
-    ``layout.pack(arrays)`` builds a state, ``layout.unpack(y)`` returns views.
-``y0`` : ndarray (n,)
-    The packed initial state (the parameters at t = 0).
-``prepare(X, Y)``
-    Called once before integrating with the training data ``X`` (P, D), ``Y``
-    (P, C): computes and keeps the model's data (sufficient statistics, raw samples
-    on the device, the outputs at initialisation for a centered model, ...).
-``rhs(y, out=None) -> dy``
-    The gradient-flow velocity ``-eta * lr_scale * dL/dtheta`` at ``y``; written into
-    ``out`` (n,) if given.  Autonomous: no time argument.
-``jvp(y, v, out=None) -> J v`` (optional; ``None`` where the model has none)
-    The directional derivative of ``rhs`` at ``y`` along ``v``, for Rosenbrock-type
-    methods.
-``loss(y) -> float``
-    The training loss at ``y``.
-``outputs(y, Xp) -> (Q, C)``
-    The network's outputs ``F`` on inputs ``Xp`` (Q, D).
-``ntk(y, X1, X2) -> (P1, P2)`` or ``(P1, P2, C, C)``
-    The empirical NTK of ``F`` over all trained parameters (docs/conventions.md convention:
-    no 1/P, no learning rate).
-``end_to_end(y) -> (C, D)``
-    The linear map ``x -> F(x)``; only models with ``linear = True`` have it
-    (others raise ``ValueError``).
-``switches() -> ndarray of bool or None``
-    For a piecewise-smooth vector field (ReLU-type activations): the sign pattern of
-    the switching functions (training pre-activations ``z > 0``) at the state of the
-    most recent ``rhs`` call, so that the integrator can see a step cross a kink at
-    no extra cost; ``None`` for a smooth model (``smooth = True``).
-``metric`` : ndarray (n,) or None
-    The inverse per-parameter rates ``R^{-1}`` of the flow ``dtheta/dt = -R grad L``
-    (:func:`inverse_rates`), the weights in which ``J = -R Hess L`` is symmetric, for the
-    Krylov solves of Rosenbrock-type methods; None when the rates are uniform.
-``margins(y) -> (P,)`` (optional)
-    ``y_mu F(x_mu)`` on the training data, for the ``stop="margin"`` rule of a
-    classification loss.
-
-Class attributes: ``name`` (the registry key), ``linear`` (F is linear in x),
-``smooth`` (the vector field is smooth), ``max_width`` (for backend choice).
-
-Options
--------
-:class:`ModelOptions` carries the keywords of the contract (docs/conventions.md, "Beyond
-linear networks") after validation by :func:`parse_options`: activation and its
-parameter, multipliers ``m_l``, output scale ``alpha``, ``centered``, the loss and
-its ``beta_h``, per-layer ``lr_scales`` and the learning rate ``eta``.  A model that
-has no use for an option rejects it with ``ValueError`` naming the argument.
+A model is one network family in one module: a :class:`Model` subclass (its interface
+on the class) on a flat float64 state ``y`` (n,), plus one :func:`register_model`
+line.  The steppers (:mod:`linearnets.sim.methods`) see only its operations.  The
+interface is described at length in docs/simulator.md, "Models".
 """
 from __future__ import annotations
 
@@ -156,13 +102,6 @@ class ModelOptions:
     def depth(self) -> int:
         return int(self.multipliers.size)
 
-    @property
-    def is_default(self) -> bool:
-        """Whether these options describe the plain linear network of the squared loss."""
-        return (self.activation == "linear" and self.alpha == 1.0 and not self.centered
-                and self.loss == "mse" and bool(np.all(self.multipliers == 1.0))
-                and bool(np.all(self.lr_scales == 1.0)))
-
 
 def _named_choice(value, table, argname):
     """``(name, param)`` from ``"name"`` or ``("name", param)`` against ``table``."""
@@ -207,10 +146,8 @@ def _positive_per_layer(value, depth, argname):
     return arr
 
 
-#: ``alpha`` is accepted in ``[1 / MAX_ALPHA, MAX_ALPHA]``: the loss carries ``1 / alpha^2`` and
-#: the output ``alpha f``, and inside this range ``alpha^2`` and ``1 / alpha^2`` stay normal
-#: float64 numbers with a factor 1e100 to spare for the data and the network (``alpha =
-#: 1e300`` overflowed ``alpha ** 2``, ``alpha = 1e-300`` divided by zero).
+#: ``alpha`` lies in ``[1 / MAX_ALPHA, MAX_ALPHA]``, where ``alpha^2`` and ``1 / alpha^2`` (the
+#: output and loss scales) stay normal float64 numbers with room for the data.
 MAX_ALPHA = 1e100
 
 
@@ -252,10 +189,16 @@ def inverse_rates(layout, rates, xp=np):
 
 
 class Model:
-    """Base class of a model (see the module docstring for the interface).
+    """Base class of a model, constructed as ``cls(weights, biases, options, xp=numpy)``.
 
-    Subclasses set ``layout`` and ``y0`` in ``__init__`` and implement ``prepare``,
-    ``rhs``, ``loss``, ``outputs`` and ``ntk``; the rest is optional.
+    Subclasses set ``layout`` (:class:`Layout`) and ``y0`` (n,) (the parameters at
+    t = 0) and implement ``prepare(X, Y)`` (the data, once), ``rhs(y, out=None)`` (the
+    velocity ``-eta lr_scale dL/dtheta`` (n,), autonomous), ``loss(y)``, ``outputs(y,
+    Xp)`` (Q, C) and ``ntk(y, X1, X2)`` ((P1, P2) or (P1, P2, C, C): no 1/P, no eta).
+    Optional: ``jvp(y, v, out=None)`` (``J v``, for Rosenbrock methods), ``end_to_end``
+    (C, D) (``linear = True`` only), ``switches()`` (the kink pattern of the latest
+    ``rhs``, None when ``smooth``), ``metric`` (n,) (:func:`inverse_rates`) and
+    ``margins(y)`` (P,) (``y_mu F(x_mu)``).
     """
 
     name = "model"
@@ -267,9 +210,6 @@ class Model:
     numba_model = None
     layout: Layout
     y0: np.ndarray
-
-    def __init__(self, weights, biases, options, xp=np):
-        raise NotImplementedError
 
     @classmethod
     def handles(cls, options, has_biases):
@@ -284,30 +224,11 @@ class Model:
         prepared flow (passed back to :meth:`prepare` as ``shared``), or None."""
         return None
 
-    @property
-    def max_width(self) -> int:
-        return max((max(s) for s in self.layout.shapes), default=0)
-
-    def prepare(self, X, Y):
-        raise NotImplementedError
-
-    def rhs(self, y, out=None):
-        raise NotImplementedError
-
     def velocity(self, y):
         """``dy/dt`` at ``y`` for the front end's horizon test (``flow.check_horizon``): by
         default :meth:`rhs`; a model whose compiled right-hand side has data that its loops
         do not need may give its reference gradient here."""
         return self.rhs(y)
-
-    def loss(self, y) -> float:
-        raise NotImplementedError
-
-    def outputs(self, y, Xp):
-        raise NotImplementedError
-
-    def ntk(self, y, X1, X2):
-        raise NotImplementedError
 
     def end_to_end(self, y):
         raise ValueError(f"end_to_end: the {self.name!r} model is not linear in its inputs")
@@ -353,16 +274,10 @@ def register_model(name, cls):
     return cls
 
 
-_BUILTIN = ("linearnets.sim.models.linear", "linearnets.sim.models.mlp",
-            "linearnets.sim.models.diagonal")
-
-
 def _load_builtin():
-    import importlib
-    import importlib.util
-    for mod in _BUILTIN:
-        if importlib.util.find_spec(mod) is not None:
-            importlib.import_module(mod)
+    import importlib            # by name: the model modules import this one
+    for mod in ("linear", "mlp", "diagonal"):
+        importlib.import_module(f"{__package__}.{mod}")
 
 
 def get_model(name):

@@ -6,13 +6,8 @@ dθ/dt = −η·lr_scale·∂L/∂θ:
 
     dw₊/dt = +2η₊ w₊ ⊙ g,   dw₋/dt = −2η₋ w₋ ⊙ g,   g = Xᵀ(y − Xβ)/P = Σxy − Σxx β,
 
-(η± = η·lr_scales[0 or 1]) on the sufficient statistics Σxx (D × D) and Σxy (D,),
-computed once.  The NTK of f is K(x, x′) = 4 Σ_i (w₊i² + w₋i²) x_i x′_i (no 1/P).  The
-state is [w₊, w₋]; ``weights`` for this model are the two vectors (D,) each.
-
-:func:`diagonal_flow` integrates it with a stepper of :mod:`linearnets.sim.methods`
-from w₊(0) = w₋(0) = α (Woodworth's initialisation, β(0) = 0) or from given vectors.
-Nothing here uses :mod:`linearnets.theory`.
+(η± = η·lr_scales[0 or 1]) on Σxx (D × D) and Σxy (D,), computed once.  The NTK of f is
+K(x, x′) = 4 Σ_i (w₊i² + w₋i²) x_i x′_i (no 1/P).  The state is [w₊, w₋] (D,) each.
 """
 from __future__ import annotations
 
@@ -158,6 +153,7 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
     -------
     DiagonalTrajectory
     """
+    from ..flow import check_max_steps, check_t_eval, check_tolerances
     from ..methods import STEPPERS, StepperOptions, integrate
     X = check_matrix(X, "X")
     P, D = X.shape
@@ -169,9 +165,7 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
     if alpha is not None:
         a = float(check_positive(alpha, "alpha", ndim=0))
         weights = [np.full(D, a), np.full(D, a)]
-    t_eval = as_float_array(t_eval, "t_eval", ndim=1)
-    if t_eval.size == 0 or t_eval[0] < 0 or np.any(np.diff(t_eval) <= 0):
-        raise ValueError("t_eval must be strictly increasing with every entry >= 0")
+    t_eval = check_t_eval(t_eval)
     if method not in STEPPERS:
         raise ValueError(f"method must be one of {tuple(STEPPERS)}, got {method!r}")
     options = parse_options(2, eta=float(check_positive(eta, "eta", ndim=0)), lr_scales=lr_scales)
@@ -184,8 +178,8 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
         beta[k] = net.beta(state)
         loss[k] = net.loss(state)
 
-    opts = StepperOptions(rtol=float(check_positive(rtol, "rtol", ndim=0)),
-                          atol=float(check_positive(atol, "atol", ndim=0)), max_steps=int(max_steps))
+    rtol, atol = check_tolerances(rtol, atol)
+    opts = StepperOptions(rtol=rtol, atol=atol, max_steps=check_max_steps(max_steps))
     stop = None
     if stop_loss is not None:
         level = float(check_positive(stop_loss, "stop_loss", ndim=0))

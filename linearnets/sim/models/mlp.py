@@ -1,50 +1,28 @@
 """The multilayer perceptron on raw samples (docs/conventions.md, "Beyond linear networks").
 
-Model
------
-For an activation ``phi`` (identity for ``"linear"``), multipliers ``m_l``, output
-scale ``alpha`` and optional hidden biases ``b_l``::
+For an activation ``phi``, multipliers ``m_l``, output scale ``alpha`` and optional
+hidden biases ``b_l``, on the P samples at once (rows are samples)::
 
-    h_0 = x,   z_l = m_l W_l h_{l-1} + b_l,   h_l = phi(z_l)    (l < L),
-    f(x) = m_L W_L h_{L-1},   F(x) = alpha f(x)  or  alpha (f(x) - f_0(x))  (centered),
+    Z_l = m_l H_{l-1} W_l^T + b_l,  H_l = phi(Z_l) (l < L),  f = m_L H_{L-1} W_L^T,
+    F = alpha f  or  alpha (f - f_0) (centered),  L = (1/(alpha^2 P)) sum_mu l(F, Y),
 
-``f_0`` the network at t = 0 (fixed).  Loss
-``L = (1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)`` with ``l_mse = |y - F|^2 / 2`` or
-``l_soft_hinge = log(1 + exp(beta_h (1 - y F))) / beta_h`` (C = 1, labels +-1), and
-gradient flow ``d theta_l/dt = -eta lr_scales[l-1] dL/d theta_l``.
+with ``l_mse = |Y - F|^2 / 2`` or ``l_soft_hinge = log(1 + exp(beta_h (1 - Y F))) / beta_h``.
+The gradient is backpropagation: ``G_L = l'(F, Y) / (alpha P)`` (P, C), then downwards
+``dL/dW_l = m_l G_l^T H_{l-1}``, ``dL/db_l = sum_mu G_l``, ``G_{l-1} = m_l (G_l W_l)
+phi'(Z_{l-1})`` (3 GEMMs per hidden layer, O(P N^2)).  The NTK comes from the
+backpropagated vectors ``delta_l^(i) = df_i/dz_l``::
 
-Gradient (backpropagation on the P samples at once; rows are samples)
-----------------------------------------------------------------------
-``G_L = dL/df = (1/(alpha P)) l'(F, Y)`` (P, C), with ``l'_mse = F - Y`` and
-``l'_soft_hinge = -Y sigmoid(beta_h (1 - Y F))``; then, downwards,
+    K_ij(x, x') = alpha^2 [m_L^2 delta_ij h_{L-1}.h'_{L-1}
+                           + sum_{l<L} (delta_l^(i).delta'^(j)_l) (m_l^2 h_{l-1}.h'_{l-1} + 1_bias)].
 
-    dL/dW_L = m_L G_L^T H_{L-1},   D_{L-1} = m_L G_L W_L,
-    G_l = D_l * phi'(Z_l),   dL/dW_l = m_l G_l^T H_{l-1},   dL/db_l = sum_mu G_l,
-    D_{l-1} = m_l G_l W_l,
-
-with the forward activations ``H_l`` and pre-activations ``Z_l`` (P, N_l) kept from
-the forward pass: one evaluation is 3 (P x N) by (N x N) GEMMs per hidden layer,
-O(P N^2).
-
-NTK (analytic, from backpropagated vectors)
--------------------------------------------
-With ``delta_l^(i)(x) = df_i/dz_l`` (``delta_{L-1}^(i) = m_L W_L[i] * phi'(z_{L-1})``,
-``delta_{l-1} = m_l (delta_l W_l) * phi'(z_{l-1})``),
-
-    K_ij(x, x') = alpha^2 [ m_L^2 delta_ij h_{L-1}.h'_{L-1}
-                           + sum_{l<L} (delta_l^(i) . delta'^(j)_l) (m_l^2 h_{l-1}.h'_{l-1} + 1_bias) ],
-
-never a per-parameter Jacobian.
-
-Arrays go through the namespace ``xp`` (numpy, or CuPy for ``backend="cupy"``):
-this module is the reference for every backend.  :class:`MLPNumba` (``backend="numba"``)
-is the same model with its right-hand side, loss and switch pattern compiled
-(:mod:`._mlp_kernels`); its observations (outputs on a probe, NTK) are the reference's.
+:class:`MLP` is the reference on any array namespace ``xp`` (numpy, CuPy);
+:class:`MLPNumba` its compiled twin (:mod:`._mlp_kernels`).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..._validation import as_float_array
 from .base import Layout, Model, inverse_rates, register_model
 
 __all__ = ["MLP", "MLPNumba", "activation_functions", "check_biases"]
@@ -88,14 +66,10 @@ def check_biases(biases, shapes, name="biases"):
     if len(bs) != L - 1:
         raise ValueError(f"{name} must have L - 1 = {L - 1} entries (one per hidden layer), "
                          f"got {len(bs)}")
-    out = []
-    for i, b in enumerate(bs):
-        arr = np.array(b, dtype=np.float64, copy=True)
+    out = [np.array(as_float_array(b, f"{name}[{i}]"), copy=True) for i, b in enumerate(bs)]
+    for i, arr in enumerate(out):
         if arr.shape != (shapes[i][0],):
             raise ValueError(f"{name}[{i}] must have shape ({shapes[i][0]},), got {arr.shape}")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name}[{i}] must be finite")
-        out.append(np.ascontiguousarray(arr))
     return out
 
 
@@ -190,26 +164,22 @@ class MLP(Model):
     def _F_of_f(self, f):
         return self.alpha * (f - self.f0 if self.f0 is not None else f)
 
-    def _loss_terms(self, F):
-        xp = self.xp
+    def _dloss(self, F, order=1):
+        """The loss term of the outputs ``F`` (P, C): ``sum_mu l(F, Y)`` (``order`` 0), ``l'``
+        (1) or ``l''`` (2; None for mse, where it is 1), for labels Y = +-1 on the hinge."""
+        xp, Y = self.xp, self.Y
         if self.options.loss == "mse":
-            return 0.5 * xp.sum((self.Y - F) ** 2)
+            return 0.5 * xp.sum((Y - F) ** 2) if order == 0 else (F - Y if order == 1 else None)
         beta = self.options.loss_param
-        u = beta * (1.0 - self.Y * F)
-        # log(1 + e^u) = max(u, 0) + log1p(e^{-|u|})
-        return xp.sum(xp.maximum(u, 0.0) + xp.log1p(xp.exp(-xp.abs(u)))) / beta
-
-    def _dloss(self, F):
-        """``l'(F, Y)`` (P, C)."""
-        xp = self.xp
-        if self.options.loss == "mse":
-            return F - self.Y
-        beta = self.options.loss_param
-        return -self.Y * (0.5 * (1.0 + xp.tanh(0.5 * beta * (1.0 - self.Y * F))))
+        u = beta * (1.0 - Y * F)
+        if order == 0:        # log(1 + e^u) = max(u, 0) + log1p(e^{-|u|})
+            return xp.sum(xp.maximum(u, 0.0) + xp.log1p(xp.exp(-xp.abs(u)))) / beta
+        sig = 0.5 * (1.0 + xp.tanh(0.5 * u))
+        return -Y * sig if order == 1 else beta * sig * (1.0 - sig)
 
     def loss(self, y):
         F = self._F_of_f(self.forward(y, self.X))
-        return float(self._loss_terms(F)) / (self.alpha ** 2 * self.P)
+        return float(self._dloss(F, 0)) / (self.alpha ** 2 * self.P)
 
     def margins(self, y):
         if self.options.loss != "soft_hinge":
@@ -217,30 +187,48 @@ class MLP(Model):
         F = self._F_of_f(self.forward(y, self.X))
         return (self.Y * F).reshape(-1)
 
-    def gradient(self, y, out=None):
-        """``dL/dtheta`` (n,) at ``y`` (the module docstring's backpropagation)."""
-        xp = self.xp
-        if out is None:
-            out = xp.empty(self.layout.size)
+    def _backprop(self, y):
+        """``(F, Z, H, Gs)`` at ``y``: the forward pass and ``Gs[l] = dL/dZ_l`` (``dL/df`` at
+        the top), (P, N_l) each."""
         f, Z, H = self.forward(y, self.X, keep=True)
-        if not self.smooth:
-            self._pattern = xp.concatenate([(z > 0).reshape(-1) for z in Z]) if Z else None
+        F = self._F_of_f(f)
         Ws = self.weights_of(y)
-        gs = self.layout.unpack(out)
-        G = self._dloss(self._F_of_f(f)) * (1.0 / (self.alpha * self.P))
-        L = self.L
-        for l in range(L - 1, -1, -1):
-            # G: dL/dz_l (dL/df at the top), (P, N_l)
-            xp.matmul(G.T, H[l], out=gs[l])
-            gs[l] *= self.m[l]
-            if self.has_biases and l < L - 1:
-                gs[L + l][...] = G.sum(axis=0)
+        Gs = [None] * self.L
+        G = self._dloss(F) * (1.0 / (self.alpha * self.P))
+        for l in range(self.L - 1, -1, -1):
+            Gs[l] = G
             if l > 0:
                 G = ((G @ Ws[l]) * self.m[l]) * self.dphi(Z[l - 1])
+        return F, Z, H, Gs
+
+    def _weight_grads(self, Gs, H, out, dGs=None, dH=None):
+        """``out`` (n,) <- ``dL/dW_l = m_l A_l^T H_{l-1}`` and ``dL/db_l = sum_mu A_l`` for
+        ``A = Gs`` (the R-op's: ``A = dGs``, plus ``m_l Gs[l]^T dH[l]``); returns the views."""
+        xp = self.xp
+        gs = self.layout.unpack(out)
+        top = Gs if dGs is None else dGs
+        for l in range(self.L):
+            xp.matmul(top[l].T, H[l], out=gs[l])
+            if dH is not None and dH[l] is not None:
+                gs[l] += Gs[l].T @ dH[l]
+            gs[l] *= self.m[l]
+            if self.has_biases and l < self.L - 1:
+                gs[self.L + l][...] = top[l].sum(axis=0)
+        return gs
+
+    def gradient(self, y, out=None):
+        """``dL/dtheta`` (n,) at ``y`` (the module docstring's backpropagation)."""
+        out = self.xp.empty(self.layout.size) if out is None else out
+        F, Z, H, Gs = self._backprop(y)
+        if not self.smooth:
+            self._pattern = self.xp.concatenate([(z > 0).reshape(-1) for z in Z]) if Z else None
+        self._weight_grads(Gs, H, out)
         return out
 
     def rhs(self, y, out=None):
-        out = self.gradient(y, out)
+        return self._scale(self.gradient(y, out))
+
+    def _scale(self, out):
         for g, r in zip(self.layout.unpack(out), self._rates):
             g *= -r
         return out
@@ -318,111 +306,65 @@ class MLP(Model):
             return -2.0 * th * (1.0 - th * th)
         return None
 
-    def _d2loss(self, F):
-        """``l''(F, Y)`` (P, C): 1 for mse, ``beta_h s (1 - s)`` for the soft hinge (Y = +-1)."""
-        if self.options.loss == "mse":
-            return None
-        xp = self.xp
-        beta = self.options.loss_param
-        s = 0.5 * (1.0 + xp.tanh(0.5 * beta * (1.0 - self.Y * F)))
-        return beta * s * (1.0 - s)
-
-    def _jvp_base(self, y):
-        """Forward and backward pass at ``y``, kept while the same point is asked again (a
-        Rosenbrock step's products share their base point)."""
-        xp = self.xp
-        c = getattr(self, "_jvp_cache", None)
-        if c is not None and c[0].shape == y.shape and bool(xp.array_equal(c[0], y)):
-            return c[1]
-        f, Z, H = self.forward(y, self.X, keep=True)
-        F = self._F_of_f(f)
-        Ws = self.weights_of(y)
-        Gs = [None] * self.L                          # Gs[l] = dL/d(input of layer l's GEMM)
-        G = self._dloss(F) * (1.0 / (self.alpha * self.P))
-        for l in range(self.L - 1, -1, -1):
-            Gs[l] = G
-            if l > 0:
-                G = ((G @ Ws[l]) * self.m[l]) * self.dphi(Z[l - 1])
-        base = (F, Z, H, Gs, [self.dphi(z) for z in Z])
-        self._jvp_cache = (xp.array(y, copy=True), base)
-        return base
-
     def jvp(self, y, v, out=None):
-        """``J(y) v``, the directional derivative of :meth:`rhs` along ``v`` (n,).
+        """``J(y) v`` (n,), the directional derivative of :meth:`rhs` along ``v`` (n,).
 
-        Forward-mode differentiation of the backpropagation (the R-op of Pearlmutter,
-        Neural Comput. 6 (1994) 147-160), rows are samples, ``dX = 0``::
-
-            dz_l = m_l (dh_{l-1} W_l^T + h_{l-1} dW_l^T) + db_l,  dh_l = phi'(z_l) dz_l,
-            dF = alpha m_L (dh_{L-1} W_L^T + h_{L-1} dW_L^T),
-            dG_L = l''(F) dF / (alpha P),
-            d(dL/dW_l) = m_l (dG_l^T h_{l-1} + G_l^T dh_{l-1}),  d(dL/db_l) = sum_mu dG_l,
-            dG_{l-1} = m_l (dG_l W_l + G_l dW_l) phi'(z_{l-1})
-                       + m_l (G_l W_l) phi''(z_{l-1}) dz_{l-1},
-
-        and ``J v = -eta lr_scales * d(dL/dtheta)``.  For ReLU-type activations
-        ``phi'' = 0``: the derivative on the current side of every kink (the frozen
-        pattern). About twice the GEMMs of one gradient; the forward and backward pass at
-        ``y`` are kept between products at the same ``y``.
+        Forward-mode differentiation of the backpropagation (the R-op, Pearlmutter 1994;
+        docs/simulator.md, "Models"): ``dz_l = m_l (dh_{l-1} W_l^T + h_{l-1} dW_l^T) + db_l``,
+        ``dG_{l-1} = m_l (dG_l W_l + G_l dW_l) phi'(z_{l-1}) + m_l (G_l W_l) phi''(z_{l-1})
+        dz_{l-1}``, ``J v = -eta lr_scales d(dL/dtheta)``; ``phi'' = 0`` at kinks.
         """
         xp = self.xp
-        if out is None:
-            out = xp.empty(self.layout.size)
-        F, Z, H, Gs, dphis = self._jvp_base(y)
+        out = xp.empty(self.layout.size) if out is None else out
+        c = getattr(self, "_jvp_cache", None)        # a Rosenbrock step's products share y
+        if c is None or c[0].shape != y.shape or not bool(xp.array_equal(c[0], y)):
+            base = self._backprop(y)
+            c = self._jvp_cache = (xp.array(y, copy=True), base, [self.dphi(z) for z in base[1]])
+        (F, Z, H, Gs), dphis = c[1], c[2]
         Ws = self.weights_of(y)
         Vs = self.layout.unpack(v)
         dWs = Vs[:self.L]
         dbs = Vs[self.L:] if self.has_biases else None
         L = self.L
-        dH = [None] * L
-        dZ = [None] * (L - 1)
-        for l in range(L - 1):
+        dH, dZ = [None] * L, []
+        for l in range(L):
             dz = (H[l] @ dWs[l].T) * self.m[l]
             if dH[l] is not None:
                 dz = dz + (dH[l] @ Ws[l].T) * self.m[l]
+            if l == L - 1:
+                break
             if dbs is not None:
                 dz = dz + dbs[l]
-            dZ[l] = dz
+            dZ.append(dz)
             dH[l + 1] = dphis[l] * dz
-        df = (H[L - 1] @ dWs[L - 1].T) * self.m[L - 1]
-        if dH[L - 1] is not None:
-            df = df + (dH[L - 1] @ Ws[L - 1].T) * self.m[L - 1]
-        dF = self.alpha * df
-        d2 = self._d2loss(F)
+        dF = self.alpha * dz
+        d2 = self._dloss(F, 2)
         dG = (dF if d2 is None else d2 * dF) * (1.0 / (self.alpha * self.P))
-        gs = self.layout.unpack(out)
+        dGs = [None] * L
         for l in range(L - 1, -1, -1):
-            G = Gs[l]
-            xp.matmul(dG.T, H[l], out=gs[l])
-            if dH[l] is not None:
-                gs[l] += G.T @ dH[l]
-            gs[l] *= self.m[l]
-            if self.has_biases and l < L - 1:
-                gs[L + l][...] = dG.sum(axis=0)
+            dGs[l] = dG
             if l > 0:
-                dD = ((dG @ Ws[l]) + (G @ dWs[l])) * self.m[l]
-                dG_new = dD * dphis[l - 1]
+                G = Gs[l]
+                dG = (((dG @ Ws[l]) + (G @ dWs[l])) * self.m[l]) * dphis[l - 1]
                 d2p = self._d2phi(Z[l - 1])
                 if d2p is not None:
-                    dG_new = dG_new + ((G @ Ws[l]) * self.m[l]) * d2p * dZ[l - 1]
-                dG = dG_new
-        for g, r in zip(gs, self._rates):
-            g *= -r
-        return out
+                    dG = dG + ((G @ Ws[l]) * self.m[l]) * d2p * dZ[l - 1]
+        self._weight_grads(Gs, H, out, dGs, dH)
+        return self._scale(out)
 
 
 class MLPNumba(MLP):
-    """:class:`MLP` with its right-hand side, gradient, loss, margins and switch pattern
-    compiled (:mod:`._mlp_kernels`; numba, ``cache=True``, ``nogil=True``).
+    """:class:`MLP` with its right-hand side, gradient, loss, margins, switch pattern and
+    stepping loops compiled (:mod:`._mlp_kernels`; numba, ``cache=True``, ``nogil=True``).
 
-    Same constructor and interface as :class:`MLP` (numpy arrays only); the outputs on
-    a probe, the NTK and ``end_to_end`` are the reference's.  The products are the
-    reference's GEMMs; what is compiled is the elementwise work around them (fused
-    activation and derivative, bias sums, loss) and the Python between them.  Agrees
-    with :class:`MLP` to rounding (different summation order, not bit for bit).
+    Same constructor and interface as :class:`MLP` (numpy arrays only); the outputs on a
+    probe, the NTK and ``end_to_end`` are the reference's.  Agrees with :class:`MLP` to
+    rounding (another summation order).
     """
 
     backend = "numba"
+    #: The compiled loops of this model take its kinks and stop rules (``methods.driver``).
+    compiled_events = True
 
     def __init__(self, weights, biases, options, xp=np):
         if xp is not np:
@@ -440,53 +382,43 @@ class MLPNumba(MLP):
         self._lay = lay
         self._m = np.array(self.m, dtype=np.float64)
         self._rhs_scales = -np.array([options.eta * float(s) for s in options.lr_scales])
-        self._grad_scales = np.ones(L)
         a = options.activation_param
         self._iopt = np.array([K.ACT_CODES[options.activation], K.LOSS_CODES[options.loss],
                                int(self.has_biases), 0], dtype=np.int64)
         self._fopt = np.array([0.0 if a is None else float(a),
                                0.0 if options.loss_param is None else float(options.loss_param),
                                float(self.alpha), 0.0])
-        self._data = self._grad_data = None
         self._fresh = False
+
+    def _member(self, y0, iopt, fopt, scales=None):
+        """A data tuple of :func:`._mlp_kernels.mlp_rhs` with new buffers, ``f_0`` that of
+        ``y0`` when centered (zeros otherwise)."""
+        P, C = self.Y.shape
+        n_h, n_g = int(self._hoffs[-1]), P * max([r for r, _ in self.shapes] + [1])
+        data = (self.X, self.Y, np.zeros((P, C)), self._lay, self._m,
+                self._rhs_scales if scales is None else scales, iopt, fopt, np.empty(n_h),
+                np.empty(n_h), self._hoffs[:-1].copy(), np.empty(n_g), np.empty(n_g),
+                np.empty((P, C)))
+        if self.options.centered:
+            self._K.mlp_forward(y0, self.X, data, False)
+            data[2][...] = data[13]
+        return data
 
     def prepare(self, X, Y):
         self.X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
         self.P = P = int(self.X.shape[0])
         self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64).reshape(P, -1))
-        C = self.shapes[-1][0]
-        hidden = [r for r, _ in self.shapes[:-1]]
-        hoffs = np.concatenate(([0], np.cumsum([P * r for r in hidden]))).astype(np.int64)
-        widest = max([r for r, _ in self.shapes] + [1])
-        H = np.empty(int(hoffs[-1]))
-        Dv = np.empty(int(hoffs[-1]))
-        G1, G2 = np.empty(P * widest), np.empty(P * widest)
-        F = np.empty((P, C))
-        zeros = np.zeros((P, C))
-
-        def data(scales, f0):
-            return (self.X, self.Y, f0, self._lay, self._m, scales, self._iopt, self._fopt, H,
-                    Dv, hoffs[:-1].copy(), G1, G2, F)
-        if self.options.centered:
-            d0 = data(self._rhs_scales, zeros)
-            self._K.mlp_forward(self.y0, self.X, d0, False)
-            self.f0 = F.copy()
-        else:
-            self.f0 = None
-        f0 = self.f0 if self.f0 is not None else zeros
-        self._data = data(self._rhs_scales, f0)
-        self._grad_data = data(self._grad_scales, f0)
-        self._Dv = Dv
-        self._pat = np.empty(Dv.size, dtype=bool)
+        hidden = [P * r for r, _ in self.shapes[:-1]]
+        self._hoffs = np.concatenate(([0], np.cumsum(hidden))).astype(np.int64)
+        d = self._data = self._member(self.y0, self._iopt, self._fopt)
+        self.f0 = d[2] if self.options.centered else None
+        self._grad_data = d[:5] + (np.ones(self.L),) + d[6:]
+        self._pat = np.empty(d[9].size, dtype=bool)
         self._fresh = False
         return self
 
-    @staticmethod
-    def _flat(y):
-        return np.ascontiguousarray(y, dtype=np.float64)
-
     def _eval(self, y, out, data):
-        y = self._flat(y)
+        y = np.ascontiguousarray(y, dtype=np.float64)
         if out is None:
             out = np.empty(self.layout.size)
         if out.dtype != np.float64 or not out.flags.c_contiguous or out.ndim != 1:
@@ -506,12 +438,12 @@ class MLPNumba(MLP):
         return self._eval(y, out, self._data)
 
     def loss(self, y):
-        return float(self._K.mlp_loss(self._flat(y), self._data))
+        return float(self._K.mlp_loss(np.ascontiguousarray(y, dtype=np.float64), self._data))
 
     def margins(self, y):
         if self.options.loss != "soft_hinge":
             raise ValueError("stop='margin' needs loss='soft_hinge'")
-        F = self._K.mlp_outputs(self._flat(y), self._data)
+        F = self._K.mlp_outputs(np.ascontiguousarray(y, dtype=np.float64), self._data)
         return (self.Y * F).reshape(-1)
 
     def switches(self):
@@ -519,70 +451,49 @@ class MLPNumba(MLP):
         reused buffer: copy it to keep it), read off ``phi' == 1``; None if smooth."""
         if self.smooth or not self._fresh:
             return None
-        np.equal(self._Dv, 1.0, out=self._pat)
+        np.equal(self._data[9], 1.0, out=self._pat)
         return self._pat
 
-    #: The compiled loops of this model take its kinks and stop rules (``methods.driver``).
-    compiled_events = True
+    def _loop(self, stop):
+        """``(advance, switches, stop code, stop value)`` of this model's compiled loop."""
+        K = self._K
+        kind, value = (None, 0.0) if stop is None else stop
+        advance = K.erk_advance_smooth if self.smooth else K.erk_advance_kinks
+        switches = None if self.smooth else (K.crossings, K.keep_pattern)
+        return advance, switches, K.STOP_CODES[kind], float(value)
 
     def compiled_ops(self, kind, tab, stop=None):
-        """``(family, ops)``: the compiled loop of a method family and this model's operations
-        on it (after :meth:`prepare`), for ``methods.compiled.erk``: the cached loop
-        ``_mlp_kernels.erk_advance_kinks`` with the switch pattern of the training
-        pre-activations for ReLU-type activations, ``erk_advance_smooth`` otherwise, both
-        with the stop event of ``stop`` (None, ``("margin", 1.0)`` or ``("loss", value)``,
-        as ``flow.check_stop`` returns).  SSPRK104 runs as its Butcher tableau there; the
-        Rosenbrock-W family has no compiled loop on this model (``(kind, None)``: the numpy
-        loop with the compiled right-hand side)."""
+        """``(family, ops)`` for ``methods.compiled.erk`` (after :meth:`prepare`): this model's
+        loop (``_mlp_kernels.erk_advance_kinks`` with the switch pattern for ReLU-type
+        activations, ``erk_advance_smooth`` otherwise) with the stop event of ``stop``
+        (None, ``("margin", 1.0)`` or ``("loss", value)``, from ``flow.check_stop``).
+        SSPRK104 runs as its Butcher tableau; ``kind="rosw"`` gives ``(kind, None)`` (the
+        numpy loop on the compiled right-hand side)."""
         if kind == "rosw":
             return kind, None
         from ..methods.compiled import DenseStages
-        K = self._K
-        kind_, value = (None, 0.0) if stop is None else stop
-        self._iopt[3] = K.STOP_CODES[kind_]
-        self._fopt[3] = float(value)
-        kinks = not self.smooth
-        return "erk", DenseStages(K.erk_advance_kinks if kinks else K.erk_advance_smooth,
-                                  K.mlp_rhs, self._data, self.layout.size,
-                                  switches=(K.crossings, K.keep_pattern) if kinks else None,
-                                  n_switches=self._Dv.size, stop=K.stop_value)
+        advance, switches, self._iopt[3], self._fopt[3] = self._loop(stop)
+        return "erk", DenseStages(advance, self._K.mlp_rhs, self._data, self.layout.size,
+                                  switches=switches, n_switches=self._pat.size,
+                                  stop=self._K.stop_value)
 
     def batch_ops(self, Y0, alphas, stop=None):
-        """The operations of ``methods.compiled.erk_batch`` on B members of this model
-        (after :meth:`prepare`): member b starts at ``Y0[b]`` (n,) (its ``f_0`` when
-        centered) with output scale ``alphas[b]``; ``stop`` as for :meth:`compiled_ops`.
-        Each member runs the model's own loop (``_mlp_kernels.erk_advance_kinks`` /
-        ``erk_advance_smooth``) on its data tuple (views of the batch's arrays)."""
+        """The ops of ``methods.compiled.erk_batch`` on B members (after :meth:`prepare`):
+        member b starts at ``Y0[b]`` (n,) (its ``f_0`` when centered) with output scale
+        ``alphas[b]``, on its own data tuple; ``stop`` as for :meth:`compiled_ops`."""
         from ..methods.compiled import BatchStages
-        K = self._K
         Y0 = np.ascontiguousarray(Y0, dtype=np.float64)
-        B = Y0.shape[0]
-        d = self._data
-        X, Yt, lay, m, scales, iopt, hoffs = d[0], d[1], d[3], d[4], d[5], d[6], d[10]
-        kind, value = (None, 0.0) if stop is None else stop
-        iopt = iopt.copy()
-        iopt[3] = K.STOP_CODES[kind]
-        fopt = np.repeat(self._fopt[None, :], B, axis=0)
-        fopt[:, 2] = np.asarray(alphas, dtype=np.float64)
-        fopt[:, 3] = float(value)
-        P, C = d[13].shape
-        f0 = np.zeros((B, P, C))
-        H, Dv = np.empty((B, d[8].size)), np.empty((B, d[9].size))
-        G1, G2 = np.empty((B, d[11].size)), np.empty((B, d[12].size))
-        F = np.empty((B, P, C))
-
-        def member(b):
-            return (X, Yt, f0[b], lay, m, scales, iopt, fopt[b], H[b], Dv[b], hoffs, G1[b],
-                    G2[b], F[b])
-        if self.options.centered:
-            for b in range(B):
-                K.mlp_forward(Y0[b], X, member(b), False)
-                f0[b] = F[b]
-        kinks = not self.smooth
-        return BatchStages(K.erk_advance_kinks if kinks else K.erk_advance_smooth, K.mlp_rhs,
-                           member, B, self.layout.size,
-                           switches=(K.crossings, K.keep_pattern) if kinks else None,
-                           n_switches=self._Dv.size, stop=K.stop_value)
+        advance, switches, code, value = self._loop(stop)
+        iopt = self._iopt.copy()
+        iopt[3] = code
+        members = []
+        for b in range(Y0.shape[0]):
+            fopt = self._fopt.copy()
+            fopt[2:] = float(alphas[b]), value
+            members.append(self._member(Y0[b], iopt, fopt))
+        return BatchStages(advance, self._K.mlp_rhs, members.__getitem__, len(members),
+                           self.layout.size, switches=switches, n_switches=self._pat.size,
+                           stop=self._K.stop_value)
 
 
 #: The compiled twin that ``backend="numba"`` (and ``"auto"``) runs.
