@@ -13,7 +13,7 @@ phi'(Z_{l-1})`` (3 GEMMs per hidden layer, O(P N^2)).  The NTK comes from the
 backpropagated vectors ``delta_l^(i) = df_i/dz_l``::
 
     K_ij(x, x') = alpha^2 [m_L^2 delta_ij h_{L-1}.h'_{L-1}
-                           + sum_{l<L} (delta_l^(i).delta'^(j)_l) (m_l^2 h_{l-1}.h'_{l-1} + 1_bias)].
+        + sum_{l<L} (delta_l^(i).delta'^(j)_l) (m_l^2 h_{l-1}.h'_{l-1} + 1_bias)].
 
 :class:`MLP` is the reference on any array namespace ``xp`` (numpy, CuPy);
 :class:`MLPNumba` its compiled twin (:mod:`._mlp_kernels`).
@@ -390,28 +390,22 @@ class MLPNumba(MLP):
                                float(self.alpha), 0.0])
         self._fresh = False
 
-    def _member(self, y0, iopt, fopt, scales=None):
-        """A data tuple of :func:`._mlp_kernels.mlp_rhs` with new buffers, ``f_0`` that of
-        ``y0`` when centered (zeros otherwise)."""
-        P, C = self.Y.shape
-        n_h, n_g = int(self._hoffs[-1]), P * max([r for r, _ in self.shapes] + [1])
-        data = (self.X, self.Y, np.zeros((P, C)), self._lay, self._m,
-                self._rhs_scales if scales is None else scales, iopt, fopt, np.empty(n_h),
-                np.empty(n_h), self._hoffs[:-1].copy(), np.empty(n_g), np.empty(n_g),
-                np.empty((P, C)))
-        if self.options.centered:
-            self._K.mlp_forward(y0, self.X, data, False)
-            data[2][...] = data[13]
-        return data
-
     def prepare(self, X, Y):
         self.X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
         self.P = P = int(self.X.shape[0])
         self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64).reshape(P, -1))
-        hidden = [P * r for r, _ in self.shapes[:-1]]
-        self._hoffs = np.concatenate(([0], np.cumsum(hidden))).astype(np.int64)
-        d = self._data = self._member(self.y0, self._iopt, self._fopt)
-        self.f0 = d[2] if self.options.centered else None
+        C = self.Y.shape[1]
+        hoffs = np.concatenate(([0], np.cumsum([P * r for r, _ in self.shapes[:-1]])))
+        n_h, n_g = int(hoffs[-1]), P * max([r for r, _ in self.shapes] + [1])
+        d = self._data = (self.X, self.Y, np.zeros((P, C)), self._lay, self._m,
+                          self._rhs_scales, self._iopt, self._fopt, np.empty(n_h),
+                          np.empty(n_h), hoffs[:-1].astype(np.int64), np.empty(n_g),
+                          np.empty(n_g), np.empty((P, C)))
+        self.f0 = None
+        if self.options.centered:
+            self._K.mlp_forward(self.y0, self.X, d, False)
+            d[2][...] = d[13]
+            self.f0 = d[2]
         self._grad_data = d[:5] + (np.ones(self.L),) + d[6:]
         self._pat = np.empty(d[9].size, dtype=bool)
         self._fresh = False
@@ -454,14 +448,6 @@ class MLPNumba(MLP):
         np.equal(self._data[9], 1.0, out=self._pat)
         return self._pat
 
-    def _loop(self, stop):
-        """``(advance, switches, stop code, stop value)`` of this model's compiled loop."""
-        K = self._K
-        kind, value = (None, 0.0) if stop is None else stop
-        advance = K.erk_advance_smooth if self.smooth else K.erk_advance_kinks
-        switches = None if self.smooth else (K.crossings, K.keep_pattern)
-        return advance, switches, K.STOP_CODES[kind], float(value)
-
     def compiled_ops(self, kind, tab, stop=None):
         """``(family, ops)`` for ``methods.compiled.erk`` (after :meth:`prepare`): this model's
         loop (``_mlp_kernels.erk_advance_kinks`` with the switch pattern for ReLU-type
@@ -472,28 +458,13 @@ class MLPNumba(MLP):
         if kind == "rosw":
             return kind, None
         from ..methods.compiled import DenseStages
-        advance, switches, self._iopt[3], self._fopt[3] = self._loop(stop)
-        return "erk", DenseStages(advance, self._K.mlp_rhs, self._data, self.layout.size,
-                                  switches=switches, n_switches=self._pat.size,
-                                  stop=self._K.stop_value)
-
-    def batch_ops(self, Y0, alphas, stop=None):
-        """The ops of ``methods.compiled.erk_batch`` on B members (after :meth:`prepare`):
-        member b starts at ``Y0[b]`` (n,) (its ``f_0`` when centered) with output scale
-        ``alphas[b]``, on its own data tuple; ``stop`` as for :meth:`compiled_ops`."""
-        from ..methods.compiled import BatchStages
-        Y0 = np.ascontiguousarray(Y0, dtype=np.float64)
-        advance, switches, code, value = self._loop(stop)
-        iopt = self._iopt.copy()
-        iopt[3] = code
-        members = []
-        for b in range(Y0.shape[0]):
-            fopt = self._fopt.copy()
-            fopt[2:] = float(alphas[b]), value
-            members.append(self._member(Y0[b], iopt, fopt))
-        return BatchStages(advance, self._K.mlp_rhs, members.__getitem__, len(members),
-                           self.layout.size, switches=switches, n_switches=self._pat.size,
-                           stop=self._K.stop_value)
+        K = self._K
+        kind_, value = (None, 0.0) if stop is None else stop
+        self._iopt[3], self._fopt[3] = K.STOP_CODES[kind_], float(value)
+        return "erk", DenseStages(K.erk_advance_smooth if self.smooth else K.erk_advance_kinks,
+                                  K.mlp_rhs, self._data, self.layout.size,
+                                  switches=None if self.smooth else (K.crossings, K.keep_pattern),
+                                  n_switches=self._pat.size, stop=K.stop_value)
 
 
 #: The compiled twin that ``backend="numba"`` (and ``"auto"``) runs.
