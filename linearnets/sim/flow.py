@@ -1,19 +1,12 @@
 """The simulator's front end: one validation, one run, one trajectory, one failure report.
 
-:func:`gradient_flow` is ``prepare_flow(...).run(weights)``: :func:`prepare_flow`
-validates the arguments, picks the model (``linearnets.sim.models``: the first
-registered model that takes the options, or the one named) and the backend, and
-summarises the data once (``Model.shared``: a linear network's sufficient statistics);
-:meth:`PreparedFlow.run` builds the model at the given weights (the state at t = 0),
-integrates it with the method and records the outputs into a :class:`Trajectory`.
-Every run, of any model, is watched by one breakdown guard (a loss that rose above
-``BREAKDOWN_RISE`` times its initial value ends the record) and reports a failure in
-one way (:class:`FlowWarning`, or :class:`FlowError` with ``raise_on_failure``).
-
-The method runs through ``methods.run``: on numpy and CuPy in the one adaptive loop
-``methods.base.integrate``, on numba in the compiled loop of its family where the model
-supplies compiled operations (the linear network's), else in the numpy loop on the
-model's compiled right-hand side.
+:func:`gradient_flow` is ``prepare_flow(...).run(weights)``: :func:`prepare_flow` validates
+the arguments, picks the model (``linearnets.sim.models``) and the backend and summarises
+the data once; :meth:`PreparedFlow.run` builds the model at the weights (the state at
+t = 0), integrates it with the method (``methods.run``) and records a :class:`Trajectory`.
+Every run is watched by one breakdown guard and reports a failure one way
+(:class:`FlowWarning`, or :class:`FlowError` with ``raise_on_failure``).
+docs/simulator.md, "The front end".
 """
 from __future__ import annotations
 
@@ -34,6 +27,7 @@ from .methods import run as run_method
 from .methods.base import STABILITY_SAFETY
 from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
+from .models.base import Layout
 from .models.mlp import check_biases
 from .network import check_weights
 
@@ -56,9 +50,7 @@ _EPS = float(np.finfo(np.float64).eps)
 #: Default budget of attempted steps.
 DEFAULT_MAX_STEPS = 1_000_000
 
-#: Default method of :func:`gradient_flow`: ``"auto"`` (``methods.driver.auto``: the
-#: explicit pair while accuracy sets the step, SSPRK104 where converged modes hold it at
-#: the stability limit, ROS34PW2 where even SSPRK104 is held far below its accuracy step).
+#: Default method of :func:`gradient_flow` (``methods.driver.auto``).
 DEFAULT_METHOD = "auto"
 
 #: Default relative tolerance of the low-order pair at kinks: ``max(rtol, KINK_RTOL)``.
@@ -66,23 +58,17 @@ KINK_RTOL = 1e-4
 
 #: Smallest accepted rtol: below it the error estimate is dominated by rounding.
 MIN_RTOL = 100 * np.finfo(np.float64).eps
-#: rtol must be below this: a local error of the size of the state itself is no control
-#: (DOP853 at rtol 5 recorded a loss of 9.7e18 after starting at 0.448).
+#: rtol and atol must be below these: an error of the size of the state is no control.
 MAX_RTOL = 1.0
-#: atol must be below this: an absolute error of one per weight and step is no control on
-#: networks whose weights are O(1) or smaller (small initialisation).
 MAX_ATOL = 1.0
 #: An output whose loss exceeds the initial loss by more than this factor (and by more than
-#: the rounding of the loss, BREAKDOWN_ROUNDING of its terms) is not a state of gradient flow,
-#: whose loss never increases: the step control has broken down there, and neither it nor
-#: any later state is recorded (``FlowStatus.BREAKDOWN``).
+#: BREAKDOWN_ROUNDING of its terms) is not a state of gradient flow, whose loss never rises:
+#: neither it nor any later state is recorded (``FlowStatus.BREAKDOWN``).
 BREAKDOWN_RISE = 10.0
 BREAKDOWN_ROUNDING = 1e-6
 
-#: A successful explicit run whose stability cap shortened at least this many steps,
-#: and at least CAPPED_HINT_SHARE of them, says so in its message and names the method
-#: that is not held there.  (Below a thousand such steps the run costs little anyway:
-#: a switch to ROS34PW2 itself waits for 15 capped steps in a row.)
+#: A successful explicit run whose stability cap shortened at least this many steps, and
+#: at least CAPPED_HINT_SHARE of them, says so in its message and names ``"auto"``.
 CAPPED_HINT_STEPS = 1000
 CAPPED_HINT_SHARE = 0.5
 
@@ -267,15 +253,7 @@ def check_horizon(t_end, y0, f0, max_steps, xp=np):
     """Reject a horizon ``t_end`` that no run of ``max_steps`` steps reaches: a ``ValueError``
     naming ``t_eval`` where ``t_end`` exceeds ``max_steps / eps`` initial time scales of the
     flow, ``|y0| / |dy/dt (0)|`` (``y0``, ``f0``: (n,) or one member a row, (B, n); the
-    fastest member counts).
-
-    Past convergence even the L-stable ROS34PW2 is held by rounding: on a 3-4-1 network at
-    rest (initial time scale 2.1) its steps stayed near 4e12 (``t = 1e15`` took 2,786
-    steps, ``1e20`` more than a million), and ``t_eval`` up to 1e150, or targets scaled by
-    1e150 (time scale 1e-150), ran the whole step budget (minutes) before failing.  A step
-    of ``1 / eps`` time scales is past what float64 resolves of the flow, so the bound is
-    loose by that measure (it is a rule of thumb from the initial velocity, not a proof:
-    a horizon below it may still exhaust the budget, and report so)."""
+    fastest member counts): a rule of thumb from the initial velocity (docs/simulator.md)."""
     with np.errstate(all="ignore"):
         ny = xp.sqrt(xp.sum(y0 * y0, axis=-1))
         nf = xp.sqrt(xp.sum(f0 * f0, axis=-1))
@@ -502,6 +480,58 @@ class PreparedFlow:
             out.append(a)
         return out
 
+    def _parameters(self, weights0, biases0):
+        """The checked ``(weights, biases or None)`` of the prepared shapes."""
+        ws = self._check(weights0, self.shapes, "weights0")
+        if (biases0 is not None) != self.has_biases:
+            raise ValueError("biases: pass them to run() exactly when the flow was prepared "
+                             "with biases")
+        bs = self._check(biases0, [(s[0],) for s in self.shapes[:-1]], "biases0") \
+            if self.has_biases else None
+        return ws, bs
+
+    def _net(self, ws, bs):
+        """The model at the parameters ``ws``, ``bs`` (the state at t = 0), on the data."""
+        net = self.model(ws, bs, self.options, xp=self.xp)
+        if self._shared is not None:
+            net.prepare(*self._data, self._shared)
+        else:
+            net.prepare(*self._data)
+        return net
+
+    def rhs(self, y, weights0=None, biases0=None):
+        """The right-hand side of the prepared flow, for a baseline integrator.
+
+        ``dy/dt = -eta R grad L(y)`` (``R`` the per-layer rates ``lr_scales``; for a linear
+        network ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T``, Saxe,
+        McClelland & Ganguli 2014), the vector field that :meth:`run` integrates.
+
+        Parameters
+        ----------
+        y : array_like, shape (n,)
+            The state: ``W_1, ..., W_L`` row-major, then ``b_1, ..., b_{L-1}``.
+        weights0, biases0 : list of ndarray, optional
+            The parameters at t = 0, which a centered network's ``f_0`` is evaluated at;
+            by default those that ``y`` holds.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            ``dy/dt`` at ``y``, float64 numpy.
+        """
+        L = len(self.shapes)
+        layout = Layout(list(self.shapes) + [(s[0],) for s in self.shapes[:-1] if self.has_biases])
+        y = np.array(as_float_array(y, "y", ndim=(1,)), dtype=np.float64)
+        if y.shape != (layout.size,):
+            raise ValueError(f"y must have shape ({layout.size},), got {y.shape}")
+        if weights0 is None:
+            parts = layout.unpack(y.copy())
+            weights0, biases0 = parts[:L], parts[L:] or None
+        if self.options.centered or getattr(self, "_rhs_net", None) is None:
+            self._rhs_net = self._net(*self._parameters(weights0, biases0))
+        return np.array(_backend.to_numpy(self._rhs_net.rhs(self.xp.asarray(y))),
+                        dtype=np.float64, copy=True)
+
     def run(self, weights0, biases0=None, *, report=True):
         """Integrate from ``weights0`` (and ``biases0``), the state at t = 0, over the
         prepared output times.
@@ -521,17 +551,8 @@ class PreparedFlow:
             As :func:`linearnets.gradient_flow` returns it; a failed run warns
             (:class:`FlowWarning`) or raises (:class:`FlowError`).
         """
-        ws = self._check(weights0, self.shapes, "weights0")
-        if (biases0 is not None) != self.has_biases:
-            raise ValueError("biases: pass them to run() exactly when the flow was prepared "
-                             "with biases")
-        bs = self._check(biases0, [(s[0],) for s in self.shapes[:-1]], "biases0") \
-            if self.has_biases else None
-        net = self.model(ws, bs, self.options, xp=self.xp)
-        if self._shared is not None:
-            net.prepare(*self._data, self._shared)
-        else:
-            net.prepare(*self._data)
+        ws, bs = self._parameters(weights0, biases0)
+        net = self._net(ws, bs)
         if self.t_eval[-1] > 0.0:
             with np.errstate(all="ignore"):   # (an overflowing start is the run's to report)
                 f0 = net.velocity(net.y0)
@@ -726,15 +747,6 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
     """
     shapes = shapes_of(layers)
     X, Y = check_data(X, Y, shapes)
-    return _prepare(X, Y, shapes, t_eval, eta, rtol, atol, backend, method, max_steps,
-                    first_step, dense, lr_scales, activation, biases, multipliers, alpha,
-                    centered, loss, stop, kink_rtol, record, probe, model, raise_on_failure)
-
-
-def _prepare(X, Y, shapes, t_eval, eta, rtol, atol, backend, method, max_steps, first_step,
-             dense, lr_scales, activation, biases, multipliers, alpha, centered, loss, stop,
-             kink_rtol, record, probe, model, raise_on_failure):
-    """:func:`prepare_flow` on checked data ``X``, ``Y`` and weight ``shapes``."""
     L = len(shapes)
     D, C = shapes[0][1], shapes[-1][0]
     t_eval = check_t_eval(t_eval)
@@ -784,12 +796,11 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     """Integrate gradient flow of a network: a deep linear one by default, any other
     through the network keywords below.
 
-    For a linear network on the squared loss, solves
-    ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` from
-    ``weights`` at time t = 0 (time is measured from initialisation, as in every closed
-    form: ``mode_strength(0, ...) = c0``) with an adaptive, error-controlled method,
-    stepping exactly onto every output time (or, with ``dense=True``, interpolating
-    between steps).
+    For a linear network on the squared loss, solves ``dW_l/dt = eta (W_L...W_{l+1})^T
+    (Syx - W Sxx) (W_{l-1}...W_1)^T`` (Saxe, McClelland & Ganguli 2014) from ``weights`` at
+    t = 0 (time since initialisation, as in every closed form) with an adaptive,
+    error-controlled method, stepping onto every output time (or, with ``dense=True``,
+    interpolating between steps).
 
     Parameters
     ----------
@@ -801,63 +812,46 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     Y : array_like, shape (P, C) or (P,)
         Targets; 1-D means C = 1.
     t_eval : array_like, shape (T,)
-        Strictly increasing output times since initialisation, all ``>= 0`` (a negative
-        time is a ``ValueError``); may span many decades.  They need not contain 0:
-        ``np.logspace(-2, 4, 49)`` integrates from t = 0 and returns those 49 times only.
+        Strictly increasing output times since initialisation, all ``>= 0``, possibly over
+        many decades; they need not contain 0.
     eta : float
         Learning rate, ``> 0``.
     rtol, atol : float
         Relative (``100 eps <= rtol < 1``) and absolute (``0 < atol < 1``) local error
-        tolerances.  Whatever the tolerances, an output whose loss rose above
-        ``BREAKDOWN_RISE`` times the initial loss (the loss of gradient flow never rises)
-        ends the run with ``FlowStatus.BREAKDOWN``: neither it nor any later state is
-        recorded.
+        tolerances; an output whose loss rose above ``BREAKDOWN_RISE`` times the initial
+        loss ends the run with ``FlowStatus.BREAKDOWN``.
     backend : {"auto", "numpy", "numba", "cupy"}
         Where the integration runs; results are numpy float64 arrays in any case.
     method : str
-        One of :data:`METHODS`: ``"auto"`` (default, :data:`DEFAULT_METHOD`: the explicit
-        pair while accuracy sets the step, SSPRK104 once converged modes hold it at the
-        stability limit, the L-stable ROS34PW2 once even SSPRK104 is held far below its
-        accuracy step, and back where that is cheaper; safe for ``t_eval`` running far
-        past convergence; every model and backend, each stretch in its method's own
-        loop: ``methods.driver.auto``, docs/methods.md), ``"DOP853"``, ``"RK45"``,
-        ``"SSPRK104"`` (ten stages, order 4, a real stability interval 2.5x longer per
-        evaluation: for runs whose step is held back by converged modes), ``"ROS34PW2"``
-        (Rosenbrock-W, not held by stability), and the low-order pairs ``"BS32"``,
-        ``"HE21"``.
+        One of :data:`METHODS`: ``"auto"`` (default: the explicit pair while accuracy sets
+        the step, SSPRK104 once converged modes hold it at the stability limit, the
+        L-stable ROS34PW2 once even SSPRK104 is held far below its accuracy step, and back
+        where that is cheaper; ``methods.driver.auto``, docs/methods.md), ``"DOP853"``,
+        ``"RK45"``, ``"SSPRK104"`` (ten stages, order 4, a real stability interval 2.5x
+        longer per evaluation), ``"ROS34PW2"`` (Rosenbrock-W, not held by stability), and
+        the low-order pairs ``"BS32"``, ``"HE21"``.
     record : collection of str
         Any of ``"weights"``, ``"modes"``, ``"conservation"``, ``"ntk"``.
     probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
-        Inputs (and targets) on which to record the empirical NTK; implies
-        ``"ntk"``.  With ``"ntk"`` but no probe the training data ``(X, Y)`` are used.
+        Inputs (and targets) on which to record the empirical NTK (implies ``"ntk"``;
+        without it ``"ntk"`` uses the training data).
     max_steps : int
         Budget of attempted steps.
     first_step : float, optional
         Initial step (default: chosen automatically).
     dense : bool
         False (default): every output time ends a step, so each output is a state of
-        the integrator itself.  True (``method="RK45"`` or ``"SSPRK104"``, see
-        ``DENSE_METHODS``): steps go as far as the error control allows, the output
-        times inside a step are evaluated with the method's continuous extension
-        ``y(t + theta h) = y + h sum_j B_j(theta) K_j``, and only the last output time
-        ends a step.  RK45: Shampine's (1986) quartic, order 4; SSPRK104: the cubic
-        Hermite interpolant on the step's ends and their derivatives, order 3 like its
-        error estimate; neither costs an evaluation.  Many output times then cost
-        little more than two (``benchmarks/bench_outputs.py``); the interpolation
-        error is of the order of the step's local error, a few ``rtol`` on plateaus and
-        where the flow is smooth, but more inside a saddle escape, where a step is long
-        and the state turns fast (400 outputs on the small problem of
-        ``benchmarks/bench_flow.py``: RK45 off by 64 ``rtol``, SSPRK104 by 185); the loss
-        along interpolated outputs is non-increasing only up to such errors (SSPRK104 at
-        rtol 1e-5: rises of 7e-10 of the initial loss on a plateau).  Other
-        methods raise ``ValueError`` (DOP853's order-7 extension misses a saddle
-        escape by thousands of ``rtol``: ``benchmarks/studies/study_dense_output.py``).
+        the integrator itself.  True (``DENSE_METHODS``: RK45, Shampine's quartic, and
+        SSPRK104, the cubic Hermite interpolant): only the last output time ends a step
+        and the others are evaluated with the continuous extension ``y(t + theta h) =
+        y + h sum_j B_j(theta) K_j``, at no evaluation; its error is of the order of the
+        step's local error (more inside a saddle escape: docs/simulator.md).  Other
+        methods raise ``ValueError``.
     activation : str or tuple
         ``"linear"`` (default), ``"relu"``, ``"leaky_relu"`` (slope 0.01, or
         ``("leaky_relu", a)``), ``"softplus"`` (beta 1, or ``("softplus", beta)``),
-        ``"tanh"``: the network ``h_l = phi(m_l W_l h_{l-1} + b_l)``,
-        ``f = m_L W_L h_{L-1}`` (docs/conventions.md, "Beyond linear networks"; model in
-        ``linearnets.sim.models.mlp``).
+        ``"tanh"``: ``h_l = phi(m_l W_l h_{l-1} + b_l)``, ``f = m_L W_L h_{L-1}``
+        (docs/conventions.md, "Beyond linear networks").
     biases : list of ndarray (N_l,), optional
         ``[b_1, ..., b_{L-1}]``: trained hidden biases at t = 0.
     multipliers : sequence of L floats > 0, optional
@@ -876,28 +870,18 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         the loss reaches ``value``; the time is located inside the step
         (``Trajectory.t_stop``) and later outputs equal the stopped state.
     kink_rtol : float, optional
-        Tolerance of the low-order pair at kinks of ReLU-type networks (default
-        ``max(rtol, 1e-4)``).  Accuracy on such a piecewise-smooth flow: ``rtol`` per step
-        away from kinks, ``kink_rtol`` on steps across them and while the flow slides
-        along one (``linearnets.sim.methods.base``).
+        Tolerance of the low-order pair (BS32) that every method falls back to at kinks
+        of ReLU-type networks (default ``max(rtol, 1e-4)``): accuracy ``rtol`` per step
+        away from kinks, ``kink_rtol`` across them and while the flow slides along one.
     raise_on_failure : bool
-        False (default): a failed run (``success`` False) issues a :class:`FlowWarning`
-        and returns its :class:`Trajectory`.  True: it raises :class:`FlowError` (a
-        ``RuntimeError``; the trajectory is its ``trajectory`` attribute).
-
+        False (default): a failed run issues a :class:`FlowWarning` and returns its
+        :class:`Trajectory`; True: it raises :class:`FlowError` (its ``trajectory``).
     model : str, optional
-        A registered model (``linearnets.sim.models``) instead of the default choice: the
-        first registered model that takes the options (``Model.handles``): the linear
-        network on sufficient statistics (``models.linear``: linear activation, no biases,
-        the squared loss, with or without ``alpha``, ``multipliers``, ``centered``,
-        ``lr_scales``), otherwise the MLP on raw samples (``models.mlp``).
+        A registered model (``linearnets.sim.models``) instead of the first that takes the
+        options: the linear network on sufficient statistics (linear activation, no
+        biases, the squared loss), otherwise the MLP on raw samples.
 
-    Where the flow crosses kinks (ReLU-type activations) every method falls back to the
-    low-order pair ``FALLBACK`` (BS32) at ``kink_rtol`` (``methods.base``).
-    ``backend="cupy"`` keeps state and products on a GPU, ``"numba"`` (and ``"auto"``
-    where numba is installed) runs a model's compiled twin.  ``end_to_end`` and
-    ``"modes"`` exist only for linear activations without biases (``end_to_end`` None
-    otherwise, ``"modes"`` a ``ValueError``).
+    ``end_to_end`` and ``"modes"`` exist only for linear activations without biases.
 
     Returns
     -------
@@ -905,10 +889,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         ``success`` is False, with a message, if the step size underflowed, the
         state became non-finite, the step budget ran out or step control broke down
         (``FlowStatus.BREAKDOWN``); the outputs reached until then are kept and later
-        rows are NaN, and a :class:`FlowWarning` says so (``raise_on_failure``).  The message of a successful
-        explicit run whose steps were mostly held at the stability limit of
-        converged modes (at least ``CAPPED_HINT_STEPS`` of them) says so and names
-        ``method="auto"``.
+        rows are NaN, and a :class:`FlowWarning` says so (``raise_on_failure``).  A
+        successful explicit run mostly held at the stability limit of converged modes (at
+        least ``CAPPED_HINT_STEPS`` steps) says so and names ``method="auto"``.
 
     Examples
     --------
@@ -925,7 +908,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     X, Y = check_data(X, Y, shapes)     # the data are named before the layer sizes
     bs = check_biases(biases, shapes)
     check_method(method, dense)
-    return _prepare(X, Y, shapes, t_eval, eta, rtol, atol, backend, method, max_steps,
-                    first_step, dense, lr_scales, activation, bs is not None, multipliers,
-                    alpha, centered, loss, stop, kink_rtol, record, probe, model,
-                    raise_on_failure).run(ws, bs)
+    return prepare_flow(X, Y, shapes, t_eval, eta, rtol, atol, backend, method=method,
+                        max_steps=max_steps, first_step=first_step, dense=dense,
+                        lr_scales=lr_scales, activation=activation, biases=bs is not None,
+                        multipliers=multipliers, alpha=alpha, centered=centered, loss=loss,
+                        stop=stop, kink_rtol=kink_rtol, record=record, probe=probe,
+                        model=model, raise_on_failure=raise_on_failure).run(ws, bs)

@@ -1,35 +1,12 @@
 """Compiled Rosenbrock-W loop, for any model with a Jacobian-vector product (numba).
 
-The numpy reference is ``methods.rosw.RosenbrockWStepper`` in the loop
-``methods.base.integrate`` (``_stiff.rosw_run`` for the linear model); this module
-knows nothing of networks.
-
-The factory
------------
-``make_rosw_advance(rhs, jvp)`` takes the model's numba functions
-``rhs(y, out, data)`` (``dy/dt`` at ``y`` into ``out``, as for
-``_erk_kernels.make_erk_advance``) and ``jvp(v, out, y, jdata)`` (``J(y) v`` into
-``out``; ``jdata`` may share buffers in which ``rhs(y, ., data)`` left what the
-product needs) and returns ``(rosw_advance, cg_solve)``, both ``@njit(nogil=True)``
-and uncached:
-
-* ``cg_solve`` -- conjugate gradients on ``(I - hg J) x = b`` with ``jvp``;
-* ``rosw_advance(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma,
-  ctl, base, scratch, jv) -> int`` -- ``_stiff.rosw_run`` advancing to one output time
-  without returning to Python: stages, Krylov solves, error control and the test that
-  hands back to an explicit pair.  ``base`` and ``scratch`` are two data tuples of
-  ``rhs`` (the step's start keeps its products in ``base``, the stages use
-  ``scratch``), ``jv`` that of ``jvp``.
-
-As for the explicit loop, a model calls ``rosw_advance`` from a module-level
-``@njit(cache=True, nogil=True)`` entry point of its own module (the linear model's:
-``models/_linear_kernels.rosw_advance``), so that numba caches it.
-
-The same algorithm as the numpy reference (step control, Krylov stopping rule,
-Rayleigh-quotient stiffness and the switch-back test; ``ctl``'s ``explicit_stages``
-carries ``SWITCH_BACK_MARGIN``), with elementwise sums as loops and inner products
-through ``np.dot``: the two backends agree to the tolerance, and a rounding difference
-that flips one decision moves the step counts a little.
+``make_rosw_advance(rhs, jvp)`` takes the model's numba functions ``rhs(y, out, data)`` and
+``jvp(v, out, y, jdata)`` and returns ``(rosw_advance, cg_solve)``, ``@njit(nogil=True)``
+and uncached: a model calls ``rosw_advance`` from a module-level ``@njit(cache=True)``
+entry point of its own (``models/_linear_kernels.rosw_advance``).  The algorithm is that
+of ``methods.rosw.RosenbrockWStepper`` in ``methods.base.integrate`` (step control, Krylov
+stopping rule, Rayleigh-quotient stiffness, the switch-back test), agreeing to the
+tolerance.
 """
 from __future__ import annotations
 
@@ -38,21 +15,15 @@ import numpy as np
 from ..._numba_cache import njit
 from ._erk_kernels import accept_step
 
-__all__ = ["make_rosw_advance", "NONSTIFF", "CTL_FIELDS", "ROSW_ADVANCE_ARGS"]
+__all__ = ["make_rosw_advance", "NONSTIFF", "CTL_FIELDS"]
 
-#: Return code of ``rosw_advance`` when, for the required number of accepted
-#: steps in a row, the explicit pair would have advanced more cheaply
-#: (``methods.base.integrate`` with ``switch_back``).
+#: Return code of ``rosw_advance`` when the explicit pair would have been cheaper.
 NONSTIFF = 3
 
 #: The entries of the ``ctl`` argument of ``rosw_advance``, in order.
 CTL_FIELDS = ("exponent", "rtol", "atol", "safety", "min_factor", "max_factor", "min_err",
               "min_step_ulps", "krylov_tol", "max_krylov", "boundary", "explicit_stages",
               "switch_steps")
-
-#: The arguments of a loop built by :func:`make_rosw_advance`, in order.
-ROSW_ADVANCE_ARGS = ("y", "f0", "U", "work", "th", "stats", "t_target", "max_steps", "a", "c",
-                     "mw", "ew", "gamma", "ctl", "base", "scratch", "jv")
 
 
 @njit(cache=True)
@@ -82,31 +53,16 @@ def _dot(a, b, w):
 def make_rosw_advance(rhs, jvp):
     """Build the Rosenbrock-W loop around ``rhs(y, out, data)`` and ``jvp(v, out, y, jdata)``.
 
-    Parameters
-    ----------
-    rhs, jvp : numba dispatchers
-        The model's right-hand side and Jacobian-vector product (module docstring).
-
-    Returns
-    -------
-    rosw_advance, cg_solve : numba dispatchers
-        ``@njit(nogil=True)``, not cached: call ``rosw_advance`` from a module-level
-        cached entry point.
+    Returns ``(rosw_advance, cg_solve)``, numba dispatchers (module docstring).
     """
 
     @njit(nogil=True)
     def cg_solve(x, b, hg, scale, tol, maxiter, r, p, Jv, y, jv, w):
-        """Solve ``(I - hg J) x = b`` into ``x`` (n,) by conjugate gradients from ``x = b``,
-        in the inner product ``sum w u v`` (``w`` (n,) the metric in which ``J`` is
-        self-adjoint; empty for the identity).
-
-        ``J`` is the Jacobian at ``y``, applied as ``jvp(v, out, y, jv)`` (``jv``: the
-        model's data tuple, holding what ``rhs`` left of ``y``); ``r``, ``p``, ``Jv`` are
-        (n,) scratch.  The iteration stops when ``rms(r / scale) <= tol``.
-
-        Returns ``(converged, iterations, rho)``: not converged after ``maxiter``
-        Jacobian-vector products or on non-positive curvature; ``rho`` the largest
-        Rayleigh quotient ``-<p, Jp> / <p, p>`` met (``RosenbrockWStepper._solve``).
+        """Solve ``(I - hg J) x = b`` into ``x`` (n,) by conjugate gradients from ``x = b`` in
+        the inner product ``sum w u v`` (``w`` (n,) the metric, empty for the identity), ``J``
+        at ``y`` applied as ``jvp(v, out, y, jv)``, until ``rms(r / scale) <= tol``; ``r``,
+        ``p``, ``Jv`` (n,) scratch.  Returns ``(converged, iterations, rho)``, ``rho`` the
+        largest Rayleigh quotient ``-<p, Jp> / <p, p>`` met (``RosenbrockWStepper._solve``).
         """
         n = x.shape[0]
         for m in range(n):
@@ -151,25 +107,15 @@ def make_rosw_advance(rhs, jvp):
                      base, scratch, jv):
         """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with Rosenbrock-W steps.
 
-        ``f0 = f(y)``, evaluated as ``rhs(y, f0, base)`` (``base``: the model's data tuple,
-        which the Jacobian-vector products ``jvp(v, out, y, jv)`` differentiate: ``jv``
-        shares what ``rhs`` left in ``base``), on entry and exit; the stages are evaluated
-        with ``rhs(Y_i, f_i, scratch)``; ``U`` (s, n) the stage solutions and ``work`` (7, n)
-        scratch, or (8, n) with the Krylov solves' metric (``cg_solve``'s ``w``, the inverse
-        per-parameter rates) in its last row; ``a, c, mw, ew`` the transformed coefficients
-        of ``methods.rosw.RosenbrockW.transformed`` and ``gamma`` its diagonal; ``ctl`` the
-        settings named by :data:`CTL_FIELDS` (``boundary`` 0: no hand-back test).
-        ``th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]`` (time, proposed step,
-        the largest Rayleigh quotient of the last accepted step, the memory of
-        ``_erk_kernels.accept_step``, the steps in a row the explicit pair would have taken
-        more cheaply and the cost counter at the last of them) and ``stats = [nfev,
-        accepted, rejected, njev]`` are updated in place.
-
-        Returns 0 on reaching ``t_target``, -1 step-size underflow, -2 a non-finite
-        right-hand side (after the step that produced it: ``y`` holds its end, ``th[0]``
-        its start), -3 step budget ``max_steps`` (accepted plus rejected) exhausted, or
-        :data:`NONSTIFF` after an accepted step that did not end on ``t_target`` once
-        ``n_cheaper`` reached ``switch_steps``.
+        ``f0 = f(y)`` as ``rhs(y, f0, base)`` on entry and exit (``jv`` shares what it left in
+        ``base`` for the products), stages as ``rhs(Y_i, f_i, scratch)``; ``U`` (s, n) the
+        stage solutions, ``work`` (7, n) scratch or (8, n) with the metric in its last row;
+        ``a, c, mw, ew, gamma`` the U-form (``RosenbrockW.transformed``); ``ctl`` as
+        :data:`CTL_FIELDS` (``boundary`` 0: no hand-back test).  ``th = [t, h, rho, h_prev,
+        err_prev, n_cheaper, cost0]`` and ``stats = [nfev, accepted, rejected, njev]`` are
+        updated in place.  Returns 0 at ``t_target``, -1 step-size underflow, -2 a
+        non-finite right-hand side, -3 the budget ``max_steps`` spent, or :data:`NONSTIFF`
+        once ``n_cheaper`` reached ``switch_steps``.
         """
         s = mw.shape[0]
         n = y.shape[0]

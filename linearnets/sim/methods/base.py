@@ -1,88 +1,19 @@
 """Steppers that know nothing about networks, and the one adaptive loop that drives them.
 
-A stepper advances ``dy/dt = rhs(t, y)`` on a flat float64 vector (numpy, or CuPy
-through the namespace ``xp``) by one attempted step and estimates its local error;
-:func:`integrate` is the adaptive loop, written once for every stepper of every model
-on the numpy and CuPy backends (the compiled loops of ``methods/_erk_kernels`` and
-``methods/_rosw_kernels`` are its numba counterparts): step-size control, the initial
-step, stepping onto output times or dense output, the stability cap and stiffness
-test, failure reporting, a stop rule located inside a step, and the switch to a
-low-order pair at kinks of a piecewise-smooth vector field.
+A :class:`Stepper` advances ``dy/dt = rhs(t, y)`` on a flat float64 vector (numpy, or CuPy
+through ``xp``) by one attempted step: ``attempt(t, y, f, h) -> (y_new, f_new, err)``,
+``accept(f_new) -> f`` (first same as last), optionally ``stiffness(h, y_new) -> rho`` and
+``interpolate(theta, y, y_new, h)``.  :func:`integrate` is the adaptive loop of the numpy
+and CuPy backends for every stepper and model (the compiled loops are its numba twins).
 
-The stage interface (:class:`Stepper`): ``attempt(t, y, f, h) -> (y_new, f_new, err)``
-and ``accept(f_new) -> f`` (first same as last); optionally ``stiffness(h, y_new) -> rho``
-from the stages of the step just accepted, and ``interpolate(theta, y, y_new, h)``, its
-continuous extension.  ``methods/erk.py`` implements it for any Butcher tableau,
-``methods/ssp.py`` for SSPRK104's two-register form and ``methods/rosw.py`` for the
-Rosenbrock-W method, over stage storage a model may supply (the linear network's
-factored stages).
-
-Step-size control (Hairer, Norsett & Wanner, *Solving ODEs I*, II.4; as
-``scipy.integrate._ivp``): a step with error norm ``err < 1`` (RMS of the error
-estimate over ``atol + rtol max(|y|, |y_new|)``) is accepted; the next step is
-``h * clip(SAFETY * err^(-1/(q+1)), MIN_FACTOR, MAX_FACTOR)``, ``q`` the order of
-the error estimator, and after a rejection it may not grow.  A non-finite error (a
-trial stage overflowed) is a rejection with factor MIN_FACTOR; a planned step below
-MIN_STEP_ULPS units in the last place of t ends the run (``STEP_UNDERFLOW``).
-
-``predictive=True`` (every smooth model, as the compiled loops): a step
-shortened onto an output time keeps the step planned before it for the next
-interval, and after an accepted step that follows another the next is also held to
-Gustafsson's predictive step (Gustafsson 1994; Hairer-Wanner II, Sec. IV.8, as in
-``radau5.f``), ``SAFETY h (h / h_prev) (err_prev / err^2)^(1/(q+1))``
-(:func:`accept_step`): where the local error grows from step to step, as on a flow
-accelerating out of a saddle, the standard controller proposes steps that the next
-attempt rejects.
-
-Stability cap (``cap_safety > 0``): after every accepted step the stepper estimates
-the stiffness as in Hairer's test (``dopri5.f``, *Solving ODEs II* IV.2),
-``rho = |f(y_new) - f(Y_{s-1})| / |y_new - Y_{s-1}|`` from its last stage, which sits at
-``t + h`` too (:func:`stiffness_estimate`); the largest recent estimate (decaying by
-``stiffness_memory`` per step) caps the next step at ``cap_safety * boundary / rho``,
-the boundary being the tableau's real-axis stability interval (the spectrum of
-gradient flow is real).  With ``stiff_steps = k > 0`` the run returns early
-(``Result.stiff``) once the cap has shortened k accepted steps in a row (Hairer's
-``nonsti`` resets the count after NONSTIFF_RESET uncapped steps): ``method="auto"``
-then switches to a method the cap holds less (``methods/driver.py``).
-
-Switch back (``switch_back = tableau``, with a stepper that estimates its spectral
-radius ``rho`` and counts its ``cost``, as ``methods/rosw.py``'s Rosenbrock-W stepper
-does from its Krylov solves): the run returns early (``Result.nonstiff``) once, for
-``switch_steps`` accepted steps in a row, the explicit pair at its stability-capped
-step ``min(h, STABILITY_SAFETY boundary / rho)`` would have cost less per unit time
-than the step just taken, by the factor ``SWITCH_BACK_MARGIN``; ``method="auto"``
-then hands back to that pair.
-
-Kinks (ReLU-type activations).  A model whose vector field is only piecewise
-smooth exposes the sign pattern of its switching functions at its latest
-evaluation (``switches``).  A step across a switching surface has a local error
-``O(h |jump of f|)`` whatever the order of the method, so a high-order pair
-rejects step after step there, and where the flow slides along the surface
-(Filippov) it chatters across it and stalls.  The loop counts consecutive
-rejections whose trial state, or one of whose stages, lies on the other side of some
-switch (every evaluation of an attempt compares the pattern with the step's start: a
-step may cross a kink and come back, the chattering of a sliding flow); after
-``KINK_REJECTIONS`` of them it continues with the low-order ``fallback`` stepper at
-the tolerance ``kink_rtol``, and returns to the primary one after ``CALM_STEPS``
-calm accepted steps: steps none of whose evaluations, stages included, crossed a
-switch (an accepted step whose stages crossed while its end did not ran along the
-kink, as a sliding flow does; counting it calm handed a sliding flow back to the
-primary pair every ``CALM_STEPS`` steps, and ROS34PW2, whose steps near the surface
-are accepted and rejected in turn, then slid with steps of ~1e-6 for 897,193
-evaluations where the fallback needs 27,137).  It counts the switches crossed by accepted
-steps (``kinks``) and the time spent sliding (``sliding_time``: the time between
-crossings at most ``CALM_STEPS`` accepted steps apart, the chattering that is the
-discrete image of sliding).  While the fallback runs, a step across a kink sets the
-next step by ``SAFETY / err`` (its error is first order in ``h``) and no step grows by
-more than ``KINK_GROWTH``.
-
-Accuracy on a non-smooth flow: away from kinks the local error per step is held
-below ``atol + rtol |y|`` as usual.  On a step that crosses a kink the error
-estimate measures ``h |jump|``, so accepted crossing steps, and the chattering
-across a sliding surface, keep the state within about ``kink_rtol |y|`` (RMS) of the
-exact piecewise-smooth (Filippov) solution per step; the global error over a
-sliding stretch grows at most linearly with its length.  Accuracy is therefore
-``O(kink_rtol)`` near kinks, ``O(rtol)`` elsewhere.
+Step control (Hairer, Norsett & Wanner I, II.4, as ``scipy.integrate._ivp``): a step with
+``err < 1`` (RMS over ``atol + rtol max(|y|, |y_new|)``) is accepted and the next is
+``h clip(SAFETY err^(-1/(q+1)), MIN_FACTOR, MAX_FACTOR)``; ``predictive=True`` adds
+Gustafsson's predictive step (1994; HNW II, IV.8).  The stability cap ``cap_safety
+boundary / rho`` uses Hairer's stiffness estimate (``dopri5.f``; HNW II, IV.2).  At kinks of
+a piecewise-smooth field the loop falls back to a low-order pair after ``KINK_REJECTIONS``
+rejections across a switch and resumes after ``CALM_STEPS`` calm steps.  The rules, their
+accuracy and what was measured: docs/simulator.md, "The adaptive loop".
 """
 from __future__ import annotations
 
@@ -94,66 +25,47 @@ from typing import Optional
 import numpy as np
 
 __all__ = ["FlowStatus", "Stepper", "StepperOptions", "Result", "integrate", "sumsq",
-           "error_norm", "step_factor", "kink_factor",
-           "SAFETY",
-           "MIN_FACTOR", "MAX_FACTOR", "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH",
-           "PREDICTIVE_MIN_ERR", "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY",
-           "STIFFNESS_MIN_REL", "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES",
-           "NO_PREVIOUS_STEP", "step_after_accept", "predictive_step", "accept_step",
-           "step_after_reject", "stiffness_estimate", "stability_cap", "select_initial_step",
-           "min_step", "dense_batch_rows", "observe_step"]
+           "error_norm", "step_factor", "kink_factor", "SAFETY", "MIN_FACTOR", "MAX_FACTOR",
+           "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH", "PREDICTIVE_MIN_ERR",
+           "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL",
+           "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES", "NO_PREVIOUS_STEP",
+           "run_message", "predictive_step", "accept_step", "stiffness_estimate",
+           "stability_cap", "select_initial_step", "min_step", "dense_batch_rows",
+           "observe_step"]
 
 #: Safety factor on the optimal step.
 SAFETY = 0.9
 #: Smallest and largest factor by which one step may change the next.
 MIN_FACTOR = 0.2
 MAX_FACTOR = 10.0
-#: Floor on the previous step's error in the predictive controller (``radau5.f``):
-#: a tiny previous error says nothing about how fast the error grows.
+#: Floor on the previous step's error in the predictive controller (``radau5.f``).
 PREDICTIVE_MIN_ERR = 1e-2
 #: A step shorter than this many ulps of t is an underflow.
 MIN_STEP_ULPS = 10.0
 #: Fraction of the estimated stability limit ``boundary / rho`` a step may grow to.
 STABILITY_SAFETY = 0.9
-#: Decay per accepted step of the remembered stiffness estimate (the estimate is a
-#: lower bound that varies with the direction of the last step; remembering the
-#: recent maximum stops the step from probing past the boundary every few steps).
-#: ``benchmarks/studies/study_stability_cap.py`` varies this and STABILITY_SAFETY on the medium
-#: benchmark problem: no pair saves more than 4 % of SSPRK104's evaluations there, and
-#: never forgetting (1.0) costs RK45 18-35 % more evaluations: the cap then keeps the
-#: largest estimate ever made.
+#: Decay per accepted step of the remembered stiffness estimate (docs/simulator.md).
 STIFFNESS_MEMORY = 0.95
-#: A stiffness estimate counts only when the two differences it divides are larger
-#: than this fraction of the derivatives they are formed from; below, the rounding
-#: of a difference of nearly equal stages would dominate.
+#: A stiffness estimate counts only when the differences it divides exceed this fraction
+#: of the derivatives they are formed from (below, rounding dominates).
 STIFFNESS_MIN_REL = 1e-6
-#: Two states closer than this many rounding units of the state (``eps |y|``) are one
-#: point to working precision, and the difference of their derivatives is rounding: the
-#: state difference of the estimate is floored there.  (Hairer's form divides by the
-#: difference of the two rounded stage states, which has this floor by itself; the
-#: steppers form it as ``h sum_j w_j K_j``, which does not, and once the gradient is at
-#: rounding level -- a residual a bottleneck cannot fit -- a stage derivative differing
-#: in its last bits over a difference of 1e-19 capped the step at 1/600.)
+#: Floor of the estimate's state difference, in rounding units ``eps |y|`` of the state.
 STIFFNESS_STATE_ULPS = 1.0
 #: Non-stiff steps that reset the count of the stiffness test (Hairer's ``nonsti``).
 NONSTIFF_RESET = 6
-#: The switch back from a Rosenbrock-W phase (``integrate(switch_back=...)``) needs the
-#: explicit pair cheaper per unit time by this factor: a hysteresis, so that a cost
-#: comparison within rounding of a tie (both estimates are O(1) models of the work)
-#: does not decide the run.
+#: The switch back from a Rosenbrock-W phase needs the explicit pair cheaper per unit time
+#: by this factor (a hysteresis).
 SWITCH_BACK_MARGIN = 1.25
 #: Consecutive rejections across a switching surface before the low-order fallback.
 KINK_REJECTIONS = 3
-#: Accepted steps in a row none of whose evaluations crossed a switch (calm steps) after
-#: which the primary stepper resumes.
+#: Calm accepted steps in a row (no evaluation crossed a switch) before the primary resumes.
 CALM_STEPS = 16
 #: Largest step growth while the fallback stepper runs.
 KINK_GROWTH = 2.0
 #: Illinois iterations and tolerance (fraction of the step) locating a stop inside a step.
 STOP_ITERATIONS = 60
 STOP_XTOL = 1e-12
-#: Memory for the interpolated states that a compiled stepper forms in one call when a
-#: step holds many output times (dense output), in bytes (:func:`dense_batch_rows`).
+#: Bytes of interpolated states formed in one call of ``interpolate_many`` (dense output).
 DENSE_BATCH_BYTES = 1 << 22
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -180,12 +92,10 @@ class FlowStatus(enum.Enum):
 
 
 def error_norm(e5, e3=0.0, use_e3=False, h=1.0, n=1):
-    """The error norm of a step from its sums over components of scaled squared error
-    estimates (``(d / (atol + rtol max(|y|, |y_new|)))^2``): the RMS norm
-    ``|h| sqrt(e5 / n)``, or with a third-order companion estimate Hairer's DOP853 norm
-    ``|h| e5 / sqrt((e5 + 0.01 e3) n)``; the one norm of every stepper (accept if < 1).
-    Scalars give a float; arrays ``e5``, ``e3``, ``h`` (one entry a member of a batch) an
-    array of norms, entry by entry the same."""
+    """The error norm of a step from the sums ``e5``, ``e3`` of its scaled squared error
+    estimates (``(d / (atol + rtol max(|y|, |y_new|)))^2``): ``|h| sqrt(e5 / n)``, or
+    Hairer's DOP853 norm ``|h| e5 / sqrt((e5 + 0.01 e3) n)`` (accept if < 1).  Arrays (the
+    members of a batch) give an array of norms, entry by entry the same."""
     if np.ndim(e5) or np.ndim(h):
         e5, e3, h = np.asarray(e5, dtype=np.float64), np.asarray(e3, dtype=np.float64), \
             np.abs(np.asarray(h, dtype=np.float64))
@@ -206,10 +116,9 @@ def error_norm(e5, e3=0.0, use_e3=False, h=1.0, n=1):
 
 
 def step_factor(err, exponent, after_rejection=False):
-    """The factor on ``h`` after a step with error norm ``err``: ``SAFETY err^exponent`` in
-    ``[MIN_FACTOR, MAX_FACTOR]`` (``MAX_FACTOR`` at ``err = 0``), at most 1 right after a
-    rejection; ``exponent = -1 / (q + 1)`` for an estimator of order q, ``-1`` after a
-    step across a kink.  Scalars give a float; arrays (a batch's members) an array."""
+    """The factor on ``h`` after an error norm ``err``: ``SAFETY err^exponent`` in
+    ``[MIN_FACTOR, MAX_FACTOR]``, at most 1 right after a rejection; ``exponent = -1 / (q +
+    1)`` for an estimator of order q, ``-1`` across a kink.  Arrays give an array."""
     if np.ndim(err) or np.ndim(after_rejection):
         err = np.asarray(err, dtype=np.float64)
         with np.errstate(divide="ignore"):
@@ -221,44 +130,17 @@ def step_factor(err, exponent, after_rejection=False):
 
 
 def sumsq(x, xp=np):
-    """``sum x^2`` as a Python float.
-
-    Elementwise, not ``x @ x``: numpy hands a long dot product to its threaded BLAS,
-    which on a loaded machine waits for busy cores (measured on this 2-core machine:
-    7.7 ms for n = 13,300, against 10 us elementwise).
-    """
+    """``sum x^2`` as a Python float, elementwise (not a threaded BLAS dot product)."""
     return float(xp.sum(x * x))
-
-
-# --------------------------------------------------------------------------------------------
-# step-size control (the compiled loops mirror these in methods/_erk_kernels.py)
-# --------------------------------------------------------------------------------------------
-def step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped):
-    """Next step size after an accepted step of size ``h_try`` (scaled error ``err`` < 1).
-
-    The standard controller ``h_try * SAFETY * err**exponent``, capped by ``max_factor``
-    and by 1 right after a rejection. ``h`` is the step planned before it was shortened
-    to land on an output time (``clipped``): such a step says nothing against ``h``.
-    """
-    factor = max_factor if err == 0.0 else min(max_factor, SAFETY * err ** exponent)
-    if rejected:
-        factor = min(1.0, factor)
-    h_next = h_try * factor
-    if clipped and not rejected:
-        h_next = max(h_next, h)
-    return h_next
 
 
 def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev):
     """``h_next`` held to Gustafsson's predictive step after an accepted step ``h_try``.
 
-    ``h_pred = SAFETY h_try (h_try / h_prev) (err_prev / err^2)^(-exponent)``
-    (Gustafsson 1994; Hairer-Wanner II, Sec. IV.8, as in ``radau5.f``), with ``h_prev``
-    and ``err_prev`` the previous accepted step and its error (floored at
-    ``PREDICTIVE_MIN_ERR``); it extrapolates the growth of the error from one step to
-    the next, and is never below ``MIN_FACTOR h_try``.  Unchanged when there is no
-    previous step (``h_prev == 0``) or ``err == 0``.  The result is the smaller of the
-    two, so a step never grows faster than under the standard controller.
+    ``h_pred = SAFETY h_try (h_try / h_prev) (err_prev / err^2)^(-exponent)``, at least
+    ``MIN_FACTOR h_try`` (Gustafsson 1994; Hairer-Wanner II, IV.8, ``radau5.f``), with the
+    previous accepted step ``h_prev`` and its floored error ``err_prev``; the smaller of the
+    two.  Unchanged without a previous step (``h_prev == 0``) or at ``err == 0``.
     """
     if h_prev <= 0.0 or err == 0.0:
         return h_next
@@ -271,34 +153,28 @@ NO_PREVIOUS_STEP = (0.0, 0.0)
 
 
 def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
-    """Next step after an accepted ``h_try``: :func:`step_after_accept`, then
-    :func:`predictive_step` from ``memory = (h_prev, err_prev)``.
-
-    Returns ``(h_next, memory)``, the memory now holding this step and its error
-    floored at ``PREDICTIVE_MIN_ERR``; a step shortened onto an output time
-    (``clipped``) predicts nothing and leaves the memory as it was.
-    """
-    h_next = step_after_accept(h, h_try, err, exponent, max_factor, rejected, clipped)
+    """Next step after an accepted ``h_try`` with error ``err < 1``: ``h_try SAFETY
+    err^exponent``, at most ``max_factor`` (1 right after a rejection), at least the planned
+    ``h`` after a step shortened onto an output time (``clipped``), then
+    :func:`predictive_step` from ``memory = (h_prev, err_prev)``.  Returns ``(h_next,
+    memory)``; a clipped step predicts nothing and leaves the memory as it was."""
+    factor = max_factor if err == 0.0 else min(max_factor, SAFETY * err ** exponent)
+    h_next = h_try * (min(1.0, factor) if rejected else factor)
+    if clipped and not rejected:
+        h_next = max(h_next, h)
     if clipped:
         return h_next, memory
     return (predictive_step(h_next, h_try, err, exponent, *memory),
             (h_try, max(err, PREDICTIVE_MIN_ERR)))
 
 
-def step_after_reject(h_try, err, exponent):
-    """Next step size after a rejected step (``err`` >= 1, or not finite)."""
-    return h_try * (MIN_FACTOR if not math.isfinite(err) else max(MIN_FACTOR, SAFETY * err ** exponent))
-
-
 def stiffness_estimate(num, dd, ref, wsum, h, yy):
-    """Hairer's stiffness estimate ``rho`` from squared norms of stage differences.
+    """Hairer's stiffness estimate ``rho = sqrt(num / dd) / h`` (``dopri5.f``).
 
     ``num = |K_s - K_{s-1}|^2`` (``K_s = f(y_new)``), ``dd = |sum_j w_j K_j|^2`` with
-    ``w = tab.stiffness_weights`` (so ``|y_new - Y_{s-1}| = h sqrt(dd)``), ``ref =
-    |K_0|^2``, ``wsum = sum_j |w_j|`` and ``yy = |y_new|^2``.  Returns
-    ``sqrt(num / dd) / h``, or 0 when either difference is below ``STIFFNESS_MIN_REL``
-    of its scale (no information); the state difference counts as at least
-    ``STIFFNESS_STATE_ULPS eps |y_new|``, the resolution of the states themselves.
+    ``w = tab.stiffness_weights`` (``|y_new - Y_{s-1}| = h sqrt(dd)``), ``ref = |K_0|^2``,
+    ``wsum = sum_j |w_j|``, ``yy = |y_new|^2``; 0 when a difference is below
+    ``STIFFNESS_MIN_REL`` of its scale, ``dd`` floored at ``STIFFNESS_STATE_ULPS eps |y_new|``.
     """
     rel2 = STIFFNESS_MIN_REL * STIFFNESS_MIN_REL
     if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
@@ -310,13 +186,7 @@ def stiffness_estimate(num, dd, ref, wsum, h, yy):
 
 def stability_cap(h_next, rho, boundary, safety=None):
     """``h_next`` limited to ``safety * boundary / rho`` (``safety`` by default
-    STABILITY_SAFETY); unchanged when ``rho`` is 0 (no estimate) or the tableau states
-    no ``boundary`` (0).
-
-    For a symmetric Jacobian the estimate is a Rayleigh-type lower bound on the
-    spectral radius, so the cap is never below ``safety`` times the true stability
-    limit of the step.
-    """
+    STABILITY_SAFETY); unchanged when ``rho`` is 0 (no estimate) or ``boundary`` is 0."""
     if not (rho > 0.0 and boundary > 0.0):
         return h_next
     return min(h_next, (STABILITY_SAFETY if safety is None else safety) * boundary / rho)
@@ -337,19 +207,17 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np, 
         With ``timed``, ``fun(y, dt) -> dy``, ``dt`` the time of ``y`` after ``t0``.
     t0, t_end : float
     y0, f0 : ndarray, shape (n,)
-        Initial state and ``fun(y0)``.
+        Initial state and ``fun(y0)`` (numpy, or ``xp``'s arrays).
     error_order : int
     rtol, atol : float
-    xp : module, optional
-        Array module of ``y0`` (numpy, or cupy on the GPU backend).
     interval : float, optional
         The largest step, by default ``t_end - t0``.
 
     Returns
     -------
     h : float
-        The step, and uses one extra evaluation of ``fun``; 0 where the scale of the
-        problem is beyond float64 (the loop then reports a step-size underflow).
+        The step (one extra evaluation of ``fun``); 0 where the scale of the problem is
+        beyond float64 (the loop then reports a step-size underflow).
     """
     interval = t_end - t0 if interval is None else interval
     scale = atol + xp.abs(y0) * rtol
@@ -357,9 +225,7 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np, 
     d1 = _rms(f0 / scale)
     h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
     h0 = min(h0, interval)
-    if not h0 > 0.0:
-        # d1 / d0 overflowed the resolution of float64 (weights so large that the flow's
-        # time scale is below 1e-300): the stepper reports the step-size underflow
+    if not h0 > 0.0:    # the flow's time scale is below float64's resolution
         return 0.0
     f1 = fun(y0 + h0 * f0, h0) if timed else fun(y0 + h0 * f0)
     d2 = _rms((f1 - f0) / scale) / h0
@@ -377,9 +243,6 @@ def min_step(t):
     return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
 
 
-# --------------------------------------------------------------------------------------------
-# dense output
-# --------------------------------------------------------------------------------------------
 def dense_batch_rows(n):
     """Interpolated states (rows of n numbers) formed per call of an ``interpolate_many``:
     as many as fit in DENSE_BATCH_BYTES, at least one."""
@@ -388,17 +251,13 @@ def dense_batch_rows(n):
 
 def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
                  interpolate_many=None):
-    """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new``;
-    returns the next output index.
+    """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new`` (the
+    one output-time driver of every loop); returns the next output index.
 
-    Outputs before ``t_new`` come from the continuous extension, ``interpolate(theta)``
-    being the state at ``t + theta h_step``; an output at ``t_new`` itself is the
-    step's own ``y_new``.  ``interpolate_many(thetas)``, where given, forms the states
-    of up to :func:`dense_batch_rows` outputs at once as the rows of an array (the
-    compiled steppers: one call for the outputs of a step instead of one each), the
-    same numbers as ``interpolate`` one at a time; they are then observed by
-    ``observe.many(k, states)`` where ``observe`` has that attribute (``flow`` forms
-    their end-to-end maps in one call), else one at a time.
+    Outputs before ``t_new`` are ``interpolate(theta)``, the state at ``t + theta h_step``;
+    one at ``t_new`` is ``y_new``.  ``interpolate_many(thetas)``, where given, forms up to
+    :func:`dense_batch_rows` of them at once as rows (the same numbers), observed by
+    ``observe.many(k, states)`` where ``observe`` has it.
     """
     T = t_eval.size
     inner = k
@@ -424,9 +283,6 @@ def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
     return k
 
 
-# --------------------------------------------------------------------------------------------
-# the stage interface
-# --------------------------------------------------------------------------------------------
 class Stepper:
     """One attempted step of an embedded method, and its step-size rule.
 
@@ -600,6 +456,23 @@ class Result:
     nonstiff: bool = False
 
 
+def run_message(status, t, nonfinite=False, extra="", kinks=0, sliding=0.0, fallback_steps=0,
+                low="-"):
+    """The message of a run that ended with ``status`` at ``t`` (every loop's): where a failed
+    run stopped, whether its rejected trial steps overflowed, ``extra``, and the kinks
+    crossed, the time spent sliding and the steps taken by the fallback ``low``."""
+    msg = status.message
+    if not status.success:
+        msg = f"{msg} at t = {t:.6g}"
+        if nonfinite:
+            msg += "; the rejected trial steps overflowed (non-finite stages)"
+    msg += extra
+    if kinks:
+        msg += (f"; {kinks} kink crossings, {sliding:.3g} time units sliding, "
+                f"{fallback_steps} steps by {low}")
+    return msg
+
+
 def kink_factor(err, after_rejection):
     """Step factor after a step across a kink: its error is ``O(h |jump|)``, first order in
     ``h`` whatever the method's order, so the factor is ``SAFETY / err``
@@ -644,9 +517,7 @@ def _locate_stop(stepper, t, y, f, h, g0, stop, y1):
 
 def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, switches=None,
               stop=None, t0=0.0, xp=np, f0=None, k0=0, predictive=False, cap_safety=0.0,
-              stiffness_memory=STIFFNESS_MEMORY, stiff_steps=0, stiff_held=1.0, dense=False,
-              switch_back=None,
-              switch_steps=0):
+              stiff_steps=0, stiff_held=1.0, dense=False, switch_back=None, switch_steps=0):
     """Integrate ``dy/dt = rhs(t, y)`` from ``y0`` at ``t0`` onto every time of ``t_eval``.
 
     Parameters
@@ -655,8 +526,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     y0 : ndarray (n,)
         The state at ``t0`` (not modified).
     t_eval : ndarray (T,)
-        Strictly increasing output times ``>= t0``; each one ends a step (but see
-        ``dense``).
+        Strictly increasing output times ``>= t0``; each ends a step (but see ``dense``).
     primary : callable ``primary(rhs, n, rtol, atol, xp) -> Stepper``
         A :class:`Stepper` subclass, or a factory of one.
     options : StepperOptions
@@ -682,41 +552,31 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         steps to Gustafsson's predictive step (:func:`accept_step`).
     cap_safety : float
         > 0: the stability cap ``cap_safety * boundary / rho`` from the stepper's
-        ``stiffness`` estimate (remembered with decay ``stiffness_memory``).
-    stiffness_memory : float
+        ``stiffness`` estimate (remembered with decay ``STIFFNESS_MEMORY``).
     stiff_steps : int
-        > 0 (with the cap): return with ``Result.stiff`` once the cap has shortened this
-        many accepted steps in a row.
+        > 0 (with the cap): return with ``Result.stiff`` once the cap has held this many
+        accepted steps in a row below ``1 / stiff_held`` of the step accuracy allowed.
     stiff_held : float
-        The test counts the steps the cap held below ``1 / stiff_held`` of the step that
-        accuracy allowed (1: every step it shortened).
     dense : bool
-        Only the last output time ends a step; the others are evaluated by the stepper's
-        ``interpolate`` (where it has one, its tableau a continuous extension, and there
-        is no kink fallback).
+        Only the last output time ends a step; the others are the stepper's
+        ``interpolate`` (where it has one and there is no kink fallback).
     switch_back : Tableau, optional
-        With a stepper that keeps a spectral-radius estimate ``rho`` (reset by its
-        ``accept``) and its work so far ``cost`` (right-hand-side units), as
-        ``methods.rosw.RosenbrockWStepper`` does: return with ``Result.nonstiff`` once, for
-        ``switch_steps`` accepted steps in a row (not counting steps shortened onto an
-        output time), this explicit pair would have advanced more cheaply.  Its cost per
-        unit time is ``SWITCH_BACK_MARGIN s / min(h, STABILITY_SAFETY boundary / rho)``
-        (``s`` stages, its stability-capped step, at most the step just taken); the
-        stepper's is the ``cost`` of the step (and of the attempts rejected before it)
-        over ``h``.
+        With a stepper that keeps a spectral-radius estimate ``rho`` and its work ``cost``
+        (``methods.rosw.RosenbrockWStepper``): return with ``Result.nonstiff`` once, for
+        ``switch_steps`` unclipped accepted steps in a row, this pair would have cost less
+        per unit time, ``SWITCH_BACK_MARGIN s / min(h, STABILITY_SAFETY boundary / rho)``
+        against the stepper's ``cost`` of the step over ``h``.
     switch_steps : int
 
     Returns
     -------
     Result
-        Failure (step underflow, a non-finite state, an exhausted budget) is reported
-        in ``status``, never raised; no state is recorded once step control has
-        broken down.
+        Failure (step underflow, a non-finite state, an exhausted budget) is reported in
+        ``status``, never raised.
     """
     n = y0.size
-    # a stage of an attempt may cross a switching surface that its end state does not
-    # (a step across a kink and back, the chattering of sliding): every evaluation
-    # compares the switch pattern with the step's start, for the fallback's trigger
+    # every evaluation compares the switch pattern with the step's start: a stage may
+    # cross a switching surface that the step's end does not (sliding)
     stage_cross = [False]
     if switches is not None and fallback is not None:
         user_rhs = rhs
@@ -751,17 +611,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     nonfinite = False
 
     def done(status, extra="", t_stop=None, y_out=None, stiff=False, nonstiff=False):
-        if status.success:
-            msg = status.message
-        else:
-            msg = f"{status.message} at t = {t:.6g}"
-            if nonfinite:
-                msg += "; the rejected trial steps overflowed (non-finite stages)"
-        if extra:
-            msg += extra
-        if counters["kinks"]:
-            msg += (f"; {counters['kinks']} kink crossings, {sliding:.3g} time units sliding, "
-                    f"{counters['fallback_steps']} steps by {low.name if low else '-'}")
+        msg = run_message(status, t, nonfinite, extra, counters["kinks"], sliding,
+                          counters["fallback_steps"], low.name if low else "-")
         return Result(n_done=k, t_last=t, y_last=y if y_out is None else y_out, nfev=nfev,
                       nsteps=counters["nsteps"], nrejected=counters["nrejected"],
                       status=status, message=msg, t_stop=t_stop, kinks=counters["kinks"],
@@ -894,7 +745,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         rejected = False
         stiff_now = False
         if capping and took is main:
-            rho_mem = max(main.stiffness(step, y_new), stiffness_memory * rho_mem)
+            rho_mem = max(main.stiffness(step, y_new), STIFFNESS_MEMORY * rho_mem)
             h_free = h
             h = stability_cap(h, rho_mem, boundary, cap_safety)
             counters["ncapped"] += h < h_free

@@ -1,37 +1,31 @@
 """A method on a model: the one numpy/CuPy loop or the compiled loop of the backend, and ``"auto"``.
 
 Every method is a name in :data:`METHODS` with its family and tableau: an embedded
-explicit pair (``"erk"``, ``methods/erk.py``), SSPRK104 in two-register form (``"ssp"``,
-``methods/ssp.py``), the Rosenbrock-W method (``"rosw"``, ``methods/rosw.py``), or
-``"auto"``, which chooses among them while it runs (:func:`auto`).  :func:`run` runs one
-on a model: on the numpy and CuPy backends in the adaptive loop ``base.integrate`` with
-the family's stepper, on numba in the family's compiled loop (``methods/compiled.py``)
-where the model supplies its compiled operations (``Model.compiled_ops``).  The model
-may supply its own stage storage for a family (``Model.stores``: the linear network's
-factored stages), and may say that a family runs better as another (SSPRK104 as factored
-Butcher stages on states too large for the low-storage form to stay in cache).
-
-Step control is the method's, the same for every smooth model: the predictive
-controller and the stability cap (``base.integrate``).  A model whose vector field has
-kinks (``Model.smooth`` False) gets the low-order ``FALLBACK`` pair at kinks and the
-plain controller, since a step across a kink says nothing about the stiffness.  On numba
-such a model, and a stop rule, run compiled too where the model's compiled operations
-have them (``compiled_events``: the MLP's switch pattern and its margin and loss stops).
+explicit pair (``"erk"``), SSPRK104 in two-register form (``"ssp"``), the Rosenbrock-W
+method (``"rosw"``), or ``"auto"`` (:func:`auto`).  :func:`run` runs one on a model: on
+numpy and CuPy in ``base.integrate`` with the family's stepper over the model's stage
+store (``Model.stores``), on numba in the family's compiled loop where the model supplies
+its compiled operations (``Model.compiled_ops``).  A smooth model gets the predictive
+controller and the stability cap; a model with kinks (``Model.smooth`` False) the
+low-order ``FALLBACK`` pair at kinks and the plain controller.  docs/simulator.md,
+"Methods".
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from . import base as _base
-from .base import FlowStatus, Result, StepperOptions, integrate, select_initial_step
+from .base import StepperOptions, integrate
 from .erk import ExplicitRK
 from .rosw import ROS34PW2 as ROS34PW2_STEPPER
 from .ssp import LowStorageRK
 from .tableaux import ROS34PW2, SSPRK104, TABLEAUX
 
-__all__ = ["METHODS", "FALLBACK", "ROSENBROCK_FALLBACK", "ROSENBROCK_JVP", "AUTO_PAIR_RTOL", "auto_pair",
-           "PAIR_HELD", "STIFF_STEPS", "ROSENBROCK_HELD", "ROSENBROCK_STEPS", "SWITCH_BACKOFF",
-           "HANDBACK_STEPS", "run", "auto", "stepper_for"]
+__all__ = ["METHODS", "FALLBACK", "ROSENBROCK_FALLBACK", "ROSENBROCK_JVP", "AUTO_PAIR_RTOL",
+           "auto_pair", "PAIR_HELD", "STIFF_STEPS", "ROSENBROCK_HELD", "ROSENBROCK_STEPS",
+           "SWITCH_BACKOFF", "HANDBACK_STEPS", "run", "auto", "stepper_for"]
 
 #: Method name -> (family, tableau).
 METHODS = {name: ("ssp" if name == "SSPRK104" else "erk", tab) for name, tab in TABLEAUX.items()}
@@ -42,51 +36,26 @@ METHODS["auto"] = ("auto", None)
 FALLBACK = "BS32"
 
 #: The stepper used at kinks by a Rosenbrock-W primary ("same": the primary itself at
-#: ``kink_rtol``; None: no switch; or a method name).  BS32, as for the explicit methods:
-#: measured cheaper than "same" and than no switch both on a small sliding ReLU flow and on
-#: a stiff wide one (docs/benchmarks_mlp.md, "Kinks under ROS34PW2").  It is
-#: stability-bound, but only for the fallback's stretches (``CALM_STEPS`` calm steps
-#: bring the Rosenbrock method back).
+#: ``kink_rtol``; None: no switch; or a method name; docs/benchmarks_mlp.md).
 ROSENBROCK_FALLBACK = "BS32"
 
 #: The Jacobian-vector product of a Rosenbrock primary where the model has no
-#: ``linearize``: ``"finite_differences"`` (one gradient a product, the compiled one on
-#: numba) or ``"model"`` (the model's exact ``jvp``: ``MLP.jvp``, numpy, about two
-#: gradients a product).  Finite differences by default: on bench_mlp's large problem the
-#: exact product made the run 1.6x slower for the same steps (docs/benchmarks_mlp.md).
+#: ``linearize``: ``"finite_differences"`` (one gradient a product) or ``"model"`` (the
+#: model's exact ``jvp``; docs/benchmarks_mlp.md).
 ROSENBROCK_JVP = "finite_differences"
 
-#: ``"auto"``: the explicit pair where accuracy sets the steps: RK45 (order 5, 6
-#: evaluations a step) at ``rtol >= AUTO_PAIR_RTOL``, DOP853 (order 8, 12) below, where
-#: its higher order pays (``benchmarks/bench_flow.py``: on its small problem RK45 needs 188
-#: evaluations and DOP853 302 for the same accuracy at rtol 3e-5).
+#: ``"auto"`` (:func:`auto`; the measurements behind each constant: docs/simulator.md,
+#: "The auto rule"): RK45 at ``rtol >= AUTO_PAIR_RTOL``, DOP853 below; the pair hands over
+#: to SSPRK104 after ``STIFF_STEPS`` steps in a row held by the cap below ``1 / PAIR_HELD``
+#: of the accuracy step; SSPRK104 to ROS34PW2 after ``ROSENBROCK_STEPS SWITCH_BACKOFF^tries``
+#: steps held below ``1 / ROSENBROCK_HELD``; ROS34PW2 back to SSPRK104 after
+#: ``HANDBACK_STEPS`` steps in a row at which SSPRK104 would have been cheaper.
 AUTO_PAIR_RTOL = 1e-6
-#: ``"auto"``: the explicit pair hands over to SSPRK104 once the stability cap has held its
-#: step below ``1 / PAIR_HELD`` of the step accuracy allowed for ``STIFF_STEPS`` steps in a
-#: row: converged modes, not accuracy, then cost it at least twice its accurate steps, and
-#: at the cap SSPRK104 costs ``10 / 13.9`` evaluations per unit time against ``6 / 3.3`` for
-#: RK45 and ``12 / 6.4`` for DOP853, 2.5x less.  (A step merely capped is not enough: on
-#: the large problem of ``benchmarks/bench_flow.py`` the cap binds lightly over its last
-#: third, and switching there moved ``W(t_end)`` by 6e-4 at rtol 1e-2, by SSPRK104's
-#: error of order 3, against 6e-6 without the switch; RK45's capped steps there sit above
-#: 1/2 of the accuracy step but for runs of at most 9, on the medium problem for 142.)
 PAIR_HELD = 2.0
 STIFF_STEPS = 15
-#: ``"auto"``: SSPRK104 hands over to the Rosenbrock-W method (not held by stability, but
-#: dearer per step: its stages, and CG products of two gradients each) once the cap has
-#: held its step below ``1 / ROSENBROCK_HELD`` of the step accuracy allowed for
-#: ``ROSENBROCK_STEPS`` steps in a row, times ``SWITCH_BACKOFF`` to the power of the
-#: Rosenbrock stretches so far that handed back (proved dearer), so that a problem SSPRK104
-#: handles best wastes a geometrically shrinking share of its work on them.  (On the
-#: medium network of ``benchmarks/bench_flow.py``, where weak modes still learn, SSPRK104's
-#: capped steps are held at a median 1/3 of the accuracy step and never 1/8 for two steps
-#: in a row; on README's tour past convergence at 1/9.5, the controller's whole growth.)
 ROSENBROCK_HELD = 8.0
 ROSENBROCK_STEPS = 15
 SWITCH_BACKOFF = 4
-#: ``"auto"``: accepted Rosenbrock-W steps in a row at which SSPRK104, at its capped step,
-#: would have been cheaper per unit time (by ``base.SWITCH_BACK_MARGIN``) before it hands
-#: back (the ``switch_steps`` of ``base.integrate``).
 HANDBACK_STEPS = 15
 
 
@@ -150,24 +119,25 @@ def _compiled_ops(net, backend, kind, tab, stop):
 
 
 def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense, stop,
-           stiff_steps=0, stiff_held=1.0, switch_back=None):
-    """One stretch of ``method`` from ``(t0, y)``, outputs ``k >= k0``: the loop of the backend."""
+           stiff_steps=0, stiff_held=1.0, switch_back=None, start=False):
+    """One stretch of ``method`` from ``(t0, y)``, outputs ``k >= k0``: the loop of the backend
+    (``start``: a run of its own, else the continuation of one with ``opts.first_step``)."""
     kind, tab = METHODS[method]
     kind, ops = _compiled_ops(net, backend, kind, tab, stop)
     if ops is None:
         primary, low = stepper_for(method, net, xp)
         explicit = kind != "rosw"
-        return integrate(lambda t, v: net.rhs(v), y, t_eval, primary, opts, observe, fallback=low,
-                         switches=None if net.smooth else net.switches, stop=stop, t0=t0,
-                         xp=xp, k0=k0, predictive=net.smooth,
+        return integrate(lambda t, v: net.rhs(v), y, t_eval, primary, opts, observe,
+                         fallback=low, switches=None if net.smooth else net.switches, stop=stop,
+                         t0=t0, xp=xp, k0=k0, predictive=net.smooth,
                          cap_safety=_base.STABILITY_SAFETY if explicit and net.smooth else 0.0,
-                         stiffness_memory=_base.STIFFNESS_MEMORY, stiff_steps=stiff_steps,
-                         stiff_held=stiff_held, dense=dense, switch_back=switch_back,
+                         stiff_steps=stiff_steps, stiff_held=stiff_held, dense=dense,
+                         switch_back=switch_back,
                          switch_steps=HANDBACK_STEPS if switch_back is not None else 0)
     from . import compiled
     if kind == "rosw":
         return compiled.rosw(ops, y, t_eval, ROS34PW2, opts, observe, t0=t0, k0=k0,
-                             switch_back=switch_back,
+                             start=start, switch_back=switch_back,
                              switch_steps=HANDBACK_STEPS if switch_back is not None else 0)
 
     def obs(j, v):
@@ -186,12 +156,7 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense,
                            stiff_steps=stiff_steps, predictive=smooth, cap_safety=cap,
                            fallback=None if smooth else TABLEAUX[FALLBACK],
                            stiff_held=stiff_held)
-    return _replace(res, n_done=k0 + res.n_done) if k0 else res
-
-
-def _replace(res, **kw):
-    from dataclasses import replace
-    return replace(res, **kw)
+    return replace(res, n_done=k0 + res.n_done) if k0 else res
 
 
 def run(method, net, y0, t_eval, opts, observe, *, backend="numpy", xp=np, dense=False,
@@ -202,35 +167,7 @@ def run(method, net, y0, t_eval, opts, observe, *, backend="numpy", xp=np, dense
     kw = dict(backend=backend, xp=xp, dense=dense, stop=stop)
     if method == "auto":
         return auto(net, y0, t_eval, opts, observe, t0=t0, **kw)
-    kind, tab = METHODS[method]
-    if kind == "rosw" and _compiled_ops(net, backend, kind, tab, stop)[1] is not None:
-        # the compiled Rosenbrock loop continues a run: the start and first step here
-        return _start_then(method, net, y0, t0, t_eval, opts, observe, **kw)
-    return _phase(method, net, y0, t0, 0, t_eval, opts, observe, **kw)
-
-
-def _start_then(method, net, y0, t0, t_eval, opts, observe, **kw):
-    y = np.array(y0, dtype=np.float64, copy=True)
-    with np.errstate(all="ignore"):
-        f = net.rhs(y, np.empty_like(y))
-    k = 0
-    while k < t_eval.size and t_eval[k] <= t0:
-        observe(k, y)
-        k += 1
-    if not np.all(np.isfinite(f)) or k == t_eval.size:
-        status = FlowStatus.SUCCESS if k == t_eval.size else FlowStatus.NONFINITE
-        msg = status.message if status.success else f"{status.message} at t = {t0:.6g}"
-        return Result(k, t0, y, 1, 0, 0, status, msg)
-    h = opts.first_step
-    if h is None:
-        with np.errstate(all="ignore"):
-            h = select_initial_step(lambda v: net.rhs(v, np.empty_like(v)), t0, y, f,
-                                    float(t_eval[-1]), METHODS[method][1].error_order,
-                                    opts.rtol, opts.atol)
-    res = _phase(method, net, y, t0, k, t_eval,
-                 StepperOptions(opts.rtol, opts.atol, opts.max_steps, h, opts.kink_rtol),
-                 observe, **kw)
-    return _replace(res, nfev=res.nfev + 1 + (opts.first_step is None))
+    return _phase(method, net, y0, t0, 0, t_eval, opts, observe, start=True, **kw)
 
 
 def auto_pair(rtol):
@@ -282,5 +219,5 @@ def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
     if stiff_at is not None:
         msg += (f" (stiff from t={stiff_at:.6g}: switched {' -> '.join(path)}; "
                 f"{switches} switch(es) in all)")
-    return _replace(res, nfev=nfev, nsteps=nsteps, nrejected=nrej, ncapped=ncapped,
+    return replace(res, nfev=nfev, nsteps=nsteps, nrejected=nrej, ncapped=ncapped,
                     message=msg, stiff=False, nonstiff=False)

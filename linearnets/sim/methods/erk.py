@@ -1,28 +1,17 @@
 """Embedded explicit Runge-Kutta pairs over a Butcher tableau (any model, any backend).
 
-:class:`ExplicitRK` advances any :class:`~.tableaux.Tableau` (stages
-``K_i = f(y + h sum_j A_ij K_j)``, ``y_new = y + h sum b_i K_i``, error ``h sum e_i K_i``
-with ``K_s = f(y_new)``, first same as last; DOP853's error norm with its third-order
-companion).  It is the numpy and CuPy stepper of every explicit pair of every model in
-the one loop ``base.integrate``; its stiffness estimate and continuous extension serve
-that loop's stability cap and dense output.
+:class:`ExplicitRK` advances any :class:`~.tableaux.Tableau`: ``K_i = f(y + h sum_j A_ij
+K_j)``, ``y_new = y + h sum b_i K_i``, error ``h sum e_i K_i`` with ``K_s = f(y_new)``.
+The stages live in a *stage store*, :class:`DenseStages` (every stage a vector) or one a
+model supplies (the linear network's factored stages), with the operations
 
-The stages live in a *stage store*: :class:`DenseStages` (every stage a vector, any array
-namespace) by default, or one a model supplies (the linear network's rank-C factored
-stages, ``models.linear.FactoredStages``), with the same five operations:
-
-``stage(y, w, slot)``
-    ``K_slot = f(y + sum_{j < len(w)} w_j K_j)``;
-``step_end(y, y_new, wb, we, we3, c3, rtol, atol) -> (e5, e3)``
-    ``y_new = y + sum_j wb_j K_j`` and the sums over components of ``(d / sc)^2`` for
-    ``d = sum_j we_j K_j`` and ``d = sum_j we3_j K_j + c3 sum_j wb_j K_j`` (0 without
-    ``we3``), ``sc = atol + rtol max(|y|, |y_new|)``;
-``combination(w, out) -> out``
-    ``sum_j w_j K_j``;
-``stiffness_sums(s, wd) -> (num, dd, ref)``
-    ``|K_s - K_{s-1}|^2``, ``|sum_{j<s} wd_j K_j|^2``, ``|K_0|^2``;
-``fsal(s)``
-    slot ``s`` (``f(y_new)``) becomes slot 0.
+``stage(y, w, slot)``: ``K_slot = f(y + sum_{j < len(w)} w_j K_j)``;
+``step_end(y, y_new, wb, we, we3, c3, rtol, atol) -> (e5, e3)``: ``y_new = y + sum_j wb_j
+K_j`` and the sums of ``(d / sc)^2`` for ``d = sum_j we_j K_j`` and ``d = sum_j we3_j K_j +
+c3 sum_j wb_j K_j`` (0 without ``we3``), ``sc = atol + rtol max(|y|, |y_new|)``;
+``combination(w, out)``: ``sum_j w_j K_j``; ``stiffness_sums(s, wd) -> (num, dd, ref)``:
+``|K_s - K_{s-1}|^2``, ``|sum_{j<s} wd_j K_j|^2``, ``|K_0|^2``; ``fsal(s)``: slot ``s``
+becomes slot 0.
 """
 from __future__ import annotations
 

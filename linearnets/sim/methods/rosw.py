@@ -1,63 +1,21 @@
-"""A Rosenbrock-W stepper for the general simulator (any model, any array namespace).
+"""A Rosenbrock-W stepper (any model, any array namespace).
 
-:class:`RosenbrockWStepper` advances ``dy/dt = rhs(t, y)`` by the Rosenbrock-W method
-ROS34PW2 of Rang & Angermann, BIT 45 (2005) 761-787 (4 stages, order 3, embedded order
-2, L-stable, stiffly accurate; its tableau and the U-form transform are
-:data:`ROS34PW2_TABLEAU` and :meth:`RosenbrockW.transformed`).  It knows
-nothing about networks: it sees ``rhs(t, y)`` and, optionally, a Jacobian-vector
-product ``jvp(y, v)`` and a positive diagonal ``metric`` (both bound to the class by
-:meth:`RosenbrockWStepper.bind`).
-
-The step (U-form of :class:`RosenbrockW`), with ``J`` frozen at the step's start ``y``:
+:class:`RosenbrockWStepper` advances ``dy/dt = rhs(t, y)`` by ROS34PW2 (Rang & Angermann,
+BIT 45 (2005) 761: 4 stages, order 3, embedded order 2, L-stable) in its U-form
+(:meth:`~.tableaux.RosenbrockW.transformed`), with ``J`` frozen at the step's start ``y``:
 
     (I - h gamma J) U_i = h gamma f(y + sum_j a_ij U_j) + gamma sum_{j<i} c_ij U_j,
     y_new = y + sum_i m_i U_i,   error  sum_i e_i U_i .
 
-Jacobian
---------
-``J v`` is the bound ``jvp(y, v)`` when there is one (a model's exact ``jvp``), otherwise
-a forward finite difference of ``rhs`` at the step's base point, one evaluation per
-product::
-
-    J v ~ (rhs(y + eps v) - f(y)) / eps,   eps = sqrt(u (1 + |y|_2)) / |v|_2,
-
-``u`` the float64 unit roundoff: the increment rule of NITSOL (Pernice & Walker, SIAM J.
-Sci. Comput. 19 (1998) 302-318, eq. (2.2); Knoll & Keyes, J. Comput. Phys. 193 (2004)
-357-397, section 2.2), which balances the O(eps) truncation against the O(u/eps)
-rounding of the difference.  The approximation is legitimate because ROS34PW2 is a
-*W-method*: its order conditions hold for any matrix in place of the exact Jacobian
-(Rang & Angermann 2005, section 2; Hairer & Wanner, *Solving ODEs II*, IV.7, "W-methods"),
-so an approximate ``J`` costs stability margin, not order.  ``J`` (its base point and
-``f(y)``) is frozen at the start of each step, as W-methods assume.
-
-Linear solves
--------------
-Gradient flow ``dtheta/dt = -R grad L`` has ``J = -R Hess L``, ``R`` the positive diagonal
-of per-parameter rates; it is symmetric only when ``R`` is uniform, but ``R^{-1} J`` is
-always symmetric.  With ``metric = R^{-1}`` (any positive diagonal ``M`` with ``M J``
-symmetric; ``None`` for the identity) the operator ``A = I - h gamma J`` is self-adjoint
-in the inner product ``<u, v>_M = sum M u v``, and positive definite wherever
-``h gamma`` times the largest positive eigenvalue of ``J`` (a saddle's escape rate) is
-below 1.  The systems are solved by conjugate gradients in that inner product
-(Hestenes & Stiefel 1952 with ``<., .>_M``), matrix-free, on numpy or CuPy alike, from
-the start ``x = b`` (exact on the null space of ``J``) until the residual's RMS in the
-step's error units ``atol + rtol |y|`` is below :data:`KRYLOV_TOL` (as
-the compiled ``methods/_rosw_kernels``).  A finite-difference ``J`` of a non-symmetric or non-smooth field
-is only approximately self-adjoint; CG still converges on it in practice, and when it
-does not the step is rejected.
-
-A failed solve (non-positive curvature, no convergence in :data:`MAX_KRYLOV` products,
-a non-finite residual) rejects the step with the finite error norm
-:data:`FAILED_SOLVE_ERR`: ``methods.base.integrate`` then shrinks the step by its
-``MIN_FACTOR`` like any rejection; an infinite norm would count the attempt as a
-non-finite state, and a run of them would end as ``NONFINITE`` rather than
-``STEP_UNDERFLOW``.  A non-finite ``y_new`` or ``f_new`` still returns ``err = inf``.
-
-Counting
---------
-:attr:`RosenbrockWStepper.n_evals` is a property: the evaluations the *last* attempt
-used (its three stage right-hand sides, ``f(y_new)``, and ``JVP_COST`` per Krylov
-product: one for a finite difference, a model's own for its exact product), which is what ``integrate`` adds to ``nfev`` after each attempt.  The totals are kept in ``n_rhs`` and ``n_jvp`` (Krylov products).
+``J v`` is a model's product where bound (:meth:`RosenbrockWStepper.bind`), otherwise the
+forward difference ``(rhs(y + eps v) - f(y)) / eps``, ``eps = sqrt(u (1 + |y|)) / |v|``
+(NITSOL: Pernice & Walker, SIAM J. Sci. Comput. 19 (1998) 302, eq. (2.2)); a W-method keeps
+its order with any matrix in place of ``J`` (HNW II, IV.7).  The stage systems are solved
+by conjugate gradients in the inner product ``<u, v>_M = sum M u v`` (``metric`` ``M``,
+the inverse per-parameter rates, makes ``M J`` symmetric) until the residual's RMS over
+``atol + rtol |y|`` is below :data:`KRYLOV_TOL`; a failed solve rejects the step with
+:data:`FAILED_SOLVE_ERR`.  ``n_evals`` is the work of the last attempt (right-hand sides
+plus ``JVP_COST`` per product).  docs/simulator.md, "Methods".
 """
 from __future__ import annotations
 
@@ -75,8 +33,7 @@ __all__ = ["RosenbrockWStepper", "ROS34PW2", "ROSENBROCK", "KRYLOV_TOL", "MAX_KR
 KRYLOV_TOL = 1e-1
 #: Products allowed in one Krylov solve; more rejects the step.
 MAX_KRYLOV = 60
-#: The error norm a step gets when one of its Krylov solves fails: a finite value far
-#: above 1, so that ``integrate`` rejects it and shrinks the step by ``MIN_FACTOR``.
+#: The error norm of a step whose Krylov solve failed: finite, far above 1 (a rejection).
 FAILED_SOLVE_ERR = 1e3
 
 _U = np.finfo(np.float64).eps
@@ -108,11 +65,7 @@ class RosenbrockWStepper(Stepper):
 
     tableau = ROS34PW2_TABLEAU
     MAX_FACTOR = 5.0
-    #: A Jacobian-vector product's cost in right-hand sides (:attr:`cost`); a forward
-    #: difference is one.
     JVP_COST = 1.0
-    #: Evaluate ``f(y_new)`` of a rejected step too: ``integrate`` reads a kink model's
-    #: switch pattern at ``y_new`` from the latest evaluation.
     EVALUATE_REJECTED = True
     jvp = None
     linearize = None
@@ -152,7 +105,6 @@ class RosenbrockWStepper(Stepper):
         """Evaluations (right-hand sides and Krylov products) of the last attempt."""
         return self._last
 
-    # -- the frozen Jacobian ------------------------------------------------------------
     def _freeze(self, t, y, f):
         """``v -> J v`` at the step's base point ``(t, y)``, ``f = rhs(t, y)``."""
         xp = self.xp
@@ -182,13 +134,8 @@ class RosenbrockWStepper(Stepper):
         return float(xp.sum(self._M * a * b))
 
     def _solve(self, Jv, hg, b, scale):
-        """CG in the ``metric`` inner product on ``(I - hg J) x = b``: ``(x or None, products)``.
-
-        Also raises :attr:`rho` to the largest Rayleigh quotient ``-<p, J p>_M / <p, p>_M``
-        over the start ``x = b`` and the search directions: a lower bound on the spectral
-        radius of ``J`` (the directions CG explores are the stiff ones), free with the
-        iteration (``<p, A p>_M = <p, p>_M - hg <p, J p>_M``).
-        """
+        """CG in the ``metric`` inner product on ``(I - hg J) x = b``: ``(x or None, products)``;
+        raises :attr:`rho` to the largest Rayleigh quotient ``-<p, J p>_M / <p, p>_M`` met."""
         xp = self.xp
         n = b.size
         x = b.copy()
@@ -243,7 +190,6 @@ class RosenbrockWStepper(Stepper):
         self.rho = 0.0
         return f_new
 
-    # -- one step -------------------------------------------------------------------------
     def attempt(self, t, y, f, h):
         xp = self.xp
         a, c, m, e = self._a, self._c, self._m, self._e
@@ -303,12 +249,7 @@ class RosenbrockWStepper(Stepper):
         self.n_jvp += njvp
 
 
-class ROS34PW2(RosenbrockWStepper):
-    """ROS34PW2 (Rang & Angermann 2005) on the general simulator."""
-
-    tableau = ROS34PW2_TABLEAU
-
-
-#: Method name -> Rosenbrock-W stepper class of the general simulator (bind a model's
-#: ``jvp``/``metric`` with ``cls.bind`` before handing it to ``integrate``).
+#: ROS34PW2 (Rang & Angermann 2005), and method name -> Rosenbrock-W stepper class (bind a
+#: model's ``jvp``/``metric`` with ``cls.bind`` before handing it to ``integrate``).
+ROS34PW2 = RosenbrockWStepper
 ROSENBROCK = {"ROS34PW2": ROS34PW2}

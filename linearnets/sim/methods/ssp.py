@@ -1,28 +1,13 @@
-"""SSPRK104 as a method: Ketcheson's two-register low-storage form (any model, any backend).
+"""SSPRK104 in Ketcheson's two-register low-storage form (any model, any backend).
 
-Ketcheson's ten-stage SSP method (SIAM J. Sci. Comput. 30 (2008) 2113, Sec. 4.3; the
-recurrence is :data:`~.tableaux.SSPRK104_LOW_STORAGE`) needs two registers besides the
-state, and each stage is one right-hand side and one update ``q1 += (h/6) K``: where
-converged modes, not accuracy, cap the step (its real stability interval is 13.9, 1.39
-per evaluation), it costs little more than its gradients.  As a Butcher tableau
-(``tableaux.SSPRK104``, the same method) every stage state is a combination of up to nine
-earlier stages.
-
-Error estimate: the third-order weights ``bhat`` on the same stages, and since every
-weight of the step is ``last[1]``, ``h sum_j (b_j - bhat_j) K_j = y_new - y - h S`` with
-``S = sum_j w_j K_{slot_j}`` (``error_weights``, ``error_slots``).  Stiffness estimate as
-Hairer's: ``rho = |f(y_new) - K_9| / |y_new - q1|``.  Dense output: the cubic Hermite
-interpolant on the step's ends and their derivatives (``tableaux.cubic_hermite``), the
-tableau's own continuous extension.
-
-The stages live in a *slot store* (slots ``0 .. stages``, the last one ``f(y_new)``):
-:class:`DenseSlots` by default, or one a model supplies (the linear network's, each stage
-as its layer factors, ``models.linear.FactoredSlots``), with the operations
-
-``stage(q, k)``: ``K_k = f(q)``; ``add(q, c, k)``: ``q += c K_k``;
-``error_sums(y, y_new, q1, h, rtol, atol) -> (e5, dd)``: ``e5 = sum ((y_new - y - h S) /
-sc)^2``, ``dd = |y_new - q1|^2``; ``stiffness_sums(last, prev) -> (num, ref)``:
-``|K_last - K_prev|^2``, ``|K_last|^2``; ``fsal()``: the last slot becomes slot 0.
+Ketcheson, SIAM J. Sci. Comput. 30 (2008) 2113, Sec. 4.3 (:data:`~.tableaux.SSPRK104_LOW_STORAGE`):
+two registers besides the state, each stage one right-hand side and one update
+``q1 += (h/6) K``.  Error: the third-order weights ``bhat`` on the same stages,
+``h sum_j (b_j - bhat_j) K_j = y_new - y - h S``, ``S = sum_j w_j K_{slot_j}``; stiffness
+``rho = |f(y_new) - K_9| / |y_new - q1|``; dense output the cubic Hermite interpolant.
+The stages live in a *slot store* (:class:`DenseSlots`, or a model's) with ``stage(q, k)``:
+``K_k = f(q)``; ``add(q, c, k)``: ``q += c K_k``; ``error_sums(y, y_new, q1, h, rtol, atol)
+-> (e5, dd)``; ``stiffness_sums(last, prev) -> (num, ref)``; ``fsal()``.
 """
 from __future__ import annotations
 
