@@ -94,37 +94,18 @@ class FlowStatus(enum.Enum):
 def error_norm(e5, e3=0.0, use_e3=False, h=1.0, n=1):
     """The error norm of a step from the sums ``e5``, ``e3`` of its scaled squared error
     estimates (``(d / (atol + rtol max(|y|, |y_new|)))^2``): ``|h| sqrt(e5 / n)``, or
-    Hairer's DOP853 norm ``|h| e5 / sqrt((e5 + 0.01 e3) n)`` (accept if < 1).  Arrays (the
-    members of a batch) give an array of norms, entry by entry the same."""
-    if np.ndim(e5) or np.ndim(h):
-        e5, e3, h = np.asarray(e5, dtype=np.float64), np.asarray(e3, dtype=np.float64), \
-            np.abs(np.asarray(h, dtype=np.float64))
-        if n == 0:
-            return np.zeros(np.broadcast(e5, h).shape)
-        if not use_e3:
-            return h * np.sqrt(e5 / n)
-        den = np.sqrt((e5 + 0.01 * e3) * n)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where((e5 == 0.0) & (e3 == 0.0), 0.0, h * e5 / den)
-    if n == 0:
+    Hairer's DOP853 norm ``|h| e5 / sqrt((e5 + 0.01 e3) n)`` (accept if < 1)."""
+    if n == 0 or (use_e3 and e5 == 0.0 and e3 == 0.0):
         return 0.0
     if not use_e3:
         return abs(h) * math.sqrt(e5 / n)
-    if e5 == 0.0 and e3 == 0.0:
-        return 0.0
     return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)
 
 
 def step_factor(err, exponent, after_rejection=False):
     """The factor on ``h`` after an error norm ``err``: ``SAFETY err^exponent`` in
     ``[MIN_FACTOR, MAX_FACTOR]``, at most 1 right after a rejection; ``exponent = -1 / (q +
-    1)`` for an estimator of order q, ``-1`` across a kink.  Arrays give an array."""
-    if np.ndim(err) or np.ndim(after_rejection):
-        err = np.asarray(err, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            fac = np.where(err == 0.0, MAX_FACTOR, np.minimum(MAX_FACTOR, np.maximum(
-                MIN_FACTOR, SAFETY * np.where(err == 0.0, 1.0, err) ** exponent)))
-        return np.where(after_rejection, np.minimum(1.0, fac), fac)
+    1)`` for an estimator of order q, ``-1`` across a kink."""
     fac = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, max(MIN_FACTOR, SAFETY * err ** exponent))
     return min(1.0, fac) if after_rejection else fac
 

@@ -5,8 +5,8 @@ On numba the whole stepping loop is compiled (``methods/_erk_kernels``,
 first derivative, chooses the first step, calls the loop once per output interval (in
 chunks, so that Ctrl-C lands quickly), forms the outputs inside a step with dense output
 (``base.observe_step``) and returns ``base.integrate``'s :class:`~.base.Result`:
-:func:`erk` (explicit pairs; :func:`ssp` is the same runner on a low-storage loop),
-:func:`erk_batch` (B members, each with its own step control) and :func:`rosw`.
+:func:`erk` (explicit pairs; :func:`ssp` is the same runner on a low-storage loop) and
+:func:`rosw`.
 
 ``ops``, a model's compiled operations for one loop, has ``first(y) -> f`` (into the
 loop's first stage slot, keeping a kink model's switch pattern), ``stop_value(y)`` (None:
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,8 +32,8 @@ from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FAC
 __all__ = ["erk", "ssp", "rosw", "control", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
            "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
            "JVP_COST", "chunk_budget", "advance_in_chunks", "stiff_fired", "DenseStages",
-           "STOPPED", "tableau_args", "loop_control", "BatchStages", "erk_batch",
-           "BATCH_THREADS", "batch_threads"]
+           "STOPPED", "tableau_args", "loop_control", "BatchStages", "BATCH_THREADS",
+           "batch_threads"]
 
 #: Work of one call of a compiled loop: at most INTERRUPT_STEPS attempted steps and
 #: INTERRUPT_WORK state entries times stages, at least MIN_CHUNK_STEPS steps; between calls
@@ -56,7 +55,7 @@ PENDING, STIFF, NONSTIFF, STOPPED = 1, 2, 3, 4
 TH_SIZE, STATS_SIZE = 16, 7
 TH_LAST_CROSS, TH_SLIDING, TH_T_STOP, TH_G = 12, 13, 14, 15
 
-#: Threads that drive the members of a batch (:func:`erk_batch`); None: this machine's cores.
+#: Threads that drive the members of an ensemble (:func:`batch_threads`); None: the cores.
 BATCH_THREADS = None
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -381,7 +380,7 @@ class DenseStages:
 
 
 class BatchStages:
-    """The explicit ops of a batch of B members of one model (:func:`erk_batch`): member b is
+    """The explicit ops of a batch of B members of one model: member b is
     the :class:`DenseStages` ``members[b]`` on its data tuple ``member(b)`` (views of the
     batch's arrays, the types of the serial one: no new compilation).  ``advance``, ``rhs``,
     ``switches``, ``n_switches``, ``stop`` as for :class:`DenseStages`; ``B``, ``n`` ints."""
@@ -397,56 +396,6 @@ def batch_threads(B):
     cores), at most B."""
     n = BATCH_THREADS or os.cpu_count() or 1
     return max(1, min(int(B), int(n)))
-
-
-def _run_members(chunks, task):
-    """``task(members)`` for each chunk of member indices, on threads when there are several
-    (the compiled loops release the GIL); exceptions propagate."""
-    if len(chunks) == 1:
-        task(chunks[0])
-        return
-    with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
-        for fut in [pool.submit(task, c) for c in chunks]:
-            fut.result()
-
-
-def erk_batch(ops, Y0, t_eval, primary, options, observe, *, fallback=None, t0=None,
-              predictive=True, cap_safety=None):
-    """:func:`erk` for a batch of B members of one model, each with its own step control.
-
-    Every member is the run :func:`erk` makes of it alone (the same compiled loop on its
-    own data); the members are split between :func:`batch_threads` threads (the loops run
-    without the GIL).  A member that fails or stops drops out; the others go on.
-
-    Parameters
-    ----------
-    ops : BatchStages
-    Y0 : ndarray (B, n)
-        The members' states at ``t0`` (not modified).
-    t_eval, primary, options, fallback, t0, predictive, cap_safety
-        As for :func:`erk` (no dense output, no stiffness test).
-    observe : callable ``observe(k, members, states)``
-        Output ``k`` of the members ``members`` (int array), ``states`` (len(members), n);
-        called from the driving threads (under the GIL), in order of ``k`` per member.
-
-    Returns
-    -------
-    list of Result
-        One per member.
-    """
-    Y0 = np.asarray(Y0, dtype=np.float64)
-    results = [None] * Y0.shape[0]
-
-    def drive(members):
-        for b in members:
-            results[b] = erk(ops.members[b], Y0[b], t_eval, primary, options,
-                             lambda k, y, b=b: observe(k, np.array([b]), y[None]),
-                             fallback=fallback, t0=t0, predictive=predictive,
-                             cap_safety=cap_safety)
-
-    nthreads = batch_threads(len(results))
-    _run_members([range(i, len(results), nthreads) for i in range(nthreads)], drive)
-    return results
 
 
 def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=True,
