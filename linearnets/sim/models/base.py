@@ -98,10 +98,6 @@ class ModelOptions:
     lr_scales: Optional[np.ndarray] = None
     eta: float = 1.0
 
-    @property
-    def depth(self) -> int:
-        return int(self.multipliers.size)
-
 
 def _named_choice(value, table, argname):
     """``(name, param)`` from ``"name"`` or ``("name", param)`` against ``table``."""
