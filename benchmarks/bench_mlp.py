@@ -51,18 +51,20 @@ changes a problem's horizon.
 
 Measured (2 shared cores, every side on one thread, CPU seconds; ``OMP_NUM_THREADS=1
 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mlp.py --only smooth,small --ref-rtol 1e-8
---ref-kink-rtol 1e-6 --methods auto,SSPRK104 --skip-numpy``): on the smooth problem "auto"
-(compiled) reaches 1e-4 in 0.445 s, 2.84x faster than diffrax Tsit5 (1.263 s) and 4.13x
-than Dopri8 (1.839 s), both at their best controller (PID 0.3/0.3), 8.3x than GD; on the
-small ReLU problem SSPRK104 reaches it in 2.14 s, 1.64x faster than diffrax Tsit5 (3.51 s)
-and 1.65x than Dopri8 (3.53 s), but GD is 2.6x faster than the package (0.81 s, 1,600 steps
-at dt 2.5e-3).  The floor there: the small problem slides along kinks from t = 0 (3.998 of
-its t_end = 4 sliding), every step of the package is a fallback step, and no setting
-scanned (rtol 1e-4 to 1e-3, kink_rtol 1e-4 to 1e-2, DOP853 and SSPRK104) reaches 1e-4
-below ~4,000 evaluations, against GD's 1,600 of a torch step that costs 4.5x a compiled
-evaluation: >= 10x GD would need <= ~700 evaluations, which a method that resolves the
-kinks does not reach on a sliding flow.  A reference at the default kink_rtol 1e-7 would
-take ~10^7 evaluations on the small problem (583,841 at 1e-6, self-agreement 2.5e-5).
+--ref-kink-rtol 1e-6 --methods auto,SSPRK104 --skip-numpy``, one run): on the smooth problem
+"auto" (compiled) reaches 1e-4 in 0.463 s (err 4.5e-6), 2.60x faster than diffrax Tsit5
+(1.205 s) and 4.21x than Dopri8 (1.951 s), both at their best controller (PID 0.3/0.3),
+8.9x than GD (extrapolated); on the small ReLU problem SSPRK104 reaches it in 2.25 s, 1.59x
+faster than diffrax Tsit5 (3.585 s) and 1.64x than Dopri8 (3.692 s), but GD is 2.9x faster
+than the package (0.775 s, 1,600 steps at dt 2.5e-3).  The floor there: the small problem
+slides along kinks from t = 0, every step of the package is a fallback step, and no setting
+scanned reaches 1e-4 below ~4,000 evaluations, against GD's 1,600 of a torch step that
+costs ~4.5x a compiled evaluation: >= 10x GD would need <= ~700 evaluations, which a method
+that resolves the kinks does not reach on a sliding flow ("auto" there needed rtol 1e-5,
+140,249 evaluations, 10x SSPRK104's time).  The reference at kink_rtol 1e-6 took 583,841
+evaluations (self-agreement 2.5e-5).  One gradient evaluation against its FLOP bound
+(``benchmarks/studies/study_mlp_rhs.py``, same conventions): 1.60x at width 256 (softplus,
+P = 1000), 1.45x (tanh 256), 1.28x (ReLU 512), 1.21x at 1024 (P = 2000).
 
 Run: ``python benchmarks/bench_mlp.py [--quick] [--only small,medium,large]``.  On a
 shared machine pin every side to one thread (``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``):
