@@ -114,7 +114,7 @@ def vlog1p(u):
 @njit(cache=True, nogil=True, error_model="numpy")
 def activate(Z, Dv, y, boff, m, act, a):
     """In place: ``z = m Z + b`` (``b = y[boff:boff + N]``, none if ``boff < 0``), then
-    ``Z <- phi(z)`` and ``Dv <- phi'(z)`` (``Dv`` may be a 0-row array: not written).
+    ``Z <- phi(z)`` and ``Dv <- phi'(z)``, (P, N) each.
 
     One loop per activation (the branches outside the loops, so that each vectorises);
     softplus ``log(1 + e^{a z})/a = max(z, 0) + log1p(e)/a`` and its derivative
@@ -122,57 +122,37 @@ def activate(Z, Dv, y, boff, m, act, a):
     exponentials, ``tanh`` and ``log1p`` are :func:`vtanh`, :func:`vexp_neg`, :func:`vlog1p`.
     """
     P, N = Z.shape
-    keep = Dv.shape[0] == P
     ia = 1.0 / a if act == 3 else 0.0
     b = y[boff:boff + N] if boff >= 0 else np.zeros(N)
     for p in range(P):
-        zr = Z[p]
+        zr, dr = Z[p], Dv[p]
         if act == 1:                          # relu (relu'(0) = 0)
-            if keep:
-                dr = Dv[p]
-                for j in range(N):
-                    z = m * zr[j] + b[j]
-                    pos = z > 0.0
-                    zr[j] = z if pos else 0.0
-                    dr[j] = 1.0 if pos else 0.0
-            else:
-                for j in range(N):
-                    zr[j] = max(m * zr[j] + b[j], 0.0)
+            for j in range(N):
+                z = m * zr[j] + b[j]
+                pos = z > 0.0
+                zr[j] = z if pos else 0.0
+                dr[j] = 1.0 if pos else 0.0
         elif act == 2:                        # leaky relu, slope a in [0, 1)
             for j in range(N):
                 z = m * zr[j] + b[j]
-                zr[j] = z if z > 0.0 else a * z
-            if keep:
-                dr = Dv[p]
-                for j in range(N):
-                    dr[j] = 1.0 if zr[j] > 0.0 else a
+                pos = z > 0.0
+                zr[j] = z if pos else a * z
+                dr[j] = 1.0 if pos else a
         elif act == 3:                        # softplus, beta a
-            if keep:
-                dr = Dv[p]
-                for j in range(N):
-                    z = m * zr[j] + b[j]
-                    e = vexp_neg(-a * abs(z))
-                    zr[j] = max(z, 0.0) + vlog1p(e) * ia
-                    dr[j] = (1.0 if z >= 0.0 else e) / (1.0 + e)
-            else:
-                for j in range(N):
-                    z = m * zr[j] + b[j]
-                    zr[j] = max(z, 0.0) + vlog1p(vexp_neg(-a * abs(z))) * ia
+            for j in range(N):
+                z = m * zr[j] + b[j]
+                e = vexp_neg(-a * abs(z))
+                zr[j] = max(z, 0.0) + vlog1p(e) * ia
+                dr[j] = (1.0 if z >= 0.0 else e) / (1.0 + e)
         elif act == 4:                        # tanh
             for j in range(N):
-                zr[j] = vtanh(m * zr[j] + b[j])
-            if keep:
-                dr = Dv[p]
-                for j in range(N):
-                    v = zr[j]
-                    dr[j] = 1.0 - v * v
+                v = vtanh(m * zr[j] + b[j])
+                zr[j] = v
+                dr[j] = 1.0 - v * v
         else:                                 # linear
             for j in range(N):
                 zr[j] = m * zr[j] + b[j]
-            if keep:
-                dr = Dv[p]
-                for j in range(N):
-                    dr[j] = 1.0
+                dr[j] = 1.0
 
 
 @njit(cache=True, nogil=True)
@@ -184,7 +164,6 @@ def mlp_forward(y, X, data, keep):
     act, a = iopt[0], fopt[0]
     L = lay.shape[0]
     P = X.shape[0]
-    nodv = Dv[:0].reshape((0, 1))
     h = X
     for l in range(L - 1):
         o, r, c = lay[l, 0], lay[l, 1], lay[l, 2]
@@ -192,10 +171,9 @@ def mlp_forward(y, X, data, keep):
         if keep:
             Z = H[hoffs[l]:hoffs[l] + P * r].reshape((P, r))
             D = Dv[hoffs[l]:hoffs[l] + P * r].reshape((P, r))
-        else:
-            buf = G1 if l % 2 == 0 else G2
-            Z = buf[:P * r].reshape((P, r))
-            D = nodv
+        else:                        # phi' into the buffer of h, free after the product
+            Z = (G1 if l % 2 == 0 else G2)[:P * r].reshape((P, r))
+            D = (G2 if l % 2 == 0 else G1)[:P * r].reshape((P, r))
         np.dot(h, W.T, Z)
         activate(Z, D, y, lay[l, 3], m[l], act, a)
         h = Z
