@@ -20,7 +20,7 @@ table shows the baselines
 
 ``DOP853, dense stages`` is the explicit stepper with every stage state formed as a
 dense vector on the same problem, to show what the linear model's factored stages
-(``linearnets.sim.models._linear_stages``) save; ``RK45, no stability cap`` is RK45 with
+(``linearnets.sim.models.linear``) save; ``RK45, no stability cap`` is RK45 with
 the plain step-size controller (``STABILITY_SAFETY`` set to infinity), to show what the
 stability cap saves where steps are limited by stability; ``SSPRK104, tableau stages``
 runs SSPRK104 as a Butcher tableau, to show what its low-storage form
@@ -65,12 +65,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import linearnets as ln  # noqa: E402
 from linearnets import backend as B  # noqa: E402
 from linearnets.data import scalar_teacher, teacher_task  # noqa: E402
-from linearnets.sim import _rhs  # noqa: E402
+from linearnets.sim.models import linear as _rhs  # noqa: E402
 from linearnets.sim.methods import StepperOptions, base as _base, compiled as _compiled  # noqa: E402
 from linearnets.sim.methods import integrate  # noqa: E402
 from linearnets.sim.methods.erk import ExplicitRK  # noqa: E402
 from linearnets.sim.methods.tableaux import TABLEAUX  # noqa: E402
-from linearnets.sim.models import _linear_stages, parse_options  # noqa: E402
+from linearnets.sim.models import linear as _linear_stages, parse_options  # noqa: E402
 from linearnets.sim.models.linear import LinearNet  # noqa: E402
 from problems import gemm_rate  # noqa: E402  the float64 GEMM rate, measured in this run
 from linearnets.sim.flow import DEFAULT_METHOD  # noqa: E402
@@ -401,7 +401,7 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
     jv = net.linearize(y0)[0]
     grads.append(("LinearNet.linearize (jvp)", lambda: jv(y0)))
     if have_numba:
-        from linearnets.sim import _kernels as kern
+        from linearnets.sim.models import _linear_kernels as kern
         args = _linear_stages.numba_rhs_args(problem)
         try:
             kern.rhs_flat(y0, out, *args)
@@ -514,11 +514,11 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
             args = (y0, np.array([0.0, t_end]), tab, opts,
                     lambda k, y: keep.__setitem__("W", _rhs.end_to_end_flat(y, shapes)))
             if have_numba:
-                from linearnets.sim.models import _linear_ops as lo
+                from linearnets.sim.models import linear as lo
                 raw = _compiled.erk(lo.erk_ops(problem, tab, factored=factored), *args, t0=0.0)
             else:
                 store = (_linear_stages.FactoredStages(
-                    problem, _linear_stages.Layout(problem, tab.n_stages + 1)) if factored else None)
+                    problem, _linear_stages.StageLayout(problem, tab.n_stages + 1)) if factored else None)
                 raw = integrate(None, *args[:2], lambda r, n, rt, at, xp: ExplicitRK(
                     r, n, rt, at, fun=net.rhs, tableau=tab, store=store), *args[3:],
                     predictive=True, cap_safety=_base.STABILITY_SAFETY)
@@ -535,7 +535,7 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
 
     # SSPRK104 as a Butcher tableau (factored stages where worth it) beside what
     # gradient_flow runs: its low-storage form, or these same factored stages on states
-    # over _linear_stages.LOWSTORAGE_MAX_BYTES
+    # over linear.LOWSTORAGE_MAX_BYTES
     tab = TABLEAUX["SSPRK104"]
     res, ok = scan(tableau_run(tab, _linear_stages.worth_factoring(problem, tab.n_stages)),
                    Wref, rtols)

@@ -22,7 +22,7 @@ _CALL = textwrap.dedent("""
     import numpy as np
     import linearnets
     from linearnets import _numba_cache
-    from linearnets.sim import _kernels as k
+    from linearnets.sim.models import _linear_kernels as k
     G = np.ones((2, 3)); W = np.ones((4, 3)); out = np.empty((2, 4)); tbuf = np.empty(14)
     k.times_transpose(G, W, out, tbuf)
     k.sumsq(np.arange(5.0))
@@ -66,7 +66,7 @@ def test_second_process_loads_kernels_from_user_cache_and_package_stays_clean(tm
     assert first["compiles"] >= 2 and first["misses"] >= 2 and first["hits"] == 0
     assert err1.count("linearnets: compiling numba kernels") == 1  # once per process
     written = [f for _, _, fs in os.walk(first["dir"]) for f in fs]
-    assert any(f.startswith("_kernels.times_transpose") and f.endswith(".nbi") for f in written)
+    assert any(f.startswith("_linear_kernels.times_transpose") and f.endswith(".nbi") for f in written)
     assert any(f.startswith("_erk_kernels.sumsq") and f.endswith(".nbc") for f in written)
 
     second, err2 = _run(_CALL, env, tmp_path)
@@ -81,10 +81,10 @@ def test_second_process_loads_kernels_from_user_cache_and_package_stays_clean(tm
 def test_cache_key_follows_kernel_sources_and_their_imports(tmp_path):
     copy = tmp_path / "linearnets"
     shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    kernels, linear = copy / "sim" / "_kernels.py", copy / "sim" / "models" / "_linear_kernels.py"
+    kernels, linear = copy / "sim" / "methods" / "_rosw_kernels.py", copy / "sim" / "models" / "_linear_kernels.py"
     sources = {os.path.relpath(p, copy).replace(os.sep, "/") for p in _numba_cache.kernel_sources(str(kernels), str(copy))}
-    # the kernel module and what it imports (a callee's constant lives in _rhs.py), and the decorator
-    assert {"sim/_kernels.py", "sim/_rhs.py", "sim/methods/_erk_kernels.py", "_numba_cache.py"} <= sources
+    # the kernel module and what it imports (a callee lives in _erk_kernels.py), and the decorator
+    assert {"sim/methods/_rosw_kernels.py", "sim/methods/_erk_kernels.py", "_numba_cache.py"} <= sources
     assert "compare/common.py" not in sources and "cli.py" not in sources and "theory/_kernels.py" not in sources
     key = _numba_cache.cache_key(str(kernels), str(copy), version="9.9")
     assert key.startswith("9.9-") and key == _numba_cache.cache_key(str(kernels), str(copy), version="9.9")
@@ -94,15 +94,17 @@ def test_cache_key_follows_kernel_sources_and_their_imports(tmp_path):
     with open(copy / "compare" / "common.py", "a") as f:  # not a kernel's dependency
         f.write("\n# edited\n")
     assert _numba_cache.cache_key(str(kernels), str(copy), version="9.9") == key
-    with open(copy / "sim" / "_rhs.py", "a") as f:  # imported by sim/_kernels.py
+    with open(copy / "sim" / "methods" / "_rosw_kernels.py", "a") as f:
         f.write("\n# edited\n")
     key2 = _numba_cache.cache_key(str(kernels), str(copy), version="9.9")
     assert key2 != key
+    key_linear2 = _numba_cache.cache_key(str(linear), str(copy), version="9.9")
+    assert key_linear2 != key_linear               # imported by models/_linear_kernels.py
     # the factory of the compiled loops: its loop is cached inside another module's entry
     # point (models/_linear_kernels.py), which numba alone would not see change
     with open(copy / "sim" / "methods" / "_erk_kernels.py", "a") as f:
         f.write("\n# edited\n")
-    assert _numba_cache.cache_key(str(linear), str(copy), version="9.9") != key_linear
+    assert _numba_cache.cache_key(str(linear), str(copy), version="9.9") != key_linear2
     assert _numba_cache.cache_key(str(kernels), str(copy), version="9.9") != key2
 
 
@@ -125,7 +127,7 @@ def test_every_cached_kernel_goes_through_the_packages_njit():
                     if not (isinstance(node.func, ast.Name) and node.func.id == "njit" and rel in mods):
                         offenders.append(f"{rel}:{node.lineno}")
     assert not offenders, offenders
-    assert {"sim._kernels", "theory._kernels", "sim.models._linear_kernels", "sim.methods._erk_kernels",
+    assert {"theory._kernels", "sim.models._linear_kernels", "sim.methods._erk_kernels",
             "sim.models._mlp_kernels"} <= mods
 
 
@@ -146,7 +148,7 @@ def test_unusable_cache_dir_falls_back_and_user_code_keeps_numbas_default(tmp_pa
         from linearnets import _numba_cache
         import numba
         import usermod
-        from linearnets.sim import _kernels
+        from linearnets.sim.models import _linear_kernels as _kernels
         usermod.twice(1.0)
         print(json.dumps({"dir": _numba_cache.cache_dir(), "numba_dir": numba.config.CACHE_DIR,
                           "user": os.listdir(os.path.join(os.path.dirname(usermod.__file__), "__pycache__"))}))
@@ -169,7 +171,7 @@ def test_nothing_compiles_at_import_and_warmup_lists_every_kernel(tmp_path):
     out, err = _run(code, {"LINEARNETS_CACHE_DIR": str(tmp_path / "cache")}, tmp_path)
     assert out["compiles"] == 0 and "compiling" not in err
     names = set(out["kernels"])
-    assert {"sim._kernels.rhs_flat", "sim.models._linear_kernels.erk_advance",
+    assert {"sim.models._linear_kernels.rhs_flat", "sim.models._linear_kernels.erk_advance",
             "sim.models._linear_kernels.rosw_advance", "sim.models._linear_kernels.rhs",
             "sim.models._linear_kernels.jvp", "sim.methods._erk_kernels.accept_step",
             "theory._kernels.strength_deep"} <= names

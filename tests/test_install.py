@@ -75,7 +75,7 @@ def test_wheel_has_the_package_and_no_compiled_cache(tmp_path):
     (wheel,) = out.glob("linearnets-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "linearnets/__init__.py" in names and "linearnets/_numba_cache.py" in names
-    assert "linearnets/sim/_kernels.py" in names and "linearnets/theory/matching.py" in names
+    assert "linearnets/sim/models/_linear_kernels.py" in names and "linearnets/theory/matching.py" in names
     assert "linearnets/compare/registry.py" in names and "linearnets/_version.py" in names
     # the test fixtures (the sweep's self-killing worker among them) stay out of the wheel
     assert not [n for n in names if n.startswith("tests/") or "toy" in n or "fixtures" in n], names

@@ -29,7 +29,7 @@ from scipy.integrate import solve_ivp
 
 import linearnets as ln
 from linearnets.data import teacher_task
-from linearnets.sim import _rhs
+from linearnets.sim.models import linear as _rhs
 
 RTOLS = (1e-5, 1e-8)
 

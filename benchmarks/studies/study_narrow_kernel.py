@@ -39,8 +39,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import linearnets as ln  # noqa: E402
 from linearnets.data import teacher_task  # noqa: E402
-from linearnets.sim import _kernels, _rhs  # noqa: E402
-from linearnets.sim.models._linear_stages import chain_layout, numba_rhs_args  # noqa: E402
+from linearnets.sim.models import _linear_kernels as _kernels, linear as _rhs  # noqa: E402
+from linearnets.sim.models.linear import chain_layout, numba_rhs_args  # noqa: E402
 
 #: Networks timed (layer sizes, input first), narrowest first.
 NETWORKS = ((20, 32, 32, 1), (8, 16, 16, 8), (10, 50, 50, 50, 1), (32, 64, 64, 4),
@@ -69,7 +69,7 @@ def _times(A, W, out):
 def hand_rhs(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, wend):
     """``dy/dt`` at ``y`` (n,) into ``out``: the gradient of ``_rhs.rhs`` in loops.
 
-    Layout of ``models._linear_stages.chain_layout``, except that ``A_i`` (C x rows[i], the product
+    Layout of ``models.linear.chain_layout``, except that ``A_i`` (C x rows[i], the product
     ``W_{L-1} ... W_{i+1}``) is stored untransposed; ``wend`` (C x D) is scratch for the
     end-to-end map.
     """

@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # bench_flow
 
-from linearnets.sim import _rhs  # noqa: E402
+from linearnets.sim.models import linear as _rhs  # noqa: E402
 
 #: (N_l, N_{l-1}) of the layers of the small, medium and large benchmark networks.
 SHAPES = ((32, 20), (32, 32), (256, 128), (256, 256), (512, 256), (512, 512), (1024, 256),

@@ -47,10 +47,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import linearnets as ln  # noqa: E402
-from linearnets.sim import _kernels, _rhs  # noqa: E402
+from linearnets.sim.models import _linear_kernels as _kernels, linear as _rhs  # noqa: E402
 from linearnets.sim.methods.base import MAX_FACTOR, MIN_FACTOR, SAFETY  # noqa: E402
 from linearnets.sim.methods.tableaux import RK45  # noqa: E402
-from linearnets.sim.models._linear_stages import chain_layout, numba_rhs_args  # noqa: E402
+from linearnets.sim.models.linear import chain_layout, numba_rhs_args  # noqa: E402
 
 import bench_flow as bf  # noqa: E402
 from study_narrow_kernel import hand_rhs  # noqa: E402

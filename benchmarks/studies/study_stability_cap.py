@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import bench_flow as bf  # noqa: E402
 import linearnets as ln  # noqa: E402
-from linearnets.sim import _rhs  # noqa: E402
+from linearnets.sim.models import linear as _rhs  # noqa: E402
 from linearnets.sim.methods import base as _explicit, compiled  # noqa: E402
 from linearnets.sim.methods.ssp import LowStorageRK  # noqa: E402
 from linearnets.sim.methods.tableaux import SSPRK104  # noqa: E402

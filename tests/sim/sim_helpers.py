@@ -4,7 +4,7 @@ import types
 
 import numpy as np
 
-from linearnets.sim import _rhs
+from linearnets.sim.models import linear as _rhs
 from linearnets.sim.methods import StepperOptions
 from linearnets.sim.methods import driver
 from linearnets.sim.models import parse_options
@@ -63,14 +63,14 @@ def erk(problem, y0, t_eval, tab, opts, observe, stages="dense", backend="numpy"
     compiled one (``backend="numba"``), with the controls ``gradient_flow`` uses."""
     from linearnets.sim.methods import base, compiled, integrate
     from linearnets.sim.methods.erk import ExplicitRK
-    from linearnets.sim.models import _linear_stages as ls
+    from linearnets.sim.models import linear as ls
     t_eval = np.asarray(t_eval, dtype=np.float64)
     if backend == "numba":
-        from linearnets.sim.models import _linear_ops as lo
+        from linearnets.sim.models import linear as lo
         return compiled.erk(lo.erk_ops(problem, tab, factored=stages == "factored"), y0, t_eval,
                             tab, opts, observe, t0=t0, dense=dense, stiff_steps=stiff_steps)
     net = linear_net(problem, y0)
-    store = (ls.FactoredStages(problem, ls.Layout(problem, tab.n_stages + 1))
+    store = (ls.FactoredStages(problem, ls.StageLayout(problem, tab.n_stages + 1))
              if stages == "factored" else None)
 
     def make(rhs, n, rtol, atol, xp):
@@ -87,10 +87,10 @@ def ssp(problem, y0, t_eval, opts, observe, backend="numpy", store=None, dense=F
     from linearnets.sim.methods import base, compiled, integrate
     from linearnets.sim.methods.ssp import LowStorageRK
     from linearnets.sim.methods.tableaux import SSPRK104
-    from linearnets.sim.models import _linear_stages as ls
+    from linearnets.sim.models import linear as ls
     t_eval = np.asarray(t_eval, dtype=np.float64)
     if backend == "numba":
-        from linearnets.sim.models import _linear_ops as lo
+        from linearnets.sim.models import linear as lo
         return compiled.ssp(lo.LowStorageStages(problem), y0, t_eval, SSPRK104, opts, observe,
                             t0=0.0, dense=dense)
     net = linear_net(problem, y0)

@@ -8,8 +8,8 @@ from scipy.linalg import expm
 
 from linearnets import backend as B
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _rhs
-from linearnets.sim.models import _linear_stages as _lowstorage
+from linearnets.sim.models import linear as _rhs
+from linearnets.sim.models import linear as _lowstorage
 from linearnets.sim.methods.base import STABILITY_SAFETY
 from linearnets.sim.methods import base as mbase, compiled
 from linearnets.sim.methods.tableaux import RK45, SSPRK104, TABLEAUX

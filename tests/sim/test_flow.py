@@ -7,7 +7,7 @@ from scipy.linalg import expm
 
 import linearnets as ln
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _rhs
+from linearnets.sim.models import linear as _rhs
 from linearnets.sim.methods import METHODS, FlowStatus
 from linearnets.sim.methods.tableaux import TABLEAUX
 from linearnets.sim.flow import Trajectory, gradient_flow
@@ -108,7 +108,7 @@ def test_rhs_matches_naive_products():
 @given(st.lists(st.integers(1, 6), min_size=2, max_size=6), st.integers(1, 12),
        st.integers(0, 2**31 - 1))
 def test_rhs_any_widths_numpy_and_numba(sizes, P, seed):
-    from linearnets.sim import _kernels
+    from linearnets.sim.models import _linear_kernels as _kernels
     rng = np.random.default_rng(seed)
     ws = [rng.standard_normal((o, i)) for i, o in zip(sizes[:-1], sizes[1:])]
     X = rng.standard_normal((P, sizes[0]))
@@ -701,8 +701,8 @@ def test_rhs_both_product_orientations():
     # G W^T is formed as (W G^T)^T for layers up to TRANSPOSED_PRODUCT_MAX_BYTES and
     # directly above: a network with one layer on each side checks both branches, in
     # numpy and in the compiled kernel, against the naive products
-    from linearnets.sim import _kernels
-    from linearnets.sim.models._linear_stages import numba_rhs_args
+    from linearnets.sim.models import _linear_kernels as _kernels
+    from linearnets.sim.models.linear import numba_rhs_args
     big = int(np.sqrt(_rhs.TRANSPOSED_PRODUCT_MAX_BYTES / 8)) + 8
     rng = np.random.default_rng(4)
     sizes = (5, big, big, 3, 2)

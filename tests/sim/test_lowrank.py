@@ -1,4 +1,4 @@
-"""The linear model's factored stage store (``models/_linear_stages.FactoredStages``) in the
+"""The linear model's factored stage store (``models/linear.FactoredStages``) in the
 explicit stepper, against dense stages and scipy, on numpy and compiled."""
 import functools
 
@@ -7,11 +7,11 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _rhs
+from linearnets.sim.models import linear as _rhs
 from linearnets.sim.flow import gradient_flow
 from linearnets.sim.methods import FlowStatus
 from linearnets.sim.methods.tableaux import TABLEAUX
-from linearnets.sim.models import _linear_stages as _lowrank
+from linearnets.sim.models import linear as _lowrank
 from linearnets.sim.network import init_network
 from sim_helpers import erk, options, phase
 
@@ -126,7 +126,7 @@ def test_worth_factoring_needs_layers_wider_than_the_stage_rank():
     narrow = _rhs.make_problem(((8, 6), (8, 8), (1, 8)), X, y[:, None])
     assert not _lowrank.worth_factoring(narrow, 12)   # 13 slots x 1 output >= 8
     assert _lowrank.worth_factoring(narrow, 6)        # RK45: 7 < 8 for the middle layer
-    lay = _lowrank.Layout(narrow, 7)
+    lay = _lowrank.StageLayout(narrow, 7)
     assert list(lay.factored) == [0, 1, 0]            # the top layer is always dense
 
 

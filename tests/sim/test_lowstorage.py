@@ -1,16 +1,16 @@
 """SSPRK104 in two-register form (``methods/ssp.py`` on the linear model's factored slots,
-``models/_linear_stages.FactoredSlots``) against its tableau, scipy and its compiled twin."""
+``models/linear.FactoredSlots``) against its tableau, scipy and its compiled twin."""
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
 from linearnets.data import teacher_task
-from linearnets.sim import _rhs
+from linearnets.sim.models import linear as _rhs
 from linearnets.sim.flow import gradient_flow
 from linearnets.sim.methods import FlowStatus
 from linearnets.sim.methods import base as mbase
 from linearnets.sim.methods.tableaux import SSPRK104
-from linearnets.sim.models import _linear_stages as _lowstorage
+from linearnets.sim.models import linear as _lowstorage
 from linearnets.sim.network import init_network
 from sim_helpers import erk, options, ssp
 
@@ -80,7 +80,7 @@ def test_low_storage_form_is_the_tableau():
 
 def test_gemm_acc_adds_the_product_in_place():
     pytest.importorskip("numba")
-    from linearnets.sim import _lowstorage_kernels as kern
+    from linearnets.sim.models import _linear_kernels as kern
     rng = np.random.default_rng(1)
     for r, k, c in ((7, 3, 5), (1, 4, 9), (30, 1, 1), (64, 10, 48)):
         Q0, At = rng.standard_normal((r, c)), rng.standard_normal((r, k))
@@ -265,9 +265,9 @@ def test_gram_stiffness_sums_only_where_reliable(name, t_end, gram_ok, monkeypat
     gram = _lowstorage._gram_sums(*args)
     assert (gram is not None) == gram_ok
     monkeypatch.setattr(_lowstorage, "GRAM_MIN_REL", np.inf)    # always multiply out
-    dense = _lowstorage.stiffness_sums(st, 10, 9, problem)
+    dense = _lowstorage.slot_stiffness_sums(st, 10, 9, problem)
     monkeypatch.undo()
-    mixed = _lowstorage.stiffness_sums(st, 10, 9, problem)
+    mixed = _lowstorage.slot_stiffness_sums(st, 10, 9, problem)
     # accepted Gram sums are at least GRAM_MIN_REL of their terms, and rounded by about
     # (N_l + N_{l-1} + C) eps of those; the multiplied-out sums are eps-relative
     width = max(r + c for r, c in problem.shapes) + problem.Syx.shape[0]

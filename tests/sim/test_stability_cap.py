@@ -172,8 +172,8 @@ def test_cap_holds_once_the_gradient_is_at_rounding_level(method, stepper, monke
     """
     if stepper.endswith("numba"):
         pytest.importorskip("numba")
-    from linearnets.sim import _rhs
-    from linearnets.sim.models import _linear_stages as _lowrank
+    from linearnets.sim.models import linear as _rhs
+    from linearnets.sim.models import linear as _lowrank
     from sim_helpers import erk, options
     dense = stepper.startswith("dense")
     sizes, t_end = ((10, 3, 20, 4), 400.0) if dense else ((60, 200, 3, 4), 100.0)

@@ -7,12 +7,12 @@ from scipy.integrate import solve_ivp
 
 from linearnets import backend as _backend
 from linearnets.data import scalar_teacher, teacher_task
-from linearnets.sim import _rhs
+from linearnets.sim.models import linear as _rhs
 from linearnets.sim.flow import gradient_flow
 from linearnets.sim.methods import driver
 from linearnets.sim.methods.rosw import FAILED_SOLVE_ERR, ROS34PW2 as ROSW
 from linearnets.sim.methods.tableaux import DOP853, ROS34PW2
-from linearnets.sim.models._linear_stages import worth_factoring
+from linearnets.sim.models.linear import worth_factoring
 from linearnets.sim.network import init_network
 from sim_helpers import fake_cupy, linear_net, options, phase, solve
 
@@ -77,7 +77,7 @@ def test_compiled_flow_matches_flow(depth, width, C, whiten, seed):
     """The compiled right-hand side and Jacobian-vector product of numba's "auto" agree
     with the numpy Flow to rounding, and evaluating other states between the kept one
     and its Jacobian-vector products does not disturb them."""
-    from linearnets.sim.models._linear_ops import CompiledFlow
+    from linearnets.sim.models.linear import CompiledFlow
     prob, y, v = _state_and_direction(depth, width, C, whiten, seed)
     ref, got = linear_net(prob, y), CompiledFlow(prob)
     f_ref = ref.rhs(y, np.empty_like(y))
@@ -334,7 +334,7 @@ def test_auto_numba_follows_numpy_auto(case):
     if case == "generic":  # a strong mode converged long before a weak one escapes
         ws, X, Y, prob = _problem((3, 4, 2), 0.05, [3.0, 0.02], seed=2)
         t_eval = np.array([0.0, 5.0, 50.0, 200.0, 400.0])
-    else:  # wide enough that DOP853 keeps its stages factored (_lowrank_kernels)
+    else:  # wide enough that DOP853 keeps its stages factored (_linear_kernels.factored_advance)
         ws, X, Y, prob = _problem((40, 64, 64, 3), 0.1, [1.0, 0.75, 0.5], seed=1, whiten=False,
                                   P=300)
         t_eval = np.array([0.0, 10.0, 100.0, 1e3, 1e4])

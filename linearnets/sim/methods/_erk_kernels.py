@@ -1,51 +1,23 @@
 """Compiled embedded Runge-Kutta loop, for any model (numba; nothing here knows networks).
 
-The step-size control of the compiled explicit loops (written once, shared by the linear
-model's factored fast paths ``_lowrank_kernels`` and ``_lowstorage_kernels`` too): the
-error norm, the controller with Gustafsson's predictive step, the stiffness estimate
-and the stability cap, the stiffness test, the checks before a step; the stage states
-of the continuous extension; and :func:`make_erk_advance`, which builds the adaptive
-loop of ``_explicit.erk_solve`` around a model's right-hand side.
+The step-size control of the compiled explicit loops, written once: the error norm, the
+controller with Gustafsson's predictive step, the stiffness estimate and the stability
+cap, the stiffness test and the checks before a step (``methods.base`` is the numpy
+reference); the stage states of the continuous extension; and :func:`make_erk_advance`,
+which builds the adaptive loop around a model's operations.
 
-The factory and its data tuple
-------------------------------
-``make_erk_advance(rhs, switches=None, stop=None)`` takes the model's numba functions:
-always ``rhs(y, out, data)``, which writes ``dy/dt`` at ``y`` (n,) into ``out`` (n,)
-(``data`` is one tuple the model builds -- its arrays: data, layout, scratch; any
-numba-typable, fixed types -- passed through the loop untouched); for a piecewise-smooth
-model its switch functions (the low-order pair at kinks, ``methods.base.integrate``'s
-rule); for a model with a stop rule its stop function.  A loop built without switches
-has no kink code, one without a stop no stop code.  It returns an ``@njit(nogil=True)``
-dispatcher with the signature of :data:`ERK_ADVANCE_ARGS`,
-
-    erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                stiff, pat, ybuf, data) -> int
-
-(the arguments and the return codes are described in its docstring).  The factory's
-loop is not cached by itself: a model calls it from a **module-level**
-``@njit(cache=True, nogil=True)`` entry point of its own module, which numba caches
-with the loop and the model's ``rhs`` compiled into it::
-
-    _loop = make_erk_advance(my_rhs)            # my_rhs: @njit(cache=True, nogil=True)
-
-    @njit(cache=True, nogil=True)
-    def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                    stiff, pat, ybuf, data):
-        return _loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                     stiff, pat, ybuf, data)
-
-(``models/_linear_kernels.py`` is the linear model's, ``models/_mlp_kernels.py`` the
-MLP's, with and without kinks).  Do not pass a dispatcher as an
-*argument* to a cached kernel instead: numba never takes such a call from its cache
-and recompiles it in every process.  ``methods.compiled.erk(ops, y0, t_eval, tab,
-options, observe)`` drives an entry point from Python (start, output times, dense
-output, chunked budgets), ``ops = methods.compiled.DenseStages(erk_advance, rhs, data,
-tab, n)``.
-
-Every argument is a C-contiguous float64 (or int64) array or a scalar of fixed type.  The
-scalar helpers of the step control, a loop's attempt and its stop location are
-``inline="always"``: compiled into each loop that calls them rather than each on its own
-(a first run compiles fewer functions: 18 s of CPU instead of 20 for the two MLP loops).
+``make_erk_advance(rhs, switches=None, stop=None, store=None)`` takes the model's numba
+functions: always ``rhs(y, out, data)`` (``dy/dt`` at ``y`` (n,) into ``out`` (n,);
+``data`` is one tuple of the model's arrays, passed through untouched), a piecewise-smooth
+model's switch functions, a stop function, or a stage store (the linear network's factored
+stages).  A loop built without switches has no kink code, one without a stop no stop code.
+The returned ``@njit(nogil=True)`` dispatcher has the signature :data:`ERK_ADVANCE_ARGS` and
+is not cached by itself: a model calls it from a module-level ``@njit(cache=True,
+nogil=True)`` entry point of its own module, which numba caches with the loop and the
+model's functions compiled in (``models/_linear_kernels.erk_advance``,
+``models/_mlp_kernels.erk_advance_smooth``); a dispatcher passed as an *argument* to a
+cached kernel is recompiled in every process.  ``methods.compiled.erk`` drives an entry
+point from Python.  The scalar helpers are ``inline="always"``, compiled into each loop.
 """
 from __future__ import annotations
 
@@ -56,7 +28,7 @@ from ..._numba_cache import njit
 __all__ = ["error_norm", "step_after_accept", "predictive_step", "accept_step", "sumsq",
            "stiffness_estimate", "stability_cap", "capped_step", "count_stiff", "ACCEPTED",
            "REJECTED", "NONFINITE_TRIAL", "PENDING", "STIFF", "step_guard", "trial_step",
-           "judge_step", "exchange", "hold_step", "stage_state", "stage_states",
+           "judge_step", "exchange", "settle", "hold_step", "stage_state", "stage_states",
            "make_erk_advance", "ERK_ADVANCE_ARGS", "STOPPED", "TH_SIZE", "STATS_SIZE",
            "CTL_FIELDS", "step_factor", "kink_factor"]
 
@@ -228,6 +200,14 @@ def exchange(a, b):
         b[m] = v
 
 
+@njit(cache=True)
+def settle(y, cur, in_y):
+    """Copy the current state ``cur`` into the caller's ``y`` unless it is already there (a
+    loop whose state and trial state swap roles at every accepted step)."""
+    if not in_y:
+        y[:] = cur
+
+
 @njit(cache=True, inline="always")
 def hold_step(th, t, h, h_try, t_new, y, y_new, swapped):
     """Hand back an accepted step ``t -> t_new`` of length ``h_try``: record it in ``th``
@@ -299,6 +279,16 @@ def _no_stop(y, data):
 
 
 @njit(cache=True, inline="always")
+def _no_store_stiffness(s, wd, data):
+    return 0.0, 0.0, 0.0
+
+
+@njit(cache=True, inline="always")
+def _no_store_fsal(s, data):
+    return None
+
+
+@njit(cache=True, inline="always")
 def step_factor(err, exponent, safety, min_factor, max_factor, after_rejection):
     """``methods.base.Stepper.factor``: the factor on ``h`` after an error norm ``err``."""
     if err == 0.0:
@@ -316,7 +306,7 @@ def kink_factor(err, safety, min_factor, max_factor, after_rejection):
     return min(1.0, fac) if after_rejection else fac
 
 
-def make_erk_advance(rhs, switches=None, stop=None):
+def make_erk_advance(rhs, switches=None, stop=None, store=None):
     """Build the adaptive embedded Runge-Kutta loop around a model's compiled operations.
 
     Parameters
@@ -337,6 +327,14 @@ def make_erk_advance(rhs, switches=None, stop=None):
         becomes ``<= 0``, located inside the step by Illinois regula falsi on the
         method's own step (``integrate``'s ``stop``).  The model may switch it off at run
         time by returning a positive constant.
+    store : (attempt, stiffness_sums, fsal), optional
+        A stage store (the linear network's rank-C factored stages): ``attempt(y, y_new,
+        h, A, b, e, e3, use_e3, rtol, atol, data) -> err`` forms the stages of a step of
+        ``h`` from ``y`` (slot 0 holding ``f(y)``), the end state ``y_new`` and the error
+        norm; ``stiffness_sums(s, wd, data) -> (num, dd, ref)`` those of the accepted step
+        (:func:`stiffness_estimate`); ``fsal(s, data)`` makes slot ``s`` slot 0.  The loop
+        then never touches ``K`` and swaps the state and trial arrays instead of copying.
+        Not with ``switches`` or ``stop``.
 
     Returns
     -------
@@ -347,11 +345,15 @@ def make_erk_advance(rhs, switches=None, stop=None):
     """
     kinks = switches is not None
     stops = stop is not None
+    stored = store is not None
+    if stored and (kinks or stops):
+        raise ValueError("store: a stage store's loop takes no switches and no stop")
     crossings, keep_pattern = switches if kinks else (_no_crossings, _no_pattern)
     stop_value = stop if stops else _no_stop
+    store_stiffness, store_fsal = store[1:] if stored else (_no_store_stiffness, _no_store_fsal)
 
     @njit(nogil=True, inline="always")
-    def _attempt(y, K, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, pat, data):
+    def _dense_attempt(y, K, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, pat, data):
         """One attempted step of ``h_try`` from ``y`` (``K[0] = f(y)``): the stages into
         ``K``, the new state into ``y_new``; returns ``(err, stage_crossed)``."""
         s = b.shape[0]
@@ -380,6 +382,15 @@ def make_erk_advance(rhs, switches=None, stop=None):
                 acc3 /= sc
                 e3n += acc3 * acc3
         return error_norm(e5, e3n, use_e3, h_try, n), crossed
+
+    if stored:
+        store_attempt = store[0]
+
+        @njit(nogil=True, inline="always")
+        def _attempt(y, K, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, pat, data):
+            return store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, data), False
+    else:
+        _attempt = _dense_attempt
 
     @njit(nogil=True, inline="always")
     def _locate(y, K, y_new, ybuf, h_try, g0, tb, ctl, pat, data, stats):
@@ -466,6 +477,9 @@ def make_erk_advance(rhs, switches=None, stop=None):
         t = th[0]
         h = th[1]
         nonfinite = False
+        cur = y            # a store's loop swaps the state and the trial state
+        nxt = y_new
+        in_y = True
         while True:
             min_step = ulps * (np.nextafter(t, np.inf) - t)
             if h < min_step:
@@ -476,6 +490,7 @@ def make_erk_advance(rhs, switches=None, stop=None):
                 if code != 0:
                     th[0] = t
                     th[1] = h
+                    settle(y, cur, in_y)
                     return code
                 on_low = kinks and th[9] != 0.0
                 tb = low if on_low else tab
@@ -483,7 +498,7 @@ def make_erk_advance(rhs, switches=None, stop=None):
                 s = b.shape[0]
                 clipped = h >= t_target - t or t + h >= t_target - clip_eps * abs(t_target)
                 h_try = t_target - t if clipped else h
-                err, stage_crossed = _attempt(y, K, y_new, h_try, A, b, e, e3, use_e3, rtol,
+                err, stage_crossed = _attempt(cur, K, nxt, h_try, A, b, e, e3, use_e3, rtol,
                                               atol, pat, data)
                 stats[0] += s
                 if not np.isfinite(err):
@@ -559,7 +574,12 @@ def make_erk_advance(rhs, switches=None, stop=None):
             else:
                 h = h_try * step_factor(err, tab[5], safety, min_factor, max_factor, rejected)
             stiff_now = False
-            if capping and took_main:
+            if capping and took_main and stored:
+                num, dd, ref = store_stiffness(s, wd, data)
+                h_free = h
+                h = capped_step(h, h_try, num, dd, ref, sumsq(nxt), th, stiff)
+                stiff_now = count_stiff(h, h_free, th, stiff, stats)
+            elif capping and took_main:
                 # stiffness estimate from the accepted step's stages (_explicit.erk_solve)
                 ref = 0.0
                 num = 0.0
@@ -579,19 +599,21 @@ def make_erk_advance(rhs, switches=None, stop=None):
                 h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
                 stiff_now = count_stiff(h, h_free, th, stiff, stats)
             if t_new >= t_out:
-                return hold_step(th, t, h, h_try, t_new, y, y_new, False)
-            for m in range(n):
-                y[m] = y_new[m]
-                K[0, m] = K[s, m]
-            if clipped:
-                th[0] = t_target
+                return hold_step(th, t, h, h_try, t_new, y, y_new, not in_y)
+            if stored:
+                cur, nxt = nxt, cur
+                in_y = not in_y
+                store_fsal(s, data)
+            else:
+                for m in range(n):
+                    y[m] = y_new[m]
+                    K[0, m] = K[s, m]
+            if clipped or stiff_now:
+                th[0] = t_target if clipped else t + h_try
                 th[1] = h
-                return 0
+                settle(y, cur, in_y)
+                return 0 if clipped else STIFF
             t = t + h_try
-            if stiff_now:
-                th[0] = t
-                th[1] = h
-                return STIFF
 
     return erk_advance
 

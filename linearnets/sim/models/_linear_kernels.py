@@ -1,75 +1,1007 @@
-"""The linear model's compiled entry points into the generic stepping loops (numba).
+"""Numba kernels of the deep linear network (``models/linear.py`` is the numpy reference).
 
-The gradient flow of the deep linear network on its sufficient statistics,
-``dW_l/dt = eta_l (W_L ... W_{l+1})^T (Syx - W Sxx) (W_{l-1} ... W_1)^T`` with
-``W = W_L ... W_1`` (docs/conventions.md; Atanasov et al. 2022, Sec. 3),
-is ``sim/_kernels.rhs_flat`` and its Jacobian-vector product ``sim/_kernels.jvp_flat``.
-Here they get the model interface of the loops in ``methods/``, and the loops their
-cached, module-level entry points:
+The gradient flow on the sufficient statistics (docs/conventions.md; Atanasov et al.
+2022, Sec. 3), with ``A_l = W_L ... W_{l+1}`` and ``G_l = E W_1^T ... W_{l-1}^T``,
 
-* :func:`rhs` -- ``rhs(y, out, data)`` with ``data`` the tuple
-  ``(Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf)``, the
-  trailing arguments of ``rhs_flat`` (``_explicit.numba_rhs_args`` builds it);
-* :func:`jvp` -- ``jvp(v, out, y, jdata)`` with ``jdata`` the trailing arguments of
-  ``jvp_flat`` (``_stiff.CompiledFlow.jvp_args``), whose ``abuf``/``gbuf`` are those
-  that ``rhs(y, ., data)`` filled;
-* :func:`erk_advance` -- the adaptive embedded Runge-Kutta loop
-  (``methods/_erk_kernels.make_erk_advance``) on :func:`rhs`;
-* :func:`rosw_advance` -- the Rosenbrock-W loop
-  (``methods/_rosw_kernels.make_rosw_advance``) on :func:`rhs` and :func:`jvp`;
+    dW_l/dt = eta_l A_l^T G_l,    E = Syx - W Sxx,    W = W_L ... W_1,
 
-``models/_linear_ops.py`` builds from these (and from the factored stages' kernels) the
-operations that the runners of ``methods/compiled.py`` take.
+on the flat state of ``linear.pack``, in the product order of ``linear.chain_products``:
 
-The entry points are ``@njit(cache=True, nogil=True)`` functions of this module, so
-numba caches each with the factory-built loop and the gradient compiled into it (a
-loop that took its right-hand side as an argument would be recompiled in every
-process).  The linear model's factored fast paths keep their own loops:
-``_lowrank_kernels`` (rank-C factored stages) and ``_lowstorage_kernels`` (SSPRK104
-in low-storage form).
+* :func:`chains`, :func:`rhs_flat`, :func:`jvp_flat` -- the partial products, the
+  right-hand side and its Jacobian-vector product; :func:`rhs` and :func:`jvp` give them
+  the ``rhs(y, out, data)`` / ``jvp(v, out, y, jdata)`` form of the loops in ``methods/``;
+* :func:`stage`, :func:`combination`, :func:`step_end`, :func:`stage_stiffness_sums`,
+  :func:`stage_fsal` -- the rank-C factored Butcher stages (``linear.FactoredStages``),
+  the stage store of :func:`factored_advance`;
+* :func:`add_stage`, :func:`error_sums`, :func:`slot_stiffness_sums`,
+  :func:`hermite_states`, :func:`ssp_advance` -- SSPRK104 in low-storage form on factored
+  slots (``linear.FactoredSlots``);
+* :func:`end_to_end`, :func:`balance_drift`, :func:`probe_ntk` -- the observations;
+* :func:`erk_advance`, :func:`factored_advance`, :func:`rosw_advance` -- the cached
+  module-level entry points into the loops of ``methods/_erk_kernels.make_erk_advance``
+  (dense stages, factored stages) and ``methods/_rosw_kernels.make_rosw_advance``.
+
+Every argument is a C-contiguous float64 (or int64) array, a tuple of such, or a scalar of
+fixed type; products go through ``np.dot`` (BLAS) on views of flat buffers.  The factored
+stage kernels take ``ints = (rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff)``
+and ``bufs = (ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram,
+tbuf)`` (``linear.FactoredStageOps`` builds them).
 """
 from __future__ import annotations
 
+import ctypes
+
+import numpy as np
+from numba.extending import get_cython_function_address
+
 from ..._numba_cache import njit
-from .._kernels import jvp_flat, rhs_flat
-from ..methods._erk_kernels import make_erk_advance
+from ..methods._erk_kernels import (ACCEPTED, NONFINITE_TRIAL, STIFF, capped_step, count_stiff,
+                                    error_norm, hold_step, judge_step, make_erk_advance, settle,
+                                    step_guard, sumsq, trial_step)
 from ..methods._rosw_kernels import make_rosw_advance
 
-__all__ = ["rhs", "jvp", "erk_advance", "rosw_advance"]
+__all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains", "rhs_flat",
+           "jvp_flat", "rhs", "jvp", "stage", "combination", "combinations", "step_end",
+           "stage_stiffness_sums", "stage_fsal", "gemm_acc", "add_stage", "hermite_states",
+           "error_sums", "slot_stiffness_sums", "ssp_advance", "end_to_end", "end_to_end_many",
+           "balance_drift", "probe_ntk", "erk_advance", "factored_advance", "rosw_advance"]
+
+#: Largest layer (bytes) whose ``G W^T`` is formed as ``(W G^T)^T``, a faster BLAS call
+#: while ``W`` fits in a core's L2 cache (``benchmarks/studies/study_products.py``).
+TRANSPOSED_PRODUCT_MAX_BYTES = 1 << 21
+
+#: scipy's Fortran ``dgemm`` (the library numba's ``np.dot`` calls), for ``C += alpha A B``,
+#: which ``np.dot`` cannot express; passed as an argument (a ctypes pointer held as a
+#: global would be compiled in as a constant, which numba does not cache).
+DGEMM = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))(
+    get_cython_function_address("scipy.linalg.cython_blas", "dgemm"))
+
+
+@njit(cache=True)
+def _layer(x, offs, rows, cols, i):
+    """Layer ``i`` of the flat state ``x`` as a (rows[i], cols[i]) view."""
+    return x[offs[i]:offs[i + 1]].reshape((rows[i], cols[i]))
+
+
+@njit(cache=True)
+def _top(buf, aoff, rows, i, C):
+    """``A_i^T`` (rows[i] x C) in a buffer laid out as :func:`chains`' ``abuf``."""
+    return buf[aoff[i]:aoff[i] + C * rows[i]].reshape((rows[i], C))
+
+
+@njit(cache=True)
+def _bottom(buf, goff, cols, i, C):
+    """``G_i`` (C x cols[i]) in a buffer laid out as :func:`chains`' ``gbuf``."""
+    return buf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
+
+
+@njit(cache=True)
+def _add_into(out, P):
+    """``out += P`` (2-D, same shape)."""
+    for a in range(out.shape[0]):
+        for b in range(out.shape[1]):
+            out[a, b] += P[a, b]
+
+
+@njit(cache=True)
+def times_transpose(G, W, out, tbuf):
+    """``out = G W^T`` (C x r) for ``G`` (C x c), ``W`` (r x c), as ``linear.times_transpose``
+    (``tbuf``: scratch of ``(r + c) C`` doubles)."""
+    C, c = G.shape
+    r = W.shape[0]
+    if 8 * r * c <= TRANSPOSED_PRODUCT_MAX_BYTES:
+        GT = tbuf[:c * C].reshape((c, C))
+        for a in range(C):
+            for i in range(c):
+                GT[i, a] = G[a, i]
+        OT = tbuf[c * C:(c + r) * C].reshape((r, C))
+        np.dot(W, GT, OT)
+        for a in range(C):
+            for i in range(r):
+                out[a, i] = OT[i, a]
+    else:
+        np.dot(G, W.T, out)
+
+
+@njit(cache=True)
+def chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
+    """The partial products of the gradient at ``y`` (n,), as ``linear.chain_products``.
+
+    Writes ``A_i^T`` (rows[i] x C) into ``abuf`` at ``aoff`` (``i < L - 1``) and ``G_i``
+    (C x cols[i]) into ``gbuf`` at ``goff`` (``G_0 = E``); ``WT``, ``SW`` are (D, C)
+    scratch, ``tbuf`` that of :func:`times_transpose` (``2 C max(rows, cols)``).
+    """
+    L = rows.shape[0]
+    C = Syx.shape[0]
+    D = Sxx.shape[0]
+    if L > 1:
+        _top(abuf, aoff, rows, L - 2, C)[:, :] = _layer(y, offs, rows, cols, L - 1).T
+        for i in range(L - 3, -1, -1):
+            np.dot(_layer(y, offs, rows, cols, i + 1).T, _top(abuf, aoff, rows, i + 1, C),
+                   _top(abuf, aoff, rows, i, C))
+        np.dot(_layer(y, offs, rows, cols, 0).T, _top(abuf, aoff, rows, 0, C), WT)
+    else:
+        WT[:, :] = _layer(y, offs, rows, cols, 0).T
+    np.dot(Sxx, WT, SW)
+    E = _bottom(gbuf, goff, cols, 0, C)
+    for a in range(C):
+        for d in range(D):
+            E[a, d] = Syx[a, d] - SW[d, a]
+    for i in range(1, L):
+        times_transpose(_bottom(gbuf, goff, cols, i - 1, C), _layer(y, offs, rows, cols, i - 1),
+                        _bottom(gbuf, goff, cols, i, C), tbuf)
+
+
+@njit(cache=True)
+def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
+    """``out = dy/dt`` at ``y`` (n,): :func:`chains`, then ``dW_i = eta_i A_i^T G_i``."""
+    L = rows.shape[0]
+    C = Syx.shape[0]
+    chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf)
+    for i in range(L):
+        Gi = _bottom(gbuf, goff, cols, i, C)
+        dW = _layer(out, offs, rows, cols, i)
+        eta = eta_l[i]
+        if i == L - 1:
+            for a in range(rows[i]):
+                for d in range(cols[i]):
+                    dW[a, d] = Gi[a, d] * eta
+        else:
+            np.dot(_top(abuf, aoff, rows, i, C), Gi, dW)
+            for m in range(offs[i], offs[i + 1]):
+                out[m] *= eta
+
+
+@njit(cache=True)
+def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, dabuf, dgbuf,
+             dWT, dSW, tbuf, pbuf):
+    """``out = J(y) v`` (n,) from the products of ``y`` in ``abuf``/``gbuf`` (as
+    :func:`rhs_flat` leaves them), in the transposed layout of :func:`chains`:
+
+        dA_i^T = W_{i+1}^T dA_{i+1}^T + V_{i+1}^T A_{i+1}^T,  dA_{L-2}^T = V_{L-1}^T,
+        dW^T = W_0^T dA_0^T + V_0^T A_0^T,  dG_0 = -(Sxx dW^T)^T,
+        dG_i = dG_{i-1} W_{i-1}^T + G_{i-1} V_{i-1}^T,
+        d(dW_i) = eta_i (dA_i^T G_i + A_i^T dG_i)   (eta_i dG_i at the top),
+
+    ``dabuf``/``dgbuf`` laid out as ``abuf``/``gbuf``, ``dWT``/``dSW`` (D, C) and ``pbuf``
+    (the largest layer) scratch, ``tbuf`` that of :func:`times_transpose`.
+    """
+    L = rows.shape[0]
+    C = (goff[1] - goff[0]) // cols[0]
+    D = Sxx.shape[0]
+    if L > 1:
+        _top(dabuf, aoff, rows, L - 2, C)[:, :] = _layer(v, offs, rows, cols, L - 1).T
+        for i in range(L - 3, -1, -1):
+            dAi = _top(dabuf, aoff, rows, i, C)
+            np.dot(_layer(y, offs, rows, cols, i + 1).T, _top(dabuf, aoff, rows, i + 1, C), dAi)
+            P = pbuf[:rows[i] * C].reshape((rows[i], C))
+            np.dot(_layer(v, offs, rows, cols, i + 1).T, _top(abuf, aoff, rows, i + 1, C), P)
+            _add_into(dAi, P)
+        np.dot(_layer(y, offs, rows, cols, 0).T, _top(dabuf, aoff, rows, 0, C), dWT)
+        P = pbuf[:D * C].reshape((D, C))
+        np.dot(_layer(v, offs, rows, cols, 0).T, _top(abuf, aoff, rows, 0, C), P)
+        _add_into(dWT, P)
+    else:
+        dWT[:, :] = _layer(v, offs, rows, cols, 0).T
+    np.dot(Sxx, dWT, dSW)
+    dE = _bottom(dgbuf, goff, cols, 0, C)
+    for a in range(C):
+        for d in range(D):
+            dE[a, d] = -dSW[d, a]
+    for i in range(1, L):
+        dGi = _bottom(dgbuf, goff, cols, i, C)
+        times_transpose(_bottom(dgbuf, goff, cols, i - 1, C), _layer(y, offs, rows, cols, i - 1),
+                        dGi, tbuf)
+        P = pbuf[:C * cols[i]].reshape((C, cols[i]))
+        times_transpose(_bottom(gbuf, goff, cols, i - 1, C), _layer(v, offs, rows, cols, i - 1),
+                        P, tbuf)
+        _add_into(dGi, P)
+    for i in range(L):
+        dW = _layer(out, offs, rows, cols, i)
+        dGi = _bottom(dgbuf, goff, cols, i, C)
+        if i == L - 1:
+            dW[:, :] = dGi
+        else:
+            np.dot(_top(dabuf, aoff, rows, i, C), _bottom(gbuf, goff, cols, i, C), dW)
+            P = pbuf[:rows[i] * cols[i]].reshape((rows[i], cols[i]))
+            np.dot(_top(abuf, aoff, rows, i, C), dGi, P)
+            _add_into(dW, P)
+        dW *= eta_l[i]
 
 
 @njit(cache=True, nogil=True)
 def rhs(y, out, data):
-    """``out = dy/dt`` at ``y`` (n,): ``_kernels.rhs_flat(y, out, *data)``."""
+    """``out = dy/dt`` at ``y`` (n,): :func:`rhs_flat` with ``data = (Sxx, Syx, eta_l, rows,
+    cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf)`` (``linear.numba_rhs_args``)."""
     rhs_flat(y, out, data[0], data[1], data[2], data[3], data[4], data[5], data[6], data[7],
              data[8], data[9], data[10], data[11], data[12])
 
 
 @njit(cache=True, nogil=True)
 def jvp(v, out, y, jdata):
-    """``out = J(y) v``: ``_kernels.jvp_flat(v, out, y, *jdata)``."""
+    """``out = J(y) v``: :func:`jvp_flat` with ``jdata`` its trailing arguments, whose
+    ``abuf``/``gbuf`` are those that ``rhs(y, ., data)`` filled."""
     jvp_flat(v, out, y, jdata[0], jdata[1], jdata[2], jdata[3], jdata[4], jdata[5], jdata[6],
              jdata[7], jdata[8], jdata[9], jdata[10], jdata[11], jdata[12], jdata[13], jdata[14])
 
 
+# --- factored Butcher stages --------------------------------------------------------------
+@njit(cache=True)
+def _apply(l, X, out, k, w, C, ints, bufs, y, right):
+    """``out = X W_l^st`` (X: C x N_l), or with ``right`` ``out = X W_l^st^T`` (X: C x
+    N_{l-1}), with ``W_l^st = W_l + sum_{j<k} w_j U_j^T V_j`` (``linear.FactoredStages``)."""
+    rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
+    ut, vs, wst, tmp, tbuf = bufs[0], bufs[1], bufs[3], bufs[10], bufs[14]
+    r, c = rows[l], cols[l]
+    W = (wst if factored[l] == 0 else y)[offs[l]:offs[l + 1]].reshape((r, c))
+    if right:
+        times_transpose(X, W, out, tbuf)
+    else:
+        np.dot(X, W, out)
+    if factored[l] == 0 or k == 0:
+        return
+    U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
+    V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
+    M = bufs[9 if right else 8][:C * k * C].reshape((C, k * C))
+    np.dot(X, V.T if right else U.T, M)
+    for a in range(C):
+        for q in range(k * C):
+            M[a, q] *= w[q // C]
+    width = r if right else c
+    T = tmp[:C * width].reshape((C, width))
+    np.dot(M, U if right else V, T)
+    _add_into(out, T)
+
+
+@njit(cache=True)
+def _dense_sum(kd, base, size, w, k, m):
+    """``sum_{j<k} w_j K_j[m]`` of a dense layer's slots (zero weights skipped)."""
+    acc = 0.0
+    for j in range(k):
+        if w[j] != 0.0:
+            acc += w[j] * kd[base + j * size + m]
+    return acc
+
+
+@njit(cache=True)
+def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
+    """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)`` (``w``: >= k entries)."""
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw = (bufs[0], bufs[1], bufs[2], bufs[3], bufs[4],
+                                             bufs[5], bufs[6], bufs[7])
+    L = rows.shape[0]
+    C = Syx.shape[0]
+    D = Sxx.shape[0]
+    for l in range(L):
+        if factored[l] == 0:
+            size = rows[l] * cols[l]
+            for m in range(size):
+                wst[offs[l] + m] = y[offs[l] + m] + _dense_sum(kd, kdoff[l], size, w, k, m)
+    W = wbuf.reshape((C, D))
+    # A_{L-2} = W_{L-1}^st, A_{l-1} = A_l W_l^st, W = A_0 W_0^st
+    if L > 1:
+        At = abuf[aoff[L - 2]:aoff[L - 1]]
+        for m in range(C * rows[L - 2]):
+            At[m] = wst[offs[L - 1] + m]
+        for l in range(L - 2, 0, -1):
+            _apply(l, abuf[aoff[l]:aoff[l + 1]].reshape((C, rows[l])),
+                   abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])), k, w, C, ints, bufs, y,
+                   False)
+        _apply(0, abuf[aoff[0]:aoff[1]].reshape((C, rows[0])), W, k, w, C, ints, bufs, y, False)
+    else:
+        for m in range(C * D):
+            wbuf[m] = wst[offs[0] + m]
+    E = gbuf[goff[0]:goff[1]].reshape((C, D))
+    if white:
+        for a in range(C):
+            for d in range(D):
+                E[a, d] = Syx[a, d] - W[a, d]
+    else:
+        SW = sw.reshape((C, D))
+        np.dot(W, Sxx, SW)
+        for a in range(C):
+            for d in range(D):
+                E[a, d] = Syx[a, d] - SW[a, d]
+    for l in range(L):
+        r, c = rows[l], cols[l]
+        G = gbuf[goff[l]:goff[l + 1]].reshape((C, c))
+        if l > 0:
+            _apply(l - 1, gbuf[goff[l - 1]:goff[l]].reshape((C, cols[l - 1])), G, k, w, C, ints,
+                   bufs, y, True)
+        eta = eta_l[l]
+        if factored[l] != 0:
+            Al = abuf[aoff[l]:aoff[l + 1]].reshape((C, r))
+            U = ut[utoff[l]:utoff[l + 1]].reshape(((utoff[l + 1] - utoff[l]) // r, r))
+            V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
+            for a in range(C):
+                for i in range(r):
+                    U[slot * C + a, i] = Al[a, i] * eta
+                for i in range(c):
+                    V[slot * C + a, i] = G[a, i]
+            continue
+        Kd = kd[kdoff[l] + slot * r * c:kdoff[l] + (slot + 1) * r * c].reshape((r, c))
+        if l == L - 1:
+            for a in range(r):
+                for i in range(c):
+                    Kd[a, i] = G[a, i] * eta
+        else:
+            np.dot(abuf[aoff[l]:aoff[l + 1]].reshape((C, r)).T, G, Kd)
+            for a in range(r):
+                for i in range(c):
+                    Kd[a, i] = Kd[a, i] * eta
+
+
+@njit(cache=True)
+def _gather(l, w, k, which, C, ints, bufs):
+    """Layer l's slots with a nonzero weight into work area ``which`` (0, 1, 2): ``U^T``
+    scaled by ``w`` (N_l x q) and ``V`` (q x N_{l-1}); returns ``q``."""
+    rows, cols, utoff, vsoff = ints[0], ints[1], ints[4], ints[5]
+    ut, vs, usbuf, vgbuf = bufs[0], bufs[1], bufs[11], bufs[12]
+    r, c = rows[l], cols[l]
+    q = 0
+    for j in range(k):
+        if w[j] != 0.0:
+            q += C
+    ubase = which * (usbuf.shape[0] // 3)
+    vbase = which * (vgbuf.shape[0] // 3)
+    Ust = usbuf[ubase:ubase + r * q].reshape((r, q))
+    Vg = vgbuf[vbase:vbase + q * c].reshape((q, c))
+    U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
+    V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
+    q2 = 0
+    for row in range(k * C):
+        wq = w[row // C]
+        if wq != 0.0:
+            for i in range(r):
+                Ust[i, q2] = U[row, i] * wq
+            for i in range(c):
+                Vg[q2, i] = V[row, i]
+            q2 += 1
+    return q
+
+
+@njit(cache=True)
+def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
+    """``out = (U^T w)[i0:i1] V`` from work area ``which`` (out: (i1 - i0) x N_{l-1})."""
+    cols = ints[1]
+    usbuf, vgbuf = bufs[11], bufs[12]
+    c = cols[l]
+    if q == 0:
+        out[:, :] = 0.0
+        return
+    ubase = which * (usbuf.shape[0] // 3)
+    vbase = which * (vgbuf.shape[0] // 3)
+    np.dot(usbuf[ubase + i0 * q:ubase + i1 * q].reshape((i1 - i0, q)),
+           vgbuf[vbase:vbase + q * c].reshape((q, c)), out)
+
+
+@njit(cache=True)
+def combination(w, k, out, C, ints, bufs):
+    """``out = sum_{j<k} w_j K_j`` as a dense flat vector (n,)."""
+    rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
+    for l in range(rows.shape[0]):
+        r, c = rows[l], cols[l]
+        if factored[l] != 0:
+            q = _gather(l, w, k, 0, C, ints, bufs)
+            _block_product(l, 0, q, 0, r, out[offs[l]:offs[l + 1]].reshape((r, c)), C, ints,
+                           bufs)
+        else:
+            for m in range(r * c):
+                out[offs[l] + m] = _dense_sum(bufs[2], kdoff[l], r * c, w, k, m)
+
+
+@njit(cache=True)
+def combinations(W, k, y, out, C, ints, bufs):
+    """``out[i] = y + sum_{j<k} W[i, j] K_j`` for each row i of ``W`` (m, >= k): the states
+    of a step's continuous extension (``W``: h times its weights)."""
+    for i in range(W.shape[0]):
+        o = out[i]
+        combination(W[i], k, o, C, ints, bufs)
+        for m in range(y.shape[0]):
+            o[m] = o[m] + y[m]
+
+
+@njit(cache=True)
+def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
+    """``y_new = y + pb`` on one block from offset ``m0``; its sums of scaled error squares
+    (left to right, as the numpy reference)."""
+    s5 = 0.0
+    s3 = 0.0
+    for m in range(pb.shape[0]):
+        yv = y[m0 + m]
+        yn = yv + pb[m]
+        y_new[m0 + m] = yn
+        sc = atol + rtol * max(abs(yv), abs(yn))
+        q5 = pe[m] / sc
+        s5 += q5 * q5
+        if use_e3:
+            q3 = (p3[m] + c3 * pb[m]) / sc
+            s3 += q3 * q3
+    return s5, s3
+
+
+@njit(cache=True)
+def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, block_entries, C, ints, bufs, pbuf):
+    """``y_new = y + sum_j wb_j K_j`` and the scaled error sums ``(e5, e3)`` of ``sum_j we_j
+    K_j`` and ``sum_j we3_j K_j + c3 sum_j wb_j K_j`` (``linear.FactoredStages.step_end``):
+    one pass, factored layers in row blocks whose products stay in cache."""
+    rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
+    kd = bufs[2]
+    e5 = 0.0
+    e3 = 0.0
+    nb = pbuf.shape[0] // 3
+    for l in range(rows.shape[0]):
+        r, c = rows[l], cols[l]
+        base = offs[l]
+        if factored[l] != 0:
+            qb = _gather(l, wb, wb.shape[0], 0, C, ints, bufs)
+            qe = _gather(l, we, we.shape[0], 1, C, ints, bufs)
+            q3 = _gather(l, we3, we3.shape[0], 2, C, ints, bufs) if use_e3 else 0
+            rb = max(1, block_entries // c)
+            for i0 in range(0, r, rb):
+                i1 = min(r, i0 + rb)
+                size = (i1 - i0) * c
+                _block_product(l, 0, qb, i0, i1, pbuf[:size].reshape((i1 - i0, c)), C, ints, bufs)
+                _block_product(l, 1, qe, i0, i1, pbuf[nb:nb + size].reshape((i1 - i0, c)), C,
+                               ints, bufs)
+                if use_e3:
+                    _block_product(l, 2, q3, i0, i1,
+                                   pbuf[2 * nb:2 * nb + size].reshape((i1 - i0, c)), C, ints,
+                                   bufs)
+                s5, s3 = _finish_block(y, y_new, base + i0 * c, pbuf[:size], pbuf[nb:nb + size],
+                                       pbuf[2 * nb:2 * nb + size], use_e3, c3, rtol, atol)
+                e5 += s5
+                e3 += s3
+            continue
+        size = r * c
+        kb = kdoff[l]
+        for m in range(size):
+            pb = _dense_sum(kd, kb, size, wb, wb.shape[0], m)
+            pe = _dense_sum(kd, kb, size, we, we.shape[0], m)
+            yv = y[base + m]
+            yn = yv + pb
+            y_new[base + m] = yn
+            sc = atol + rtol * max(abs(yv), abs(yn))
+            qv = pe / sc
+            e5 += qv * qv
+            if use_e3:
+                qv = (_dense_sum(kd, kb, size, we3, we3.shape[0], m) + c3 * pb) / sc
+                e3 += qv * qv
+    return e5, e3
+
+
+@njit(cache=True)
+def _gram_pair(X, Y, bufs):
+    """``(X X^T, Y Y^T)`` into the ``gram`` buffer, each a product with a copied transpose."""
+    usbuf, gram = bufs[11], bufs[13]
+    q, r = X.shape
+    c = Y.shape[1]
+    GX = gram[:q * q].reshape((q, q))
+    GY = gram[q * q:2 * q * q].reshape((q, q))
+    Xt = usbuf[:r * q].reshape((r, q))
+    Xt[:, :] = X.T
+    np.dot(X, Xt, GX)
+    Yt = usbuf[:c * q].reshape((c, q))
+    Yt[:, :] = Y.T
+    np.dot(Y, Yt, GY)
+    return GX, GY
+
+
+@njit(cache=True)
+def stage_stiffness_sums(s, wd, C, ints, bufs):
+    """``(num, dd, ref)`` of the accepted step (``linear.FactoredStages.stiffness_sums``)."""
+    eps = np.finfo(np.float64).eps
+    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
+    ut, vs, kd = bufs[0], bufs[1], bufs[2]
+    num = 0.0
+    dd = 0.0
+    ref = 0.0
+    for l in range(rows.shape[0]):
+        r, c = rows[l], cols[l]
+        if factored[l] != 0:
+            U = ut[utoff[l]:utoff[l + 1]].reshape(((utoff[l + 1] - utoff[l]) // r, r))
+            V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
+            q = s * C
+            GU, GV = _gram_pair(U[:q], V[:q], bufs)
+            acc = 0.0
+            for a in range(C):
+                for b in range(C):
+                    acc += GU[a, b] * GV[a, b]
+            ref += acc
+            acc = 0.0
+            for p in range(q):
+                wp = wd[p // C]
+                for p2 in range(q):
+                    acc += wp * wd[p2 // C] * GU[p, p2] * GV[p, p2]
+            sd = 0.0        # the floor of linear._gram_rounding
+            for j in range(s):
+                du = 0.0
+                dv = 0.0
+                for p in range(j * C, (j + 1) * C):
+                    du += GU[p, p]
+                    dv += GV[p, p]
+                sd += abs(wd[j]) * np.sqrt(du * dv)
+            dd += max(acc, (r + c + s * C) * eps * (sd * sd))
+            GU, GV = _gram_pair(U[(s - 1) * C:(s + 1) * C], V[(s - 1) * C:(s + 1) * C], bufs)
+            acc = 0.0
+            for p in range(2 * C):
+                sp = -1.0 if p < C else 1.0
+                for p2 in range(2 * C):
+                    acc += sp * (-1.0 if p2 < C else 1.0) * GU[p, p2] * GV[p, p2]
+            num += acc
+            continue
+        size = r * c
+        base = kdoff[l]
+        for m in range(size):
+            ref += kd[base + m] * kd[base + m]
+            dv = kd[base + s * size + m] - kd[base + (s - 1) * size + m]
+            num += dv * dv
+            v = _dense_sum(kd, base, size, wd, s, m)
+            dd += v * v
+    return num, dd, ref
+
+
+@njit(cache=True)
+def stage_fsal(s, C, ints, bufs):
+    """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
+    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
+    ut, vs, kd = bufs[0], bufs[1], bufs[2]
+    for l in range(rows.shape[0]):
+        if factored[l] != 0:
+            nu = C * rows[l]
+            ut[utoff[l]:utoff[l] + nu] = ut[utoff[l] + s * nu:utoff[l] + (s + 1) * nu]
+            nv = C * cols[l]
+            vs[vsoff[l]:vsoff[l] + nv] = vs[vsoff[l] + s * nv:vsoff[l] + (s + 1) * nv]
+        else:
+            size = rows[l] * cols[l]
+            kd[kdoff[l]:kdoff[l] + size] = kd[kdoff[l] + s * size:kdoff[l] + (s + 1) * size]
+
+
+@njit(cache=True, nogil=True)
+def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
+    """One attempted step of ``h_try`` on factored stages (slot 0 holds ``f(y)``): the stages,
+    ``y_new`` and the error norm; the stage store of :func:`factored_advance`, ``store =
+    (Sxx, Syx, eta_l, white, ints, bufs, pbuf, block_entries, wtmp)``, ``e3`` the rest of
+    ``methods.erk.third_order_rest``."""
+    Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
+    s = b.shape[0]
+    for i in range(1, s + 1):
+        for j in range(i):
+            wtmp[j] = h_try * (b[j] if i == s else A[i, j])
+        stage(y, wtmp, i, i, Sxx, Syx, eta_l, white, ints, bufs)
+    for j in range(s):
+        wtmp[j] = h_try * b[j]
+    e5, e3n = step_end(y, y_new, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol, block,
+                       Syx.shape[0], ints, bufs, pbuf)
+    return error_norm(e5, e3n, use_e3, h_try, y.shape[0])
+
+
+@njit(cache=True, nogil=True)
+def _store_stiffness(s, wd, store):
+    return stage_stiffness_sums(s, wd, store[1].shape[0], store[4], store[5])
+
+
+@njit(cache=True, nogil=True)
+def _store_fsal(s, store):
+    stage_fsal(s, store[1].shape[0], store[4], store[5])
+
+
+# --- SSPRK104 in low-storage form on factored slots ---------------------------------------
+@njit(cache=True)
+def gemm_acc(dgemm, Q, w, At, G, ibuf, dbuf):
+    """``Q += w At G`` in place for C-ordered ``Q`` (r x c), ``At`` (r x k), ``G`` (k x c):
+    the column-major ``Q^T += w G^T At^T`` (``linear.gemm_acc``, the same call); ``ibuf``
+    (int32, 8) and ``dbuf`` (2) hold the arguments passed by reference."""
+    r, k = At.shape
+    c = G.shape[1]
+    ibuf[0] = 78  # 'N'
+    ibuf[1] = c
+    ibuf[2] = r
+    ibuf[3] = k
+    ibuf[4] = c
+    ibuf[5] = k
+    ibuf[6] = c
+    dbuf[0] = w
+    dbuf[1] = 1.0
+    dgemm(ibuf.ctypes, ibuf.ctypes, ibuf[1:].ctypes, ibuf[2:].ctypes, ibuf[3:].ctypes,
+          dbuf.ctypes, G.ctypes, ibuf[4:].ctypes, At.ctypes, ibuf[5:].ctypes, dbuf[1:].ctypes,
+          Q.ctypes, ibuf[6:].ctypes)
+
+
+@njit(cache=True)
+def add_stage(q, c, at, g, eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf, dbuf):
+    """``q += c eta_i A_i^T G_i`` layer by layer (``linear.add_stage``)."""
+    L = rows.shape[0]
+    C = (goff[1] - goff[0]) // cols[0]
+    for i in range(L):
+        w = c * eta_l[i]
+        if i == L - 1:
+            for m in range(rows[i] * cols[i]):
+                q[offs[i] + m] += w * g[goff[i] + m]
+        else:
+            gemm_acc(dgemm, _layer(q, offs, rows, cols, i), w, _top(at, aoff, rows, i, C),
+                     _bottom(g, goff, cols, i, C), ibuf, dbuf)
+
+
+@njit(cache=True)
+def hermite_states(thetas, h, y, y_new, out, at, g, eta_l, rows, cols, offs, aoff, goff, dgemm,
+                   ibuf, dbuf):
+    """``out[i]``: the state at ``t + thetas[i] h`` inside the accepted step by the cubic
+    Hermite interpolant on its ends and their derivatives (slots 0 and 10), as
+    ``linear.hermite_state``."""
+    for i in range(thetas.shape[0]):
+        theta = thetas[i]
+        u = 1.0 - theta  # the weights of tableaux.cubic_hermite, in its order
+        o = out[i]
+        for m in range(y.shape[0]):
+            o[m] = (y_new[m] - y[m]) * (theta * theta * (3.0 - 2.0 * theta)) + y[m]
+        add_stage(o, h * (theta * u * u), at[0], g[0], eta_l, rows, cols, offs, aoff, goff,
+                  dgemm, ibuf, dbuf)
+        add_stage(o, h * (-theta * theta * u), at[10], g[10], eta_l, rows, cols, offs, aoff,
+                  goff, dgemm, ibuf, dbuf)
+
+
+@njit(cache=True)
+def _block_sums(y, y_new, q1, m0, P, cnt, h, rtol, atol, e5, dd):
+    """Add one block's scaled error squares and ``(y_new - q1)^2`` to ``e5``, ``dd``: four
+    interleaved partial sums (element m into sum m % 4), then ``(s0 + s1) + (s2 + s3)``,
+    unrolled so that the compiler keeps them in vector registers."""
+    a0 = a1 = a2 = a3 = 0.0
+    d0 = d1 = d2 = d3 = 0.0
+    main = cnt - cnt % 4
+    for m in range(0, main, 4):
+        x = m0 + m
+        sc = atol + rtol * max(abs(y[x]), abs(y_new[x]))
+        e = ((y_new[x] - y[x]) - h * P[m]) / sc
+        a0 += e * e
+        v = y_new[x] - q1[x]
+        d0 += v * v
+        sc = atol + rtol * max(abs(y[x + 1]), abs(y_new[x + 1]))
+        e = ((y_new[x + 1] - y[x + 1]) - h * P[m + 1]) / sc
+        a1 += e * e
+        v = y_new[x + 1] - q1[x + 1]
+        d1 += v * v
+        sc = atol + rtol * max(abs(y[x + 2]), abs(y_new[x + 2]))
+        e = ((y_new[x + 2] - y[x + 2]) - h * P[m + 2]) / sc
+        a2 += e * e
+        v = y_new[x + 2] - q1[x + 2]
+        d2 += v * v
+        sc = atol + rtol * max(abs(y[x + 3]), abs(y_new[x + 3]))
+        e = ((y_new[x + 3] - y[x + 3]) - h * P[m + 3]) / sc
+        a3 += e * e
+        v = y_new[x + 3] - q1[x + 3]
+        d3 += v * v
+    for m in range(main, cnt):
+        x = m0 + m
+        sc = atol + rtol * max(abs(y[x]), abs(y_new[x]))
+        e = ((y_new[x] - y[x]) - h * P[m]) / sc
+        v = y_new[x] - q1[x]
+        j = m - main
+        if j == 0:
+            a0 += e * e
+            d0 += v * v
+        elif j == 1:
+            a1 += e * e
+            d1 += v * v
+        else:
+            a2 += e * e
+            d2 += v * v
+    return e5 + ((a0 + a1) + (a2 + a3)), dd + ((d0 + d1) + (d2 + d3))
+
+
+@njit(cache=True)
+def error_sums(y, y_new, q1, h, at, g, eslots, ew, eta_l, rows, cols, offs, aoff, goff, rtol,
+               atol, pbuf, ubuf, vbuf, block_entries):
+    """``(e5, dd)`` of ``linear.error_sums``: ``e5 = sum ((y_new - y - h S) / sc)^2`` with
+    ``S = sum_j ew_j K_{eslots[j]}``, and ``dd = |y_new - q1|^2``."""
+    L = rows.shape[0]
+    C = (goff[1] - goff[0]) // cols[0]
+    q = eslots.shape[0]
+    e5 = 0.0
+    dd = 0.0
+    for i in range(L):
+        r = rows[i]
+        cl = cols[i]
+        if i == L - 1:
+            pbuf[:r * cl] = 0.0
+            for j in range(q):
+                w = ew[j] * eta_l[i]
+                gj = g[eslots[j]]
+                for m in range(r * cl):
+                    pbuf[m] += w * gj[goff[i] + m]
+            e5, dd = _block_sums(y, y_new, q1, offs[i], pbuf, r * cl, h, rtol, atol, e5, dd)
+            continue
+        U = ubuf[:r * q * C].reshape((r, q * C))
+        V = vbuf[:q * C * cl].reshape((q * C, cl))
+        for j in range(q):
+            w = ew[j] * eta_l[i]
+            U[:, j * C:(j + 1) * C] = _top(at[eslots[j]], aoff, rows, i, C) * w
+            V[j * C:(j + 1) * C, :] = _bottom(g[eslots[j]], goff, cols, i, C)
+        rb = max(1, block_entries // cl)
+        for i0 in range(0, r, rb):
+            i1 = min(r, i0 + rb)
+            cnt = (i1 - i0) * cl
+            np.dot(U[i0:i1], V, pbuf[:cnt].reshape((i1 - i0, cl)))
+            e5, dd = _block_sums(y, y_new, q1, offs[i] + i0 * cl, pbuf, cnt, h, rtol, atol, e5,
+                                 dd)
+    return e5, dd
+
+
+@njit(cache=True)
+def _diff_lanes(x1, x2, cnt, eta):
+    """``(sum (eta x1 - eta x2)^2, sum (eta x1)^2)`` over ``cnt`` entries, in the four
+    interleaved partial sums of :func:`_block_sums`."""
+    n = np.zeros(4)
+    r = np.zeros(4)
+    for m in range(cnt):
+        k = eta * x1[m]
+        d = k - eta * x2[m]
+        n[m % 4] += d * d
+        r[m % 4] += k * k
+    return (n[0] + n[1]) + (n[2] + n[3]), (r[0] + r[1]) + (r[2] + r[3])
+
+
+@njit(cache=True)
+def _inner(Ap, Aq, Gp, Gq, gram):
+    """``<Ap^T Gp, Aq^T Gq>_F = sum_ab (Ap^T Aq)_ab (Gp Gq^T)_ab`` (C x C products)."""
+    C = Ap.shape[1]
+    M1 = gram[:C * C].reshape((C, C))
+    M2 = gram[C * C:2 * C * C].reshape((C, C))
+    np.dot(Ap.T, Aq, M1)
+    np.dot(Gp, Gq.T, M2)
+    return np.sum(M1 * M2)
+
+
+@njit(cache=True)
+def slot_stiffness_sums(at, g, last, prev, eta_l, rows, cols, aoff, goff, pbuf, block_entries,
+                        gram, min_rel):
+    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` (``linear.slot_stiffness_sums``):
+    per layer from Gram matrices where reliable, else multiplied out block by block
+    (``pbuf``: two halves of at least a block of ``block_entries`` or one row)."""
+    L = rows.shape[0]
+    C = (goff[1] - goff[0]) // cols[0]
+    num = 0.0
+    ref = 0.0
+    for i in range(L):
+        r = rows[i]
+        cl = cols[i]
+        eta = eta_l[i]
+        if i == L - 1:
+            a_num, a_ref = _diff_lanes(g[last][goff[i]:goff[i + 1]], g[prev][goff[i]:goff[i + 1]],
+                                       C * cl, eta)
+            num += a_num
+            ref += a_ref
+            continue
+        A1, G1 = _top(at[last], aoff, rows, i, C), _bottom(g[last], goff, cols, i, C)
+        A2, G2 = _top(at[prev], aoff, rows, i, C), _bottom(g[prev], goff, cols, i, C)
+        nA1, nG1, nA2, nG2 = sumsq(A1), sumsq(G1), sumsq(A2), sumsq(G2)
+        e2 = eta * eta
+        k11 = _inner(A1, A1, G1, G1, gram)
+        g_ref = e2 * k11
+        g_num = e2 * (k11 - 2.0 * _inner(A1, A2, G1, G2, gram) + _inner(A2, A2, G2, G2, gram))
+        scale = e2 * (np.sqrt(nA1 * nG1) + np.sqrt(nA2 * nG2)) ** 2
+        if g_num >= min_rel * scale and g_ref >= min_rel * e2 * (nA1 * nG1):
+            num += g_num
+            ref += g_ref
+            continue
+        rb = max(1, block_entries // cl)
+        half = pbuf.shape[0] // 2
+        for i0 in range(0, r, rb):
+            i1 = min(r, i0 + rb)
+            cnt = (i1 - i0) * cl
+            np.dot(A1[i0:i1], G1, pbuf[:cnt].reshape((i1 - i0, cl)))
+            np.dot(A2[i0:i1], G2, pbuf[half:half + cnt].reshape((i1 - i0, cl)))
+            a_num, a_ref = _diff_lanes(pbuf[:cnt], pbuf[half:half + cnt], cnt, eta)
+            num += a_num
+            ref += a_ref
+    return num, ref
+
+
+@njit(cache=True)
+def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_steps, eslots, ew,
+                exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, stiff, pbuf,
+                ubuf, vbuf, gram, min_rel, dgemm, ibuf, dbuf, block_entries, Sxx, Syx, eta_l,
+                rows, cols, offs, aoff, goff, WT, SW, tbuf):
+    """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` by SSPRK(10,4) in Ketcheson's
+    low-storage form (``methods.ssp.LowStorageRK``); slot 0 holds the factors of ``f(y)``.
+
+    The step control of ``make_erk_advance``'s loop (``th``, ``stats``, the return codes
+    0, -1, -3, ``PENDING``, ``STIFF`` as there; ``ref0 = [|f(y)|^2]``); after ``PENDING``
+    slots 0 and 10 hold the derivatives at the step's ends.
+    """
+    n = y.shape[0]
+    t = th[0]
+    h = th[1]
+    nonfinite = False
+    cur = y
+    nxt = y_new
+    in_y = True
+    dd = 0.0
+    while True:
+        min_step = ulps * (np.nextafter(t, np.inf) - t)
+        if h < min_step:
+            h = min_step
+        rejected = False
+        while True:
+            code = step_guard(h, min_step, stats, max_steps, nonfinite)
+            if code != 0:
+                th[0] = t
+                th[1] = h
+                settle(y, cur, in_y)
+                return code
+            h_try, clipped = trial_step(t, h, t_target)
+            c6 = h_try / 6.0
+            q1[:] = cur
+            for k in range(10):
+                if k == 5:
+                    for m in range(n):
+                        q2[m] = cur[m] * 0.04 + q1[m] * 0.36
+                        q1[m] = q2[m] * 15.0 - q1[m] * 5.0
+                if k > 0:
+                    chains(q1, Sxx, Syx, rows, cols, offs, at[k], aoff, g[k], goff, WT, SW, tbuf)
+                if k < 9:
+                    add_stage(q1, c6, at[k], g[k], eta_l, rows, cols, offs, aoff, goff, dgemm,
+                              ibuf, dbuf)
+            for m in range(n):
+                nxt[m] = q2[m] + q1[m] * 0.6
+            add_stage(nxt, h_try / 10.0, at[9], g[9], eta_l, rows, cols, offs, aoff, goff, dgemm,
+                      ibuf, dbuf)
+            chains(nxt, Sxx, Syx, rows, cols, offs, at[10], aoff, g[10], goff, WT, SW, tbuf)
+            stats[0] += 10
+            e5, dd = error_sums(cur, nxt, q1, h_try, at, g, eslots, ew, eta_l, rows, cols, offs,
+                                aoff, goff, rtol, atol, pbuf, ubuf, vbuf, block_entries)
+            err = np.sqrt(e5 / n)
+            verdict, h = judge_step(err, h, h_try, exponent, max_factor, safety, min_factor,
+                                    rejected, clipped, th, min_err, stats)
+            if verdict == ACCEPTED:
+                nonfinite = False
+                break
+            nonfinite = nonfinite or verdict == NONFINITE_TRIAL
+            rejected = True
+        stats[1] += 1
+        num, ref_new = slot_stiffness_sums(at, g, 10, 9, eta_l, rows, cols, aoff, goff, pbuf,
+                                           block_entries, gram, min_rel)
+        h_free = h
+        h = capped_step(h, h_try, num, dd / h_try / h_try, ref0[0], sumsq(nxt), th, stiff)
+        stiff_now = count_stiff(h, h_free, th, stiff, stats)
+        ref0[0] = ref_new
+        t_new = t_target if clipped else t + h_try
+        if t_new >= t_out:
+            return hold_step(th, t, h, h_try, t_new, y, y_new, not in_y)
+        cur, nxt = nxt, cur
+        in_y = not in_y
+        at[0] = at[10]
+        g[0] = g[10]
+        if clipped or stiff_now:
+            th[0] = t_target if clipped else t + h_try
+            th[1] = h
+            settle(y, cur, in_y)
+            return 0 if clipped else STIFF
+        t = t + h_try
+
+
+# --- observations --------------------------------------------------------------------------
+@njit(cache=True)
+def end_to_end(y, rows, cols, offs, out, buf):
+    """``out = W_L ... W_1`` (C x D) of the flat state ``y``, multiplied from the top as
+    ``linear.end_to_end_flat``; ``buf``: scratch of ``2 C max(cols)`` doubles.  (Compiled:
+    numpy's BLAS, another library with threads of its own, would contend with the loop's.)"""
+    L = rows.shape[0]
+    if L == 1:
+        out[:, :] = _layer(y, offs, rows, cols, 0)
+        return
+    C = rows[L - 1]
+    half = buf.shape[0] // 2
+    cur = _layer(y, offs, rows, cols, L - 1)
+    slot = 0
+    for i in range(L - 2, 0, -1):
+        nxt = buf[slot * half:slot * half + C * cols[i]].reshape((C, cols[i]))
+        np.dot(cur, _layer(y, offs, rows, cols, i), nxt)
+        cur = nxt
+        slot = 1 - slot
+    np.dot(cur, _layer(y, offs, rows, cols, 0), out)
+
+
+@njit(cache=True)
+def end_to_end_many(Ys, rows, cols, offs, out, buf):
+    """:func:`end_to_end` of each row of ``Ys`` (m, n) into ``out[i]`` (C x D)."""
+    for i in range(Ys.shape[0]):
+        end_to_end(Ys[i], rows, cols, offs, out[i], buf)
+
+
+@njit(cache=True)
+def balance_drift(y, rows, cols, offs, gram, gram0, goffs, first, tmp):
+    """``max_i |G_i - G_i(t_0)|_F`` over the balance Gram matrices ``G_i = W_{i+1}^T W_{i+1}
+    - W_i W_i^T`` (N_i x N_i, i < L - 1) of ``y``; ``gram``/``gram0`` hold the G_i at
+    offsets ``goffs`` (with ``first`` stored in ``gram0``, 0 returned); ``tmp``: scratch of
+    the largest N_i^2."""
+    drift = 0.0
+    for i in range(rows.shape[0] - 1):
+        N = rows[i]
+        Wi = _layer(y, offs, rows, cols, i)
+        Wn = _layer(y, offs, rows, cols, i + 1)
+        np.dot(Wn.T, Wn, gram[goffs[i]:goffs[i + 1]].reshape((N, N)))
+        np.dot(Wi, Wi.T, tmp[:N * N].reshape((N, N)))
+        acc = 0.0
+        for m in range(goffs[i], goffs[i + 1]):
+            gm = gram[m] - tmp[m - goffs[i]]
+            gram[m] = gm
+            if first:
+                gram0[m] = gm
+            else:
+                acc += (gm - gram0[m]) ** 2
+        drift = max(drift, np.sqrt(acc))
+    return drift
+
+
+@njit(cache=True)
+def probe_ntk(y, rows, cols, offs, Xp, out, abuf, tt, hbuf, hh):
+    """``out`` (Q, Q, C, C) = ``sum_l (H_l H_l^T) (x) (A_l A_l^T)``, the empirical NTK of ``y``
+    on the probe inputs ``Xp`` (Q, D), with ``A_l = W_L ... W_{l+1}`` and ``H_l = Xp W_1^T
+    ... W_{l-1}^T`` (``linear.linear_ntk``).  Scratch: ``abuf`` of ``2 C max(cols)``, ``tt``
+    (L, C, C), ``hbuf`` of ``2 Q max(cols)`` and ``hh`` (Q, Q)."""
+    L = rows.shape[0]
+    C = rows[L - 1]
+    Q = Xp.shape[0]
+    tt[L - 1] = np.eye(C)
+    if L > 1:
+        half = abuf.shape[0] // 2
+        A = _layer(y, offs, rows, cols, L - 1)
+        slot = 0
+        for i in range(L - 2, -1, -1):
+            np.dot(A, A.T, tt[i])
+            if i > 0:
+                nxt = abuf[slot * half:slot * half + C * cols[i]].reshape((C, cols[i]))
+                np.dot(A, _layer(y, offs, rows, cols, i), nxt)
+                A = nxt
+                slot = 1 - slot
+    out[...] = 0.0
+    half = hbuf.shape[0] // 2
+    H = Xp
+    slot = 0
+    for i in range(L):
+        if i > 0:
+            nxt = hbuf[slot * half:slot * half + Q * cols[i]].reshape((Q, cols[i]))
+            np.dot(H, _layer(y, offs, rows, cols, i - 1).T, nxt)
+            H = nxt
+            slot = 1 - slot
+        np.dot(H, H.T, hh)
+        for p in range(Q):
+            for q in range(Q):
+                for a in range(C):
+                    for b in range(C):
+                        out[p, q, a, b] += hh[p, q] * tt[i, a, b]
+
+
+# --- the cached entry points into the loops of methods/ ------------------------------------
 _erk_loop = make_erk_advance(rhs)
+_factored_loop = make_erk_advance(rhs, store=(_store_attempt, _store_stiffness, _store_fsal))
 _rosw_loop, _ = make_rosw_advance(rhs, jvp)
 
 
 @njit(cache=True, nogil=True)
 def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd, stiff,
                 pat, ybuf, data):
-    """The embedded Runge-Kutta loop on the linear network (``_erk_kernels.make_erk_advance``
+    """The embedded Runge-Kutta loop on dense stages (``_erk_kernels.make_erk_advance``
     documents the arguments and return codes; ``data`` as for :func:`rhs`)."""
     return _erk_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
                      stiff, pat, ybuf, data)
 
 
 @njit(cache=True, nogil=True)
+def factored_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd, stiff,
+                     pat, ybuf, data):
+    """The same loop on rank-C factored stages (``data``: the store tuple of
+    :func:`_store_attempt`; ``K`` unused)."""
+    return _factored_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                          stiff, pat, ybuf, data)
+
+
+@njit(cache=True, nogil=True)
 def rosw_advance(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl, base,
                  scratch, jv):
     """The Rosenbrock-W loop on the linear network (``_rosw_kernels.make_rosw_advance``
-    documents the arguments and return codes; ``base``/``scratch`` as ``data`` of
-    :func:`rhs`, ``jv`` as ``jdata`` of :func:`jvp`)."""
+    documents the arguments; ``base``/``scratch`` as ``data`` of :func:`rhs`, ``jv`` as
+    ``jdata`` of :func:`jvp`)."""
     return _rosw_loop(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl,
                       base, scratch, jv)

@@ -1,51 +1,883 @@
-"""The deep linear network on sufficient statistics.
+"""The deep linear network on sufficient statistics (numpy/CuPy; the numba kernels beside it).
 
-The options map exactly onto the standard problem
-----------------------------------------------------
-With ``W = W_L ... W_1`` and ``M = prod_l m_l``, a linear network's output is
-``F(x) = alpha M W x``, or ``alpha M (W - W_0) x`` when centered (``W_0`` the map at
-t = 0).  Its loss is
+The options map onto the standard problem
+-----------------------------------------
+With ``W = W_L ... W_1`` and ``M = prod_l m_l``, the output is ``F(x) = alpha M W x``, or
+``alpha M (W - W_0) x`` when centered (``W_0`` the map at t = 0), and
 
     L(theta) = (1/(2 alpha^2 P)) sum_mu |y_mu - alpha M (W - W_0) x_mu|^2
-             = M^2 (1/(2P)) sum_mu |y'_mu - W x_mu|^2 = M^2 L_std(theta; Y'),
+             = M^2 L_std(theta; Y'),    y'_mu = y_mu / (alpha M) + W_0 x_mu,
 
-    y'_mu = y_mu / (alpha M) + W_0 x_mu   (the W_0 term only when centered),
+so the flow is the standard one with rates ``eta_l = eta M^2 lr_scales[l-1]`` on the
+targets ``Syx' = Syx / (alpha M) (+ W_0 Sxx)`` (checked in ``tests/sim/test_models.py``
+against ``MLP(activation="linear")``, an independent path on raw samples).
 
-since ``y - alpha M (W - W_0) x = alpha M (y/(alpha M) + W_0 x - W x)``.  ``L`` depends on
-each ``W_l`` only through ``W``, with the same weights as variables, so
-``dL/dW_l = M^2 dL_std/dW_l`` and the flow
-``dW_l/dt = -eta lr_scales[l-1] dL/dW_l`` is the standard linear flow with the
-per-layer rates ``eta_l = eta M^2 lr_scales[l-1]`` (``FlowProblem.eta_l``) on the
-targets ``Y'``: ``Syx' = Syx / (alpha M) (+ W_0 Sxx)``.  Observations map back:
-``F = alpha M (W - W_0) x``, the loss is that of ``F`` on the samples, the NTK of F is
-``alpha^2 M^2`` times that of ``W x``.  (Checked in ``tests/sim/test_models.py`` against
-:class:`~.mlp.MLP` with ``activation="linear"``, an independent path on raw samples.)
+The right-hand side
+-------------------
+The state is one flat float64 vector holding ``W_1, ..., W_L`` row-major (:func:`pack`).
+With ``E = Syx - W Sxx`` (C x D; docs/conventions.md, Atanasov et al. 2022, Sec. 3),
 
-The data enter once per prepared flow (:meth:`LinearNet.shared`: ``Sxx``, ``Syx``, the
-samples for the loss); a run maps them to its own ``Syx'`` and rates in ``O(C D^2)``.
-The NTK of ``W x`` (:func:`linear_ntk`) carries the features ``X B_l^T`` upwards and
-``A_l = W_L ... W_{l+1}`` downwards: ``K_ij(x, x') = sum_l [A_l A_l^T]_ij (B_l x)^T (B_l x')``.
+    dW_l/dt = eta_l A_l^T G_l,   A_l = W_L ... W_{l+1} (C x N_l),
+                                 G_l = E W_1^T ... W_{l-1}^T (C x N_{l-1}),
 
-:class:`LinearNetNumba` is the same model whose observations (end-to-end maps, the
-conservation drift, the NTK on a probe) are compiled: on numba the loop's BLAS threads
-may still spin when an output is observed, and numpy's BLAS, another library with
-threads of its own, would contend with them for the cores.
+every chain carried through the narrow side (C rows; :func:`chain_products`): O(L)
+products, ``O(3 C sum_l N_l N_{l-1} + C D^2)`` flops, independent of P.
+
+Factored stages
+---------------
+Each stage derivative of a step is ``eta_l A_l^T G_l`` per layer, rank C, so an s-stage
+step moves layer l by a matrix of rank at most ``s C``.  :class:`FactoredStages` keeps a
+Butcher stage as its factors and forms the stage weights only through C-row blocks,
+
+    A W_l^st = A W_l + ((A U) diag(w)) V,    G W_l^st^T = G W_l^T + ((G V^T) diag(w)) U^T,
+
+(``U``, ``V`` the stacked factors); :class:`FactoredSlots` is SSPRK104's two-register
+form, ``q += c K`` one accumulating rank-C product.  ``_linear_kernels`` holds the compiled
+twins (same operations, agreeing to the tolerance, not bit for bit);
+docs/simulator.md records the measurements behind the thresholds below.
 """
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.linalg import qr
+from scipy.linalg.blas import dgemm, dsyrk
 
 from ... import backend as _backend
-from .. import _rhs
-from ._linear_stages import (FactoredSlots, FactoredStages, Layout as _StageLayout,
-                             factored_is_faster, numba_rhs_args, worth_factoring)
+from ..methods import compiled
+from ..methods.base import sumsq
+from ..methods.erk import third_order_rest
+from ..methods.tableaux import SSPRK104, SSPRK104_LOW_STORAGE, cubic_hermite
+from . import _linear_kernels as lk
+from ._linear_kernels import TRANSPOSED_PRODUCT_MAX_BYTES
 from .base import Layout, Model, inverse_rates, register_model
 
-__all__ = ["LinearNet", "LinearNetNumba", "linear_ntk", "expressible"]
+__all__ = ["layer_offsets", "pack", "unpack", "FlowProblem", "make_problem", "chain_products",
+           "chains", "velocity", "rhs", "times_transpose", "end_to_end_flat",
+           "loss_from_end_to_end", "TRANSPOSED_PRODUCT_MAX_BYTES", "chain_layout",
+           "numba_rhs_args", "StageLayout", "worth_factoring", "factored_is_faster",
+           "FactoredStages", "FactoredSlots", "gemm_acc", "add_stage", "error_sums",
+           "slot_stiffness_sums", "hermite_state", "erk_ops", "FactoredStageOps",
+           "LowStorageStages", "CompiledFlow", "expressible", "linear_ntk", "LinearNet",
+           "LinearNetNumba", "BLOCK_ENTRIES", "LOWSTORAGE_MAX_BYTES", "GRAM_MIN_REL",
+           "ERROR_SLOTS", "ERROR_WEIGHTS"]
+
+#: ``Sxx`` closer than this to the identity (max entry) counts as whitened.
+WHITE_TOL = 16 * np.finfo(np.float64).eps
+#: Entries of a factored layer handled per block by a step end (3 blocks of this many
+#: doubles, 768 kB, stay in a core's cache).
+BLOCK_ENTRIES = 131072
+#: States larger than this (bytes) run SSPRK104 as factored Butcher stages where the layers
+#: are worth factoring, smaller ones in low-storage form (which reads and writes the whole
+#: state at every stage: cheap while it stays in cache).
+LOWSTORAGE_MAX_BYTES = 4 << 20
+#: A layer's stiffness sums come from Gram matrices of its factors only where each is at
+#: least this fraction of the size of its terms ``eta^2 |A|^2 |G|^2`` (their rounding,
+#: ``(N_l + N_{l-1} + C) eps`` of it, then stays below 5e-4 of them up to 2000 wide).
+GRAM_MIN_REL = 1e-9
+#: Stages of SSPRK104's third-order companion (nonzero entries of ``bhat``), their weights,
+#: and the slots: K_0 .. K_9 of the step, slot 10 for f(y_new).
+ERROR_SLOTS = SSPRK104_LOW_STORAGE.error_slots
+ERROR_WEIGHTS = SSPRK104_LOW_STORAGE.error_weights
+N_SLOTS = SSPRK104_LOW_STORAGE.stages + 1
+_EPS = float(np.finfo(np.float64).eps)
 
 
+# --- state layout, problem, right-hand side ------------------------------------------------
+def layer_offsets(shapes):
+    """Start offsets of each layer ``(N_l, N_{l-1})`` in the flat state, plus its size:
+    int64 (L + 1,), layer ``i`` in ``y[offsets[i]:offsets[i + 1]]``."""
+    sizes = [int(r) * int(c) for r, c in shapes]
+    return np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
+
+
+def pack(weights):
+    """Concatenate ``[W_1, ..., W_L]`` row-major into a new flat float64 vector (n,)."""
+    return np.ascontiguousarray(
+        np.concatenate([np.asarray(w, dtype=np.float64).ravel() for w in weights]))
+
+
+def unpack(y, shapes, offsets=None):
+    """Views ``[W_1, ..., W_L]`` into the flat state ``y`` (n,) (writes go through)."""
+    offs = layer_offsets(shapes) if offsets is None else offsets
+    return [y[offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(len(shapes))]
+
+
+def times_transpose(G, W):
+    """``G W^T`` (C x N_l) for ``G`` (C x N_{l-1}), ``W`` (N_l x N_{l-1}), computed as
+    ``(W G^T)^T`` while ``W`` has at most ``TRANSPOSED_PRODUCT_MAX_BYTES`` (as the kernels)."""
+    if 8 * W.size <= TRANSPOSED_PRODUCT_MAX_BYTES:
+        return (W @ G.T).T
+    return G @ W.T
+
+
+@dataclass(frozen=True, eq=False)
+class FlowProblem:
+    """Everything a solver needs to integrate gradient flow of a linear network.
+
+    Attributes
+    ----------
+    shapes : tuple of (int, int)
+        Layer shapes ``(N_l, N_{l-1})``; ``shapes[0][1] = D``, ``shapes[-1][0] = C``.
+    Sxx : ndarray, shape (D, D)
+        Input second moment ``X^T X / P``.
+    Syx : ndarray, shape (C, D)
+        Input-output cross moment ``Y^T X / P``.
+    eta_l : ndarray, shape (L,)
+        Learning rate of each layer.
+    X, Y : ndarray (P, D), ndarray (P, C)
+        The samples, for the loss at output times only (:func:`loss_from_end_to_end`).
+    offsets : ndarray of int64, shape (L + 1,)
+        :func:`layer_offsets` (derived).
+    white : bool
+        Whether ``Sxx`` is the identity to within ``WHITE_TOL`` (derived).
+    """
+
+    shapes: tuple
+    Sxx: np.ndarray
+    Syx: np.ndarray
+    eta_l: np.ndarray
+    X: np.ndarray
+    Y: np.ndarray
+    offsets: np.ndarray = field(init=False)
+    white: bool = field(init=False)
+    _summary: list = field(init=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_summary", [])
+        object.__setattr__(self, "offsets", layer_offsets(self.shapes))
+        D = self.Sxx.shape[0]
+        object.__setattr__(self, "white",
+                           bool(np.max(np.abs(self.Sxx - np.eye(D))) <= WHITE_TOL))
+
+    @property
+    def depth(self) -> int:
+        return len(self.shapes)
+
+    @property
+    def size(self) -> int:
+        """Length n of the flat state."""
+        return int(self.offsets[-1])
+
+    @property
+    def max_width(self) -> int:
+        return max(max(s) for s in self.shapes)
+
+    @property
+    def P(self) -> int:
+        return int(self.X.shape[0])
+
+    def loss_summary(self):
+        """``(R, Z, res0)`` of ``[X | Y] = Q [[R, Z], [0, R_yy]]``, ``res0 = |R_yy|^2`` (the
+        part of Y outside the span of X), without forming Q: one QR of the samples
+        (``2 P (D + C)^2`` FLOPs), on first use."""
+        if not self._summary:
+            P, D = self.X.shape
+            Rxy = qr(np.hstack((self.X, self.Y)), mode="raw", overwrite_a=True,
+                     check_finite=False)[1]
+            K = min(P, D)
+            self._summary.extend((np.ascontiguousarray(Rxy[:K, :D]),
+                                  np.ascontiguousarray(Rxy[:K, D:]),
+                                  float(np.sum(Rxy[K:, D:] ** 2))))
+        return tuple(self._summary)
+
+    @property
+    def loss_R(self):
+        return self.loss_summary()[0]
+
+    @property
+    def loss_Z(self):
+        return self.loss_summary()[1]
+
+    @property
+    def loss_res0(self):
+        return self.loss_summary()[2]
+
+    def rhs(self, y, out=None):
+        """Reference right-hand side, see :func:`rhs`."""
+        return rhs(y, self, out)
+
+
+def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
+    """A :class:`FlowProblem` from data ``X`` (P, D), ``Y`` (P, C), both float64 2-D: the
+    statistics ``Sxx = X^T X / P`` (exactly symmetric, by syrk) and ``Syx = Y^T X / P``,
+    through scipy's BLAS, the library the compiled kernels call (numpy's has threads of its
+    own that would contend with theirs)."""
+    P, D = X.shape
+    upper = dsyrk(1.0 / P, X.T)
+    Sxx = np.ascontiguousarray(np.triu(upper) + np.triu(upper, 1).T)
+    Syx = np.ascontiguousarray(dgemm(1.0 / P, Y.T, X.T, trans_b=1))
+    L = len(shapes)
+    scale = np.ones(L) if lr_scale is None else np.asarray(lr_scale, dtype=np.float64)
+    eta_l = np.ascontiguousarray(eta * scale, dtype=np.float64)
+    return FlowProblem(tuple((int(r), int(c)) for r, c in shapes), Sxx, Syx, eta_l, X, Y)
+
+
+def chain_products(Ws, Sxx, Syx, white=False):
+    """``(At, G)``, the partial products of the gradient at layers ``Ws`` (module docstring):
+    ``At[i] = (W_L ... W_{i+2})^T`` (N_{i+1} x C; ``At[L-1]`` is None) and ``G[i] = E W_1^T
+    ... W_i^T`` (C x N_i), built in the order of ``_linear_kernels.chains`` (with ``white``
+    the product with ``Sxx = I`` skipped).  Any array namespace."""
+    L = len(Ws)
+    At = [None] * L
+    if L > 1:
+        At[L - 2] = Ws[L - 1].T
+        for i in range(L - 3, -1, -1):
+            At[i] = Ws[i + 1].T @ At[i + 1]
+        WT = Ws[0].T @ At[0]
+    else:
+        WT = Ws[0].T
+    G = [Syx - (WT.T if white else (Sxx @ WT).T)]
+    for i in range(1, L):
+        G.append(times_transpose(G[-1], Ws[i - 1]))
+    return At, G
+
+
+def chains(y, problem):
+    """:func:`chain_products` at the flat state ``y`` (n,) of ``problem``."""
+    return chain_products(unpack(y, problem.shapes, problem.offsets), problem.Sxx, problem.Syx,
+                          problem.white)
+
+
+def velocity(At, G, eta_l, dWs, xp=np):
+    """Write ``dW_i = eta_i At[i] G[i]`` (``eta_i G[L-1]`` at the top) into the views ``dWs``."""
+    L = len(dWs)
+    for i in range(L):
+        if i == L - 1:
+            xp.multiply(G[i], eta_l[i], out=dWs[i])
+        else:
+            xp.matmul(At[i], G[i], out=dWs[i])
+            if eta_l[i] != 1.0:
+                dWs[i] *= eta_l[i]
+
+
+def rhs(y, problem, out=None):
+    """Gradient-flow velocity ``dy/dt`` (n,) at the flat state ``y`` (n,) of ``problem``
+    (module docstring), written into ``out`` (n,) if given."""
+    if out is None:
+        out = np.empty_like(y)
+    At, G = chains(y, problem)
+    velocity(At, G, problem.eta_l, unpack(out, problem.shapes, problem.offsets))
+    return out
+
+
+def end_to_end_flat(y, shapes, offsets=None):
+    """End-to-end map ``W_L ... W_1`` (C, D) of the flat state ``y``, multiplied from the top."""
+    Ws = unpack(y, shapes, offsets)
+    W = Ws[-1]
+    for w in Ws[-2::-1]:
+        W = W @ w
+    return np.array(W, dtype=np.float64, copy=True)
+
+
+def loss_from_end_to_end(W, problem):
+    """Training loss ``(1/2P) |Y - X W^T|^2`` for end-to-end maps ``W`` (..., C, D), without
+    the cancellation of ``tr Syy - 2 <W, Syx> + <W Sxx, W>``: from the residual (``2 P D C``
+    FLOPs a map) for a few maps, else from the thin-QR summary (``O(K D C)`` a map)."""
+    W = np.asarray(W)
+    C, D = W.shape[-2:]
+    maps = int(np.prod(W.shape[:-2], dtype=np.int64))
+    if not problem._summary and maps * D * C < (D + C) ** 2:
+        losses = np.empty(maps)
+        for m, w in enumerate(W.reshape(maps, C, D)):
+            R = problem.Y - dgemm(1.0, problem.X.T, w.T, trans_a=1)
+            losses[m] = 0.5 * float(np.sum(R * R)) / problem.P
+        return losses.reshape(W.shape[:-2])[()]
+    M = problem.loss_Z - np.einsum("kd,...cd->...kc", problem.loss_R, W)
+    return 0.5 * (problem.loss_res0 + np.sum(M * M, axis=(-2, -1))) / problem.P
+
+
+def chain_layout(problem):
+    """``(rows, cols, offs, aoff, goff)`` (int64): layer shapes, their offsets in the flat
+    state, and those of ``A_i^T`` (rows[i] x C) and ``G_i`` (C x cols[i]) in flat buffers
+    (``_linear_kernels.chains``)."""
+    C = problem.Syx.shape[0]
+    rows = np.array([r for r, _ in problem.shapes], dtype=np.int64)
+    cols = np.array([c for _, c in problem.shapes], dtype=np.int64)
+    offs = np.ascontiguousarray(problem.offsets, dtype=np.int64)
+    aoff = np.concatenate(([0], np.cumsum(C * rows))).astype(np.int64)
+    goff = np.concatenate(([0], np.cumsum(C * cols))).astype(np.int64)
+    return rows, cols, offs, aoff, goff
+
+
+def numba_rhs_args(problem):
+    """The data tuple of ``_linear_kernels.rhs`` (data, layout, scratch) for ``problem``."""
+    C, D = problem.Syx.shape
+    rows, cols, offs, aoff, goff = chain_layout(problem)
+    return (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
+            np.ascontiguousarray(problem.eta_l, dtype=np.float64), rows, cols, offs,
+            np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff,
+            np.empty((D, C)), np.empty((D, C)), np.empty(2 * C * problem.max_width))
+
+
+# --- factored Butcher stages (numpy) --------------------------------------------------------
+class StageLayout:
+    """The factored/dense choice of every layer and the offsets of the stage storage for
+    ``n_slots`` slots (slot ``s`` is ``f(y_new)``, the next step's slot 0).
+
+    A factored layer l keeps ``eta_l A_l`` per slot in a ``ut`` block (S1 C, N_l) and ``G_l``
+    in a ``vs`` block (S1 C, N_{l-1}); a dense one ``K_l`` in a ``kd`` block (S1, N_l
+    N_{l-1}).  The top layer and any layer with ``min(N_l, N_{l-1}) <= S1 C`` stay dense.
+    """
+
+    def __init__(self, problem, n_slots):
+        shapes = problem.shapes
+        L, C = len(shapes), problem.Syx.shape[0]
+        self.L, self.C, self.S1 = L, C, n_slots
+        self.rows, self.cols, self.offs, self.toff, self.goff = chain_layout(problem)
+        fac = [l < L - 1 and min(r, c) > n_slots * C for l, (r, c) in enumerate(shapes)]
+        self.factored = np.array(fac, dtype=np.int64)
+        cum = lambda a: np.concatenate(([0], np.cumsum(a))).astype(np.int64)  # noqa: E731
+        self.utoff = cum([n_slots * C * r if f else 0 for f, (r, _) in zip(fac, shapes)])
+        self.vsoff = cum([n_slots * C * c if f else 0 for f, (_, c) in zip(fac, shapes)])
+        self.kdoff = cum([0 if f else n_slots * r * c for f, (r, c) in zip(fac, shapes)])
+        self.max_dim = problem.max_width
+
+
+def worth_factoring(problem, n_stages):
+    """Whether any layer's stages are stored in factored form (:class:`StageLayout`)."""
+    C = problem.Syx.shape[0]
+    return any(l < len(problem.shapes) - 1 and min(r, c) > (n_stages + 1) * C
+               for l, (r, c) in enumerate(problem.shapes))
+
+
+def factored_is_faster(problem):
+    """Whether SSPRK104 runs as factored Butcher stages rather than in low-storage form: a
+    state over ``LOWSTORAGE_MAX_BYTES`` with layers worth factoring."""
+    return (8 * problem.size > LOWSTORAGE_MAX_BYTES
+            and worth_factoring(problem, SSPRK104.n_stages))
+
+
+def block_rows(cols):
+    """Rows of a layer with ``cols`` columns processed per block by a step end."""
+    return max(1, BLOCK_ENTRIES // cols)
+
+
+class FactoredStages:
+    """The stage store of ``methods.erk.ExplicitRK`` with a layer's stages as rank-C factors
+    (module docstring), on the :class:`StageLayout` ``lay``; the interface is that module's."""
+
+    def __init__(self, problem, lay):
+        self.p, self.lay = problem, lay
+        C, S1 = lay.C, lay.S1
+        self.ut = [np.empty((S1 * C, r)) if f else None for f, r in zip(lay.factored, lay.rows)]
+        self.vs = [np.empty((S1 * C, c)) if f else None for f, c in zip(lay.factored, lay.cols)]
+        self.kd = [None if f else np.empty((S1, r * c))
+                   for f, r, c in zip(lay.factored, lay.rows, lay.cols)]
+
+    def _weights(self, w):
+        return np.repeat(w, self.lay.C)   # one weight per row of a stacked factor block
+
+    def stage(self, y, w, slot):
+        """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)``, ``k = len(w)``,
+        the stage weights entering through C-row blocks (module docstring)."""
+        lay, p = self.lay, self.p
+        L, C = lay.L, lay.C
+        k = w.size
+        Ws = unpack(y, p.shapes, p.offsets)
+        wr = self._weights(w)
+        Wst = [None] * L
+        for l in range(L):
+            if not lay.factored[l]:
+                Wst[l] = Ws[l] + (w @ self.kd[l][:k]).reshape(Ws[l].shape) if k else Ws[l]
+
+        def apply(l, X, right):       # X W_l^st, or X W_l^st^T
+            if not lay.factored[l]:
+                return times_transpose(X, Wst[l]) if right else X @ Wst[l]
+            out = times_transpose(X, Ws[l]) if right else X @ Ws[l]
+            if k:
+                U, V = self.ut[l][:k * C], self.vs[l][:k * C]
+                M = X @ (V if right else U).T
+                M *= wr[None, :]
+                out += M @ (U if right else V)
+            return out
+
+        A = [None] * L
+        if L > 1:
+            A[L - 2] = Wst[L - 1]
+            for l in range(L - 2, 0, -1):
+                A[l - 1] = apply(l, A[l], False)
+            W = apply(0, A[0], False)
+        else:
+            W = Wst[0]
+        G = p.Syx - (W if p.white else W @ p.Sxx)
+        for l in range(L):
+            if l > 0:
+                G = apply(l - 1, G, True)
+            eta = p.eta_l[l]
+            if lay.factored[l]:
+                self.ut[l][slot * C:(slot + 1) * C] = A[l] * eta
+                self.vs[l][slot * C:(slot + 1) * C] = G
+            elif l == L - 1:
+                self.kd[l][slot] = (G * eta).ravel()
+            else:
+                self.kd[l][slot] = (A[l].T @ G).ravel() * eta
+
+    def _gathered(self, l, w):
+        """Layer l's slots with a nonzero weight: ``U^T`` scaled by w (N_l x q), V (q x N_{l-1})."""
+        C = self.lay.C
+        k = w.size
+        wr = self._weights(w)
+        keep = wr != 0.0
+        Ust = np.ascontiguousarray((self.ut[l][:k * C][keep] * wr[keep][:, None]).T)
+        return Ust, np.ascontiguousarray(self.vs[l][:k * C][keep])
+
+    def combination(self, w, out):
+        """``out = sum_j w_j K_j`` over the first ``len(w)`` slots, a dense flat vector (n,)."""
+        lay = self.lay
+        for l in range(lay.L):
+            o = out[lay.offs[l]:lay.offs[l + 1]]
+            if lay.factored[l]:
+                o[:] = _prod(self._gathered(l, w), 0, int(lay.rows[l])).ravel()
+            else:
+                o[:] = w @ self.kd[l][:w.size]
+        return out
+
+    def step_end(self, y, y_new, wb, we, we3, c3, rtol, atol):
+        """``y_new = y + sum_j wb_j K_j`` and ``(e5, e3)``, the sums over components of
+        ``(d / sc)^2`` for ``d = sum_j we_j K_j`` and ``d = sum_j we3_j K_j + c3 sum_j wb_j
+        K_j`` (0 if ``we3`` is None), ``sc = atol + rtol max(|y|, |y_new|)``: one pass, a
+        factored layer in row blocks whose products stay in cache."""
+        lay = self.lay
+        e5 = e3 = 0.0
+        for l in range(lay.L):
+            a, b = lay.offs[l], lay.offs[l + 1]
+            yl, ynl = y[a:b], y_new[a:b]
+            r, c = int(lay.rows[l]), int(lay.cols[l])
+            if lay.factored[l]:
+                gb, ge = self._gathered(l, wb), self._gathered(l, we)
+                g3 = self._gathered(l, we3) if we3 is not None else None
+                rb = block_rows(c)
+                for i0 in range(0, r, rb):
+                    i1 = min(r, i0 + rb)
+                    sl = slice(i0 * c, i1 * c)
+                    p3 = _prod(g3, i0, i1).ravel() if g3 is not None else None
+                    e5, e3 = _finish_block(yl[sl], ynl[sl], _prod(gb, i0, i1).ravel(),
+                                           _prod(ge, i0, i1).ravel(), p3, c3, rtol, atol, e5, e3)
+            else:
+                k = self.kd[l]
+                p3 = we3 @ k[:we3.size] if we3 is not None else None
+                e5, e3 = _finish_block(yl, ynl, wb @ k[:wb.size], we @ k[:we.size], p3, c3, rtol,
+                                       atol, e5, e3)
+        return e5, e3
+
+    def stiffness_sums(self, s, wd):
+        """``(num, dd, ref) = (|K_s - K_{s-1}|^2, |sum_{j<s} wd_j K_j|^2, |K_0|^2)`` of
+        ``methods.base.stiffness_estimate``, a factored layer's from Gram matrices of the
+        stacked factors (``|sum_j U_j^T V_j|^2 = sum_pq w_p w_q (U U^T)_pq (V V^T)_pq``),
+        its ``dd`` floored at its rounding (:func:`_gram_rounding`)."""
+        lay = self.lay
+        C = lay.C
+        wr = self._weights(wd)
+        sg = self._weights(np.array([-1.0, 1.0]))
+        num = dd = ref = 0.0
+        for l in range(lay.L):
+            if lay.factored[l]:
+                U, V = self.ut[l], self.vs[l]
+                GU, GV = U[:s * C] @ U[:s * C].T, V[:s * C] @ V[:s * C].T
+                ref += float(np.sum(GU[:C, :C] * GV[:C, :C]))
+                dd += max(float(np.sum(np.outer(wr, wr) * GU * GV)),
+                          _gram_rounding(GU, GV, wd, s, C, int(lay.rows[l] + lay.cols[l])))
+                Ul, Vl = U[(s - 1) * C:(s + 1) * C], V[(s - 1) * C:(s + 1) * C]
+                num += float(np.sum(np.outer(sg, sg) * (Ul @ Ul.T) * (Vl @ Vl.T)))
+            else:
+                k = self.kd[l]
+                ref += sumsq(k[0])
+                num += sumsq(k[s] - k[s - 1])
+                dd += sumsq(wd @ k[:s])
+        return num, dd, ref
+
+    def fsal(self, s):
+        """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
+        C = self.lay.C
+        for l in range(self.lay.L):
+            if self.lay.factored[l]:
+                self.ut[l][:C] = self.ut[l][s * C:(s + 1) * C]
+                self.vs[l][:C] = self.vs[l][s * C:(s + 1) * C]
+            else:
+                self.kd[l][0] = self.kd[l][s]
+
+
+def _gram_rounding(GU, GV, wd, s, C, width):
+    """The rounding of the Gram form of a factored layer's ``dd`` (``GU``, ``GV``: slots
+    0..s-1; ``width = N_l + N_{l-1}``): ``(width + sC) eps (sum_j |wd_j| |U_j| |V_j|)^2``,
+    with ``|U_j|^2``, ``|V_j|^2`` the traces of the slots' diagonal blocks.  Floored there,
+    dd is at least half its exact value, so the estimate is at most sqrt(2) too large."""
+    sd = 0.0
+    for j in range(s):
+        a = j * C
+        du = float(np.sum(np.diagonal(GU)[a:a + C]))
+        dv = float(np.sum(np.diagonal(GV)[a:a + C]))
+        sd += abs(wd[j]) * np.sqrt(du * dv)
+    return (width + s * C) * _EPS * (sd * sd)
+
+
+def _prod(g, i0, i1):
+    """Rows ``i0:i1`` of ``U^T V`` for gathered factors ``g = (U^T, V)``."""
+    Ust, V = g
+    if V.shape[0] == 0:
+        return np.zeros((i1 - i0, V.shape[1]))
+    return Ust[i0:i1] @ V
+
+
+def _finish_block(y, y_new, pb, pe, p3, c3, rtol, atol, e5, e3):
+    """Write ``y_new = y + pb`` for one block and add its sums of scaled error squares."""
+    np.add(y, pb, out=y_new)
+    sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
+    e5 += sumsq(pe / sc)
+    if p3 is not None:
+        e3 += sumsq((p3 + c3 * pb) / sc)
+    return e5, e3
+
+
+# --- SSPRK104's two registers on factored slots (numpy) -------------------------------------
+class FactoredSlots:
+    """The slot store of ``methods.ssp.LowStorageRK`` on the linear ``problem``: slot k holds
+    ``A_i^T`` (N_i x C) of every layer below the top in ``at[k]`` at offsets ``aoff`` and
+    ``G_i`` (C x N_{i-1}) of every layer in ``g[k]`` at ``goff`` (the layout of
+    ``_linear_kernels.chains``); the interface is that module's."""
+
+    def __init__(self, problem, n_slots=N_SLOTS):
+        self.problem = problem
+        self.C = problem.Syx.shape[0]
+        self.rows, self.cols, self.offs, self.aoff, self.goff = chain_layout(problem)
+        self.at = np.zeros((n_slots, self.aoff[-1]))
+        self.g = np.zeros((n_slots, self.goff[-1]))
+
+    def A(self, k, i):
+        """``A_i^T`` of slot k, a view (N_i x C)."""
+        return self.at[k, self.aoff[i]:self.aoff[i + 1]].reshape(int(self.rows[i]), self.C)
+
+    def G(self, k, i):
+        """``G_i`` of slot k, a view (C x N_{i-1})."""
+        return self.g[k, self.goff[i]:self.goff[i + 1]].reshape(self.C, int(self.cols[i]))
+
+    def fsal(self):
+        """Slot 10 (``f(y_new)``) becomes slot 0 of the next step."""
+        self.at[0] = self.at[10]
+        self.g[0] = self.g[10]
+
+    def stage(self, q, k):
+        """Store in slot k the factors of ``f(q)`` (:func:`chains`)."""
+        At, G = chains(q, self.problem)
+        for i in range(len(G)):
+            if i < len(G) - 1:
+                self.A(k, i)[:] = At[i]
+            self.G(k, i)[:] = G[i]
+
+    def add(self, q, c, k):
+        add_stage(q, c, self, k, self.problem)
+
+    def error_sums(self, y, y_new, q1, h, rtol, atol):
+        return error_sums(y, y_new, q1, h, self, self.problem, rtol, atol)
+
+    def stiffness_sums(self, last, prev):
+        return slot_stiffness_sums(self, last, prev, self.problem)
+
+
+def gemm_acc(Q, w, At, G):
+    """``Q += w At G`` in place (C-ordered ``Q`` r x c, ``At`` r x k, ``G`` k x c): one
+    accumulating ``dgemm``, the column-major ``Q^T += w G^T At^T`` (as the kernel's)."""
+    dgemm(w, G.T, At.T, beta=1.0, c=Q.T, overwrite_c=1)
+
+
+def add_stage(q, c, st, k, problem):
+    """``q += c K_k``: layer i gets ``(c eta_i) A_i^T G_i``, one accumulating rank-C product
+    (the top layer elementwise)."""
+    L = len(problem.shapes)
+    for i in range(L):
+        w = c * problem.eta_l[i]
+        qi = q[st.offs[i]:st.offs[i + 1]]
+        if i == L - 1:
+            qi += w * st.G(k, i).ravel()
+        else:
+            gemm_acc(qi.reshape(int(st.rows[i]), int(st.cols[i])), w, st.A(k, i), st.G(k, i))
+
+
+def _block_sums(y, y_new, q1, P, h, rtol, atol):
+    sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
+    return sumsq(((y_new - y) - h * P) / sc), sumsq(y_new - q1)
+
+
+def error_sums(y, y_new, q1, h, st, problem, rtol, atol):
+    """``(e5, dd)``: ``e5 = sum ((y_new - y - h S) / sc)^2``, ``dd = |y_new - q1|^2``, with
+    ``S = sum_j ERROR_WEIGHTS_j K_{ERROR_SLOTS_j}`` (the step minus its third-order
+    companion) and ``sc = atol + rtol max(|y|, |y_new|)``; below the top a layer's ``S`` is
+    one product of rank 4C, formed in blocks of rows."""
+    L = len(problem.shapes)
+    e5 = dd = 0.0
+    for i in range(L):
+        a, b = st.offs[i], st.offs[i + 1]
+        yi, yni, qi = y[a:b], y_new[a:b], q1[a:b]
+        ws = [float(w * problem.eta_l[i]) for w in ERROR_WEIGHTS]
+        if i == L - 1:
+            P = np.zeros(b - a)
+            for k, w in zip(ERROR_SLOTS, ws):
+                P += w * st.G(k, i).ravel()
+            s5, sd = _block_sums(yi, yni, qi, P, h, rtol, atol)
+            e5, dd = e5 + s5, dd + sd
+            continue
+        r, cl = int(st.rows[i]), int(st.cols[i])
+        U = np.hstack([st.A(k, i) * w for k, w in zip(ERROR_SLOTS, ws)])   # N_i x 4C
+        V = np.vstack([st.G(k, i) for k in ERROR_SLOTS])                   # 4C x N_{i-1}
+        rb = block_rows(cl)
+        for i0 in range(0, r, rb):
+            i1 = min(r, i0 + rb)
+            sl = slice(i0 * cl, i1 * cl)
+            s5, sd = _block_sums(yi[sl], yni[sl], qi[sl], (U[i0:i1] @ V).ravel(), h, rtol,
+                                 atol)
+            e5, dd = e5 + s5, dd + sd
+    return e5, dd
+
+
+def _diff_sums(x1, x2, eta):
+    k1 = eta * x1
+    return sumsq(k1 - eta * x2), sumsq(k1)
+
+
+def _inner(Ap, Aq, Gp, Gq):
+    """``<Ap^T Gp, Aq^T Gq>_F = sum_ab (Ap^T Aq)_ab (Gp Gq^T)_ab``, from C x C products."""
+    return float(np.sum((Ap.T @ Aq) * (Gp @ Gq.T)))
+
+
+def _gram_sums(A1, G1, A2, G2, eta):
+    """``(num, ref)`` of one layer from C x C Gram matrices, or None where cancellation may
+    have spoilt them (either below ``GRAM_MIN_REL`` of the size of its terms)."""
+    nA1, nG1 = sumsq(A1), sumsq(G1)
+    nA2, nG2 = sumsq(A2), sumsq(G2)
+    e2 = eta * eta
+    k11 = _inner(A1, A1, G1, G1)
+    ref = e2 * k11
+    num = e2 * (k11 - 2.0 * _inner(A1, A2, G1, G2) + _inner(A2, A2, G2, G2))
+    scale = e2 * (np.sqrt(nA1 * nG1) + np.sqrt(nA2 * nG2)) ** 2
+    if num >= GRAM_MIN_REL * scale and ref >= GRAM_MIN_REL * e2 * (nA1 * nG1):
+        return num, ref
+    return None
+
+
+def slot_stiffness_sums(st, last, prev, problem):
+    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` without forming the stages: a
+    layer below the top from C x C Gram matrices of the factors where reliable, else
+    multiplied out block by block (a residual the network cannot fit keeps ``G`` of order
+    one while ``A^T G`` vanishes, and the Gram form loses everything to cancellation)."""
+    L = len(problem.shapes)
+    num = ref = 0.0
+    for i in range(L):
+        eta = problem.eta_l[i]
+        if i == L - 1:
+            a, b = _diff_sums(st.G(last, i).ravel(), st.G(prev, i).ravel(), eta)
+            num, ref = num + a, ref + b
+            continue
+        A1, G1, A2, G2 = st.A(last, i), st.G(last, i), st.A(prev, i), st.G(prev, i)
+        gram = _gram_sums(A1, G1, A2, G2, eta)
+        if gram is not None:
+            num, ref = num + gram[0], ref + gram[1]
+            continue
+        rb = block_rows(int(st.cols[i]))
+        for i0 in range(0, int(st.rows[i]), rb):
+            a, b = _diff_sums((A1[i0:i0 + rb] @ G1).ravel(), (A2[i0:i0 + rb] @ G2).ravel(), eta)
+            num, ref = num + a, ref + b
+    return num, ref
+
+
+def hermite_state(theta, y, y_new, h, st, problem, out):
+    """The state at ``t + theta h`` inside the accepted step ``y -> y_new`` by the cubic
+    Hermite interpolant on its ends and their derivatives (slots 0 and 10),
+
+        y + h01 (y_new - y) + h h10 f(y) + h h11 f(y_new)    (``tableaux.cubic_hermite``),
+
+    order 3 like the step's error estimate."""
+    h01, h10, h11 = cubic_hermite(theta)
+    np.subtract(y_new, y, out=out)
+    out *= h01
+    out += y
+    add_stage(out, h * h10, st, 0, problem)
+    add_stage(out, h * h11, st, 10, problem)
+    return out
+
+
+# --- the operations of the compiled runners (methods/compiled.py) ---------------------------
+def erk_ops(problem, tab, factored=None):
+    """The explicit ops of ``tab`` on the linear ``problem``: :class:`FactoredStageOps` where a
+    layer's stages are worth factoring (``factored`` True or False forces the choice), else
+    ``methods.compiled.DenseStages`` on ``_linear_kernels.erk_advance``."""
+    if factored is None:
+        factored = worth_factoring(problem, tab.n_stages)
+    if factored:
+        return FactoredStageOps(problem, tab)
+    return compiled.DenseStages(lk.erk_advance, lk.rhs, numba_rhs_args(problem), problem.size)
+
+
+class _LinearOps:
+    """What the linear ops share: the stiffness test, no stop event, ``rhs`` into ``out``."""
+
+    detects_stiffness = True
+
+    def stop_value(self, y):
+        return None
+
+    def rhs(self, v, out):
+        lk.rhs(v, out, self.rhs_args)
+        return out
+
+
+class FactoredStageOps(_LinearOps):
+    """The explicit ops with rank-C factored stages (:class:`StageLayout`): the loop of
+    ``make_erk_advance`` with the stage store of ``_linear_kernels`` (``factored_advance``)."""
+
+    def __init__(self, problem, tab):
+        self.tab, self.s = tab, tab.n_stages
+        n, D = problem.size, problem.Sxx.shape[0]
+        lay = StageLayout(problem, self.s + 1)
+        C = self.C = lay.C
+        self.ints = (lay.rows, lay.cols, lay.offs, lay.factored, lay.utoff, lay.vsoff, lay.kdoff,
+                     lay.toff, lay.goff)
+        mx, S1 = lay.max_dim, lay.S1
+        self.bufs = (np.empty(lay.utoff[-1]), np.empty(lay.vsoff[-1]), np.empty(lay.kdoff[-1]),
+                     np.empty(n), np.empty(lay.toff[-1]), np.empty(lay.goff[-1]),
+                     np.empty(D * C), np.empty(D * C), np.empty(S1 * C * C),
+                     np.empty(S1 * C * C), np.empty(mx * C), np.empty(3 * S1 * C * mx),
+                     np.empty(3 * S1 * C * mx), np.empty(2 * (S1 * C) ** 2), np.empty(2 * C * mx))
+        self.rhs_args = numba_rhs_args(problem)
+        Sxx, Syx, eta_l = self.rhs_args[:3]
+        self.data = (Sxx, Syx, eta_l, problem.white, self.ints, self.bufs,
+                     np.empty(3 * max(BLOCK_ENTRIES, mx)), BLOCK_ENTRIES, np.empty(self.s + 1))
+        self.e3 = third_order_rest(tab) if tab.e3 is not None else np.zeros_like(tab.e)
+        self.f0, self.out = np.empty(n), np.empty(n)
+        self.K, self.pat, self.ybuf = np.empty((1, 1)), np.zeros(0, dtype=np.bool_), np.empty(0)
+
+    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
+        # always the predictive controller; no kinks
+        A, b, e, _, use_e3, exponent, rtol = compiled.tableau_args(tab, options.rtol)
+        self.targs = (A, b, e, self.e3, use_e3, exponent, rtol)
+        self.ctl = compiled.loop_control(options, True)
+        self.wd, self.stiff = compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
+
+    def first(self, y):
+        Sxx, Syx, eta_l, white = self.data[:4]
+        lk.stage(y, np.zeros(1), 0, 0, Sxx, Syx, eta_l, white, self.ints, self.bufs)
+        lk.combination(np.ones(1), 1, self.f0, self.C, self.ints, self.bufs)
+        return self.f0
+
+    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
+        return lk.factored_advance(y, self.K, y_new, th, t_target, t_out, stats, budget,
+                                   self.targs, self.targs, self.ctl, self.wd, self.stiff,
+                                   self.pat, self.ybuf, self.data)
+
+    def interpolate(self, theta, y, y_new, h):
+        lk.combination(h * self.tab.dense_weights(theta), self.s + 1, self.out, self.C,
+                       self.ints, self.bufs)
+        np.add(self.out, y, out=self.out)
+        return self.out
+
+    def interpolate_many(self, thetas, y, y_new, h, batch):
+        lk.combinations(h * self.tab.dense_weights(thetas), self.s + 1, y, batch, self.C,
+                        self.ints, self.bufs)
+        return batch
+
+    def fsal(self):
+        lk.stage_fsal(self.s, self.C, self.ints, self.bufs)
+
+
+class LowStorageStages(_LinearOps):
+    """The ops of SSPRK104 in Ketcheson's two-register form (:class:`FactoredSlots`; the loop
+    ``_linear_kernels.ssp_advance``)."""
+
+    def __init__(self, problem):
+        self.problem = problem
+        n = problem.size
+        st = self.st = FactoredSlots(problem)
+        mx, C, q = problem.max_width, st.C, ERROR_SLOTS.size
+        self.rhs_args = args = numba_rhs_args(problem)
+        self.Sxx, self.Syx, self.eta_l = args[0], args[1], args[2]
+        self.WT, self.SW, self.tbuf = args[10], args[11], args[12]
+        self.lay = (st.rows, st.cols, st.offs, st.aoff, st.goff)
+        self.pbuf = np.empty(2 * max(BLOCK_ENTRIES, mx))
+        self.ubuf, self.vbuf = np.empty(mx * q * C), np.empty(q * C * mx)
+        self.gram = np.empty(2 * C * C)
+        self.ibuf, self.dbuf = np.zeros(8, dtype=np.int32), np.zeros(2)
+        self.f0, self.q1, self.q2, self.out = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+        self.ref0 = np.zeros(1)
+
+    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
+        # always the predictive controller; no kinks
+        self.ctl = compiled.control(tab, options, stiff_steps, cap_safety, stiff_held)
+
+    def first(self, y):
+        st = self.st
+        # f(y) with slot 0 as the product buffers: the factors stay there
+        lk.rhs_flat(y, self.f0, self.Sxx, self.Syx, self.eta_l, st.rows, st.cols, st.offs,
+                    st.at[0], st.aoff, st.g[0], st.goff, self.WT, self.SW, self.tbuf)
+        self.ref0[0] = lk.slot_stiffness_sums(
+            st.at, st.g, 0, 0, self.eta_l, st.rows, st.cols, st.aoff, st.goff, self.pbuf,
+            BLOCK_ENTRIES, self.gram, GRAM_MIN_REL)[1]     # |f(y)|^2
+        return self.f0
+
+    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
+        st = self.st
+        exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, _, stiff = self.ctl
+        return lk.ssp_advance(
+            y, y_new, self.q1, self.q2, st.at, st.g, th, self.ref0, t_target, t_out, stats,
+            budget, ERROR_SLOTS, ERROR_WEIGHTS, exponent, rtol, atol, safety, min_factor,
+            max_factor, min_err, ulps, stiff, self.pbuf, self.ubuf, self.vbuf, self.gram,
+            GRAM_MIN_REL, lk.DGEMM, self.ibuf, self.dbuf, BLOCK_ENTRIES, self.Sxx, self.Syx,
+            self.eta_l, *self.lay, self.WT, self.SW, self.tbuf)
+
+    def interpolate(self, theta, y, y_new, h):
+        return hermite_state(theta, y, y_new, h, self.st, self.problem, self.out)
+
+    def interpolate_many(self, thetas, y, y_new, h, batch):
+        st = self.st
+        lk.hermite_states(np.ascontiguousarray(thetas), h, y, y_new, batch, st.at, st.g,
+                          self.eta_l, *self.lay, lk.DGEMM, self.ibuf, self.dbuf)
+        return batch
+
+    def fsal(self):
+        self.st.fsal()
+
+
+class CompiledFlow:
+    """The ops of the Rosenbrock-W runner ``methods.compiled.rosw`` on the linear network:
+    ``rhs(y, out, keep=True)`` keeps the products of ``y``, which :meth:`jvp` differentiates
+    (``_linear_kernels.rhs_flat``, ``jvp_flat``); ``rhs_args`` (the kept state's products),
+    ``scratch_args`` and ``jvp_args`` are the data tuples of ``_linear_kernels.rhs`` and
+    ``jvp`` that the runner hands to ``_linear_kernels.rosw_advance``."""
+
+    def __init__(self, problem):
+        self.xp = np
+        self.rosw_advance = lk.rosw_advance
+        self.nfev = 0
+        self.njev = 0
+        self.n = problem.size
+        self.metric = inverse_rates(problem, problem.eta_l)
+        self.rhs_args = numba_rhs_args(problem)
+        self.scratch_args = numba_rhs_args(problem)
+        Sxx, _, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf = self.rhs_args
+        C, D = problem.Syx.shape
+        largest = max(max(r * c, r * C, C * c) for r, c in problem.shapes)
+        self.jvp_args = (Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
+                         np.empty_like(abuf), np.empty_like(gbuf), np.empty((D, C)),
+                         np.empty((D, C)), tbuf, np.empty(max(largest, D * C)))
+        self._y = None
+
+    def rhs(self, y, out, keep=False):
+        """Write ``dy/dt`` at ``y`` (n,) into ``out`` (n,) and return it."""
+        self.nfev += 1
+        lk.rhs_flat(y, out, *(self.rhs_args if keep else self.scratch_args))
+        if keep:
+            self._y = y
+        return out
+
+    def jvp(self, v, out):
+        """Write ``J(y) v`` into ``out``, ``y`` the state of the last ``rhs(..., keep=True)``."""
+        self.njev += 1
+        lk.jvp_flat(v, out, self._y, *self.jvp_args)
+        return out
+
+
+# --- the model --------------------------------------------------------------------------------
 def expressible(options, has_biases):
     """Whether the sufficient-statistics problem expresses a network with these options:
     linear activation, no biases, the squared loss (any alpha, m_l, centered, lr_scales)."""
@@ -53,8 +885,9 @@ def expressible(options, has_biases):
 
 
 def linear_ntk(ws, X1, X2):
-    """The empirical NTK of ``x -> W_L ... W_1 x``: (P1, P2) for one output, else
-    (P1, P2, C, C) (module docstring)."""
+    """The empirical NTK of ``x -> W_L ... W_1 x``, ``K_ij(x, x') = sum_l [A_l A_l^T]_ij (B_l
+    x)^T (B_l x')`` with ``B_l = W_{l-1} ... W_1``: (P1, P2) for one output, else (P1, P2,
+    C, C)."""
     L, C = len(ws), ws[-1].shape[0]
     tops = [None] * L
     A = np.eye(C)
@@ -74,10 +907,9 @@ class LinearNet(Model):
     """A deep linear network (mse, any alpha, multipliers, centered, lr_scales) whose
     gradient depends on the data through ``Sxx`` and ``Syx'`` only (module docstring).
 
-    ``problem`` (after :meth:`prepare`) is the run's :class:`~.._rhs.FlowProblem`.  Its
-    right-hand side keeps the partial products of the latest state it was evaluated at,
-    which :meth:`linearize` differentiates there (the exact Jacobian-vector product of a
-    Rosenbrock step, about two gradients each: :attr:`jvp_cost`)."""
+    ``problem`` (after :meth:`prepare`) is the run's :class:`FlowProblem`.  Its right-hand
+    side keeps the partial products of the latest state it was evaluated at, which
+    :meth:`linearize` differentiates there (about two gradients each: :attr:`jvp_cost`)."""
 
     name = "linear"
     linear = True
@@ -90,7 +922,7 @@ class LinearNet(Model):
 
     @classmethod
     def shared(cls, shapes, X, Y, options, xp=np):
-        return _rhs.make_problem(shapes, X, Y)
+        return make_problem(shapes, X, Y)
 
     def __init__(self, weights, biases, options, xp=np):
         if biases is not None:
@@ -104,12 +936,11 @@ class LinearNet(Model):
         self.L = len(weights)
         self.layout = Layout(self.shapes, [f"W{l + 1}" for l in range(self.L)])
         self.y0 = self.layout.pack(weights, xp=xp)
-        # layer l moves at eta M^2 lr_scales[l-1] (module docstring): R^-1 up to a factor
         self.metric = inverse_rates(self.layout, options.lr_scales, xp)
         M = float(np.prod(options.multipliers))
         self.scale = options.alpha * M
         self.rates = options.eta * M * M * np.asarray(options.lr_scales, dtype=np.float64)
-        self._W0 = (_rhs.end_to_end_flat(self.layout.pack(weights), self.shapes)
+        self._W0 = (end_to_end_flat(self.layout.pack(weights), self.shapes)
                     if options.centered else None)
         self._kept = None
 
@@ -131,32 +962,30 @@ class LinearNet(Model):
         return self
 
     def rhs(self, y, out=None):
-        """``dy/dt`` at ``y`` (``_rhs.chain_products`` and ``_rhs.velocity`` on ``xp``),
-        written into ``out``; its products are kept for :meth:`linearize`."""
+        """``dy/dt`` at ``y`` (:func:`chain_products`, :func:`velocity` on ``xp``) into
+        ``out``; its products are kept for :meth:`linearize`."""
         out = self.xp.empty_like(y) if out is None else out
         Ws = self.weights_of(y)
-        At, G = _rhs.chain_products(Ws, self._Sxx, self._Syx, self.problem.white)
-        _rhs.velocity(At, G, self._eta, self.layout.unpack(out), self.xp)
+        At, G = chain_products(Ws, self._Sxx, self._Syx, self.problem.white)
+        velocity(At, G, self._eta, self.layout.unpack(out), self.xp)
         self._kept = (y, Ws, At, G)
         return out
 
     def linearize(self, y):
         """``(v -> J(y) v, fresh)``: the exact Jacobian-vector product at ``y`` from the
-        gradient's partial products there, those kept by the latest :meth:`rhs` when it was
-        evaluated at this very array (``fresh`` False), else formed now.  With ``A_l =
-        W_L...W_{l+1}``, ``R_l = E W_1^T...W_{l-1}^T``, ``dW_l/dt = eta_l A_l^T R_l``::
+        gradient's partial products there (those of the latest :meth:`rhs` if it was at this
+        very array: ``fresh`` False).  With ``R_l = E W_1^T...W_{l-1}^T``::
 
             d(dW_l/dt) = eta_l (dA_l^T R_l + A_l^T dR_l),
             dA_{l-1} = dA_l W_l + A_l V_l  (dA_L = 0),  dW = dA_0,
             dE = -dW Sxx,  dR_1 = dE,  dR_{l+1} = dR_l W_l^T + R_l V_l^T,
 
-        O(L) narrow (C-row) products, carried as transposes as the gradient's.  ``y``
-        must stay unchanged while the product is used."""
+        ``y`` must stay unchanged while the product is used."""
         xp, kept = self.xp, self._kept
         fresh = kept is None or kept[0] is not y
         if fresh:
             Ws = self.weights_of(y)
-            At, G = _rhs.chain_products(Ws, self._Sxx, self._Syx, self.problem.white)
+            At, G = chain_products(Ws, self._Sxx, self._Syx, self.problem.white)
         else:
             _, Ws, At, G = kept
         L, eta, white, Sxx = self.L, self._eta, self.problem.white, self._Sxx
@@ -164,7 +993,6 @@ class LinearNet(Model):
 
         def jv(v):
             V, dWs = self.layout.unpack(v), self.layout.unpack(out)
-            # dAt[i] = d(At[i]) = d(W_L ... W_{i+2})^T, dW^T = d(W_L ... W_1)^T
             dAt = [None] * L
             if L > 1:
                 dAt[L - 2] = V[L - 1].T
@@ -176,7 +1004,7 @@ class LinearNet(Model):
             dG = -(dWT.T if white else (Sxx @ dWT).T)
             for i in range(L):
                 if i > 0:
-                    dG = _rhs.times_transpose(dG, Ws[i - 1]) + G[i - 1] @ V[i - 1].T
+                    dG = times_transpose(dG, Ws[i - 1]) + G[i - 1] @ V[i - 1].T
                 if i == L - 1:
                     xp.multiply(dG, eta[i], out=dWs[i])
                 else:
@@ -189,9 +1017,8 @@ class LinearNet(Model):
         return jv, fresh
 
     def stores(self, kind, tab):
-        """``(family, store)``: the stage store of a method family on numpy (module
-        docstring of ``_linear_stages``): factored Butcher stages where a layer's stages
-        are worth factoring, SSPRK104's two registers as factors, except on states over
+        """``(family, store)`` on numpy: factored Butcher stages where a layer's stages are
+        worth factoring, SSPRK104's two registers as factors except on states over
         ``LOWSTORAGE_MAX_BYTES`` worth factoring, which run it as factored Butcher stages."""
         p = self.problem
         if self.xp is not np:
@@ -199,11 +1026,11 @@ class LinearNet(Model):
         if kind == "ssp" and not factored_is_faster(p):
             return "ssp", FactoredSlots(p)
         if kind in ("ssp", "erk") and worth_factoring(p, tab.n_stages):
-            return "erk", FactoredStages(p, _StageLayout(p, tab.n_stages + 1))
+            return "erk", FactoredStages(p, StageLayout(p, tab.n_stages + 1))
         return kind, None
 
     def _chain(self, y):
-        return _rhs.end_to_end_flat(_backend.to_numpy(y), self.shapes, self.layout.offsets)
+        return end_to_end_flat(_backend.to_numpy(y), self.shapes, self.layout.offsets)
 
     def _mapped(self, W):
         # W (..., C, D) of the weights -> the map of F
@@ -217,15 +1044,14 @@ class LinearNet(Model):
         return np.stack([self.end_to_end(y) for y in Ys])
 
     def loss_of_map(self, F):
-        """The loss of the maps of F ``F`` (..., C, D): ``(1/(2 alpha^2 P)) |Y - X F^T|^2``,
-        without cancellation (``_rhs.loss_from_end_to_end``)."""
-        return _rhs.loss_from_end_to_end(F, self.base) / self.options.alpha ** 2
+        """The loss of maps ``F`` (..., C, D): ``(1/(2 alpha^2 P)) |Y - X F^T|^2`` without
+        cancellation (:func:`loss_from_end_to_end`)."""
+        return loss_from_end_to_end(F, self.base) / self.options.alpha ** 2
 
     def loss_terms(self, F):
-        """``(loss, size)`` (...) of maps ``F`` (..., C, D) from the sufficient statistics,
-        ``(1/alpha^2) (1/2 tr F Sxx F^T - tr F Syx^T + 1/2 tr Syy)`` and the sum of the
-        moduli of its terms: ``O(C D^2)`` a map, for the breakdown guard of every output
-        (the cancellation is far below the rise it looks for)."""
+        """``(loss, size)`` (...) of maps ``F`` (..., C, D) from the statistics, ``(1/alpha^2)
+        (1/2 tr F Sxx F^T - tr F Syx^T + 1/2 tr Syy)`` and the sum of the moduli of its
+        terms: ``O(C D^2)`` a map, for the breakdown guard of every output."""
         b = self.base
         quad = 0.5 * np.sum((F @ b.Sxx) * F, axis=(-2, -1))
         lin = np.sum(F * b.Syx, axis=(-2, -1))
@@ -244,83 +1070,75 @@ class LinearNet(Model):
 
 
 class LinearNetNumba(LinearNet):
-    """:class:`LinearNet` with its right-hand side (``_kernels.rhs_flat``, for the raw loop
-    of a stop rule) and observations compiled (``_kernels.end_to_end``, ``end_to_end_many``,
-    ``balance_drift``, ``probe_ntk``; module docstring)."""
+    """:class:`LinearNet` with its right-hand side (for the raw loop of a stop rule) and its
+    observations compiled (``_linear_kernels.end_to_end``, ``end_to_end_many``,
+    ``balance_drift``, ``probe_ntk``): numpy's BLAS, another library with threads of its
+    own, would contend with the loop's still spinning threads for the cores."""
 
     backend = "numba"
 
     def prepare(self, X, Y, shared=None):
         super().prepare(X, Y, shared)
-        from .. import _kernels
-        self._K = _kernels
         self._rhs_args = None        # the compiled rhs's data, formed on its first call
         C = self.shapes[-1][0]
-        self._rows = np.array([r for r, _ in self.shapes], dtype=np.int64)
-        self._cols = np.array([c for _, c in self.shapes], dtype=np.int64)
-        self._offs = np.ascontiguousarray(self.layout.offsets, dtype=np.int64)
-        self._buf = np.empty(2 * C * int(self._cols.max()))
+        self._lay = chain_layout(self.problem)[:3]
+        self._buf = np.empty(2 * C * int(self._lay[1].max()))
         return self
 
     def rhs(self, y, out=None):
         out = np.empty(self.layout.size) if out is None else out
         if self._rhs_args is None:
             self._rhs_args = numba_rhs_args(self.problem)
-        self._K.rhs_flat(np.ascontiguousarray(y, dtype=np.float64), out, *self._rhs_args)
+        lk.rhs_flat(np.ascontiguousarray(y, dtype=np.float64), out, *self._rhs_args)
         return out
 
     def velocity(self, y):
-        # the numpy gradient: the compiled one's data (formed on its first call, ~1 ms on
-        # bench_flow's small network) are needed by no compiled loop
+        # the numpy gradient: the compiled one's data are needed by no compiled loop
         return LinearNet.rhs(self, y)
 
     def compiled_ops(self, kind, tab):
-        """``(family, ops)``: the compiled loop of a method family and this model's
-        operations on it (``_linear_ops``; the choice of stages as :meth:`stores`)."""
-        from . import _linear_ops as lo
+        """``(family, ops)``: the compiled loop of a method family and this model's ops on
+        it (the choice of stages as :meth:`stores`)."""
         p = self.problem
         if kind == "rosw":
-            return "rosw", lo.CompiledFlow(p)
+            return "rosw", CompiledFlow(p)
         if kind == "ssp" and not factored_is_faster(p):
-            return "ssp", lo.LowStorageStages(p)
-        return "erk", lo.erk_ops(p, tab)
-
-    def _lay(self):
-        return self._rows, self._cols, self._offs
+            return "ssp", LowStorageStages(p)
+        return "erk", erk_ops(p, tab)
 
     def end_to_end(self, y):
         out = np.empty(self.problem.Syx.shape)
-        self._K.end_to_end(np.ascontiguousarray(y, dtype=np.float64), *self._lay(), out,
-                           self._buf)
+        lk.end_to_end(np.ascontiguousarray(y, dtype=np.float64), *self._lay, out, self._buf)
         return self._mapped(out)
 
     def end_to_end_many(self, Ys):
         out = np.empty((Ys.shape[0],) + self.problem.Syx.shape)
-        self._K.end_to_end_many(np.ascontiguousarray(Ys, dtype=np.float64), *self._lay(), out,
-                                self._buf)
+        lk.end_to_end_many(np.ascontiguousarray(Ys, dtype=np.float64), *self._lay, out,
+                           self._buf)
         return self._mapped(out)
 
     def conservation(self, y, first):
+        rows = self._lay[0]
         if first:
-            sq = [int(r) * int(r) for r in self._rows[:-1]]
+            sq = [int(r) * int(r) for r in rows[:-1]]
             self._goffs = np.concatenate(([0], np.cumsum(sq))).astype(np.int64)
             self._gram = (np.empty(self._goffs[-1]), np.empty(self._goffs[-1]),
                           np.empty(max(sq, default=0)))
         g, g0, tmp = self._gram
-        return float(self._K.balance_drift(np.ascontiguousarray(y, dtype=np.float64),
-                                           *self._lay(), g, g0, self._goffs, first, tmp))
+        return float(lk.balance_drift(np.ascontiguousarray(y, dtype=np.float64), *self._lay,
+                                      g, g0, self._goffs, first, tmp))
 
     def probe_ntk(self, Xp):
         C, Q = self.shapes[-1][0], Xp.shape[0]
         Xc = np.ascontiguousarray(Xp, dtype=np.float64)
-        width = int(self._cols.max())
+        width = int(self._lay[1].max())
         out = np.empty((Q, Q, C, C))
         abuf, hbuf = np.empty(2 * C * width), np.empty(2 * Q * width)
         tt, hh = np.empty((self.L, C, C)), np.empty((Q, Q))
 
         def kernel(y):
-            self._K.probe_ntk(np.ascontiguousarray(y, dtype=np.float64), *self._lay(), Xc,
-                              out, abuf, tt, hbuf, hh)
+            lk.probe_ntk(np.ascontiguousarray(y, dtype=np.float64), *self._lay, Xc, out, abuf,
+                         tt, hbuf, hh)
             return self.scale ** 2 * (out[:, :, 0, 0] if C == 1 else out)
         return kernel
 
