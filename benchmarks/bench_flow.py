@@ -65,12 +65,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import linearnets as ln  # noqa: E402
 from linearnets import backend as B  # noqa: E402
 from linearnets.data import scalar_teacher, teacher_task  # noqa: E402
-from linearnets.sim.models import linear as _rhs  # noqa: E402
+from linearnets.sim.models import linear as lin  # noqa: E402
 from linearnets.sim.methods import StepperOptions, base as _base, compiled as _compiled  # noqa: E402
 from linearnets.sim.methods import integrate  # noqa: E402
 from linearnets.sim.methods.erk import ExplicitRK  # noqa: E402
 from linearnets.sim.methods.tableaux import TABLEAUX  # noqa: E402
-from linearnets.sim.models import linear as _linear_stages, parse_options  # noqa: E402
+from linearnets.sim.models import parse_options  # noqa: E402
 from linearnets.sim.models.linear import LinearNet  # noqa: E402
 from problems import gemm_rate  # noqa: E402  the float64 GEMM rate, measured in this run
 from linearnets.sim.flow import DEFAULT_METHOD  # noqa: E402
@@ -111,7 +111,7 @@ def make(name):
 # ---------------------------------------------------------------------------------------------
 def plain_gradient(shapes, Sxx, Syx):
     """The straightforward numpy gradient (narrow-side order, new arrays every call)."""
-    offs = _rhs.layer_offsets(shapes)
+    offs = lin.layer_offsets(shapes)
     L = len(shapes)
 
     def f(t, y):
@@ -269,15 +269,15 @@ def gd_baseline(ws, X, Y, t_end, Wref, problem, quick):
     """Largest learning rate meeting TARGET (found on sufficient statistics) and the
     extrapolated time of GD on the raw samples."""
     shapes = problem.shapes
-    y0 = _rhs.pack(ws)
+    y0 = lin.pack(ws)
     buf = np.empty_like(y0)
 
     def gd_stats(lr):
         y = y0.copy()
         n = int(round(t_end / lr))
         for _ in range(n):
-            y += lr * _rhs.rhs(y, problem, buf)
-        return rel_err(_rhs.end_to_end_flat(y, shapes), Wref), n
+            y += lr * lin.rhs(y, problem, buf)
+        return rel_err(lin.end_to_end_flat(y, shapes), Wref), n
 
     # GD is first order: err ~ c lr.  Halve from a stable start until the trend is clear.
     lr, budget = 0.2, (2e4 if quick else 1e5)
@@ -370,7 +370,7 @@ def _model(problem, ws):
 def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref_cache=None):
     ws, X, Y, tmax = make(name)
     shapes = tuple(w.shape for w in ws)
-    problem = _rhs.make_problem(shapes, X, Y)
+    problem = lin.make_problem(shapes, X, Y)
     have_numba = B.numba_available()
     ref_backend = "numba" if have_numba else "numpy"
     t0 = time.perf_counter()
@@ -390,19 +390,19 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
     white = problem.white
     flops = gradient_flops(shapes, white)
     bound = flops / rate
-    y0 = _rhs.pack(ws)
+    y0 = lin.pack(ws)
     out = np.empty_like(y0)
     plain = plain_gradient(shapes, problem.Sxx, problem.Syx)
     net = _model(problem, ws)
     grads = [("plain numpy (baseline)", lambda: plain(0.0, y0)),
-             ("_rhs.rhs (numpy reference)", lambda: _rhs.rhs(y0, problem, out)),
+             ("linear.rhs (numpy reference)", lambda: lin.rhs(y0, problem, out)),
              ("LinearNet.rhs (xp, numpy)", lambda: net.rhs(y0, out))]
     net.rhs(y0, out)
     jv = net.linearize(y0)[0]
     grads.append(("LinearNet.linearize (jvp)", lambda: jv(y0)))
     if have_numba:
         from linearnets.sim.models import _linear_kernels as kern
-        args = _linear_stages.numba_rhs_args(problem)
+        args = lin.numba_rhs_args(problem)
         try:
             kern.rhs_flat(y0, out, *args)
             grads.append(("numba kernel", lambda: kern.rhs_flat(y0, out, *args)))
@@ -444,7 +444,7 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
             with np.errstate(all="ignore"):  # a loose explicit run may blow up: it then fails
                 s = solve_ivp(plain, (0.0, t_end), y0, method=m, rtol=rtol,
                               atol=rtol * ATOL_RATIO)
-                W = _rhs.end_to_end_flat(s.y[:, -1], shapes)
+                W = lin.end_to_end_flat(s.y[:, -1], shapes)
             return (W if s.success else np.full_like(W, np.nan)), s.nfev
         res, ok = scan(run, Wref, rtols)
         report(f"scipy {m}", "numpy", res, ok)
@@ -512,13 +512,12 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
             opts = StepperOptions(rtol=rtol, atol=rtol * ATOL_RATIO)
             keep = {}
             args = (y0, np.array([0.0, t_end]), tab, opts,
-                    lambda k, y: keep.__setitem__("W", _rhs.end_to_end_flat(y, shapes)))
+                    lambda k, y: keep.__setitem__("W", lin.end_to_end_flat(y, shapes)))
             if have_numba:
-                from linearnets.sim.models import linear as lo
-                raw = _compiled.erk(lo.erk_ops(problem, tab, factored=factored), *args, t0=0.0)
+                raw = _compiled.erk(lin.erk_ops(problem, tab, factored=factored), *args, t0=0.0)
             else:
-                store = (_linear_stages.FactoredStages(
-                    problem, _linear_stages.StageLayout(problem, tab.n_stages + 1)) if factored else None)
+                store = (lin.FactoredStages(
+                    problem, lin.StageLayout(problem, tab.n_stages + 1)) if factored else None)
                 raw = integrate(None, *args[:2], lambda r, n, rt, at, xp: ExplicitRK(
                     r, n, rt, at, fun=net.rhs, tableau=tab, store=store), *args[3:],
                     predictive=True, cap_safety=_base.STABILITY_SAFETY)
@@ -529,7 +528,7 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
     # the dense stage states beside the factored ones, same tableau
     b = "numba" if have_numba else "numpy"
     tab = TABLEAUX["DOP853"]
-    if _linear_stages.worth_factoring(problem, tab.n_stages):
+    if lin.worth_factoring(problem, tab.n_stages):
         res, ok = scan(tableau_run(tab, False), Wref, rtols)
         report("DOP853, dense stages", b, res, ok)
 
@@ -537,7 +536,7 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
     # gradient_flow runs: its low-storage form, or these same factored stages on states
     # over linear.LOWSTORAGE_MAX_BYTES
     tab = TABLEAUX["SSPRK104"]
-    res, ok = scan(tableau_run(tab, _linear_stages.worth_factoring(problem, tab.n_stages)),
+    res, ok = scan(tableau_run(tab, lin.worth_factoring(problem, tab.n_stages)),
                    Wref, rtols)
     report("SSPRK104, tableau stages", b, res, ok)
 

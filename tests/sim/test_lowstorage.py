@@ -265,9 +265,9 @@ def test_gram_stiffness_sums_only_where_reliable(name, t_end, gram_ok, monkeypat
     gram = _lowstorage._gram_sums(*args)
     assert (gram is not None) == gram_ok
     monkeypatch.setattr(_lowstorage, "GRAM_MIN_REL", np.inf)    # always multiply out
-    dense = _lowstorage.slot_stiffness_sums(st, 10, 9, problem)
+    dense = st.stiffness_sums(10, 9)
     monkeypatch.undo()
-    mixed = _lowstorage.slot_stiffness_sums(st, 10, 9, problem)
+    mixed = st.stiffness_sums(10, 9)
     # accepted Gram sums are at least GRAM_MIN_REL of their terms, and rounded by about
     # (N_l + N_{l-1} + C) eps of those; the multiplied-out sums are eps-relative
     width = max(r + c for r, c in problem.shapes) + problem.Syx.shape[0]

@@ -26,9 +26,8 @@ import numpy as np
 from ..._numba_cache import njit
 
 __all__ = ["error_norm", "step_after_accept", "predictive_step", "accept_step", "sumsq",
-           "stiffness_estimate", "stability_cap", "capped_step", "count_stiff", "ACCEPTED",
-           "REJECTED", "NONFINITE_TRIAL", "PENDING", "STIFF", "step_guard", "trial_step",
-           "judge_step", "exchange", "settle", "hold_step", "stage_state", "stage_states",
+           "stiffness_estimate", "stability_cap", "capped_step", "count_stiff", "PENDING", "STIFF",
+           "step_guard", "exchange", "settle", "hold_step", "stage_state", "stage_states",
            "make_erk_advance", "ERK_ADVANCE_ARGS", "STOPPED", "TH_SIZE", "STATS_SIZE",
            "CTL_FIELDS", "step_factor", "kink_factor"]
 
@@ -144,9 +143,6 @@ def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
     return stability_cap(h, rho, stiff)
 
 
-#: Verdicts of :func:`judge_step`.
-ACCEPTED, REJECTED, NONFINITE_TRIAL = 0, 1, 2
-
 #: Return code of a loop holding an accepted step across an output time (``methods.compiled.PENDING``).
 PENDING = 1
 #: Return code of a loop whose stiffness test fired (:func:`count_stiff`) after an
@@ -165,29 +161,6 @@ def step_guard(h, min_step, stats, max_steps, nonfinite):
         stats[3] = 1 if nonfinite else 0
         return -1
     return 0
-
-
-@njit(cache=True, inline="always")
-def trial_step(t, h, t_target):
-    """``(h_try, clipped)``: ``h``, shortened to land on ``t_target`` when it would pass it."""
-    clipped = t + h >= t_target
-    return (t_target - t if clipped else h), clipped
-
-
-@njit(cache=True, inline="always")
-def judge_step(err, h, h_try, exponent, max_factor, safety, min_factor, rejected, clipped, th,
-               min_err, stats):
-    """``(verdict, h_next)`` after a trial step of error ``err``, as in
-    ``_explicit.adaptive_run``: ACCEPTED with :func:`accept_step`, else the rejection is
-    counted in ``stats[2]`` and the step shrunk (by ``min_factor`` after a non-finite trial)."""
-    if not np.isfinite(err):
-        stats[2] += 1
-        return NONFINITE_TRIAL, h_try * min_factor
-    if err < 1.0:
-        return ACCEPTED, accept_step(h, h_try, err, exponent, max_factor, safety, min_factor,
-                                     rejected, clipped, th, min_err)
-    stats[2] += 1
-    return REJECTED, h_try * max(min_factor, safety * err ** exponent)
 
 
 @njit(cache=True)

@@ -35,9 +35,7 @@ import numpy as np
 from numba.extending import get_cython_function_address
 
 from ..._numba_cache import njit
-from ..methods._erk_kernels import (ACCEPTED, NONFINITE_TRIAL, STIFF, capped_step, count_stiff,
-                                    error_norm, hold_step, judge_step, make_erk_advance, settle,
-                                    step_guard, sumsq, trial_step)
+from ..methods._erk_kernels import error_norm, make_erk_advance, sumsq
 from ..methods._rosw_kernels import make_rosw_advance
 
 __all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains", "rhs_flat",
@@ -148,8 +146,9 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
                     dW[a, d] = Gi[a, d] * eta
         else:
             np.dot(_top(abuf, aoff, rows, i, C), Gi, dW)
-            for m in range(offs[i], offs[i + 1]):
-                out[m] *= eta
+            if eta != 1.0:      # a pass over the layer: skipped at unit rates, as in numpy
+                for m in range(offs[i], offs[i + 1]):
+                    out[m] *= eta
 
 
 @njit(cache=True)
@@ -206,7 +205,8 @@ def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, da
             P = pbuf[:rows[i] * cols[i]].reshape((rows[i], cols[i]))
             np.dot(_top(abuf, aoff, rows, i, C), dGi, P)
             _add_into(dW, P)
-        dW *= eta_l[i]
+        if eta_l[i] != 1.0:
+            dW *= eta_l[i]
 
 
 @njit(cache=True, nogil=True)
@@ -326,9 +326,10 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
                     Kd[a, i] = G[a, i] * eta
         else:
             np.dot(abuf[aoff[l]:aoff[l + 1]].reshape((C, r)).T, G, Kd)
-            for a in range(r):
-                for i in range(c):
-                    Kd[a, i] = Kd[a, i] * eta
+            if eta != 1.0:
+                for a in range(r):
+                    for i in range(c):
+                        Kd[a, i] = Kd[a, i] * eta
 
 
 @njit(cache=True)
@@ -487,10 +488,12 @@ def _gram_pair(X, Y, bufs):
     return GX, GY
 
 
-@njit(cache=True)
-def stage_stiffness_sums(s, wd, C, ints, bufs):
-    """``(num, dd, ref)`` of the accepted step (``linear.FactoredStages.stiffness_sums``)."""
+@njit(cache=True, nogil=True)
+def stage_stiffness_sums(s, wd, store):
+    """``(num, dd, ref)`` of the accepted step (``linear.FactoredStages.stiffness_sums``;
+    ``store`` as for :func:`_store_attempt`)."""
     eps = np.finfo(np.float64).eps
+    C, ints, bufs = store[1].shape[0], store[4], store[5]
     rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
     ut, vs, kd = bufs[0], bufs[1], bufs[2]
     num = 0.0
@@ -541,9 +544,10 @@ def stage_stiffness_sums(s, wd, C, ints, bufs):
     return num, dd, ref
 
 
-@njit(cache=True)
-def stage_fsal(s, C, ints, bufs):
+@njit(cache=True, nogil=True)
+def stage_fsal(s, store):
     """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
+    C, ints, bufs = store[1].shape[0], store[4], store[5]
     rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
     ut, vs, kd = bufs[0], bufs[1], bufs[2]
     for l in range(rows.shape[0]):
@@ -574,16 +578,6 @@ def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
     e5, e3n = step_end(y, y_new, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol, block,
                        Syx.shape[0], ints, bufs, pbuf)
     return error_norm(e5, e3n, use_e3, h_try, y.shape[0])
-
-
-@njit(cache=True, nogil=True)
-def _store_stiffness(s, wd, store):
-    return stage_stiffness_sums(s, wd, store[1].shape[0], store[4], store[5])
-
-
-@njit(cache=True, nogil=True)
-def _store_fsal(s, store):
-    stage_fsal(s, store[1].shape[0], store[4], store[5])
 
 
 # --- SSPRK104 in low-storage form on factored slots ---------------------------------------
@@ -797,87 +791,56 @@ def slot_stiffness_sums(at, g, last, prev, eta_l, rows, cols, aoff, goff, pbuf, 
     return num, ref
 
 
-@njit(cache=True)
-def ssp_advance(y, y_new, q1, q2, at, g, th, ref0, t_target, t_out, stats, max_steps, eslots, ew,
-                exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, stiff, pbuf,
-                ubuf, vbuf, gram, min_rel, dgemm, ibuf, dbuf, block_entries, Sxx, Syx, eta_l,
-                rows, cols, offs, aoff, goff, WT, SW, tbuf):
-    """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` by SSPRK(10,4) in Ketcheson's
-    low-storage form (``methods.ssp.LowStorageRK``); slot 0 holds the factors of ``f(y)``.
-
-    The step control of ``make_erk_advance``'s loop (``th``, ``stats``, the return codes
-    0, -1, -3, ``PENDING``, ``STIFF`` as there; ``ref0 = [|f(y)|^2]``); after ``PENDING``
-    slots 0 and 10 hold the derivatives at the step's ends.
-    """
+@njit(cache=True, nogil=True)
+def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
+    """One SSPRK(10,4) step of ``h_try`` from ``y`` in Ketcheson's low-storage form
+    (``methods.ssp.LowStorageRK``; slot 0 holds the factors of ``f(y)``, slot 10 gets those of
+    ``f(y_new)``): ``y_new`` and the RMS norm of ``y_new - y - h S`` (:func:`error_sums`).
+    The stage store of :func:`ssp_advance` (``store``: ``linear.LowStorageStages.data``;
+    the pair's arrays are unused)."""
+    (q1, q2, at, g, eslots, ew, pbuf, ubuf, vbuf, gram, min_rel, dgemm, ibuf, dbuf, block, sums,
+     Sxx, Syx, eta_l, rows, cols, offs, aoff, goff, WT, SW, tbuf) = store
     n = y.shape[0]
-    t = th[0]
-    h = th[1]
-    nonfinite = False
-    cur = y
-    nxt = y_new
-    in_y = True
-    dd = 0.0
-    while True:
-        min_step = ulps * (np.nextafter(t, np.inf) - t)
-        if h < min_step:
-            h = min_step
-        rejected = False
-        while True:
-            code = step_guard(h, min_step, stats, max_steps, nonfinite)
-            if code != 0:
-                th[0] = t
-                th[1] = h
-                settle(y, cur, in_y)
-                return code
-            h_try, clipped = trial_step(t, h, t_target)
-            c6 = h_try / 6.0
-            q1[:] = cur
-            for k in range(10):
-                if k == 5:
-                    for m in range(n):
-                        q2[m] = cur[m] * 0.04 + q1[m] * 0.36
-                        q1[m] = q2[m] * 15.0 - q1[m] * 5.0
-                if k > 0:
-                    chains(q1, Sxx, Syx, rows, cols, offs, at[k], aoff, g[k], goff, WT, SW, tbuf)
-                if k < 9:
-                    add_stage(q1, c6, at[k], g[k], eta_l, rows, cols, offs, aoff, goff, dgemm,
-                              ibuf, dbuf)
+    c6 = h_try / 6.0
+    q1[:] = y
+    for k in range(10):
+        if k == 5:
             for m in range(n):
-                nxt[m] = q2[m] + q1[m] * 0.6
-            add_stage(nxt, h_try / 10.0, at[9], g[9], eta_l, rows, cols, offs, aoff, goff, dgemm,
-                      ibuf, dbuf)
-            chains(nxt, Sxx, Syx, rows, cols, offs, at[10], aoff, g[10], goff, WT, SW, tbuf)
-            stats[0] += 10
-            e5, dd = error_sums(cur, nxt, q1, h_try, at, g, eslots, ew, eta_l, rows, cols, offs,
-                                aoff, goff, rtol, atol, pbuf, ubuf, vbuf, block_entries)
-            err = np.sqrt(e5 / n)
-            verdict, h = judge_step(err, h, h_try, exponent, max_factor, safety, min_factor,
-                                    rejected, clipped, th, min_err, stats)
-            if verdict == ACCEPTED:
-                nonfinite = False
-                break
-            nonfinite = nonfinite or verdict == NONFINITE_TRIAL
-            rejected = True
-        stats[1] += 1
-        num, ref_new = slot_stiffness_sums(at, g, 10, 9, eta_l, rows, cols, aoff, goff, pbuf,
-                                           block_entries, gram, min_rel)
-        h_free = h
-        h = capped_step(h, h_try, num, dd / h_try / h_try, ref0[0], sumsq(nxt), th, stiff)
-        stiff_now = count_stiff(h, h_free, th, stiff, stats)
-        ref0[0] = ref_new
-        t_new = t_target if clipped else t + h_try
-        if t_new >= t_out:
-            return hold_step(th, t, h, h_try, t_new, y, y_new, not in_y)
-        cur, nxt = nxt, cur
-        in_y = not in_y
-        at[0] = at[10]
-        g[0] = g[10]
-        if clipped or stiff_now:
-            th[0] = t_target if clipped else t + h_try
-            th[1] = h
-            settle(y, cur, in_y)
-            return 0 if clipped else STIFF
-        t = t + h_try
+                q2[m] = y[m] * 0.04 + q1[m] * 0.36
+                q1[m] = q2[m] * 15.0 - q1[m] * 5.0
+        if k > 0:
+            chains(q1, Sxx, Syx, rows, cols, offs, at[k], aoff, g[k], goff, WT, SW, tbuf)
+        if k < 9:
+            add_stage(q1, c6, at[k], g[k], eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf, dbuf)
+    for m in range(n):
+        y_new[m] = q2[m] + q1[m] * 0.6
+    add_stage(y_new, h_try / 10.0, at[9], g[9], eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf,
+              dbuf)
+    chains(y_new, Sxx, Syx, rows, cols, offs, at[10], aoff, g[10], goff, WT, SW, tbuf)
+    e5, dd = error_sums(y, y_new, q1, h_try, at, g, eslots, ew, eta_l, rows, cols, offs, aoff,
+                        goff, rtol, atol, pbuf, ubuf, vbuf, block)
+    sums[0] = dd / h_try / h_try
+    return np.sqrt(e5 / n)
+
+
+@njit(cache=True, nogil=True)
+def _ssp_stiffness(s, wd, store):
+    """``(num, dd, ref)`` of the accepted step: ``|K_10 - K_9|^2``, ``|y_new - q1|^2 / h^2``
+    (left by :func:`_ssp_attempt`) and ``|f(y)|^2`` (``sums[1]``, then that of ``f(y_new)``)."""
+    at, g, pbuf, gram, min_rel, block, sums = (store[2], store[3], store[6], store[9], store[10],
+                                               store[14], store[15])
+    rows, cols, aoff, goff = store[19], store[20], store[22], store[23]
+    num, ref_new = slot_stiffness_sums(at, g, 10, 9, store[18], rows, cols, aoff, goff, pbuf,
+                                       block, gram, min_rel)
+    ref = sums[1]
+    sums[1] = ref_new
+    return num, sums[0], ref
+
+
+@njit(cache=True, nogil=True)
+def _ssp_fsal(s, store):
+    store[2][0] = store[2][10]
+    store[3][0] = store[3][10]
 
 
 # --- observations --------------------------------------------------------------------------
@@ -975,7 +938,8 @@ def probe_ntk(y, rows, cols, offs, Xp, out, abuf, tt, hbuf, hh):
 
 # --- the cached entry points into the loops of methods/ ------------------------------------
 _erk_loop = make_erk_advance(rhs)
-_factored_loop = make_erk_advance(rhs, store=(_store_attempt, _store_stiffness, _store_fsal))
+_factored_loop = make_erk_advance(rhs, store=(_store_attempt, stage_stiffness_sums, stage_fsal))
+_ssp_loop = make_erk_advance(rhs, store=(_ssp_attempt, _ssp_stiffness, _ssp_fsal))
 _rosw_loop, _ = make_rosw_advance(rhs, jvp)
 
 
@@ -995,6 +959,15 @@ def factored_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, lo
     :func:`_store_attempt`; ``K`` unused)."""
     return _factored_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
                           stiff, pat, ybuf, data)
+
+
+@njit(cache=True, nogil=True)
+def ssp_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd, stiff, pat,
+                ybuf, data):
+    """The same loop on SSPRK104's factored slots in low-storage form (``data``: the store
+    tuple of :func:`_ssp_attempt`; ``K`` unused)."""
+    return _ssp_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
+                     stiff, pat, ybuf, data)
 
 
 @njit(cache=True, nogil=True)

@@ -49,7 +49,7 @@ from ... import backend as _backend
 from ..methods import compiled
 from ..methods.base import sumsq
 from ..methods.erk import third_order_rest
-from ..methods.tableaux import SSPRK104, SSPRK104_LOW_STORAGE, cubic_hermite
+from ..methods.tableaux import SSPRK104, SSPRK104_LOW_STORAGE
 from . import _linear_kernels as lk
 from ._linear_kernels import TRANSPOSED_PRODUCT_MAX_BYTES
 from .base import Layout, Model, inverse_rates, register_model
@@ -58,8 +58,7 @@ __all__ = ["layer_offsets", "pack", "unpack", "FlowProblem", "make_problem", "ch
            "chains", "velocity", "rhs", "times_transpose", "end_to_end_flat",
            "loss_from_end_to_end", "TRANSPOSED_PRODUCT_MAX_BYTES", "chain_layout",
            "numba_rhs_args", "StageLayout", "worth_factoring", "factored_is_faster",
-           "FactoredStages", "FactoredSlots", "gemm_acc", "add_stage", "error_sums",
-           "slot_stiffness_sums", "hermite_state", "erk_ops", "FactoredStageOps",
+           "FactoredStages", "FactoredSlots", "gemm_acc", "erk_ops", "FactoredStageOps",
            "LowStorageStages", "CompiledFlow", "expressible", "linear_ntk", "LinearNet",
            "LinearNetNumba", "BLOCK_ENTRIES", "LOWSTORAGE_MAX_BYTES", "GRAM_MIN_REL",
            "ERROR_SLOTS", "ERROR_WEIGHTS"]
@@ -153,10 +152,6 @@ class FlowProblem:
                            bool(np.max(np.abs(self.Sxx - np.eye(D))) <= WHITE_TOL))
 
     @property
-    def depth(self) -> int:
-        return len(self.shapes)
-
-    @property
     def size(self) -> int:
         """Length n of the flat state."""
         return int(self.offsets[-1])
@@ -182,18 +177,6 @@ class FlowProblem:
                                   np.ascontiguousarray(Rxy[:K, D:]),
                                   float(np.sum(Rxy[K:, D:] ** 2))))
         return tuple(self._summary)
-
-    @property
-    def loss_R(self):
-        return self.loss_summary()[0]
-
-    @property
-    def loss_Z(self):
-        return self.loss_summary()[1]
-
-    @property
-    def loss_res0(self):
-        return self.loss_summary()[2]
 
     def rhs(self, y, out=None):
         """Reference right-hand side, see :func:`rhs`."""
@@ -285,8 +268,9 @@ def loss_from_end_to_end(W, problem):
             R = problem.Y - dgemm(1.0, problem.X.T, w.T, trans_a=1)
             losses[m] = 0.5 * float(np.sum(R * R)) / problem.P
         return losses.reshape(W.shape[:-2])[()]
-    M = problem.loss_Z - np.einsum("kd,...cd->...kc", problem.loss_R, W)
-    return 0.5 * (problem.loss_res0 + np.sum(M * M, axis=(-2, -1))) / problem.P
+    R, Z, res0 = problem.loss_summary()
+    M = Z - np.einsum("kd,...cd->...kc", R, W)
+    return 0.5 * (res0 + np.sum(M * M, axis=(-2, -1))) / problem.P
 
 
 def chain_layout(problem):
@@ -533,108 +517,10 @@ def _finish_block(y, y_new, pb, pe, p3, c3, rtol, atol, e5, e3):
 
 
 # --- SSPRK104's two registers on factored slots (numpy) -------------------------------------
-class FactoredSlots:
-    """The slot store of ``methods.ssp.LowStorageRK`` on the linear ``problem``: slot k holds
-    ``A_i^T`` (N_i x C) of every layer below the top in ``at[k]`` at offsets ``aoff`` and
-    ``G_i`` (C x N_{i-1}) of every layer in ``g[k]`` at ``goff`` (the layout of
-    ``_linear_kernels.chains``); the interface is that module's."""
-
-    def __init__(self, problem, n_slots=N_SLOTS):
-        self.problem = problem
-        self.C = problem.Syx.shape[0]
-        self.rows, self.cols, self.offs, self.aoff, self.goff = chain_layout(problem)
-        self.at = np.zeros((n_slots, self.aoff[-1]))
-        self.g = np.zeros((n_slots, self.goff[-1]))
-
-    def A(self, k, i):
-        """``A_i^T`` of slot k, a view (N_i x C)."""
-        return self.at[k, self.aoff[i]:self.aoff[i + 1]].reshape(int(self.rows[i]), self.C)
-
-    def G(self, k, i):
-        """``G_i`` of slot k, a view (C x N_{i-1})."""
-        return self.g[k, self.goff[i]:self.goff[i + 1]].reshape(self.C, int(self.cols[i]))
-
-    def fsal(self):
-        """Slot 10 (``f(y_new)``) becomes slot 0 of the next step."""
-        self.at[0] = self.at[10]
-        self.g[0] = self.g[10]
-
-    def stage(self, q, k):
-        """Store in slot k the factors of ``f(q)`` (:func:`chains`)."""
-        At, G = chains(q, self.problem)
-        for i in range(len(G)):
-            if i < len(G) - 1:
-                self.A(k, i)[:] = At[i]
-            self.G(k, i)[:] = G[i]
-
-    def add(self, q, c, k):
-        add_stage(q, c, self, k, self.problem)
-
-    def error_sums(self, y, y_new, q1, h, rtol, atol):
-        return error_sums(y, y_new, q1, h, self, self.problem, rtol, atol)
-
-    def stiffness_sums(self, last, prev):
-        return slot_stiffness_sums(self, last, prev, self.problem)
-
-
 def gemm_acc(Q, w, At, G):
     """``Q += w At G`` in place (C-ordered ``Q`` r x c, ``At`` r x k, ``G`` k x c): one
     accumulating ``dgemm``, the column-major ``Q^T += w G^T At^T`` (as the kernel's)."""
     dgemm(w, G.T, At.T, beta=1.0, c=Q.T, overwrite_c=1)
-
-
-def add_stage(q, c, st, k, problem):
-    """``q += c K_k``: layer i gets ``(c eta_i) A_i^T G_i``, one accumulating rank-C product
-    (the top layer elementwise)."""
-    L = len(problem.shapes)
-    for i in range(L):
-        w = c * problem.eta_l[i]
-        qi = q[st.offs[i]:st.offs[i + 1]]
-        if i == L - 1:
-            qi += w * st.G(k, i).ravel()
-        else:
-            gemm_acc(qi.reshape(int(st.rows[i]), int(st.cols[i])), w, st.A(k, i), st.G(k, i))
-
-
-def _block_sums(y, y_new, q1, P, h, rtol, atol):
-    sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-    return sumsq(((y_new - y) - h * P) / sc), sumsq(y_new - q1)
-
-
-def error_sums(y, y_new, q1, h, st, problem, rtol, atol):
-    """``(e5, dd)``: ``e5 = sum ((y_new - y - h S) / sc)^2``, ``dd = |y_new - q1|^2``, with
-    ``S = sum_j ERROR_WEIGHTS_j K_{ERROR_SLOTS_j}`` (the step minus its third-order
-    companion) and ``sc = atol + rtol max(|y|, |y_new|)``; below the top a layer's ``S`` is
-    one product of rank 4C, formed in blocks of rows."""
-    L = len(problem.shapes)
-    e5 = dd = 0.0
-    for i in range(L):
-        a, b = st.offs[i], st.offs[i + 1]
-        yi, yni, qi = y[a:b], y_new[a:b], q1[a:b]
-        ws = [float(w * problem.eta_l[i]) for w in ERROR_WEIGHTS]
-        if i == L - 1:
-            P = np.zeros(b - a)
-            for k, w in zip(ERROR_SLOTS, ws):
-                P += w * st.G(k, i).ravel()
-            s5, sd = _block_sums(yi, yni, qi, P, h, rtol, atol)
-            e5, dd = e5 + s5, dd + sd
-            continue
-        r, cl = int(st.rows[i]), int(st.cols[i])
-        U = np.hstack([st.A(k, i) * w for k, w in zip(ERROR_SLOTS, ws)])   # N_i x 4C
-        V = np.vstack([st.G(k, i) for k in ERROR_SLOTS])                   # 4C x N_{i-1}
-        rb = block_rows(cl)
-        for i0 in range(0, r, rb):
-            i1 = min(r, i0 + rb)
-            sl = slice(i0 * cl, i1 * cl)
-            s5, sd = _block_sums(yi[sl], yni[sl], qi[sl], (U[i0:i1] @ V).ravel(), h, rtol,
-                                 atol)
-            e5, dd = e5 + s5, dd + sd
-    return e5, dd
-
-
-def _diff_sums(x1, x2, eta):
-    k1 = eta * x1
-    return sumsq(k1 - eta * x2), sumsq(k1)
 
 
 def _inner(Ap, Aq, Gp, Gq):
@@ -657,45 +543,107 @@ def _gram_sums(A1, G1, A2, G2, eta):
     return None
 
 
-def slot_stiffness_sums(st, last, prev, problem):
-    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` without forming the stages: a
-    layer below the top from C x C Gram matrices of the factors where reliable, else
-    multiplied out block by block (a residual the network cannot fit keeps ``G`` of order
-    one while ``A^T G`` vanishes, and the Gram form loses everything to cancellation)."""
-    L = len(problem.shapes)
-    num = ref = 0.0
-    for i in range(L):
-        eta = problem.eta_l[i]
-        if i == L - 1:
-            a, b = _diff_sums(st.G(last, i).ravel(), st.G(prev, i).ravel(), eta)
-            num, ref = num + a, ref + b
-            continue
-        A1, G1, A2, G2 = st.A(last, i), st.G(last, i), st.A(prev, i), st.G(prev, i)
-        gram = _gram_sums(A1, G1, A2, G2, eta)
-        if gram is not None:
-            num, ref = num + gram[0], ref + gram[1]
-            continue
-        rb = block_rows(int(st.cols[i]))
-        for i0 in range(0, int(st.rows[i]), rb):
-            a, b = _diff_sums((A1[i0:i0 + rb] @ G1).ravel(), (A2[i0:i0 + rb] @ G2).ravel(), eta)
-            num, ref = num + a, ref + b
-    return num, ref
+def _diff_sums(x1, x2, eta):
+    k1 = eta * x1
+    return sumsq(k1 - eta * x2), sumsq(k1)
 
 
-def hermite_state(theta, y, y_new, h, st, problem, out):
-    """The state at ``t + theta h`` inside the accepted step ``y -> y_new`` by the cubic
-    Hermite interpolant on its ends and their derivatives (slots 0 and 10),
+class FactoredSlots:
+    """The slot store of ``methods.ssp.LowStorageRK`` on the linear ``problem``: slot k holds
+    ``A_i^T`` (N_i x C) of every layer below the top in ``at[k]`` at offsets ``aoff`` and
+    ``G_i`` (C x N_{i-1}) of every layer in ``g[k]`` at ``goff`` (the layout of
+    ``_linear_kernels.chains``), the stage derivative ``K_k = eta_i A_i^T G_i`` per layer;
+    the interface is that module's."""
 
-        y + h01 (y_new - y) + h h10 f(y) + h h11 f(y_new)    (``tableaux.cubic_hermite``),
+    def __init__(self, problem, n_slots=N_SLOTS):
+        self.problem = problem
+        self.C, self.L, self.eta_l = problem.Syx.shape[0], len(problem.shapes), problem.eta_l
+        self.rows, self.cols, self.offs, self.aoff, self.goff = chain_layout(problem)
+        self.at = np.zeros((n_slots, self.aoff[-1]))
+        self.g = np.zeros((n_slots, self.goff[-1]))
 
-    order 3 like the step's error estimate."""
-    h01, h10, h11 = cubic_hermite(theta)
-    np.subtract(y_new, y, out=out)
-    out *= h01
-    out += y
-    add_stage(out, h * h10, st, 0, problem)
-    add_stage(out, h * h11, st, 10, problem)
-    return out
+    def A(self, k, i):
+        """``A_i^T`` of slot k, a view (N_i x C)."""
+        return self.at[k, self.aoff[i]:self.aoff[i + 1]].reshape(int(self.rows[i]), self.C)
+
+    def G(self, k, i):
+        """``G_i`` of slot k, a view (C x N_{i-1})."""
+        return self.g[k, self.goff[i]:self.goff[i + 1]].reshape(self.C, int(self.cols[i]))
+
+    def fsal(self):
+        """Slot 10 (``f(y_new)``) becomes slot 0 of the next step."""
+        self.at[0] = self.at[10]
+        self.g[0] = self.g[10]
+
+    def stage(self, q, k):
+        """Store in slot k the factors of ``f(q)`` (:func:`chains`)."""
+        At, G = chains(q, self.problem)
+        for i in range(self.L):
+            if i < self.L - 1:
+                self.A(k, i)[:] = At[i]
+            self.G(k, i)[:] = G[i]
+
+    def add(self, q, c, k):
+        """``q += c K_k``: layer i gets ``(c eta_i) A_i^T G_i``, one accumulating rank-C
+        product (the top layer elementwise)."""
+        for i in range(self.L):
+            w = c * self.eta_l[i]
+            qi = q[self.offs[i]:self.offs[i + 1]]
+            if i == self.L - 1:
+                qi += w * self.G(k, i).ravel()
+            else:
+                gemm_acc(qi.reshape(int(self.rows[i]), int(self.cols[i])), w, self.A(k, i),
+                         self.G(k, i))
+
+    def error_sums(self, y, y_new, q1, h, rtol, atol):
+        """``(e5, dd)``: ``e5 = sum ((y_new - y - h S) / sc)^2``, ``dd = |y_new - q1|^2``, with
+        ``S = sum_j ERROR_WEIGHTS_j K_{ERROR_SLOTS_j}`` (the step minus its third-order
+        companion) and ``sc = atol + rtol max(|y|, |y_new|)``; below the top a layer's ``S``
+        is one product of rank 4C, formed in blocks of rows."""
+        e5 = dd = 0.0
+        for i in range(self.L):
+            a = self.offs[i]
+            ws = [float(w * self.eta_l[i]) for w in ERROR_WEIGHTS]
+            r, cl = int(self.rows[i]), int(self.cols[i])
+            if i == self.L - 1:
+                rb, U = r, None
+                V = sum(w * self.G(k, i) for k, w in zip(ERROR_SLOTS, ws))
+            else:
+                rb = block_rows(cl)
+                U = np.hstack([self.A(k, i) * w for k, w in zip(ERROR_SLOTS, ws)])  # N_i x 4C
+                V = np.vstack([self.G(k, i) for k in ERROR_SLOTS])                  # 4C x N_{i-1}
+            for i0 in range(0, r, rb):
+                sl = slice(a + i0 * cl, a + min(r, i0 + rb) * cl)
+                P = (V if U is None else U[i0:i0 + rb] @ V).ravel()
+                yi, yni = y[sl], y_new[sl]
+                sc = atol + rtol * np.maximum(np.abs(yi), np.abs(yni))
+                e5 += sumsq(((yni - yi) - h * P) / sc)
+                dd += sumsq(yni - q1[sl])
+        return e5, dd
+
+    def stiffness_sums(self, last, prev):
+        """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` without forming the stages: a
+        layer below the top from C x C Gram matrices of the factors where reliable, else
+        multiplied out block by block (a residual the network cannot fit keeps ``G`` of
+        order one while ``A^T G`` vanishes, and the Gram form loses it to cancellation)."""
+        num = ref = 0.0
+        for i in range(self.L):
+            eta = self.eta_l[i]
+            if i == self.L - 1:
+                a, b = _diff_sums(self.G(last, i).ravel(), self.G(prev, i).ravel(), eta)
+                num, ref = num + a, ref + b
+                continue
+            A1, G1, A2, G2 = self.A(last, i), self.G(last, i), self.A(prev, i), self.G(prev, i)
+            gram = _gram_sums(A1, G1, A2, G2, eta)
+            if gram is not None:
+                num, ref = num + gram[0], ref + gram[1]
+                continue
+            rb = block_rows(int(self.cols[i]))
+            for i0 in range(0, int(self.rows[i]), rb):
+                a, b = _diff_sums((A1[i0:i0 + rb] @ G1).ravel(), (A2[i0:i0 + rb] @ G2).ravel(),
+                                  eta)
+                num, ref = num + a, ref + b
+        return num, ref
 
 
 # --- the operations of the compiled runners (methods/compiled.py) ---------------------------
@@ -778,12 +726,12 @@ class FactoredStageOps(_LinearOps):
         return batch
 
     def fsal(self):
-        lk.stage_fsal(self.s, self.C, self.ints, self.bufs)
+        lk.stage_fsal(self.s, self.data)
 
 
 class LowStorageStages(_LinearOps):
-    """The ops of SSPRK104 in Ketcheson's two-register form (:class:`FactoredSlots`; the loop
-    ``_linear_kernels.ssp_advance``)."""
+    """The ops of SSPRK104 in Ketcheson's two-register form (:class:`FactoredSlots`): the loop
+    of ``make_erk_advance`` with the slot store of ``_linear_kernels`` (``ssp_advance``)."""
 
     def __init__(self, problem):
         self.problem = problem
@@ -791,47 +739,44 @@ class LowStorageStages(_LinearOps):
         st = self.st = FactoredSlots(problem)
         mx, C, q = problem.max_width, st.C, ERROR_SLOTS.size
         self.rhs_args = args = numba_rhs_args(problem)
-        self.Sxx, self.Syx, self.eta_l = args[0], args[1], args[2]
-        self.WT, self.SW, self.tbuf = args[10], args[11], args[12]
         self.lay = (st.rows, st.cols, st.offs, st.aoff, st.goff)
-        self.pbuf = np.empty(2 * max(BLOCK_ENTRIES, mx))
-        self.ubuf, self.vbuf = np.empty(mx * q * C), np.empty(q * C * mx)
-        self.gram = np.empty(2 * C * C)
         self.ibuf, self.dbuf = np.zeros(8, dtype=np.int32), np.zeros(2)
-        self.f0, self.q1, self.q2, self.out = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-        self.ref0 = np.zeros(1)
+        self.data = (np.empty(n), np.empty(n), st.at, st.g, ERROR_SLOTS, ERROR_WEIGHTS,
+                     np.empty(2 * max(BLOCK_ENTRIES, mx)), np.empty(mx * q * C),
+                     np.empty(q * C * mx), np.empty(2 * C * C), GRAM_MIN_REL, lk.DGEMM,
+                     self.ibuf, self.dbuf, BLOCK_ENTRIES, np.zeros(2), *args[:3], *self.lay,
+                     *args[10:])
+        self.f0, self.out = np.empty(n), np.empty(n)
+        self.K, self.pat, self.ybuf = np.empty((1, 1)), np.zeros(0, dtype=np.bool_), np.empty(0)
 
     def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
         # always the predictive controller; no kinks
-        self.ctl = compiled.control(tab, options, stiff_steps, cap_safety, stiff_held)
+        self.targs = compiled.tableau_args(tab, options.rtol)
+        self.ctl = compiled.loop_control(options, True)
+        self.wd, self.stiff = compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
 
     def first(self, y):
-        st = self.st
+        st, d = self.st, self.data
         # f(y) with slot 0 as the product buffers: the factors stay there
-        lk.rhs_flat(y, self.f0, self.Sxx, self.Syx, self.eta_l, st.rows, st.cols, st.offs,
-                    st.at[0], st.aoff, st.g[0], st.goff, self.WT, self.SW, self.tbuf)
-        self.ref0[0] = lk.slot_stiffness_sums(
-            st.at, st.g, 0, 0, self.eta_l, st.rows, st.cols, st.aoff, st.goff, self.pbuf,
-            BLOCK_ENTRIES, self.gram, GRAM_MIN_REL)[1]     # |f(y)|^2
+        lk.rhs_flat(y, self.f0, *self.rhs_args[:6], st.at[0], st.aoff, st.g[0], st.goff,
+                    *self.rhs_args[10:])
+        d[15][1] = lk.slot_stiffness_sums(st.at, st.g, 0, 0, d[18], st.rows, st.cols, st.aoff,
+                                          st.goff, d[6], BLOCK_ENTRIES, d[9], GRAM_MIN_REL)[1]
         return self.f0
 
     def advance(self, y, y_new, th, t_target, t_out, stats, budget):
-        st = self.st
-        exponent, rtol, atol, safety, min_factor, max_factor, min_err, ulps, _, stiff = self.ctl
-        return lk.ssp_advance(
-            y, y_new, self.q1, self.q2, st.at, st.g, th, self.ref0, t_target, t_out, stats,
-            budget, ERROR_SLOTS, ERROR_WEIGHTS, exponent, rtol, atol, safety, min_factor,
-            max_factor, min_err, ulps, stiff, self.pbuf, self.ubuf, self.vbuf, self.gram,
-            GRAM_MIN_REL, lk.DGEMM, self.ibuf, self.dbuf, BLOCK_ENTRIES, self.Sxx, self.Syx,
-            self.eta_l, *self.lay, self.WT, self.SW, self.tbuf)
+        return lk.ssp_advance(y, self.K, y_new, th, t_target, t_out, stats, budget, self.targs,
+                              self.targs, self.ctl, self.wd, self.stiff, self.pat, self.ybuf,
+                              self.data)
 
     def interpolate(self, theta, y, y_new, h):
-        return hermite_state(theta, y, y_new, h, self.st, self.problem, self.out)
+        return self.interpolate_many(np.array([theta]), y, y_new, h, self.out[None])[0]
 
     def interpolate_many(self, thetas, y, y_new, h, batch):
+        """The cubic Hermite interpolant of ``methods.ssp.LowStorageRK`` (slots 0 and 10)."""
         st = self.st
-        lk.hermite_states(np.ascontiguousarray(thetas), h, y, y_new, batch, st.at, st.g,
-                          self.eta_l, *self.lay, lk.DGEMM, self.ibuf, self.dbuf)
+        lk.hermite_states(np.ascontiguousarray(thetas, dtype=np.float64), h, y, y_new, batch,
+                          st.at, st.g, self.data[18], *self.lay, lk.DGEMM, self.ibuf, self.dbuf)
         return batch
 
     def fsal(self):
