@@ -34,7 +34,7 @@ Butcher stage as its factors and forms the stage weights only through C-row bloc
 (``U``, ``V`` the stacked factors); :class:`FactoredSlots` is SSPRK104's two-register
 form, ``q += c K`` one accumulating rank-C product.  ``_linear_kernels`` holds the compiled
 twins (same operations, agreeing to the tolerance, not bit for bit);
-docs/simulator.md records the measurements behind the thresholds below.
+docs/methods.md records the measurements behind the thresholds below.
 """
 from __future__ import annotations
 
