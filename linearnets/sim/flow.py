@@ -117,15 +117,13 @@ def report_failure(result, failure, raise_on_failure):
 class Trajectory:
     """Result of :func:`gradient_flow` (immutable; every array is owned and read-only).
 
-    If the run failed (``success`` False), rows of the time-indexed arrays after
-    the last reached output time are NaN (shapes never change), ``weights`` is
-    the last accepted state, at time ``t_last``.
+    If the run failed (``success`` False), rows after the last reached output time are NaN
+    and ``weights`` is the last accepted state, at time ``t_last``.
 
     Attributes
     ----------
     t : ndarray, shape (T,)
-        The requested output times, since initialisation (the weights passed in are the
-        state at t = 0).
+        The requested output times, since initialisation.
     loss : ndarray, shape (T,)
         ``(1/2P) |Y - X W(t)^T|_F^2``.
     end_to_end : ndarray, shape (T, C, D)
@@ -144,8 +142,7 @@ class Trajectory:
     method, backend : str
         The method and the concrete backend that ran.
     dense : bool
-        Whether output times inside a step were interpolated (``dense=True``) rather
-        than stepped onto.
+        Whether output times inside a step were interpolated (``dense=True``).
     weights_t : tuple of ndarray (T, N_l, N_{l-1}), or None
         Recorded with ``record=("weights",)``.
     modes : ndarray, shape (T, r), or None
@@ -171,16 +168,12 @@ class Trajectory:
         ``F`` on the probe inputs (on the training inputs without a probe), recorded with
         ``record=("outputs",)``.
     t_stop : float or None
-        Where the stop rule (``stop=``) fired; the outputs from then on are the stopped
-        state.  None if it did not fire (or no rule was given).
+        Where the stop rule (``stop=``) fired (later outputs are the stopped state).
     kinks, sliding_time, fallback_steps : int, float, int
-        Piecewise-smooth (ReLU-type) networks: switches of training pre-activations
-        crossed by accepted steps, the time covered by runs of consecutive crossing
-        steps (chattering along a kink: sliding), and the steps taken there by the
-        low-order pair (``linearnets.sim.methods.base``).  0 for smooth networks.
+        ReLU-type networks: switches of training pre-activations crossed by accepted
+        steps, the time spent sliding along kinks, the steps of the low-order pair there.
     weights0, biases0 : tuple of ndarray, or None
-        The parameters at t = 0 (for regime diagnostics such as the relative change
-        per layer); ``biases0`` is None without trained biases.
+        The parameters at t = 0 (``biases0`` None without trained biases).
     """
 
     t: np.ndarray
@@ -232,12 +225,8 @@ class Trajectory:
         return len(self.weights)
 
 
-# --------------------------------------------------------------------------------------------
-# validation (every front end: gradient_flow, prepare_flow, gradient_flow_ensemble)
-# --------------------------------------------------------------------------------------------
 def check_t_eval(t_eval):
-    """``t_eval`` as a float64 (T,) array: times since initialisation, strictly increasing
-    and ``>= 0`` (a ``ValueError`` naming ``t_eval`` otherwise)."""
+    """``t_eval`` as a float64 (T,) array, strictly increasing and ``>= 0`` (``ValueError``)."""
     t = as_float_array(t_eval, "t_eval", ndim=(0, 1)).reshape(-1)
     if t.size == 0:
         raise ValueError("t_eval must contain at least one time")
@@ -411,21 +400,18 @@ def shapes_of(layers):
 
 
 class _Guard:
-    """Watches the loss at the outputs of a run for a rise no controlled integration of
-    gradient flow makes (:data:`BREAKDOWN_RISE` times the loss ``loss0`` at t = 0, and more
-    than ``BREAKDOWN_ROUNDING`` of the size ``size`` of the loss's terms).  ``broken`` is
-    the first output that rose (None while none has), ``last_y`` a copy of the last state
-    before it (``y0`` at first).  A non-finite ``loss0`` judges nothing (such a run fails
-    with a non-finite state)."""
+    """Watches the loss at the outputs for a rise above :data:`BREAKDOWN_RISE` times the loss
+    ``loss0`` at t = 0 (and ``BREAKDOWN_ROUNDING`` of the size of its terms): ``broken`` is
+    the first output that rose (or None), ``last_y`` a copy of the last state before it."""
 
     def __init__(self, loss0, y0):
         self.loss0, self.last_y = (None if loss0 is None else float(loss0)), y0
         self.loss_bad = self.broken = None
 
     def rose(self, k, loss, size, states, to_np):
-        """Check the outputs ``k, k + 1, ...`` with losses ``loss`` (m,), the size of their
-        terms ``size`` (m,) and states (m, n); True (and ``broken`` set) if one rose.
-        Without ``loss0`` the first output is the state at t = 0 and sets it."""
+        """Check the outputs ``k, k + 1, ...`` (losses ``loss`` (m,), term sizes ``size`` (m,),
+        states (m, n)); True (``broken`` set) if one rose.  Without ``loss0`` the first
+        output, the state at t = 0, sets it."""
         if self.loss0 is None:
             self.loss0 = float(loss[0])
         with np.errstate(invalid="ignore"):
@@ -441,9 +427,6 @@ class _Guard:
         return True
 
 
-# --------------------------------------------------------------------------------------------
-# the run
-# --------------------------------------------------------------------------------------------
 class PreparedFlow:
     """Gradient flow of one network on one data set, ready to run from many initialisations.
 

@@ -1,14 +1,11 @@
 """Empirical neural tangent kernel of a deep linear network, from partial products.
 
-For ``f(x) = W_L ... W_1 x`` the gradient of output i with respect to ``W_l`` is
-``A_l[i]^T (B_l x)^T`` with ``A_l = W_L ... W_{l+1}`` (C, N_l) and
-``B_l = W_{l-1} ... W_1`` (N_{l-1}, D), so
+For ``f(x) = W_L ... W_1 x``, with ``A_l = W_L ... W_{l+1}`` (C, N_l) and
+``B_l = W_{l-1} ... W_1`` (N_{l-1}, D),
 
-    K_ij(x, x') = sum_l [A_l A_l^T]_ij (B_l x)^T (B_l x') ,
+    K_ij(x, x') = sum_l [A_l A_l^T]_ij (B_l x)^T (B_l x')
 
-the docs/conventions.md convention (no 1/P, no learning rate).  The features ``X B_l^T``
-are carried upwards layer by layer and ``A_l`` downwards: O(L) matrix products,
-never a per-parameter Jacobian.
+(docs/conventions.md: no 1/P, no learning rate), in O(L) matrix products.
 """
 from __future__ import annotations
 
@@ -21,12 +18,9 @@ __all__ = ["empirical_ntk"]
 
 
 def _ntk_blocks(ws, X1, X2):
-    """Return (sum over l of the per-layer kernels) as a (P1, P2, C, C) array.
-
-    The layers and inputs are scaled exactly by powers of two first (layer l's kernel is
-    homogeneous of degree 2 in every other layer and 1 in each input), so that no product
-    overflows on the way: the result is exact where representable, +-inf beyond
-    (docs/conventions.md, "Bad input and overflow")."""
+    """The sum over l of the per-layer kernels, (P1, P2, C, C), with layers and inputs scaled
+    by powers of two first so that no product overflows on the way (exact where
+    representable, +-inf beyond: docs/conventions.md, "Bad input and overflow")."""
     L = len(ws)
     C = ws[-1].shape[0]
     scaled = [pow2_normalise(w) for w in ws]
@@ -49,11 +43,6 @@ def _ntk_blocks(ws, X1, X2):
             H2 = H2 @ ws[l - 1].T
         K += ldexp_safe(np.multiply.outer(H1 @ H2.T, tops[l] @ tops[l].T), int(expo[l]) - top)
     return ldexp_safe(K, top)
-
-
-def _ntk(ws, X1, X2):
-    K = _ntk_blocks(ws, X1, X2)
-    return K[:, :, 0, 0].copy() if K.shape[2] == 1 else K
 
 
 def empirical_ntk(weights, X1, X2, *, activation="linear", biases=None, multipliers=None,
@@ -103,7 +92,8 @@ def empirical_ntk(weights, X1, X2, *, activation="linear", biases=None, multipli
             raise ValueError(f"{nm} has {X.shape[1]} columns but the network expects D={D}")
     if (isinstance(activation, str) and activation == "linear" and biases is None
             and multipliers is None and not isinstance(alpha, bool) and alpha == 1.0):
-        return _ntk(ws, X1, X2)
+        K = _ntk_blocks(ws, X1, X2)
+        return K[:, :, 0, 0].copy() if K.shape[2] == 1 else K
     from .models import parse_options
     from .models.mlp import MLP, check_biases
 

@@ -1,10 +1,4 @@
-"""Prepare once, run many: :func:`prepare_flow` (the front end of ``flow.py``) and a warm-up.
-
-A phase diagram runs thousands of small networks of one architecture on one data set;
-:func:`prepare_flow` validates the arguments and summarises the data once, and
-:meth:`PreparedFlow.run` integrates from each initialisation, the very run that
-``gradient_flow`` makes (``gradient_flow`` is ``prepare_flow(...).run(weights)``).
-"""
+"""Prepare once, run many: :func:`prepare_flow` (the front end of ``flow.py``) and a warm-up."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,12 +9,8 @@ __all__ = ["prepare_flow", "PreparedFlow", "warm"]
 
 
 def warm():
-    """Load (or compile, the first time) the kernels of a small linear run: a sweep's worker warm-up.
-
-    ``[sweep] warmup = "linearnets.sim.prepared:warm"`` in a spec runs it once per
-    worker, so the first point of each worker does not pay for loading the
-    compiled kernels.
-    """
+    """Load (or compile, the first time) the kernels of a small linear run, once per sweep
+    worker (``[sweep] warmup = "linearnets.sim.prepared:warm"``)."""
     from ..data import scalar_teacher
     from .network import init_network
 

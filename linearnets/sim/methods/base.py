@@ -267,10 +267,8 @@ def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
 class Stepper:
     """One attempted step of an embedded method, and its step-size rule.
 
-    Subclasses set ``tableau`` (class data, or per instance) and implement
-    :meth:`attempt`; the optional hooks :meth:`accept`, ``stiffness`` and
-    ``interpolate`` (None where a stepper has none) serve the stability cap and dense
-    output of :func:`integrate`.
+    Subclasses set ``tableau`` and implement :meth:`attempt`; the optional hooks
+    :meth:`accept`, ``stiffness`` and ``interpolate`` serve :func:`integrate`.
 
     Parameters
     ----------
@@ -291,11 +289,9 @@ class Stepper:
     SAFETY = SAFETY
     MIN_FACTOR = MIN_FACTOR
     MAX_FACTOR = MAX_FACTOR
-    #: ``stiffness(h, y_new) -> rho``: Hairer's estimate from the stages of the step just
-    #: accepted (before :meth:`accept`), or None.
+    #: ``stiffness(h, y_new) -> rho`` and ``interpolate(theta, y, y_new, h) -> state`` of the
+    #: step just accepted (before :meth:`accept`), or None.
     stiffness = None
-    #: ``interpolate(theta, y, y_new, h) -> state``: the continuous extension of the step
-    #: just accepted (before :meth:`accept`), or None.
     interpolate = None
 
     def __init__(self, rhs, n, rtol, atol, xp=np, fun=None):
@@ -339,14 +335,11 @@ class Stepper:
         raise NotImplementedError
 
     def accept(self, f_new):
-        """The step just attempted is accepted (after ``stiffness`` and ``interpolate``
-        have seen its stages): returns ``f`` at its end for the next :meth:`attempt`,
-        by default the ``f_new`` that :meth:`attempt` returned."""
+        """The step just attempted is accepted: ``f`` at its end for the next attempt."""
         return f_new
 
     def factor(self, err, after_rejection=False):
-        """The factor on ``h`` for the next step after an error norm ``err``
-        (:func:`step_factor`)."""
+        """The factor on ``h`` after an error norm ``err`` (:func:`step_factor`)."""
         return step_factor(err, self.error_exponent, after_rejection)
 
     def initial_step(self, t0, y0, f0, h_max):
@@ -462,10 +455,8 @@ def kink_factor(err, after_rejection):
 
 
 def _locate_stop(stepper, t, y, f, h, g0, stop, y1):
-    """Illinois regula falsi on ``theta`` in [0, 1] for ``stop(y(t + theta h)) = 0``, ``y(.)``
-    the stepper's own step from ``(t, y)`` (``stop(y) > 0``) to ``y1`` (``stop(y1) <= 0``):
-    ``(theta, y_theta, nfev)`` with ``stop(y_theta) <= 0`` (``(1, y1)`` where no shorter
-    step below the level is found, e.g. a loss at its rounding floor)."""
+    """Illinois regula falsi on ``theta`` in [0, 1] for ``stop(y(t + theta h)) = 0`` along the
+    stepper's own step to ``y1``: ``(theta, y_theta, nfev)`` with ``stop(y_theta) <= 0``."""
     lo, hi = 0.0, 1.0
     glo, ghi = g0, None
     y_hi, nfev = y1, 0

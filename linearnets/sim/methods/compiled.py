@@ -32,8 +32,7 @@ from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FAC
 __all__ = ["erk", "ssp", "rosw", "control", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
            "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
            "JVP_COST", "chunk_budget", "advance_in_chunks", "stiff_fired", "DenseStages",
-           "STOPPED", "tableau_args", "loop_control", "BatchStages", "BATCH_THREADS",
-           "batch_threads"]
+           "STOPPED", "tableau_args", "loop_control", "BATCH_THREADS", "batch_threads"]
 
 #: Work of one call of a compiled loop: at most INTERRUPT_STEPS attempted steps and
 #: INTERRUPT_WORK state entries times stages, at least MIN_CHUNK_STEPS steps; between calls
@@ -87,11 +86,10 @@ def stiff_fired(stiff_steps, th):
 
 
 def stiffness_args(tab, stiff_steps=0, cap_safety=None, stiff_held=1.0):
-    """``(wd, stiff)`` of the compiled explicit loops: the tableau's stiffness weights and
-    ``[boundary, safety, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|, STIFFNESS_STATE_ULPS
-    eps, NONSTIFF_RESET, stiff_steps, stiff_held]``; ``cap_safety`` 0 switches the cap off,
-    None reads ``STABILITY_SAFETY`` here.  No estimate (no cap) where the last stage is not
-    at ``t + h``."""
+    """``(wd, stiff)`` of the compiled explicit loops: the stiffness weights and ``[boundary,
+    safety, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|, STIFFNESS_STATE_ULPS eps,
+    NONSTIFF_RESET, stiff_steps, stiff_held]`` (``cap_safety`` 0: no cap; None: here's
+    ``STABILITY_SAFETY``; no cap where the last stage is not at ``t + h``)."""
     has = tab.stability_boundary > 0.0 and tab.c[-1] == 1.0
     wd = np.ascontiguousarray(tab.stiffness_weights if has else np.zeros(tab.n_stages),
                               dtype=np.float64)
@@ -188,35 +186,26 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, d
         stiff_steps=0, predictive=True, cap_safety=None, stiff_held=1.0):
     """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` onto every ``t_eval``.
 
-    The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``
-    (the same options, agreeing to the tolerance); kink switches and the stop event are the
-    ``ops``' own (compiled).
+    The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``, the
+    same options agreeing to the tolerance (kink switches and the stop event are the
+    ``ops``' own).
 
     Parameters
     ----------
     ops : compiled operations (module docstring)
     y0 : ndarray, shape (n,)
-        The state at ``t0`` (not modified).
     t_eval : ndarray, shape (T,)
-        Strictly increasing output times ``>= t0``; each ends a step (but see ``dense``).
     primary : Tableau, or a stepper class of ``methods.erk`` (its ``tableau``)
     options : StepperOptions
     observe : callable ``observe(k, y)``
     fallback : Tableau or stepper class, optional
-        The low-order pair at kinks (a model whose ops have switches).
     t0 : float, optional
         The start time, by default ``t_eval[0]``.
-    dense : bool
-        Only the last output time ends a step; the others come from the tableau's
-        continuous extension (where it has one, and there is no fallback).
-    stiff_steps : int
-        > 0: return with ``Result.stiff`` once the cap has held this many accepted steps in
-        a row below ``1 / stiff_held`` of the accuracy step (loops that have the test).
-    predictive : bool
-        Gustafsson's predictive controller (``integrate(predictive=True)``).
+    dense, stiff_steps, predictive, stiff_held
+        As for ``base.integrate``.
     cap_safety : float or None
-        The stability cap at ``cap_safety`` of the estimated limit; 0: no cap; None:
-        this module's ``STABILITY_SAFETY`` (read at the call).
+        As for ``base.integrate``; None: this module's ``STABILITY_SAFETY`` (read at the
+        call).
 
     Returns
     -------
@@ -298,24 +287,12 @@ ssp = erk
 
 
 class DenseStages:
-    """The explicit ops of a model with a compiled right-hand side (module docstring):
-    stage derivatives kept as the rows of ``K``.
-
-    Parameters
-    ----------
-    advance : numba dispatcher
-        The model's cached entry point into ``_erk_kernels.make_erk_advance``'s loop.
-    rhs : numba dispatcher
-        ``rhs(y, out, data)``.
-    data : tuple
-        The model's data tuple.
-    n : int
-    switches : (crossings, keep_pattern), optional
-        The model's compiled switch functions (those the loop was built with), for the
-        pattern at the start; ``n_switches`` their number.
-    stop : numba dispatcher, optional
-        ``stop(y, data) -> g`` (as the loop's), for the stop value at the start.
-    """
+    """The explicit ops of a model with a compiled right-hand side (module docstring): stage
+    derivatives as the rows of ``K``.  ``advance`` is the model's cached entry point into
+    ``_erk_kernels.make_erk_advance``'s loop, ``rhs(y, out, data)`` its right-hand side on
+    its data tuple ``data``, ``n`` the state size, ``switches = (crossings, keep_pattern)``
+    and ``stop(y, data) -> g`` the loop's own switch and stop functions (``n_switches``
+    switches), for the pattern and stop value at the start."""
 
     detects_stiffness = True
 
@@ -379,21 +356,9 @@ class DenseStages:
         self.K[0] = self.K[self.s]
 
 
-class BatchStages:
-    """The explicit ops of a batch of B members of one model: member b is
-    the :class:`DenseStages` ``members[b]`` on its data tuple ``member(b)`` (views of the
-    batch's arrays, the types of the serial one: no new compilation).  ``advance``, ``rhs``,
-    ``switches``, ``n_switches``, ``stop`` as for :class:`DenseStages`; ``B``, ``n`` ints."""
-
-    def __init__(self, advance, rhs, member, B, n, switches=None, n_switches=0, stop=None):
-        self.B, self.n = int(B), int(n)
-        self.members = [DenseStages(advance, rhs, member(b), n, switches, n_switches, stop)
-                        for b in range(self.B)]
-
-
 def batch_threads(B):
-    """Threads that drive a batch of B members (:data:`BATCH_THREADS`, else this machine's
-    cores), at most B."""
+    """Threads that drive an ensemble of B members (:data:`BATCH_THREADS`, else this
+    machine's cores), at most B."""
     n = BATCH_THREADS or os.cpu_count() or 1
     return max(1, min(int(B), int(n)))
 

@@ -59,49 +59,41 @@ SWITCH_BACKOFF = 4
 HANDBACK_STEPS = 15
 
 
-def _explicit(tab, net, xp):
-    store = None
-    if hasattr(net, "stores"):
-        _, store = net.stores("erk", tab)
-    fun = net.rhs if net.smooth else None
-
+def _factory(cls, tab, **kw):
+    """A stepper factory ``make(rhs, n, rtol, atol, xp)`` of ``cls`` for ``base.integrate``."""
     def make(rhs, n, rtol, atol, xp):
-        return ExplicitRK(rhs, n, rtol, atol, xp, fun=fun, tableau=tab, store=store)
+        return cls(rhs, n, rtol, atol, xp, **kw)
     make.tableau = tab
     return make
+
+
+def _explicit(tab, net):
+    store = net.stores("erk", tab)[1] if hasattr(net, "stores") else None
+    return _factory(ExplicitRK, tab, fun=net.rhs if net.smooth else None, tableau=tab,
+                    store=store)
 
 
 def stepper_for(method, net, xp=np):
     """``(primary, fallback)`` stepper factories of ``method`` on model ``net`` for
     ``base.integrate`` (the fallback only for a model with kinks)."""
     kind, tab = METHODS[method]
+    fun = net.rhs if net.smooth else None
     if kind == "rosw":
-        jvp = getattr(net, "jvp", None) if ROSENBROCK_JVP == "model" else None
         lin = getattr(net, "linearize", None)
         cls = ROS34PW2_STEPPER.bind(
-            jvp=jvp, linearize=lin, metric=net.metric, EVALUATE_REJECTED=not net.smooth,
+            jvp=getattr(net, "jvp", None) if ROSENBROCK_JVP == "model" else None,
+            linearize=lin, metric=net.metric, EVALUATE_REJECTED=not net.smooth,
             JVP_COST=getattr(net, "jvp_cost", 1.0) if lin is not None else 1.0)
-        fun = net.rhs if net.smooth else None
-
-        def primary(rhs, n, rtol, atol, xp):
-            return cls(rhs, n, rtol, atol, xp, fun=fun)
-        primary.tableau = tab
+        primary = _factory(cls, tab, fun=fun)
         low = (primary if ROSENBROCK_FALLBACK == "same" else None if ROSENBROCK_FALLBACK is None
-               else _explicit(TABLEAUX[ROSENBROCK_FALLBACK], net, xp))
+               else _explicit(TABLEAUX[ROSENBROCK_FALLBACK], net))
     else:
+        store = None
         if kind == "ssp" and hasattr(net, "stores"):
             kind, store = net.stores("ssp", tab)
-        else:
-            store = None
-        if kind == "ssp":
-            fun = net.rhs if net.smooth else None
-
-            def primary(rhs, n, rtol, atol, xp):
-                return LowStorageRK(rhs, n, rtol, atol, xp, fun=fun, store=store)
-            primary.tableau = tab
-        else:
-            primary = _explicit(tab, net, xp)
-        low = _explicit(TABLEAUX[FALLBACK], net, xp)
+        primary = (_factory(LowStorageRK, tab, fun=fun, store=store) if kind == "ssp"
+                   else _explicit(tab, net))
+        low = _explicit(TABLEAUX[FALLBACK], net)
     return primary, (None if net.smooth else low)
 
 
@@ -110,8 +102,7 @@ def _compiled_ops(net, backend, kind, tab, stop):
         return kind, None
     if stop is None and net.smooth:
         return net.compiled_ops(kind, tab)
-    # kinks and stop rules compiled where the model's ops have them (``compiled_events``;
-    # the stop rule as ``stop.rule``, the tuple of ``flow.check_stop``)
+    # kinks and stop rules where the model's ops have them (the rule: ``stop.rule``)
     rule = getattr(stop, "rule", None)
     if getattr(net, "compiled_events", False) and (stop is None or rule is not None):
         return net.compiled_ops(kind, tab, stop=rule)
@@ -161,9 +152,8 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense,
 
 def run(method, net, y0, t_eval, opts, observe, *, backend="numpy", xp=np, dense=False,
         stop=None, t0=0.0):
-    """Integrate model ``net`` from ``y0`` at ``t0`` (the time of the weights, 0) onto
-    ``t_eval`` with ``method``: a :class:`~.base.Result` (``opts``:
-    :class:`~.base.StepperOptions`)."""
+    """Integrate model ``net`` from ``y0`` at ``t0`` onto ``t_eval`` with ``method``: a
+    :class:`~.base.Result` (``opts``: :class:`~.base.StepperOptions`)."""
     kw = dict(backend=backend, xp=xp, dense=dense, stop=stop)
     if method == "auto":
         return auto(net, y0, t_eval, opts, observe, t0=t0, **kw)
@@ -171,22 +161,19 @@ def run(method, net, y0, t_eval, opts, observe, *, backend="numpy", xp=np, dense
 
 
 def auto_pair(rtol):
-    """The explicit pair that ``"auto"`` starts with at ``rtol`` (:data:`AUTO_PAIR_RTOL`);
-    a model with kinks keeps it throughout (its steps are never capped)."""
+    """The explicit pair that ``"auto"`` starts with at ``rtol`` (:data:`AUTO_PAIR_RTOL`)."""
     return "DOP853" if rtol < AUTO_PAIR_RTOL else "RK45"
 
 
 def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
-    """``"auto"``: the explicit pair (RK45 or DOP853 by ``rtol``, :data:`AUTO_PAIR_RTOL`)
-    until the stability cap has held its step below ``1 / PAIR_HELD`` of its accuracy step
-    for :data:`STIFF_STEPS` steps in a row, then SSPRK104
-    (cheaper per unit time at the cap) until its own cap has held its step below ``1 /
-    ROSENBROCK_HELD`` of its accuracy step for ``ROSENBROCK_STEPS SWITCH_BACKOFF^tries``
-    steps in a row, then ROS34PW2 until SSPRK104 at its capped step would be cheaper per unit time
-    (``base.integrate(switch_back=...)``, measured from the Rosenbrock steps' own work), and
-    back to SSPRK104.  Each stretch is the method's own
-    loop on the backend (compiled on numba).  The Result sums the stretches; its message
-    says where the run first switched, through which methods and how often."""
+    """``"auto"``: the explicit pair (RK45 at ``rtol >= AUTO_PAIR_RTOL``, else DOP853) until
+    the stability cap has held its step below ``1 / PAIR_HELD`` of its accuracy step for
+    ``STIFF_STEPS`` steps in a row, then SSPRK104 until its cap has held it below ``1 /
+    ROSENBROCK_HELD`` for ``ROSENBROCK_STEPS SWITCH_BACKOFF^tries`` steps, then ROS34PW2
+    until SSPRK104 would be cheaper per unit time for ``HANDBACK_STEPS`` steps, and back.
+    A model with kinks has no cap, so it keeps the pair (and BS32 at kinks).  Each stretch
+    runs in its method's own loop; the Result sums them (docs/simulator.md, "The auto
+    rule")."""
     T = t_eval.size
     pair = auto_pair(opts.rtol)
     y, t, k, h = y0, float(t0), 0, opts.first_step
