@@ -180,10 +180,7 @@ def mlp_forward(y, X, data, keep):
     o, r, c = lay[L - 1, 0], lay[L - 1, 1], lay[L - 1, 2]
     W = y[o:o + r * c].reshape((r, c))
     np.dot(h, W.T, F)
-    mL = m[L - 1]
-    for p in range(P):
-        for j in range(r):
-            F[p, j] *= mL
+    F *= m[L - 1]
 
 
 @njit(cache=True, nogil=True)
@@ -259,10 +256,7 @@ def mlp_rhs(y, out, data):
             hin = X
         gW = out[o:o + r * c].reshape((r, c))
         np.dot(G.T, hin, gW)
-        sw = scales[l] * m[l]
-        for i in range(r):
-            for j in range(c):
-                gW[i, j] *= sw
+        gW *= scales[l] * m[l]
         if l > 0:
             W = y[o:o + r * c].reshape((r, c))
             buf = G2 if cur == 1 else G1
@@ -271,23 +265,17 @@ def mlp_rhs(y, out, data):
             np.dot(G, W, Gn)
             D = Dv[hoffs[l - 1]:hoffs[l - 1] + P * c].reshape((P, c))
             ml = m[l]
+            for p in range(P):
+                for j in range(c):
+                    Gn[p, j] = ml * Gn[p, j] * D[p, j]
             bo = lay[l - 1, 3]
-            if bo >= 0:
+            if bo >= 0:                   # dL/db_{l-1} = sum_mu G_{l-1}
                 gb = out[bo:bo + c]
-                for j in range(c):
-                    gb[j] = 0.0
+                gb[:] = 0.0
                 for p in range(P):
                     for j in range(c):
-                        v = ml * Gn[p, j] * D[p, j]
-                        Gn[p, j] = v
-                        gb[j] += v
-                sb = scales[l - 1]
-                for j in range(c):
-                    gb[j] *= sb
-            else:
-                for p in range(P):
-                    for j in range(c):
-                        Gn[p, j] = ml * Gn[p, j] * D[p, j]
+                        gb[j] += Gn[p, j]
+                gb *= scales[l - 1]
             G = Gn
 
 
