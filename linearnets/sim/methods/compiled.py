@@ -29,7 +29,7 @@ from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FAC
                    STOP_ITERATIONS, STOP_XTOL, SWITCH_BACK_MARGIN, FlowStatus, Result,
                    dense_batch_rows, observe_step, run_message, select_initial_step)
 
-__all__ = ["erk", "ssp", "rosw", "control", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
+__all__ = ["erk", "ssp", "rosw", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
            "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
            "JVP_COST", "chunk_budget", "advance_in_chunks", "stiff_fired", "DenseStages",
            "STOPPED", "tableau_args", "loop_control", "BATCH_THREADS", "batch_threads"]
@@ -99,14 +99,6 @@ def stiffness_args(tab, stiff_steps=0, cap_safety=None, stiff_held=1.0):
                       STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS,
                       NONSTIFF_RESET, stiff_steps, stiff_held], dtype=np.float64)
     return wd, stiff
-
-
-def control(tab, options, stiff_steps=0, cap_safety=None, stiff_held=1.0):
-    """The control tuple of the linear network's factored-stage loops: ``(exponent, rtol,
-    atol, SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff)``."""
-    wd, stiff = stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
-    return (-1.0 / (tab.error_order + 1), float(options.rtol), float(options.atol), SAFETY,
-            MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, wd, stiff)
 
 
 def tableau_args(tab, rtol):

@@ -137,16 +137,11 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense,
     if hasattr(observe, "many"):
         obs.many = lambda j, states: observe.many(k0 + j, states)
     smooth = net.smooth
-    cap = None if smooth else 0.0      # None: the runner's STABILITY_SAFETY
-    if kind == "ssp":
-        res = compiled.ssp(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense,
-                           predictive=smooth, cap_safety=cap, stiff_steps=stiff_steps,
-                           stiff_held=stiff_held)
-    else:
-        res = compiled.erk(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense,
-                           stiff_steps=stiff_steps, predictive=smooth, cap_safety=cap,
-                           fallback=None if smooth else TABLEAUX[FALLBACK],
-                           stiff_held=stiff_held)
+    # one runner for the explicit and low-storage loops (cap None: its STABILITY_SAFETY)
+    res = compiled.erk(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense,
+                       stiff_steps=stiff_steps, predictive=smooth,
+                       cap_safety=None if smooth else 0.0,
+                       fallback=None if smooth else TABLEAUX[FALLBACK], stiff_held=stiff_held)
     return replace(res, n_done=k0 + res.n_done) if k0 else res
 
 
