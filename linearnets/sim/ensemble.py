@@ -1,13 +1,5 @@
-"""The ensemble axis: B initialisations of one architecture on one data set, in one call.
-
-Member b is the run :func:`~linearnets.sim.flow.gradient_flow` makes of it, with its own
-step control: the members run through :func:`~linearnets.sim.flow.prepare_flow` (one
-preparation per output scale ``alpha``), on :func:`~.methods.compiled.batch_threads`
-threads where the backend is numba (its compiled loops release the GIL; BLAS runs on one
-thread meanwhile), one after another otherwise.  So every member meets its own tolerance,
-and a stiff or slow member costs only its own steps.  Measurements, and the batched loops
-this replaced: docs/simulator.md, "The ensemble".
-"""
+"""The ensemble axis: B initialisations of one architecture on one data set, in one call
+(docs/simulator.md, "The ensemble")."""
 from __future__ import annotations
 
 import numbers

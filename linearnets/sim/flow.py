@@ -1,13 +1,5 @@
-"""The simulator's front end: one validation, one run, one trajectory, one failure report.
-
-:func:`gradient_flow` is ``prepare_flow(...).run(weights)``: :func:`prepare_flow` validates
-the arguments, picks the model (``linearnets.sim.models``) and the backend and summarises
-the data once; :meth:`PreparedFlow.run` builds the model at the weights (the state at
-t = 0), integrates it with the method (``methods.run``) and records a :class:`Trajectory`.
-Every run is watched by one breakdown guard and reports a failure one way
-(:class:`FlowWarning`, or :class:`FlowError` with ``raise_on_failure``).
-docs/simulator.md, "The front end".
-"""
+"""The simulator's front end: one validation, one run, one trajectory, one failure report
+(docs/simulator.md, "The front end")."""
 from __future__ import annotations
 
 import math
@@ -89,8 +81,7 @@ class FlowError(RuntimeError):
 
 
 def _outside_stacklevel():
-    """The ``stacklevel`` of a warning issued here that names the first frame outside the
-    package (a user's call, not the module of ``linearnets`` that passed it on)."""
+    """The ``stacklevel`` that names the first frame outside the package."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     frame, level = sys._getframe(1), 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
@@ -99,9 +90,7 @@ def _outside_stacklevel():
 
 
 def report_failure(result, failure, raise_on_failure):
-    """``result``; with a ``failure`` (what failed: a message, None for success) it warns
-    (:class:`FlowWarning`) or raises (:class:`FlowError`, whose ``trajectory`` is
-    ``result``)."""
+    """``result``; with a ``failure`` message, warn (:class:`FlowWarning`) or raise first."""
     if failure is None:
         return result
     msg = f"gradient flow failed: {failure}"
@@ -239,10 +228,8 @@ def check_t_eval(t_eval):
 
 
 def check_horizon(t_end, y0, f0, max_steps, xp=np):
-    """Reject a horizon ``t_end`` that no run of ``max_steps`` steps reaches: a ``ValueError``
-    naming ``t_eval`` where ``t_end`` exceeds ``max_steps / eps`` initial time scales of the
-    flow, ``|y0| / |dy/dt (0)|`` (``y0``, ``f0``: (n,) or one member a row, (B, n); the
-    fastest member counts): a rule of thumb from the initial velocity (docs/simulator.md)."""
+    """``ValueError`` naming ``t_eval`` where ``t_end`` exceeds ``max_steps / eps`` initial time
+    scales ``|y0| / |f0|`` of the flow (``y0``, ``f0``: (n,) or (B, n), the fastest counts)."""
     with np.errstate(all="ignore"):
         ny = xp.sqrt(xp.sum(y0 * y0, axis=-1))
         nf = xp.sqrt(xp.sum(f0 * f0, axis=-1))
@@ -256,8 +243,7 @@ def check_horizon(t_end, y0, f0, max_steps, xp=np):
 
 
 def check_data(X, Y, shapes):
-    """``X`` (P, D) and ``Y`` (P, C) as float64 with P >= 1 and the D and C of the layer
-    ``shapes`` (``ValueError`` naming X or Y)."""
+    """``X`` (P, D) and ``Y`` (P, C) as float64, P >= 1, D and C those of ``shapes``."""
     X = check_matrix(X, "X")
     if X.shape[0] < 1:
         raise ValueError("X must hold at least one sample (P >= 1 rows), got P = 0")
@@ -280,8 +266,7 @@ def check_data(X, Y, shapes):
 
 
 def check_tolerances(rtol, atol):
-    """``(rtol, atol)`` as floats in ``MIN_RTOL <= rtol < MAX_RTOL`` and
-    ``0 < atol < MAX_ATOL`` (a ``ValueError`` naming the argument otherwise)."""
+    """``(rtol, atol)`` as floats, ``MIN_RTOL <= rtol < MAX_RTOL``, ``0 < atol < MAX_ATOL``."""
     rtol = float(check_positive(rtol, "rtol", ndim=0))
     atol = float(check_positive(atol, "atol", ndim=0))
     if rtol < MIN_RTOL:
@@ -400,18 +385,15 @@ def shapes_of(layers):
 
 
 class _Guard:
-    """Watches the loss at the outputs for a rise above :data:`BREAKDOWN_RISE` times the loss
-    ``loss0`` at t = 0 (and ``BREAKDOWN_ROUNDING`` of the size of its terms): ``broken`` is
-    the first output that rose (or None), ``last_y`` a copy of the last state before it."""
+    """The breakdown guard: ``broken``, the first output whose loss rose (or None), and
+    ``last_y``, a copy of the last state before it."""
 
     def __init__(self, loss0, y0):
         self.loss0, self.last_y = (None if loss0 is None else float(loss0)), y0
         self.loss_bad = self.broken = None
 
     def rose(self, k, loss, size, states, to_np):
-        """Check the outputs ``k, k + 1, ...`` (losses ``loss`` (m,), term sizes ``size`` (m,),
-        states (m, n)); True (``broken`` set) if one rose.  Without ``loss0`` the first
-        output, the state at t = 0, sets it."""
+        """True (``broken`` set) if one of the outputs ``k, k + 1, ...`` rose."""
         if self.loss0 is None:
             self.loss0 = float(loss[0])
         with np.errstate(invalid="ignore"):
@@ -464,7 +446,6 @@ class PreparedFlow:
         return out
 
     def _parameters(self, weights0, biases0):
-        """The checked ``(weights, biases or None)`` of the prepared shapes."""
         ws = self._check(weights0, self.shapes, "weights0")
         if (biases0 is not None) != self.has_biases:
             raise ValueError("biases: pass them to run() exactly when the flow was prepared "
@@ -474,7 +455,6 @@ class PreparedFlow:
         return ws, bs
 
     def _net(self, ws, bs):
-        """The model at the parameters ``ws``, ``bs`` (the state at t = 0), on the data."""
         net = self.model(ws, bs, self.options, xp=self.xp)
         if self._shared is not None:
             net.prepare(*self._data, self._shared)
@@ -547,7 +527,6 @@ class PreparedFlow:
                               self.raise_on_failure)
 
     def _trajectory(self, net, ws, bs):
-        """Integrate ``net`` and record the outputs (the one Trajectory builder)."""
         rec, t_eval, xp = self.record, self.t_eval, self.xp
         T, L, C, D = t_eval.size, len(self.shapes), self.shapes[-1][0], self.shapes[0][1]
         to_np = _backend.to_numpy if xp is not np else (lambda a: a)

@@ -1,20 +1,5 @@
-"""Steppers that know nothing about networks, and the one adaptive loop that drives them.
-
-A :class:`Stepper` advances ``dy/dt = rhs(t, y)`` on a flat float64 vector (numpy, or CuPy
-through ``xp``) by one attempted step: ``attempt(t, y, f, h) -> (y_new, f_new, err)``,
-``accept(f_new) -> f`` (first same as last), optionally ``stiffness(h, y_new) -> rho`` and
-``interpolate(theta, y, y_new, h)``.  :func:`integrate` is the adaptive loop of the numpy
-and CuPy backends for every stepper and model (the compiled loops are its numba twins).
-
-Step control (Hairer, Norsett & Wanner I, II.4, as ``scipy.integrate._ivp``): a step with
-``err < 1`` (RMS over ``atol + rtol max(|y|, |y_new|)``) is accepted and the next is
-``h clip(SAFETY err^(-1/(q+1)), MIN_FACTOR, MAX_FACTOR)``; ``predictive=True`` adds
-Gustafsson's predictive step (1994; HNW II, IV.8).  The stability cap ``cap_safety
-boundary / rho`` uses Hairer's stiffness estimate (``dopri5.f``; HNW II, IV.2).  At kinks of
-a piecewise-smooth field the loop falls back to a low-order pair after ``KINK_REJECTIONS``
-rejections across a switch and resumes after ``CALM_STEPS`` calm steps.  The rules, their
-accuracy and what was measured: docs/simulator.md, "The adaptive loop".
-"""
+"""Steppers that know nothing about networks, and the one adaptive loop that drives them
+(numpy and CuPy; docs/simulator.md, "The adaptive loop" and "Module overviews")."""
 from __future__ import annotations
 
 import enum

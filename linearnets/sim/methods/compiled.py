@@ -1,21 +1,5 @@
-"""The compiled loops' runners: Python only at output times (numba backend).
-
-On numba the whole stepping loop is compiled (``methods/_erk_kernels``,
-``methods/_rosw_kernels`` and the linear model's stage stores); a runner here evaluates the
-first derivative, chooses the first step, calls the loop once per output interval (in
-chunks, so that Ctrl-C lands quickly), forms the outputs inside a step with dense output
-(``base.observe_step``) and returns ``base.integrate``'s :class:`~.base.Result`:
-:func:`erk` (explicit pairs; :func:`ssp` is the same runner on a low-storage loop) and
-:func:`rosw`.
-
-``ops``, a model's compiled operations for one loop, has ``first(y) -> f`` (into the
-loop's first stage slot, keeping a kink model's switch pattern), ``stop_value(y)`` (None:
-no stop event), ``rhs(v, out)``, ``prepare(tab, low, options, predictive, cap_safety,
-stiff_steps, stiff_held)``, ``advance(y, y_new, th, t_target, t_out, stats, budget) ->
-code`` (``_erk_kernels.make_erk_advance``), ``interpolate(theta, y, y_new, h)``,
-``interpolate_many(thetas, y, y_new, h, batch)``, ``fsal()`` and ``detects_stiffness``.
-The Rosenbrock-W runner's ``ops`` is described at :func:`rosw`.
-"""
+"""The compiled loops' runners: Python only at output times (numba backend;
+docs/simulator.md, "Module overviews", lists the ``ops`` a model supplies)."""
 from __future__ import annotations
 
 import math

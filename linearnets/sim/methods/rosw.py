@@ -1,22 +1,5 @@
-"""A Rosenbrock-W stepper (any model, any array namespace).
-
-:class:`RosenbrockWStepper` advances ``dy/dt = rhs(t, y)`` by ROS34PW2 (Rang & Angermann,
-BIT 45 (2005) 761: 4 stages, order 3, embedded order 2, L-stable) in its U-form
-(:meth:`~.tableaux.RosenbrockW.transformed`), with ``J`` frozen at the step's start ``y``:
-
-    (I - h gamma J) U_i = h gamma f(y + sum_j a_ij U_j) + gamma sum_{j<i} c_ij U_j,
-    y_new = y + sum_i m_i U_i,   error  sum_i e_i U_i .
-
-``J v`` is a model's product where bound (:meth:`RosenbrockWStepper.bind`), otherwise the
-forward difference ``(rhs(y + eps v) - f(y)) / eps``, ``eps = sqrt(u (1 + |y|)) / |v|``
-(NITSOL: Pernice & Walker, SIAM J. Sci. Comput. 19 (1998) 302, eq. (2.2)); a W-method keeps
-its order with any matrix in place of ``J`` (HNW II, IV.7).  The stage systems are solved
-by conjugate gradients in the inner product ``<u, v>_M = sum M u v`` (``metric`` ``M``,
-the inverse per-parameter rates, makes ``M J`` symmetric) until the residual's RMS over
-``atol + rtol |y|`` is below :data:`KRYLOV_TOL`; a failed solve rejects the step with
-:data:`FAILED_SOLVE_ERR`.  ``n_evals`` is the work of the last attempt (right-hand sides
-plus ``JVP_COST`` per product).  docs/simulator.md, "Methods".
-"""
+"""A Rosenbrock-W stepper, ROS34PW2 (Rang & Angermann, BIT 45 (2005) 761), for any model
+and array namespace (docs/simulator.md, "Methods" and "Module overviews")."""
 from __future__ import annotations
 
 import math

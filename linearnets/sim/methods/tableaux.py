@@ -1,16 +1,5 @@
-"""Every tableau of the simulator's methods, stored as data.
-
-Explicit embedded pairs (:class:`Tableau`, the conventions of Hairer-Norsett-Wanner and
-``scipy.integrate``): stages ``K_i = f(y + h sum_{j<i} A_ij K_j)``, the step
-``y_new = y + h sum_i b_i K_i``, error weights ``e`` (s + 1,) whose last entry multiplies
-``f(y_new)`` (first same as last), and for DOP853 a third-order companion ``e3``.  RK45
-(Dormand & Prince 1980), DOP853 (HNW I, II.10), BS32 (Bogacki & Shampine 1989), HE21
-(Heun with Euler), and SSPRK104 (Ketcheson, SIAM J. Sci. Comput. 30 (2008) 2113), stored
-in its two-register form :data:`SSPRK104_LOW_STORAGE` and expanded into its Butcher
-tableau (:func:`expand_low_storage`).  The Rosenbrock-W method ROS34PW2
-(:class:`RosenbrockW`; Rang & Angermann, BIT 45 (2005) 761).  Stability intervals, dense
-output and the choice among them: docs/simulator.md.
-"""
+"""Every tableau of the simulator's methods, stored as data (docs/simulator.md, "Module
+overviews", for the conventions and sources)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
