@@ -223,7 +223,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     Each member is the run ``gradient_flow`` makes of it (its error norm, step-size rule,
     kink fallback, breakdown guard; :func:`linearnets.prepare_flow`, one preparation per
     ``alpha``), so each meets its own ``rtol``/``atol``; on numba the members run on
-    threads (module docstring).
+    :func:`~.methods.compiled.batch_threads` threads (the compiled loops release the GIL),
+    BLAS on one thread meanwhile, elsewhere one after another.
 
     Parameters
     ----------
