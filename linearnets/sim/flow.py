@@ -596,8 +596,7 @@ class PreparedFlow:
         def observe_many(k, states):
             # the outputs k, k + 1, ... of one step (dense output): the maps in one call
             # where nothing else reads the states
-            if terms is None or wt is not None or outs is not None or cons is not None \
-                    or ntk is not None:
+            if terms is None or any(a is not None for a in (wt, outs, cons, ntk)):
                 for i, y in enumerate(states):
                     observe(k + i, y)
                 return

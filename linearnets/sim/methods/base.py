@@ -101,13 +101,9 @@ def sumsq(x, xp=np):
 
 
 def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev):
-    """``h_next`` held to Gustafsson's predictive step after an accepted step ``h_try``.
-
-    ``h_pred = SAFETY h_try (h_try / h_prev) (err_prev / err^2)^(-exponent)``, at least
-    ``MIN_FACTOR h_try`` (Gustafsson 1994; Hairer-Wanner II, IV.8, ``radau5.f``), with the
-    previous accepted step ``h_prev`` and its floored error ``err_prev``; the smaller of the
-    two.  Unchanged without a previous step (``h_prev == 0``) or at ``err == 0``.
-    """
+    """The smaller of ``h_next`` and Gustafsson's predictive step after an accepted ``h_try``,
+    ``SAFETY h_try (h_try / h_prev) (err_prev / err^2)^(-exponent)``, at least ``MIN_FACTOR
+    h_try`` (Gustafsson 1994; HNW II, IV.8, ``radau5.f``); unchanged if h_prev or err is 0."""
     if h_prev <= 0.0 or err == 0.0:
         return h_next
     h_pred = SAFETY * h_try * (h_try / h_prev) * (err_prev / err / err) ** (-exponent)
@@ -169,13 +165,11 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np, 
 
     Parameters
     ----------
-    fun : callable ``fun(y) -> dy``
-        With ``timed``, ``fun(y, dt) -> dy``, ``dt`` the time of ``y`` after ``t0``.
-    t0, t_end : float
+    fun : callable ``fun(y) -> dy``, with ``timed`` ``fun(y, dt) -> dy`` (``dt`` after t0)
+    t0, t_end, rtol, atol : float
     y0, f0 : ndarray, shape (n,)
         Initial state and ``fun(y0)`` (numpy, or ``xp``'s arrays).
     error_order : int
-    rtol, atol : float
     interval : float, optional
         The largest step, by default ``t_end - t0``.
 
@@ -260,10 +254,8 @@ class Stepper:
     rhs : callable ``rhs(t, y) -> dy``
         Flat arrays (n,); the returned array is copied, so it may be a buffer.
     n : int
-        State size.
     rtol, atol : float
-    xp : module
-        Array namespace (numpy or CuPy).
+    xp : module (numpy or CuPy)
     fun : callable ``fun(y, out) -> out``, optional
         An autonomous right-hand side that writes into ``out`` (n,), used instead of
         ``rhs`` where given (no copy of the derivative).
@@ -301,7 +293,6 @@ class Stepper:
         return -1.0 / (self.tableau.error_order + 1)
 
     def _eval(self, t, y, out):
-        """``out = f(t, y)``."""
         if self.fun is not None:
             self.fun(y, out)
         else:
@@ -340,17 +331,8 @@ class Stepper:
 
 @dataclass(frozen=True)
 class StepperOptions:
-    """Settings of :func:`integrate`.
-
-    Attributes
-    ----------
-    rtol, atol : float
-    max_steps : int
-        Budget of attempted steps.
-    first_step : float or None
-    kink_rtol : float
-        Relative tolerance of the fallback stepper at kinks (>= rtol).
-    """
+    """Settings of :func:`integrate`: tolerances, the budget of attempted steps, the first
+    step (None: chosen) and the fallback stepper's relative tolerance at kinks (>= rtol)."""
 
     rtol: float = 1e-8
     atol: float = 1e-12
@@ -367,32 +349,21 @@ class Result:
     ----------
     n_done : int
         Output times reached (``observe`` was called for ``k < n_done``).
-    t_last : float
-        Time of ``y_last``, the last accepted state (the stopped state after a stop).
-    y_last : ndarray (n,)
+    t_last, y_last : float, ndarray (n,)
+        The last accepted state and its time (the stopped state after a stop).
     nfev, nsteps, nrejected : int
-    status : FlowStatus
-    message : str
+    status, message : FlowStatus, str
     t_stop : float or None
         Where the stop rule fired (None if it did not).
-    kinks : int
-        Switches crossed by accepted steps.
-    sliding_time : float
-        Time between kink crossings at most ``CALM_STEPS`` calm accepted steps apart.
-    fallback_steps : int
-        Accepted steps taken by the fallback stepper.
-    h_next : float
-        The step planned next.
-    rho : float
-        The remembered stiffness estimate (0 without the stability cap).
-    ncapped : int
-        Accepted steps after which the stability cap shortened the next step.
-    stiff : bool
-        The stiffness test (``stiff_steps``) ended the run at ``t_last``.
-    nonstiff : bool
-        The switch-back test (``switch_back``) ended the run at ``t_last``.
-    nonfinite : bool
-        The last rejected trial steps overflowed.
+    kinks, sliding_time, fallback_steps : int, float, int
+        Switches crossed by accepted steps, the time between crossings at most
+        ``CALM_STEPS`` calm accepted steps apart, the accepted steps of the fallback.
+    h_next, rho, ncapped : float, float, int
+        The step planned next, the remembered stiffness estimate (0 without the stability
+        cap), the accepted steps after which the cap shortened the next step.
+    stiff, nonstiff, nonfinite : bool
+        The stiffness test (``stiff_steps``) or the switch-back test (``switch_back``)
+        ended the run at ``t_last``; the last rejected trial steps overflowed.
     """
 
     n_done: int
@@ -442,15 +413,12 @@ def kink_factor(err, after_rejection):
 def _locate_stop(stepper, t, y, f, h, g0, stop, y1):
     """Illinois regula falsi on ``theta`` in [0, 1] for ``stop(y(t + theta h)) = 0`` along the
     stepper's own step to ``y1``: ``(theta, y_theta, nfev)`` with ``stop(y_theta) <= 0``."""
-    lo, hi = 0.0, 1.0
-    glo, ghi = g0, None
-    y_hi, nfev = y1, 0
-    ghi = -1.0
-    side = 0
+    lo, hi, glo, ghi = 0.0, 1.0, g0, -1.0
+    y_hi, nfev, side = y1, 0, 0
     for _ in range(STOP_ITERATIONS):
         if hi - lo <= STOP_XTOL:
             break
-        if ghi is None or glo == ghi:
+        if glo == ghi:
             th = 0.5 * (lo + hi)
         else:
             th = hi - ghi * (hi - lo) / (ghi - glo)
@@ -496,8 +464,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     stop : callable ``stop(y) -> float``, optional
         Stop rule: the run stops where it first becomes ``<= 0`` (located inside the
         step); every later output time gets the stopped state.
-    t0 : float
-    xp : module
+    t0, xp : float, module
     f0 : ndarray (n,), optional
         ``rhs(t0, y0)`` where the caller has evaluated (and checked) it: then it is
         neither evaluated nor counted here.
@@ -510,20 +477,18 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     cap_safety : float
         > 0: the stability cap ``cap_safety * boundary / rho`` from the stepper's
         ``stiffness`` estimate (remembered with decay ``STIFFNESS_MEMORY``).
-    stiff_steps : int
+    stiff_steps, stiff_held : int, float
         > 0 (with the cap): return with ``Result.stiff`` once the cap has held this many
         accepted steps in a row below ``1 / stiff_held`` of the step accuracy allowed.
-    stiff_held : float
     dense : bool
         Only the last output time ends a step; the others are the stepper's
         ``interpolate`` (where it has one and there is no kink fallback).
-    switch_back : Tableau, optional
+    switch_back, switch_steps : Tableau, int, optional
         With a stepper that keeps a spectral-radius estimate ``rho`` and its work ``cost``
         (``methods.rosw.RosenbrockWStepper``): return with ``Result.nonstiff`` once, for
         ``switch_steps`` unclipped accepted steps in a row, this pair would have cost less
         per unit time, ``SWITCH_BACK_MARGIN s / min(h, STABILITY_SAFETY boundary / rho)``
         against the stepper's ``cost`` of the step over ``h``.
-    switch_steps : int
 
     Returns
     -------
@@ -551,20 +516,14 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     T = t_eval.size
     t = float(t0)
     y = xp.array(y0, dtype=xp.float64, copy=True)
-    nfev = 0
-    if f0 is None:
-        f = main.evaluate(t, y)
-        nfev = 1
-    else:
-        f = f0
+    nfev = 1 if f0 is None else 0
+    f = main.evaluate(t, y) if f0 is None else f0
     pat = switches() if switches is not None else None
     if pat is not None:
         pat = pat.copy()
     k = k0
     counters = dict(nsteps=0, nrejected=0, kinks=0, fallback_steps=0, ncapped=0)
-    sliding = 0.0
-    h = 0.0
-    rho_mem = 0.0
+    sliding = h = rho_mem = 0.0
     nonfinite = False
 
     def done(status, extra="", t_stop=None, y_out=None, stiff=False, nonstiff=False):
@@ -603,21 +562,18 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
              and main.tableau.dense_P is not None)
     capping = cap_safety > 0.0 and main.stiffness is not None
     boundary = main.tableau.stability_boundary if capping else 0.0
-    eps4 = 4 * float(np.finfo(np.float64).eps)
     memory = NO_PREVIOUS_STEP      # the last accepted unclipped step (accept_step)
-    n_stiff = n_nonstiff = 0
+    n_stiff = n_nonstiff = n_cheaper = attempts = 0
     if switch_back is not None:
         if not (hasattr(main, "rho") and hasattr(main, "cost")):
             raise ValueError("switch_back: the stepper keeps no rho and cost estimate")
         erk_stages = SWITCH_BACK_MARGIN * switch_back.n_stages
         erk_boundary = STABILITY_SAFETY * switch_back.stability_boundary
         cost0 = main.cost
-    n_cheaper = 0
     active = main
     kink_rejections = calm = 0
     last_cross = None
     rejected = False
-    attempts = 0
     while k < T:
         # with dense output only the last output time ends a step
         target = float(t_eval[-1] if dense else t_eval[k])
@@ -625,7 +581,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             return done(FlowStatus.MAX_STEPS)
         if not h >= min_step(t):     # (a NaN step too)
             return done(FlowStatus.STEP_UNDERFLOW)
-        clipped = h >= target - t or t + h >= target - eps4 * abs(target)
+        clipped = h >= target - t or t + h >= target - 4 * _EPS * abs(target)
         t_new = target if clipped else t + h
         step = t_new - t
         stage_cross[0] = False
