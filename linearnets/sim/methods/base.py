@@ -16,7 +16,7 @@ __all__ = ["FlowStatus", "Stepper", "StepperOptions", "Result", "integrate", "su
            "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES", "NO_PREVIOUS_STEP",
            "run_message", "predictive_step", "accept_step", "stiffness_estimate",
            "stability_cap", "select_initial_step", "min_step", "dense_batch_rows",
-           "observe_step"]
+           "observe_step", "observe_until"]
 
 #: Safety factor on the optimal step.
 SAFETY = 0.9
@@ -239,6 +239,14 @@ def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
     while k < T and t_eval[k] <= t_new:
         tk = float(t_eval[k])
         observe(k, y_new if tk == t_new else interpolate((tk - t) / h_step))
+        k += 1
+    return k
+
+
+def observe_until(k, t_eval, t, y, observe):
+    """Observe ``y`` at the output times ``t_eval[k:] <= t``; returns the next output index."""
+    while k < t_eval.size and t_eval[k] <= t:
+        observe(k, y)
         k += 1
     return k
 
@@ -537,17 +545,13 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
                       nonfinite=nonfinite, nonstiff=nonstiff)
 
     # the outputs at the start (observed even where f is not finite: they are the state)
-    while k < T and t_eval[k] <= t:
-        observe(k, y)
-        k += 1
+    k = observe_until(k, t_eval, t, y, observe)
     if f0 is None and not bool(xp.all(xp.isfinite(f))):
         return done(FlowStatus.NONFINITE)
     if stop is not None:
         g = stop(y)
         if g <= 0:
-            while k < T:
-                observe(k, y)
-                k += 1
+            k = observe_until(k, t_eval, math.inf, y, observe)
             return done(FlowStatus.SUCCESS, "; stopped at t = 0", t_stop=t)
     if k == T:
         return done(FlowStatus.SUCCESS)
@@ -620,9 +624,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
                 t_stop = t + th * step
                 counters["nsteps"] += 1
                 t = t_stop
-                while k < T:
-                    observe(k, y_stop)
-                    k += 1
+                k = observe_until(k, t_eval, math.inf, y_stop, observe)
                 return done(FlowStatus.SUCCESS, f"; stopped at t = {t_stop:.6g}",
                             t_stop=t_stop, y_out=y_stop)
             g = g_new
@@ -675,9 +677,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
                              lambda theta: main.interpolate(theta, y_old, y_new, step), observe)
         f = took.accept(f_new)
         t, y = t_new, y_new
-        while k < T and t_eval[k] <= t:
-            observe(k, y)
-            k += 1
+        k = observe_until(k, t_eval, t, y, observe)
         if stiff_steps > 0:
             if stiff_now:
                 n_nonstiff = 0

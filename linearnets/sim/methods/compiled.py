@@ -11,7 +11,8 @@ from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FAC
                    MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET, PREDICTIVE_MIN_ERR, SAFETY,
                    STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS,
                    STOP_ITERATIONS, STOP_XTOL, SWITCH_BACK_MARGIN, FlowStatus, Result,
-                   dense_batch_rows, observe_step, run_message, select_initial_step)
+                   dense_batch_rows, observe_step, observe_until, run_message,
+                   select_initial_step)
 
 __all__ = ["erk", "ssp", "rosw", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
            "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
@@ -115,9 +116,7 @@ def _start(first, rhs, y, t_eval, t0, order, options, observe, k=0):
     with np.errstate(all="ignore"):
         f0 = first(y)
     T = t_eval.size
-    while k < T and t_eval[k] <= t:
-        observe(k, y)
-        k += 1
+    k = observe_until(k, t_eval, t, y, observe)
     if not np.all(np.isfinite(f0)):
         return _early(k, t, y, 1, FlowStatus.NONFINITE), k, 0.0, 1, f0
     if k == T:
@@ -162,26 +161,21 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, d
         stiff_steps=0, predictive=True, cap_safety=None, stiff_held=1.0):
     """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` onto every ``t_eval``.
 
-    The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``, the
-    same options agreeing to the tolerance (kink switches and the stop event are the
-    ``ops``' own).
+    The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``
+    (kink switches and the stop event are the ``ops``' own: docs/simulator.md).
 
     Parameters
     ----------
-    ops : compiled operations (module docstring)
+    ops : compiled operations
     y0 : ndarray, shape (n,)
     t_eval : ndarray, shape (T,)
-    primary : Tableau, or a stepper class of ``methods.erk`` (its ``tableau``)
-    options : StepperOptions
-    observe : callable ``observe(k, y)``
-    fallback : Tableau or stepper class, optional
+    primary, fallback : Tableau, or a stepper class of ``methods.erk`` (its ``tableau``)
+    options, observe, dense, stiff_steps, predictive, stiff_held
+        As for ``base.integrate``.
     t0 : float, optional
         The start time, by default ``t_eval[0]``.
-    dense, stiff_steps, predictive, stiff_held
-        As for ``base.integrate``.
     cap_safety : float or None
-        As for ``base.integrate``; None: this module's ``STABILITY_SAFETY`` (read at the
-        call).
+        As for ``base.integrate``; None: ``STABILITY_SAFETY`` (read at the call).
 
     Returns
     -------
@@ -212,9 +206,7 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, d
         th[TH_G] = g0
         if g0 <= 0.0:
             th[TH_T_STOP] = t0
-            while k < T:
-                observe(k, y)
-                k += 1
+            k = observe_until(k, t_eval, math.inf, y, observe)
             return _result(STOPPED, k, y, th, stats, low)
     y_new = np.empty(n)
     # the states of the outputs inside a step (observe_step passes at most this many)
@@ -243,9 +235,7 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, d
             code = 0
             continue
         if code == STOPPED:
-            while k < T:
-                observe(k, y)
-                k += 1
+            k = observe_until(k, t_eval, math.inf, y, observe)
             break
         if code != 0:
             break
@@ -350,14 +340,8 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
     are hit exactly.  ``start``: the run starts here (the outputs at ``t0`` and the first
     step, as :func:`erk`); False: it continues a run with the step ``options.first_step``.
 
-    ``ops`` has ``rosw_advance`` (the model's entry point into
-    ``_rosw_kernels.make_rosw_advance``'s loop), ``rhs(y, out, keep=False)`` (counting its
-    calls in ``ops.nfev``), ``metric`` ((n,) or None) and the loop's data tuples
-    ``rhs_args``, ``scratch_args`` and ``jvp_args``; ``ops.nfev`` and ``ops.njev`` advance
-    by the loop's evaluations and products.  With ``switch_back`` (an explicit tableau) the
-    run returns with ``Result.nonstiff`` once, for ``switch_steps`` accepted steps in a row,
-    that pair at its stability-capped step would have been cheaper by
-    ``SWITCH_BACK_MARGIN``.  ``Result.nfev`` counts a product as :data:`JVP_COST`
+    ``ops``: docs/simulator.md, "Module overviews".  ``switch_back``, ``switch_steps``: as
+    for ``base.integrate``.  ``Result.nfev`` counts a product as :data:`JVP_COST`
     evaluations, the first ``f(y)`` included.
     """
     from ._rosw_kernels import NONSTIFF as _nonstiff  # numba compiles on first use only
