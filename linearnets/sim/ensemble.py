@@ -9,6 +9,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._validation import check_positive
 from . import flow as _flow
 from .methods import STEPPERS
 from .models.mlp import check_biases
@@ -189,19 +190,12 @@ def _stack_biases(biases_list, B, shapes):
 
 
 def _check_alphas(alpha, B):
-    if isinstance(alpha, bool):
-        raise ValueError(f"alpha must be a number > 0 or one per member (B = {B}), got {alpha!r}")
-    try:
-        a = np.asarray(alpha, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"alpha must be a number > 0 or one per member (B = {B})") from exc
+    a = check_positive(alpha, "alpha", ndim=(0, 1))
     if a.ndim == 0:
         a = np.full(B, float(a))
-    if a.ndim != 1 or a.size != B:
+    if a.size != B:
         raise ValueError(f"alpha must be a scalar or have shape ({B},) (one per member), got "
                          f"shape {a.shape}")
-    if not np.all(np.isfinite(a)) or np.any(a <= 0):
-        raise ValueError(f"alpha must be finite and > 0 for every member, got {a.tolist()}")
     return np.ascontiguousarray(a)
 
 

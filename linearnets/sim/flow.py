@@ -784,13 +784,11 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     backend : {"auto", "numpy", "numba", "cupy"}
         Where the integration runs; results are numpy float64 arrays in any case.
     method : str
-        One of :data:`METHODS`: ``"auto"`` (default: the explicit pair while accuracy sets
-        the step, SSPRK104 once converged modes hold it at the stability limit, the
-        L-stable ROS34PW2 once even SSPRK104 is held far below its accuracy step, and back
-        where that is cheaper; ``methods.driver.auto``, docs/methods.md), ``"DOP853"``,
-        ``"RK45"``, ``"SSPRK104"`` (ten stages, order 4, a real stability interval 2.5x
-        longer per evaluation), ``"ROS34PW2"`` (Rosenbrock-W, not held by stability), and
-        the low-order pairs ``"BS32"``, ``"HE21"``.
+        One of :data:`METHODS`: ``"auto"`` (default: the explicit pair, SSPRK104 or the
+        L-stable ROS34PW2, whichever costs least per unit time; ``methods.driver.auto``,
+        docs/methods.md), ``"DOP853"``, ``"RK45"``, ``"SSPRK104"`` (order 4, a stability
+        interval 2.5x longer per evaluation), ``"ROS34PW2"`` (Rosenbrock-W), and the
+        low-order pairs ``"BS32"``, ``"HE21"``.
     record : collection of str
         Any of ``"weights"``, ``"modes"``, ``"conservation"``, ``"ntk"``.
     probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
@@ -801,13 +799,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     first_step : float, optional
         Initial step (default: chosen automatically).
     dense : bool
-        False (default): every output time ends a step, so each output is a state of
-        the integrator itself.  True (``DENSE_METHODS``: RK45, Shampine's quartic, and
-        SSPRK104, the cubic Hermite interpolant): only the last output time ends a step
-        and the others are evaluated with the continuous extension ``y(t + theta h) =
-        y + h sum_j B_j(theta) K_j``, at no evaluation; its error is of the order of the
-        step's local error (more inside a saddle escape: docs/simulator.md).  Other
-        methods raise ``ValueError``.
+        False (default): every output time ends a step.  True (``DENSE_METHODS``): only the
+        last does, and the others are the continuous extension ``y(t + theta h) = y + h
+        sum_j B_j(theta) K_j`` at no evaluation, with an error of the order of the step's
+        (docs/simulator.md); other methods raise ``ValueError``.
     activation : str or tuple
         ``"linear"`` (default), ``"relu"``, ``"leaky_relu"`` (slope 0.01, or
         ``("leaky_relu", a)``), ``"softplus"`` (beta 1, or ``("softplus", beta)``),
