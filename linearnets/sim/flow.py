@@ -435,14 +435,11 @@ class PreparedFlow:
     def _check(self, arrays, shapes, name):
         if len(arrays) != len(shapes):
             raise ValueError(f"{name} must have {len(shapes)} layers, got {len(arrays)}")
-        out = []
-        for i, (a, s) in enumerate(zip(arrays, shapes)):
-            a = np.ascontiguousarray(a, dtype=np.float64)
+        out = [np.ascontiguousarray(as_float_array(a, f"{name}[{i}]"))
+               for i, a in enumerate(arrays)]
+        for i, (a, s) in enumerate(zip(out, shapes)):
             if a.shape != s:
                 raise ValueError(f"{name}[{i}] must have shape {s}, got {a.shape}")
-            if not np.isfinite(a).all():
-                raise ValueError(f"{name}[{i}] has non-finite entries")
-            out.append(a)
         return out
 
     def _parameters(self, weights0, biases0):

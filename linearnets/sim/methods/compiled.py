@@ -253,7 +253,7 @@ ssp = erk
 
 
 class DenseStages:
-    """The explicit ops of a model with a compiled right-hand side (module docstring): stage
+    """The explicit ops of a model with a compiled right-hand side (docs/simulator.md): stage
     derivatives as the rows of ``K``.  ``advance`` is the model's cached entry point into
     ``_erk_kernels.make_erk_advance``'s loop, ``rhs(y, out, data)`` its right-hand side on
     its data tuple ``data``, ``n`` the state size, ``switches = (crossings, keep_pattern)``

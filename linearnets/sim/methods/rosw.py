@@ -27,7 +27,7 @@ def _vdot(xp, a, b):
 
 
 class RosenbrockWStepper(Stepper):
-    """ROS34PW2 on ``rhs(t, y)`` with Krylov (CG) stage solves; see the module docstring.
+    """ROS34PW2 on ``rhs(t, y)`` with Krylov (CG) stage solves (docs/simulator.md).
 
     Class attributes (set by :meth:`bind`):
 
