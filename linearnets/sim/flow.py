@@ -123,11 +123,8 @@ class Trajectory:
         Time of ``weights`` (``t[-1]`` on success).
     nfev, nsteps, nrejected : int
         Right-hand-side evaluations, accepted steps, rejected steps.
-    success : bool
-    status : FlowStatus
-        ``status.code`` (0 = success) and ``status.message``.
-    message : str
-        What happened, with the time where a failed run stopped.
+    success, status, message : bool, FlowStatus, str
+        ``status.code`` (0 = success); the message says where a failed run stopped.
     method, backend : str
         The method and the concrete backend that ran.
     dense : bool
@@ -144,11 +141,9 @@ class Trajectory:
         exact flow: an accuracy diagnostic (record ``"conservation"``; zeros for L = 1).
     ntk : ndarray, shape (T, Q, Q) or (T, Q, Q, C, C), or None
         Empirical NTK on the probe inputs (``probe=`` or record ``"ntk"``).
-    ntk_norm : ndarray, shape (T,), or None
-        Its Frobenius norm.
-    ntk_alignment : ndarray, shape (T,), or None
-        Kernel-target alignment ``y^T K y / (|K|_F |y|^2)`` with the probe targets
-        (outputs flattened sample-major for C > 1); None without targets.
+    ntk_norm, ntk_alignment : ndarray, shape (T,), or None
+        Its Frobenius norm, and the kernel-target alignment ``y^T K y / (|K|_F |y|^2)`` with
+        the probe targets (flattened sample-major for C > 1; None without targets).
     biases : tuple of ndarray (N_l,), or None
         Final trained hidden biases ``(b_1, ..., b_{L-1})`` (``biases=`` given).
     biases_t : tuple of ndarray (T, N_l), or None

@@ -1,12 +1,6 @@
-"""Empirical neural tangent kernel of a deep linear network, from partial products.
-
-For ``f(x) = W_L ... W_1 x``, with ``A_l = W_L ... W_{l+1}`` (C, N_l) and
-``B_l = W_{l-1} ... W_1`` (N_{l-1}, D),
-
-    K_ij(x, x') = sum_l [A_l A_l^T]_ij (B_l x)^T (B_l x')
-
-(docs/conventions.md: no 1/P, no learning rate), in O(L) matrix products.
-"""
+"""Empirical NTK of a deep linear network from partial products, ``K_ij(x, x') = sum_l
+[A_l A_l^T]_ij (B_l x)^T (B_l x')`` with ``A_l = W_L ... W_{l+1}`` (C, N_l) and ``B_l =
+W_{l-1} ... W_1`` (N_{l-1}, D) (docs/conventions.md: no 1/P, no learning rate)."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,9 +12,7 @@ __all__ = ["empirical_ntk"]
 
 
 def _ntk_blocks(ws, X1, X2):
-    """The sum over l of the per-layer kernels, (P1, P2, C, C), with layers and inputs scaled
-    by powers of two first so that no product overflows on the way (exact where
-    representable, +-inf beyond: docs/conventions.md, "Bad input and overflow")."""
+    """The per-layer kernels' sum (P1, P2, C, C), scaled by powers of two against overflow."""
     L = len(ws)
     C = ws[-1].shape[0]
     scaled = [pow2_normalise(w) for w in ws]
