@@ -65,8 +65,7 @@ class FlowStatus(enum.Enum):
     BREAKDOWN = (-4, "step control broke down")
 
     def __init__(self, code, message):
-        self.code = code
-        self.message = message
+        self.code, self.message = code, message
 
     @property
     def success(self) -> bool:
@@ -280,12 +279,8 @@ class Stepper:
     interpolate = None
 
     def __init__(self, rhs, n, rtol, atol, xp=np, fun=None):
-        self.rhs = rhs
-        self.fun = fun
-        self.n = int(n)
-        self.rtol = float(rtol)
-        self.atol = float(atol)
-        self.xp = xp
+        self.rhs, self.fun, self.xp = rhs, fun, xp
+        self.n, self.rtol, self.atol = int(n), float(rtol), float(atol)
 
     @property
     def name(self):
@@ -621,9 +616,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             if g_new <= 0:
                 th, y_stop, extra = _locate_stop(active, t, y, f, step, g, stop, y_new)
                 nfev += extra
-                t_stop = t + th * step
+                t = t_stop = t + th * step
                 counters["nsteps"] += 1
-                t = t_stop
                 k = observe_until(k, t_eval, math.inf, y_stop, observe)
                 return done(FlowStatus.SUCCESS, f"; stopped at t = {t_stop:.6g}",
                             t_stop=t_stop, y_out=y_stop)
