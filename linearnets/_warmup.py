@@ -73,7 +73,7 @@ def _ensemble():
 def _mlp():
     """The compiled MLP (``sim/models/_mlp_kernels.py``): every kernel, through a ReLU run
     (kinks: the switch pattern), a soft-hinge run with biases and a margin stop, the
-    gradient, and two ensembles (the loops' batch axis, smooth and with kinks)."""
+    gradient, and two ensembles (members on threads, smooth and with kinks)."""
     from .sim.flow import gradient_flow
     from .sim.models import parse_options
     from .sim.models.mlp import MLPNumba
@@ -91,7 +91,7 @@ def _mlp():
     net = MLPNumba(weights, None, parse_options(3, activation="softplus")).prepare(
         X, y.reshape(-1, 1))
     net.gradient(net.y0)
-    # the batch axis of the loops (an ensemble), with and without kinks
+    # an ensemble (its members on threads), with and without kinks
     from .sim.ensemble import gradient_flow_ensemble
     nets = [weights, _problem((4, 6, 5, 1), seed=1)[0]]
     for act in ("relu", "tanh"):

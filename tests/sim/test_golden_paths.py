@@ -7,7 +7,8 @@ activation with biases, ``alpha``, centring, multipliers, per-layer rates, the s
 hinge and the stop rules; ReLU flows across kinks; the linear network's options and
 recordings (modes, conservation, NTK, outputs); SSPRK104; dense output; ``"auto"`` on
 both paths (with a run that switches to ROS34PW2 and back); ``prepare_flow``; the
-ensemble (member by member and batched, linear and MLP); the diagonal model.
+ensemble (member by member, linear and MLP; the case names ending in ``_batched``
+record the ensembles once run on a batched loop); the diagonal model.
 
 Each recorded quantity is compared with its recording at ``GOLDEN_RTOLS`` times the
 case's tolerance (``rtol``, or ``kink_rtol`` where the flow crosses kinks, whose

@@ -48,7 +48,7 @@ def error_norm(e5, e3, use_e3, h, n):
 
 @njit(cache=True, inline="always")
 def step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped):
-    """``_explicit.step_after_accept`` for the compiled loops (same operations)."""
+    """The standard controller's step after an accepted ``h_try`` (``methods.base.accept_step``)."""
     factor = max_factor if err == 0.0 else min(max_factor, safety * err ** exponent)
     if rejected:
         factor = min(1.0, factor)
@@ -60,7 +60,7 @@ def step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, cli
 
 @njit(cache=True, inline="always")
 def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev, safety, min_factor):
-    """``_explicit.predictive_step`` for the compiled loops (same operations)."""
+    """``methods.base.predictive_step`` for the compiled loops (same operations)."""
     if h_prev <= 0.0 or err == 0.0:
         return h_next
     h_pred = safety * h_try * (h_try / h_prev) * (err_prev / err / err) ** (-exponent)
@@ -70,7 +70,7 @@ def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev, safety, min_
 @njit(cache=True, inline="always")
 def accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejected, clipped,
                 th, min_err):
-    """The step after an accepted ``h_try``, as in ``_explicit.adaptive_run``: the standard
+    """The step after an accepted ``h_try``, as in ``methods.base.accept_step``: the standard
     controller, then (unless ``clipped``) the predictive step from the previous accepted
     step ``th[3]`` and its floored error ``th[4]``, which this step then replaces."""
     h = step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped)
@@ -92,7 +92,7 @@ def sumsq(X):
 
 @njit(cache=True, inline="always")
 def stiffness_estimate(num, dd, ref, wsum, h, yy, min_rel, ulps_eps):
-    """``_explicit.stiffness_estimate`` for the compiled loops (same operations)."""
+    """``methods.base.stiffness_estimate`` for the compiled loops (same operations)."""
     rel2 = min_rel * min_rel
     if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
         return 0.0
@@ -103,7 +103,7 @@ def stiffness_estimate(num, dd, ref, wsum, h, yy, min_rel, ulps_eps):
 
 @njit(cache=True, inline="always")
 def stability_cap(h_next, rho, stiff):
-    """``_explicit.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum,
+    """``methods.base.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum,
     state_ulps * eps]`` (``methods.compiled.stiffness_args``)."""
     if not (rho > 0.0 and stiff[0] > 0.0):
         return h_next
@@ -113,7 +113,7 @@ def stability_cap(h_next, rho, stiff):
 @njit(cache=True, inline="always")
 def count_stiff(h_capped, h_free, th, stiff, stats):
     """After an accepted step: ``stats[4]`` counts the steps the stability cap shortened
-    (``h_capped < h_free``); the stiffness test of ``_stiff.erk_run``: ``th[7]`` counts
+    (``h_capped < h_free``); the stiffness test of ``methods.base.integrate``: ``th[7]`` counts
     such steps in a row, ``th[8]`` the uncapped ones since; ``stiff[6]``
     (NONSTIFF_RESET) uncapped steps reset the count.  True once it reaches ``stiff[7]``
     (the test is off where that is 0).  The test counts the steps held below ``1 /
@@ -135,7 +135,7 @@ def count_stiff(h_capped, h_free, th, stiff, stats):
 @njit(cache=True, inline="always")
 def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
     """The next step after the stability cap: updates the remembered estimate ``th[2]``
-    from the accepted step's sums (``_explicit.adaptive_run``; ``yy = |y_new|^2``) and
+    from the accepted step's sums (as ``methods.base.integrate``; ``yy = |y_new|^2``) and
     caps ``h``."""
     rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, yy, stiff[3], stiff[5]),
               stiff[2] * th[2])
@@ -199,7 +199,7 @@ def hold_step(th, t, h, h_try, t_new, y, y_new, swapped):
 def stage_state(y, K, w, h, out):
     """``out = (sum_j w_j K_j) h + y`` over the nonzero ``w_j`` (``len(w)`` rows of ``K``),
     in the order of :func:`erk_advance`'s stages: the states of the continuous extension
-    (``_explicit.erk_solve`` forms them the same way)."""
+    (``methods.erk.ExplicitRK`` forms them the same way)."""
     n = y.shape[0]
     for m in range(n):
         out[m] = 0.0
@@ -553,7 +553,7 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                 h = capped_step(h, h_try, num, dd, ref, sumsq(nxt), th, stiff)
                 stiff_now = count_stiff(h, h_free, th, stiff, stats)
             elif capping and took_main:
-                # stiffness estimate from the accepted step's stages (_explicit.erk_solve)
+                # stiffness estimate from the accepted step's stages (as methods.erk.ExplicitRK)
                 ref = 0.0
                 num = 0.0
                 dd = 0.0
