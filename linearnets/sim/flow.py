@@ -144,10 +144,9 @@ class Trajectory:
     ntk_norm, ntk_alignment : ndarray, shape (T,), or None
         Its Frobenius norm, and the kernel-target alignment ``y^T K y / (|K|_F |y|^2)`` with
         the probe targets (flattened sample-major for C > 1; None without targets).
-    biases : tuple of ndarray (N_l,), or None
-        Final trained hidden biases ``(b_1, ..., b_{L-1})`` (``biases=`` given).
-    biases_t : tuple of ndarray (T, N_l), or None
-        Recorded with ``record=("weights",)`` when the network has biases.
+    biases, biases_t : tuple of ndarray (N_l,), tuple of ndarray (T, N_l), or None
+        Final trained hidden biases ``(b_1, ..., b_{L-1})`` (``biases=`` given), and their
+        path, recorded with ``record=("weights",)``.
     outputs : ndarray, shape (T, Q, C), or None
         ``F`` on the probe inputs (on the training inputs without a probe), recorded with
         ``record=("outputs",)``.
@@ -430,11 +429,14 @@ class PreparedFlow:
     def _check(self, arrays, shapes, name):
         if len(arrays) != len(shapes):
             raise ValueError(f"{name} must have {len(shapes)} layers, got {len(arrays)}")
-        out = [np.ascontiguousarray(as_float_array(a, f"{name}[{i}]"))
-               for i, a in enumerate(arrays)]
-        for i, (a, s) in enumerate(zip(out, shapes)):
+        out = []
+        for i, (a, s) in enumerate(zip(arrays, shapes)):
+            a = np.ascontiguousarray(a, dtype=np.float64)
             if a.shape != s:
                 raise ValueError(f"{name}[{i}] must have shape {s}, got {a.shape}")
+            if not np.isfinite(a).all():
+                raise ValueError(f"{name}[{i}] has non-finite entries")
+            out.append(a)
         return out
 
     def _parameters(self, weights0, biases0):
@@ -818,9 +820,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         the loss reaches ``value``; the time is located inside the step
         (``Trajectory.t_stop``) and later outputs equal the stopped state.
     kink_rtol : float, optional
-        Tolerance of the low-order pair (BS32) that every method falls back to at kinks
-        of ReLU-type networks (default ``max(rtol, 1e-4)``): accuracy ``rtol`` per step
-        away from kinks, ``kink_rtol`` across them and while the flow slides along one.
+        Tolerance of the low-order pair (BS32) that every method falls back to across and
+        along kinks of ReLU-type networks (default ``max(rtol, KINK_RTOL)``, 1e-4).
     raise_on_failure : bool
         False (default): a failed run issues a :class:`FlowWarning` and returns its
         :class:`Trajectory`; True: it raises :class:`FlowError` (its ``trajectory``).
