@@ -799,9 +799,13 @@ def test_loss_from_residual_and_from_summary():
 
 
 _INTERRUPT_SCRIPT = r"""
+import signal
 import sys
 import numpy as np
 import linearnets as ln
+# Ctrl-C's default handling, whatever the parent process left ignored or blocked
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 method, width = sys.argv[1], int(sys.argv[2])
 X, Y = ln.teacher_task(60, 8, [1.0, 0.5], seed=0)
 ws = ln.init_network((8, width, width, 2), 0.3, seed=0)
