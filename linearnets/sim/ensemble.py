@@ -295,6 +295,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                                                               else {"outputs"})
     if model not in (None, "linear", "mlp"):
         raise ValueError(f"model must be None, 'linear' or 'mlp', got {model!r}")
+    Xo = None if probe is None else _flow.check_probe(probe, shapes[0][1], shapes[-1][0])[0]
     flows = {}
     for a in map(float, alphas):
         if a not in flows:
@@ -305,8 +306,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                 biases=biases is not None, multipliers=multipliers, alpha=a,
                 centered=centered, loss=loss, kink_rtol=kink_rtol, record=tuple(rec),
                 model=model)
-            if probe is not None:      # outputs on the probe (no NTK on this path)
-                flows[a].Xo = _flow.check_probe(probe, shapes[0][1], shapes[-1][0])[0]
+            if Xo is not None:         # outputs on the probe (no NTK on this path)
+                flows[a].Xo = Xo
     pf = flows[float(alphas[0])]
     if model == "linear" and not pf.model.handles(pf.options, biases is not None):
         raise ValueError("model='linear' needs activation='linear', no biases and loss='mse'")
