@@ -106,57 +106,46 @@ def report_failure(result, failure, raise_on_failure):
 class Trajectory:
     """Result of :func:`gradient_flow` (immutable; every array is owned and read-only).
 
-    If the run failed (``success`` False), rows after the last reached output time are NaN
-    and ``weights`` is the last accepted state, at time ``t_last``.
+    A failed run (``success`` False) has NaN rows after the last output reached, and
+    ``weights`` is the last accepted state, at ``t_last``.  Optional fields are None unless
+    recorded (``record=``, ``probe=``, ``biases=``).
 
     Attributes
     ----------
-    t : ndarray, shape (T,)
-        The requested output times, since initialisation.
-    loss : ndarray, shape (T,)
-        ``(1/2P) |Y - X W(t)^T|_F^2``.
+    t, loss : ndarray, shape (T,)
+        The output times since initialisation; ``(1/2P) |Y - X W(t)^T|_F^2``.
     end_to_end : ndarray, shape (T, C, D)
-        ``W_L(t) ... W_1(t)``.
-    weights : tuple of ndarray
-        Final ``(W_1, ..., W_L)``.
+        ``W_L(t) ... W_1(t)`` (linear activations without biases only).
+    weights, biases : tuple of ndarray
+        Final ``(W_1, ..., W_L)``, and hidden biases ``(b_1, ..., b_{L-1})`` (N_l,).
+    weights0, biases0 : tuple of ndarray
+        The parameters at t = 0.
     t_last : float
         Time of ``weights`` (``t[-1]`` on success).
     nfev, nsteps, nrejected : int
         Right-hand-side evaluations, accepted steps, rejected steps.
     success, status, message : bool, FlowStatus, str
         ``status.code`` (0 = success); the message says where a failed run stopped.
-    method, backend : str
-        The method and the concrete backend that ran.
-    dense : bool
-        Whether output times inside a step were interpolated (``dense=True``).
-    weights_t : tuple of ndarray (T, N_l, N_{l-1}), or None
-        Recorded with ``record=("weights",)``.
-    modes : ndarray, shape (T, r), or None
-        ``c_alpha(t) = u_alpha^T W(t) v_alpha`` along the SVD
-        ``Syx = sum s_alpha u_alpha v_alpha^T``, ``r = min(C, D)`` (record ``"modes"``);
-        ``mode_s`` (r,), ``mode_u`` (C, r), ``mode_v`` (D, r) give the singular values
-        and vectors.
-    conservation : ndarray, shape (T,), or None
-        ``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at t = 0)|_F``, zero for the
-        exact flow: an accuracy diagnostic (record ``"conservation"``; zeros for L = 1).
-    ntk : ndarray, shape (T, Q, Q) or (T, Q, Q, C, C), or None
-        Empirical NTK on the probe inputs (``probe=`` or record ``"ntk"``).
-    ntk_norm, ntk_alignment : ndarray, shape (T,), or None
-        Its Frobenius norm, and the kernel-target alignment ``y^T K y / (|K|_F |y|^2)`` with
-        the probe targets (flattened sample-major for C > 1; None without targets).
-    biases, biases_t : tuple of ndarray (N_l,), tuple of ndarray (T, N_l), or None
-        Final trained hidden biases ``(b_1, ..., b_{L-1})`` (``biases=`` given), and their
-        path, recorded with ``record=("weights",)``.
-    outputs : ndarray, shape (T, Q, C), or None
-        ``F`` on the probe inputs (on the training inputs without a probe), recorded with
-        ``record=("outputs",)``.
+    method, backend, dense : str, str, bool
+        The method and concrete backend that ran; whether outputs were interpolated.
+    weights_t, biases_t : tuple of ndarray (T, N_l, N_{l-1}), tuple of ndarray (T, N_l)
+        The path of the parameters (record ``"weights"``).
+    modes, mode_s, mode_u, mode_v : ndarray (T, r), (r,), (C, r), (D, r)
+        ``c_alpha(t) = u_alpha^T W(t) v_alpha`` along the SVD ``Syx = sum s_alpha u_alpha
+        v_alpha^T``, ``r = min(C, D)`` (record ``"modes"``).
+    conservation : ndarray, shape (T,)
+        ``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at t = 0)|_F``, zero for the exact
+        flow: an accuracy diagnostic (record ``"conservation"``; zeros for L = 1).
+    ntk, ntk_norm, ntk_alignment : ndarray (T, Q, Q) or (T, Q, Q, C, C), (T,), (T,)
+        Empirical NTK on the probe inputs, its Frobenius norm, and the alignment ``y^T K y /
+        (|K|_F |y|^2)`` with the probe targets (sample-major for C > 1; None without them).
+    outputs : ndarray, shape (T, Q, C)
+        ``F`` on the probe inputs (the training inputs without a probe; record ``"outputs"``).
     t_stop : float or None
-        Where the stop rule (``stop=``) fired (later outputs are the stopped state).
+        Where the stop rule fired (later outputs are the stopped state).
     kinks, sliding_time, fallback_steps : int, float, int
         ReLU-type networks: switches of training pre-activations crossed by accepted
         steps, the time spent sliding along kinks, the steps of the low-order pair there.
-    weights0, biases0 : tuple of ndarray, or None
-        The parameters at t = 0 (``biases0`` None without trained biases).
     """
 
     t: np.ndarray
@@ -675,30 +664,25 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
                  kink_rtol=None, record=(), probe=None, model=None, raise_on_failure=False):
     """Validate and summarise the data once, for many gradient-flow runs of one network.
 
-    The flow is that of :func:`gradient_flow` with the same arguments; for a linear
-    network ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T`` (Saxe,
-    McClelland & Ganguli 2014; the package's conventions), with ``Sxx = X^T X / P``
-    and ``Syx = Y^T X / P`` formed here once.
+    The flow of :func:`gradient_flow` (for a linear network ``dW_l/dt = eta (W_L...W_{l+1})^T
+    (Syx - W Sxx) (W_{l-1}...W_1)^T``, Saxe, McClelland & Ganguli 2014), with ``Sxx = X^T X /
+    P`` and ``Syx = Y^T X / P`` formed here once.
 
     Parameters
     ----------
-    X : array_like, shape (P, D)
-    Y : array_like, shape (P, C) or (P,)
+    X, Y, t_eval
+        As for :func:`gradient_flow`: (P, D), (P, C) or (P,), (T,).
     layers : sequence of int, or sequence of (N_l, N_{l-1}) tuples
         Layer sizes ``(D, N_1, ..., C)`` or the weight shapes.
-    t_eval : array_like, shape (T,)
-        Output times since initialisation (strictly increasing, >= 0).
     biases : bool
         Whether the network has trained hidden biases (their values go to :meth:`run`).
-    eta, rtol, atol, backend, method, max_steps, first_step, dense, lr_scales, activation,
-    multipliers, alpha, centered, loss, stop, kink_rtol, record, probe, model, raise_on_failure
+    eta, rtol, atol, backend, method, ..., raise_on_failure
         As for :func:`gradient_flow` (``method=None``: its default).
 
     Returns
     -------
     PreparedFlow
-        ``prepared.run(weights0)`` returns the :class:`Trajectory` that
-        ``gradient_flow(weights0, X, Y, t_eval, ...)`` returns.
+        ``prepared.run(weights0)`` is ``gradient_flow(weights0, X, Y, t_eval, ...)``.
     """
     shapes = shapes_of(layers)
     X, Y = check_data(X, Y, shapes)
@@ -748,99 +732,78 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
                   first_step=None, dense=False, activation="linear", biases=None,
                   multipliers=None, alpha=1.0, centered=False, loss="mse", lr_scales=None,
                   stop=None, kink_rtol=None, raise_on_failure=False, model=None):
-    """Integrate gradient flow of a network: a deep linear one by default, any other
-    through the network keywords below.
+    """Integrate gradient flow of a network from ``weights``, the state at t = 0.
 
-    For a linear network on the squared loss, solves ``dW_l/dt = eta (W_L...W_{l+1})^T
-    (Syx - W Sxx) (W_{l-1}...W_1)^T`` (Saxe, McClelland & Ganguli 2014) from ``weights`` at
-    t = 0 (time since initialisation, as in every closed form) with an adaptive,
-    error-controlled method, stepping onto every output time (or, with ``dense=True``,
-    interpolating between steps).
+    A deep linear network on the squared loss by default, ``dW_l/dt = eta (W_L...W_{l+1})^T
+    (Syx - W Sxx) (W_{l-1}...W_1)^T`` (Saxe, McClelland & Ganguli 2014); any other through
+    the network keywords, ``dtheta_l/dt = -eta lr_scales[l-1] dL/dtheta_l`` with ``L =
+    (1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)`` (docs/conventions.md, "Beyond linear
+    networks"), by an adaptive, error-controlled method (docs/simulator.md, "The front end").
 
     Parameters
     ----------
-    weights : list of ndarray
-        ``[W_1, ..., W_L]``, the state at t = 0, ``W_l`` of shape (N_l, N_{l-1});
-        never modified.
+    weights : list of ndarray (N_l, N_{l-1})
+        ``[W_1, ..., W_L]`` at t = 0; never modified.
     X : array_like, shape (P, D)
         Inputs (need not be whitened).
     Y : array_like, shape (P, C) or (P,)
         Targets; 1-D means C = 1.
     t_eval : array_like, shape (T,)
-        Strictly increasing output times since initialisation, all ``>= 0``, possibly over
-        many decades; they need not contain 0.
+        Strictly increasing output times since initialisation, all ``>= 0``.
     eta : float
         Learning rate, ``> 0``.
     rtol, atol : float
-        Relative (``100 eps <= rtol < 1``) and absolute (``0 < atol < 1``) local error
-        tolerances; an output whose loss rose above ``BREAKDOWN_RISE`` times the initial
-        loss ends the run with ``FlowStatus.BREAKDOWN``.
+        Local error tolerances, ``100 eps <= rtol < 1`` and ``0 < atol < 1``.
     backend : {"auto", "numpy", "numba", "cupy"}
-        Where the integration runs; results are numpy float64 arrays in any case.
+        Where the run goes; results are numpy float64 arrays in any case.
     method : str
-        One of :data:`METHODS`: ``"auto"`` (default: the explicit pair, SSPRK104 or the
-        L-stable ROS34PW2, whichever costs least per unit time; ``methods.driver.auto``,
-        docs/methods.md), ``"DOP853"``, ``"RK45"``, ``"SSPRK104"`` (order 4, a stability
-        interval 2.5x longer per evaluation), ``"ROS34PW2"`` (Rosenbrock-W), and the
-        low-order pairs ``"BS32"``, ``"HE21"``.
+        One of :data:`METHODS` (docs/methods.md): ``"auto"`` (SSPRK104 or the L-stable
+        ROS34PW2, whichever costs least per unit time), ``"DOP853"``, ``"RK45"``,
+        ``"SSPRK104"``, ``"ROS34PW2"``, ``"BS32"``, ``"HE21"``.
     record : collection of str
-        Any of ``"weights"``, ``"modes"``, ``"conservation"``, ``"ntk"``.
+        Any of :data:`RECORDABLE`.
     probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
-        Inputs (and targets) on which to record the empirical NTK (implies ``"ntk"``;
-        without it ``"ntk"`` uses the training data).
+        Inputs (and targets) of the recorded NTK (implies ``"ntk"``; default: the training data).
     max_steps : int
         Budget of attempted steps.
     first_step : float, optional
         Initial step (default: chosen automatically).
     dense : bool
-        False (default): every output time ends a step.  True (``DENSE_METHODS``): only the
-        last does, and the others are the continuous extension ``y(t + theta h) = y + h
-        sum_j B_j(theta) K_j`` at no evaluation, with an error of the order of the step's
-        (docs/simulator.md); other methods raise ``ValueError``.
+        True (``DENSE_METHODS`` only): output times inside a step are the continuous
+        extension ``y(t + theta h) = y + h sum_j B_j(theta) K_j``; False: each ends a step.
     activation : str or tuple
-        ``"linear"`` (default), ``"relu"``, ``"leaky_relu"`` (slope 0.01, or
-        ``("leaky_relu", a)``), ``"softplus"`` (beta 1, or ``("softplus", beta)``),
-        ``"tanh"``: ``h_l = phi(m_l W_l h_{l-1} + b_l)``, ``f = m_L W_L h_{L-1}``
-        (docs/conventions.md, "Beyond linear networks").
+        ``"linear"``, ``"relu"``, ``"leaky_relu"`` (``("leaky_relu", a)``, a = 0.01),
+        ``"softplus"`` (``("softplus", beta)``, beta = 1), ``"tanh"``: ``h_l = phi(m_l W_l
+        h_{l-1} + b_l)``, ``f = m_L W_L h_{L-1}``.
     biases : list of ndarray (N_l,), optional
         ``[b_1, ..., b_{L-1}]``: trained hidden biases at t = 0.
-    multipliers : sequence of L floats > 0, optional
-        Forward multipliers ``m_l`` (all 1 by default).
+    multipliers, lr_scales : sequence of L floats > 0, optional
+        Forward multipliers ``m_l``; per-layer rates (``W_l``, ``b_l`` move with ``eta
+        lr_scales[l-1]``). All 1 by default.
     alpha : float > 0
         Output scale: ``F = alpha f``.
     centered : bool
         ``F = alpha (f - f_0)``, ``f_0`` the network at t = 0 (fixed).
     loss : str or tuple
-        ``"mse"`` or ``"soft_hinge"`` (``beta_h = 20``, or ``("soft_hinge", beta_h)``; C = 1,
-        labels +-1); the loss is ``(1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)``.
-    lr_scales : sequence of L floats > 0, optional
-        Layer l (``W_l`` and ``b_l``) moves with ``eta * lr_scales[l-1]``.
+        ``"mse"`` or ``"soft_hinge"`` (``("soft_hinge", beta_h)``, beta_h = 20; C = 1, labels
+        +-1).
     stop : None, "margin" or ("loss", value)
-        Stop once every margin ``y F >= 1`` (soft hinge, where Geiger et al. stop) or once
-        the loss reaches ``value``; the time is located inside the step
-        (``Trajectory.t_stop``) and later outputs equal the stopped state.
+        Stop once every margin ``y F >= 1`` (soft hinge, as Geiger et al.) or once the loss
+        reaches ``value``, located inside the step (``Trajectory.t_stop``).
     kink_rtol : float, optional
-        Tolerance of the low-order pair (BS32) that every method falls back to across and
-        along kinks of ReLU-type networks (default ``max(rtol, KINK_RTOL)``, 1e-4).
+        Tolerance of the BS32 pair used across and along kinks of ReLU-type networks
+        (default ``max(rtol, KINK_RTOL)``).
     raise_on_failure : bool
-        False (default): a failed run issues a :class:`FlowWarning` and returns its
-        :class:`Trajectory`; True: it raises :class:`FlowError` (its ``trajectory``).
+        A failed run raises :class:`FlowError` instead of warning (:class:`FlowWarning`).
     model : str, optional
         A registered model (``linearnets.sim.models``) instead of the first that takes the
-        options: the linear network on sufficient statistics (linear activation, no
-        biases, the squared loss), otherwise the MLP on raw samples.
-
-    ``end_to_end`` and ``"modes"`` exist only for linear activations without biases.
+        options.
 
     Returns
     -------
     Trajectory
-        ``success`` is False, with a message, if the step size underflowed, the
-        state became non-finite, the step budget ran out or step control broke down
-        (``FlowStatus.BREAKDOWN``); the outputs reached until then are kept and later
-        rows are NaN, and a :class:`FlowWarning` says so (``raise_on_failure``).  A
-        successful explicit run mostly held at the stability limit of converged modes (at
-        least ``CAPPED_HINT_STEPS`` steps) says so and names ``method="auto"``.
+        ``success`` False, with a message, for a failed run: the outputs reached are kept,
+        later rows are NaN.
 
     Examples
     --------
