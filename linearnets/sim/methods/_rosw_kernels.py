@@ -14,11 +14,9 @@ import numpy as np
 
 from ..._numba_cache import njit
 from ._erk_kernels import accept_step
+from .compiled import NONSTIFF
 
 __all__ = ["make_rosw_advance", "NONSTIFF", "CTL_FIELDS"]
-
-#: Return code of ``rosw_advance`` when the explicit pair would have been cheaper.
-NONSTIFF = 3
 
 #: The entries of the ``ctl`` argument of ``rosw_advance``, in order.
 CTL_FIELDS = ("exponent", "rtol", "atol", "safety", "min_factor", "max_factor", "min_err",

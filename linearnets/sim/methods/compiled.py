@@ -149,28 +149,20 @@ def _result(code, k, y, th, stats, low=None):
                   nonfinite=bool(stats[3]))
 
 
-def _tableau(stepper):
-    """The tableau of a stepper class (``methods.erk.DOP853``) or a tableau itself."""
-    tab = getattr(stepper, "tableau", stepper)
-    if tab is None or not hasattr(tab, "n_stages"):
-        raise ValueError(f"no Butcher tableau for {stepper!r}")
-    return tab
-
-
-def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, dense=False,
-        stiff_steps=0, predictive=True, cap_safety=None, stiff_held=1.0):
-    """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` onto every ``t_eval``.
+def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k0=0,
+        dense=False, stiff_steps=0, predictive=True, cap_safety=None, stiff_held=1.0):
+    """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` onto ``t_eval[k0:]``.
 
     The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``
     (kink switches and the stop event are the ``ops``' own: docs/simulator.md).
 
     Parameters
     ----------
-    ops : compiled operations
+    ops : compiled operations (docs/simulator.md, "Module overviews")
     y0 : ndarray, shape (n,)
     t_eval : ndarray, shape (T,)
     primary, fallback : Tableau, or a stepper class of ``methods.erk`` (its ``tableau``)
-    options, observe, dense, stiff_steps, predictive, stiff_held
+    options, observe, k0, dense, stiff_steps, predictive, stiff_held
         As for ``base.integrate``.
     t0 : float, optional
         The start time, by default ``t_eval[0]``.
@@ -181,15 +173,15 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, d
     -------
     Result
     """
-    tab = _tableau(primary)
-    low = _tableau(fallback) if fallback is not None else None
+    tab = getattr(primary, "tableau", primary)
+    low = getattr(fallback, "tableau", fallback)
     t_eval = np.asarray(t_eval, dtype=np.float64)
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
     n, s = y.size, tab.n_stages
     T = t_eval.size
     early, k, h, nfev, _ = _start(ops.first, ops.rhs, y, t_eval, t0, tab.error_order, options,
-                                  observe)
+                                  observe, int(k0))
     if early is not None:
         return early
     th = np.zeros(TH_SIZE)
@@ -253,12 +245,10 @@ ssp = erk
 
 
 class DenseStages:
-    """The explicit ops of a model with a compiled right-hand side (docs/simulator.md): stage
-    derivatives as the rows of ``K``.  ``advance`` is the model's cached entry point into
-    ``_erk_kernels.make_erk_advance``'s loop, ``rhs(y, out, data)`` its right-hand side on
-    its data tuple ``data``, ``n`` the state size, ``switches = (crossings, keep_pattern)``
-    and ``stop(y, data) -> g`` the loop's own switch and stop functions (``n_switches``
-    switches), for the pattern and stop value at the start."""
+    """The explicit ops of a model with a compiled right-hand side, stages as the rows of
+    ``K``: ``advance`` its entry point into ``_erk_kernels.make_erk_advance``'s loop, ``rhs(y,
+    out, data)``, ``switches = (crossings, keep_pattern)`` and ``stop(y, data) -> g`` on its
+    data tuple ``data`` (docs/simulator.md, "Module overviews")."""
 
     detects_stiffness = True
 
@@ -334,18 +324,11 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
     """Integrate with the compiled Rosenbrock-W loop of ``ops`` onto ``t_eval[k0:]``.
 
     The numba counterpart of ``methods.base.integrate`` with
-    ``methods.rosw.RosenbrockWStepper`` and ``predictive=True``: each step freezes the
-    Jacobian at its start, solves the stage systems by conjugate gradients in the metric
-    ``ops.metric`` and controls the local error with the embedded solution; output times
-    are hit exactly.  ``start``: the run starts here (the outputs at ``t0`` and the first
-    step, as :func:`erk`); False: it continues a run with the step ``options.first_step``.
-
-    ``ops``: docs/simulator.md, "Module overviews".  ``switch_back``, ``switch_steps``: as
-    for ``base.integrate``.  ``Result.nfev`` counts a product as :data:`JVP_COST`
-    evaluations, the first ``f(y)`` included.
+    ``methods.rosw.RosenbrockWStepper`` and ``predictive=True`` (``ops``, and the arguments
+    as for :func:`erk`: docs/simulator.md, "Module overviews").  ``start`` False: the run
+    continues one with the step ``options.first_step``.  ``Result.nfev`` counts a product
+    as :data:`JVP_COST` evaluations, the first ``f(y)`` included.
     """
-    from ._rosw_kernels import NONSTIFF as _nonstiff  # numba compiles on first use only
-    assert _nonstiff == NONSTIFF
     from .rosw import KRYLOV_TOL, MAX_KRYLOV, RosenbrockWStepper
     tab = tableau
     t_eval = np.asarray(t_eval, dtype=np.float64)

@@ -1,18 +1,13 @@
-"""A method on a model: the one numpy/CuPy loop or the compiled loop of the backend, and ``"auto"``.
+"""A method on a model: the numpy/CuPy loop or the compiled loop of the backend, and ``"auto"``.
 
-Every method is a name in :data:`METHODS` with its family and tableau: an embedded
-explicit pair (``"erk"``), SSPRK104 in two-register form (``"ssp"``), the Rosenbrock-W
-method (``"rosw"``), or ``"auto"`` (:func:`auto`).  :func:`run` runs one on a model: on
-numpy and CuPy in ``base.integrate`` with the family's stepper over the model's stage
-store (``Model.stores``), on numba in the family's compiled loop where the model supplies
-its compiled operations (``Model.compiled_ops``).  A smooth model gets the predictive
-controller and the stability cap; a model with kinks (``Model.smooth`` False) the
-low-order ``FALLBACK`` pair at kinks and the plain controller.  docs/simulator.md,
-"Methods".
+Every method is a name in :data:`METHODS` with its family (``"erk"``, ``"ssp"``, ``"rosw"``,
+``"auto"``) and tableau; :func:`run` runs one on a model, over the model's stage stores
+(``Model.stores``) or compiled operations (``Model.compiled_ops``); docs/simulator.md, "Methods".
 """
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -59,18 +54,9 @@ SWITCH_BACKOFF = 4
 HANDBACK_STEPS = 15
 
 
-def _factory(cls, tab, **kw):
-    """A stepper factory ``make(rhs, n, rtol, atol, xp)`` of ``cls`` for ``base.integrate``."""
-    def make(rhs, n, rtol, atol, xp):
-        return cls(rhs, n, rtol, atol, xp, **kw)
-    make.tableau = tab
-    return make
-
-
 def _explicit(tab, net):
     store = net.stores("erk", tab)[1] if hasattr(net, "stores") else None
-    return _factory(ExplicitRK, tab, fun=net.rhs if net.smooth else None, tableau=tab,
-                    store=store)
+    return partial(ExplicitRK, fun=net.rhs if net.smooth else None, tableau=tab, store=store)
 
 
 def stepper_for(method, net, xp=np):
@@ -84,14 +70,14 @@ def stepper_for(method, net, xp=np):
             jvp=getattr(net, "jvp", None) if ROSENBROCK_JVP == "model" else None,
             linearize=lin, metric=net.metric, EVALUATE_REJECTED=not net.smooth,
             JVP_COST=getattr(net, "jvp_cost", 1.0) if lin is not None else 1.0)
-        primary = _factory(cls, tab, fun=fun)
+        primary = partial(cls, fun=fun)
         low = (primary if ROSENBROCK_FALLBACK == "same" else None if ROSENBROCK_FALLBACK is None
                else _explicit(TABLEAUX[ROSENBROCK_FALLBACK], net))
     else:
         store = None
         if kind == "ssp" and hasattr(net, "stores"):
             kind, store = net.stores("ssp", tab)
-        primary = (_factory(LowStorageRK, tab, fun=fun, store=store) if kind == "ssp"
+        primary = (partial(LowStorageRK, fun=fun, store=store) if kind == "ssp"
                    else _explicit(tab, net))
         low = _explicit(TABLEAUX[FALLBACK], net)
     return primary, (None if net.smooth else low)
@@ -115,6 +101,7 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense,
     (``start``: a run of its own, else the continuation of one with ``opts.first_step``)."""
     kind, tab = METHODS[method]
     kind, ops = _compiled_ops(net, backend, kind, tab, stop)
+    switch_steps = HANDBACK_STEPS if switch_back is not None else 0
     if ops is None:
         primary, low = stepper_for(method, net, xp)
         explicit = kind != "rosw"
@@ -123,26 +110,17 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense,
                          t0=t0, xp=xp, k0=k0, predictive=net.smooth,
                          cap_safety=_base.STABILITY_SAFETY if explicit and net.smooth else 0.0,
                          stiff_steps=stiff_steps, stiff_held=stiff_held, dense=dense,
-                         switch_back=switch_back,
-                         switch_steps=HANDBACK_STEPS if switch_back is not None else 0)
+                         switch_back=switch_back, switch_steps=switch_steps)
     from . import compiled
     if kind == "rosw":
         return compiled.rosw(ops, y, t_eval, ROS34PW2, opts, observe, t0=t0, k0=k0,
-                             start=start, switch_back=switch_back,
-                             switch_steps=HANDBACK_STEPS if switch_back is not None else 0)
-
-    def obs(j, v):
-        # the compiled runners count outputs from the first they are given
-        observe(k0 + j, v)
-    if hasattr(observe, "many"):
-        obs.many = lambda j, states: observe.many(k0 + j, states)
-    smooth = net.smooth
+                             start=start, switch_back=switch_back, switch_steps=switch_steps)
     # one runner for the explicit and low-storage loops (cap None: its STABILITY_SAFETY)
-    res = compiled.erk(ops, y, t_eval[k0:], tab, opts, obs, t0=t0, dense=dense,
-                       stiff_steps=stiff_steps, predictive=smooth,
-                       cap_safety=None if smooth else 0.0,
-                       fallback=None if smooth else TABLEAUX[FALLBACK], stiff_held=stiff_held)
-    return replace(res, n_done=k0 + res.n_done) if k0 else res
+    smooth = net.smooth
+    return compiled.erk(ops, y, t_eval, tab, opts, observe, t0=t0, k0=k0, dense=dense,
+                        stiff_steps=stiff_steps, predictive=smooth,
+                        cap_safety=None if smooth else 0.0,
+                        fallback=None if smooth else TABLEAUX[FALLBACK], stiff_held=stiff_held)
 
 
 def run(method, net, y0, t_eval, opts, observe, *, backend="numpy", xp=np, dense=False,
@@ -177,15 +155,11 @@ def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
     while True:
         o = StepperOptions(opts.rtol, opts.atol, opts.max_steps - nsteps - nrej, h,
                            opts.kink_rtol)
-        if method == "ROS34PW2":
-            res = _phase(method, net, y, t, k, t_eval, o, observe, switch_back=SSPRK104, **kw)
-        elif method == pair:
-            res = _phase(method, net, y, t, k, t_eval, o, observe, stiff_steps=STIFF_STEPS,
-                         stiff_held=PAIR_HELD, **kw)
-        else:
-            res = _phase(method, net, y, t, k, t_eval, o, observe,
-                         stiff_steps=ROSENBROCK_STEPS * SWITCH_BACKOFF ** tries,
-                         stiff_held=ROSENBROCK_HELD, **kw)
+        test = (dict(switch_back=SSPRK104) if method == "ROS34PW2"
+                else dict(stiff_steps=STIFF_STEPS, stiff_held=PAIR_HELD) if method == pair
+                else dict(stiff_steps=ROSENBROCK_STEPS * SWITCH_BACKOFF ** tries,
+                          stiff_held=ROSENBROCK_HELD))
+        res = _phase(method, net, y, t, k, t_eval, o, observe, **test, **kw)
         nfev, nsteps, nrej = nfev + res.nfev, nsteps + res.nsteps, nrej + res.nrejected
         ncapped += res.ncapped
         y, t, k, h = res.y_last, res.t_last, res.n_done, res.h_next

@@ -1,17 +1,7 @@
 """Embedded explicit Runge-Kutta pairs over a Butcher tableau (any model, any backend).
 
-:class:`ExplicitRK` advances any :class:`~.tableaux.Tableau`: ``K_i = f(y + h sum_j A_ij
-K_j)``, ``y_new = y + h sum b_i K_i``, error ``h sum e_i K_i`` with ``K_s = f(y_new)``.
-The stages live in a *stage store*, :class:`DenseStages` (every stage a vector) or one a
-model supplies (the linear network's factored stages), with the operations
-
-``stage(y, w, slot)``: ``K_slot = f(y + sum_{j < len(w)} w_j K_j)``;
-``step_end(y, y_new, wb, we, we3, c3, rtol, atol) -> (e5, e3)``: ``y_new = y + sum_j wb_j
-K_j`` and the sums of ``(d / sc)^2`` for ``d = sum_j we_j K_j`` and ``d = sum_j we3_j K_j +
-c3 sum_j wb_j K_j`` (0 without ``we3``), ``sc = atol + rtol max(|y|, |y_new|)``;
-``combination(w, out)``: ``sum_j w_j K_j``; ``stiffness_sums(s, wd) -> (num, dd, ref)``:
-``|K_s - K_{s-1}|^2``, ``|sum_{j<s} wd_j K_j|^2``, ``|K_0|^2``; ``fsal(s)``: slot ``s``
-becomes slot 0.
+:class:`ExplicitRK` advances any :class:`~.tableaux.Tableau` over a *stage store*,
+:class:`DenseStages` or a model's (its operations: docs/simulator.md, "Module overviews").
 """
 from __future__ import annotations
 
@@ -26,19 +16,16 @@ __all__ = ["ExplicitRK", "DenseStages", "third_order_rest", "STEPPERS"]
 
 
 def third_order_rest(tab):
-    """``e3 - b`` (s + 1,): the second error estimate minus the step's own weights, or None.
-
-    ``sum_j e3_j K_j = sum_j b_j K_j + sum_j (e3 - b)_j K_j``, and the first sum is
-    the step itself, already formed; for DOP853 the rest has 3 nonzero weights.
-    """
+    """``e3 - b`` (s + 1,), or None: ``sum_j e3_j K_j`` is the step's ``sum_j b_j K_j``, already
+    formed, plus ``sum_j (e3 - b)_j K_j`` (3 nonzero weights for DOP853)."""
     if tab.e3 is None:
         return None
     return np.ascontiguousarray(tab.e3 - np.append(tab.b, 0.0))
 
 
 class DenseStages:
-    """The stage store of :class:`ExplicitRK` with every stage a vector of ``xp`` (module
-    docstring): ``K`` (s + 1, n).  ``evaluate(y, out)`` is the right-hand side."""
+    """The stage store with every stage a row of ``K`` (s + 1, n); ``evaluate(y, out)`` is
+    the right-hand side."""
 
     def __init__(self, evaluate, n, s, xp=np):
         self.evaluate, self.xp = evaluate, xp
@@ -72,15 +59,14 @@ class DenseStages:
 
 
 class ExplicitRK(Stepper):
-    """An embedded explicit RK pair over the class's ``tableau`` (see the module docstring).
+    """An embedded explicit RK pair: ``K_i = f(y + h sum_j A_ij K_j)``, ``y_new = y + h sum b_i
+    K_i``, error ``h sum e_i K_i`` with ``K_s = f(y_new)`` (HNW I, II.4).
 
-    ``tableau`` (keyword) sets the pair per instance, ``store`` a model's stage store
-    (``DenseStages`` by default); ``fun`` is an in-place right-hand side
-    (:class:`~linearnets.sim.methods.base.Stepper`).  Where the tableau has a real
-    stability interval and its last stage sits at ``t + h`` the stepper estimates the
-    stiffness (:meth:`stiffness`, for the stability cap of
-    :func:`~linearnets.sim.methods.base.integrate`), and where it has a continuous
-    extension it interpolates (:meth:`interpolate`).
+    ``tableau`` (keyword, else the class's) sets the pair, ``store`` a model's stage store
+    (:class:`DenseStages` by default), ``fun`` an in-place right-hand side
+    (:class:`~.base.Stepper`).  :meth:`stiffness` exists where the tableau has a stability
+    interval and its last stage at ``t + h``, :meth:`interpolate` where it has a
+    continuous extension.
     """
 
     def __init__(self, rhs, n, rtol, atol, xp=np, fun=None, *, tableau=None, store=None):
@@ -88,9 +74,8 @@ class ExplicitRK(Stepper):
             self.tableau = tableau
         super().__init__(rhs, n, rtol, atol, xp, fun)
         tab = self.tableau
-        s = tab.n_stages
         self.store = store if store is not None else DenseStages(
-            lambda y, out: self._eval(0.0, y, out), self.n, s, xp)
+            lambda y, out: self._eval(0.0, y, out), self.n, tab.n_stages, xp)
         self._e3 = third_order_rest(tab)
         self._f0 = None       # the array whose derivative slot 0 holds
         if tab.stability_boundary > 0.0 and tab.c[-1] == 1.0:

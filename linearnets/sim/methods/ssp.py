@@ -1,13 +1,7 @@
 """SSPRK104 in Ketcheson's two-register low-storage form (any model, any backend).
 
-Ketcheson, SIAM J. Sci. Comput. 30 (2008) 2113, Sec. 4.3 (:data:`~.tableaux.SSPRK104_LOW_STORAGE`):
-two registers besides the state, each stage one right-hand side and one update
-``q1 += (h/6) K``.  Error: the third-order weights ``bhat`` on the same stages,
-``h sum_j (b_j - bhat_j) K_j = y_new - y - h S``, ``S = sum_j w_j K_{slot_j}``; stiffness
-``rho = |f(y_new) - K_9| / |y_new - q1|``; dense output the cubic Hermite interpolant.
-The stages live in a *slot store* (:class:`DenseSlots`, or a model's) with ``stage(q, k)``:
-``K_k = f(q)``; ``add(q, c, k)``: ``q += c K_k``; ``error_sums(y, y_new, q1, h, rtol, atol)
--> (e5, dd)``; ``stiffness_sums(last, prev) -> (num, ref)``; ``fsal()``.
+Ketcheson, SIAM J. Sci. Comput. 30 (2008) 2113, Sec. 4.3 (:data:`~.tableaux.SSPRK104_LOW_STORAGE`)
+over a *slot store*, :class:`DenseSlots` or a model's (docs/simulator.md, "Module overviews").
 """
 from __future__ import annotations
 
@@ -49,8 +43,9 @@ class DenseSlots:
 
 
 class LowStorageRK(Stepper):
-    """SSPRK104 in two-register form over a slot store (module docstring): ``store`` a
-    model's, :class:`DenseSlots` by default."""
+    """SSPRK104 in two-register form over a slot store (``store``, :class:`DenseSlots` by
+    default): a stage is one right-hand side and one update ``q1 += (h/6) K``; error ``y_new -
+    y - h sum_j w_j K_{slot_j}`` (third-order weights), dense output the cubic Hermite."""
 
     tableau = SSPRK104
 

@@ -20,34 +20,25 @@ def _frozen(a):
 
 @dataclass(frozen=True)
 class Tableau:
-    """An embedded explicit Runge-Kutta pair.
+    """An embedded explicit Runge-Kutta pair (conventions: docs/simulator.md, "Module overviews").
 
     Attributes
     ----------
     name : str
-    order : int
-        Order of the propagated solution.
-    error_order : int
-        Order of the error estimator: the local error scales as ``h**(error_order + 1)``.
-    A : ndarray, shape (s, s)
-        Strictly lower-triangular stage matrix.
-    b : ndarray, shape (s,)
-        Weights of the propagated solution.
-    c : ndarray, shape (s,)
-        Nodes.
-    e : ndarray, shape (s + 1,)
-        Error weights (last entry multiplies ``f(y_new)``).
-    e3 : ndarray, shape (s + 1,) or None
-        Companion third-order error weights (DOP853 error norm), or None.
+    order, error_order : int
+        Orders of the propagated solution and of the error estimator (the local error
+        scales as ``h**(error_order + 1)``).
+    A, b, c : ndarray, shapes (s, s), (s,), (s,)
+        Strictly lower-triangular stage matrix, weights of the solution, nodes.
+    e, e3 : ndarray, shape (s + 1,), e3 or None
+        Error weights (the last entry multiplies ``f(y_new)``); DOP853's third-order
+        companion weights of its error norm.
     stability_boundary : float
-        Length of the stability interval on the negative real axis: ``|R(z)| <= 1``
-        for ``-stability_boundary <= z <= 0``, ``R(z) = 1 + z b^T (I - z A)^-1 1``
-        (checked in the tests): the boundary that caps ``h`` on gradient flow's real
-        spectrum once some modes have converged.
+        ``|R(z)| <= 1`` for ``-stability_boundary <= z <= 0``, ``R(z) = 1 + z b^T (I - z
+        A)^-1 1`` (checked in the tests): it caps ``h`` on gradient flow's real spectrum.
     dense_P : ndarray, shape (s + 1, d), or None
-        The continuous extension ``y(t + theta h) = y + h sum_j B_j(theta) K_j`` over the
-        stages and ``K_s = f(y_new)``, ``B_j(theta) = sum_p dense_P[j, p] theta^(p+1)``
-        (:meth:`dense_weights`); None when the pair has none that is used.
+        The continuous extension ``y(t + theta h) = y + h sum_j B_j(theta) K_j`` (``K_s =
+        f(y_new)``), ``B_j(theta) = sum_p dense_P[j, p] theta^(p+1)`` (:meth:`dense_weights`).
     dense_order : int
         Its order: the interpolation error on a step is ``O(h^(dense_order + 1))``.
     """
@@ -63,6 +54,11 @@ class Tableau:
     stability_boundary: float = 0.0
     dense_P: "np.ndarray | None" = None
     dense_order: int = 0
+
+    def __post_init__(self):
+        for name in ("A", "b", "c", "e", "e3", "dense_P"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _frozen(getattr(self, name)))
 
     @property
     def n_stages(self) -> int:
@@ -197,21 +193,12 @@ def _hermite_P(b):
     return P
 
 
-BS32 = Tableau(
-    "BS32", 3, 2,
-    _frozen([[0, 0, 0], [1 / 2, 0, 0], [0, 3 / 4, 0]]),
-    _frozen([2 / 9, 1 / 3, 4 / 9]),
-    _frozen([0, 1 / 2, 3 / 4]),
-    # b (with 0 for f(y_new)) minus the order-2 weights (7/24, 1/4, 1/3, 1/8)
-    _frozen([2 / 9 - 7 / 24, 1 / 3 - 1 / 4, 4 / 9 - 1 / 3, -1 / 8]),
-    stability_boundary=2.5127)
-HE21 = Tableau(
-    "HE21", 2, 1,
-    _frozen([[0, 0], [1, 0]]),
-    _frozen([1 / 2, 1 / 2]),
-    _frozen([0, 1]),
-    _frozen([1 / 2 - 1, 1 / 2, 0]),
-    stability_boundary=2.0)
+# BS32: e is b (with 0 for f(y_new)) minus the order-2 weights (7/24, 1/4, 1/3, 1/8)
+BS32 = Tableau("BS32", 3, 2, [[0, 0, 0], [1 / 2, 0, 0], [0, 3 / 4, 0]], [2 / 9, 1 / 3, 4 / 9],
+               [0, 1 / 2, 3 / 4], [2 / 9 - 7 / 24, 1 / 3 - 1 / 4, 4 / 9 - 1 / 3, -1 / 8],
+               stability_boundary=2.5127)
+HE21 = Tableau("HE21", 2, 1, [[0, 0], [1, 0]], [1 / 2, 1 / 2], [0, 1], [1 / 2 - 1, 1 / 2, 0],
+               stability_boundary=2.0)
 
 #: SSPRK(10,4): five Euler substeps of h/6, q2 = (q2 + 9 q1)/25, q1 = 15 q2 - 5 q1, four
 #: more substeps, y_new = q2 + 3/5 q1 + h/10 f(q1); its third-order companion is
@@ -226,15 +213,13 @@ _SSP104_A, _SSP104_B, _SSP104_BHAT = expand_low_storage(SSPRK104_LOW_STORAGE)
 # II.10): scipy.integrate's coefficients.  Stability boundaries: the first root of
 # |R(-x)| = 1, x > 0, rounded down (3.30657, 6.39365, 13.91704).
 _R, _D = _scipy_ivp.RK45, _scipy_ivp.DOP853
-RK45 = Tableau("RK45", 5, 4, _frozen(np.pad(_R.A, ((0, 0), (0, 1)))), _frozen(_R.B),
-               _frozen(_R.C), _frozen(_R.E), stability_boundary=3.3065, dense_P=_frozen(_R.P),
-               dense_order=4)
-DOP853 = Tableau("DOP853", 8, 7, _frozen(_D.A), _frozen(_D.B), _frozen(_D.C), _frozen(_D.E5),
-                 _frozen(_D.E3), stability_boundary=6.3936)
-SSPRK104 = Tableau("SSPRK104", 4, 3, _frozen(_SSP104_A), _frozen(_SSP104_B),
-                   _frozen([0.0, 1 / 6, 1 / 3, 0.5, 2 / 3, 1 / 3, 0.5, 2 / 3, 5 / 6, 1.0]),
-                   _frozen(np.append(_SSP104_B - _SSP104_BHAT, 0.0)), stability_boundary=13.917,
-                   dense_P=_frozen(_hermite_P(_SSP104_B)), dense_order=3)
+RK45 = Tableau("RK45", 5, 4, np.pad(_R.A, ((0, 0), (0, 1))), _R.B, _R.C, _R.E,
+               stability_boundary=3.3065, dense_P=_R.P, dense_order=4)
+DOP853 = Tableau("DOP853", 8, 7, _D.A, _D.B, _D.C, _D.E5, _D.E3, stability_boundary=6.3936)
+SSPRK104 = Tableau("SSPRK104", 4, 3, _SSP104_A, _SSP104_B,
+                   [0.0, 1 / 6, 1 / 3, 0.5, 2 / 3, 1 / 3, 0.5, 2 / 3, 5 / 6, 1.0],
+                   np.append(_SSP104_B - _SSP104_BHAT, 0.0), stability_boundary=13.917,
+                   dense_P=_hermite_P(_SSP104_B), dense_order=3)
 
 #: Name -> explicit pair.
 TABLEAUX = {t.name: t for t in (RK45, DOP853, SSPRK104, BS32, HE21)}
