@@ -391,3 +391,28 @@ def test_sliding_relu_members_run_on_the_fallback():
                                max_steps=10 ** 6, record=("outputs",))
         assert ref.success
         _close(ens.outputs[b], ref.outputs, 20 * kink_rtol, f"outputs[{b}]")
+
+
+def test_members_on_threads_share_the_loss_summary(monkeypatch):
+    # the members of one preparation share its problem: two threads that both find its
+    # summary missing both compute it, and it stays one (R, Z, res0)
+    import threading
+    import time
+
+    from linearnets.sim.models import linear
+    X, y = _linear_data()
+    problem = linear.make_problem(((8, 6), (1, 8)), X, y.reshape(-1, 1))
+    qr = linear.qr
+
+    def slow_qr(*a, **kw):
+        time.sleep(0.05)
+        return qr(*a, **kw)
+    monkeypatch.setattr(linear, "qr", slow_qr)
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(problem.loss_summary()))
+               for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert [len(s) for s in out] == [3, 3] and len(problem.loss_summary()) == 3

@@ -173,9 +173,9 @@ class FlowProblem:
             Rxy = qr(np.hstack((self.X, self.Y)), mode="raw", overwrite_a=True,
                      check_finite=False)[1]
             K = min(P, D)
-            self._summary.extend((np.ascontiguousarray(Rxy[:K, :D]),
-                                  np.ascontiguousarray(Rxy[:K, D:]),
-                                  float(np.sum(Rxy[K:, D:] ** 2))))
+            self._summary[:] = (np.ascontiguousarray(Rxy[:K, :D]),
+                                np.ascontiguousarray(Rxy[:K, D:]),
+                                float(np.sum(Rxy[K:, D:] ** 2)))
         return tuple(self._summary)
 
     def rhs(self, y, out=None):
