@@ -21,7 +21,7 @@ from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
 from .models.base import Layout
 from .models.mlp import check_biases
-from .network import check_weights
+from .network import check_layer_sizes, check_weights
 
 __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowStatus",
            "FlowWarning", "FlowError", "RECORDABLE", "DEFAULT_MAX_STEPS", "DEFAULT_METHOD",
@@ -346,24 +346,14 @@ def check_method(method, dense):
 
 def shapes_of(layers):
     """Weight shapes from layer sizes ``(D, N_1, ..., C)`` or from the shapes themselves."""
-    try:
-        layers = tuple(layers)
-    except TypeError:
-        raise ValueError(f"layers must be layer sizes (D, N_1, ..., C) or weight shapes, "
-                         f"got {layers!r}") from None
-    if layers and all(isinstance(s, tuple) for s in layers):
-        shapes = tuple((check_int(r, "layers", 1), check_int(c, "layers", 1)) for r, c in layers)
-    else:
-        sizes = tuple(check_int(n, "layers", 1) for n in layers)
-        if len(sizes) < 2:
-            raise ValueError(f"layers must be layer sizes (D, N_1, ..., C) with at least 2 "
-                             f"entries, got {layers!r}")
-        shapes = tuple((sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1))
-    if any(r < 1 or c < 1 for r, c in shapes):
-        raise ValueError(f"layers must have positive sizes, got {layers!r}")
-    for i in range(len(shapes) - 1):
-        if shapes[i + 1][1] != shapes[i][0]:
-            raise ValueError(f"layers: shape {shapes[i + 1]} does not follow {shapes[i]}")
+    shapes = tuple(layers) if isinstance(layers, (tuple, list)) else ()
+    if not shapes or not all(isinstance(s, tuple) for s in shapes):
+        sizes = check_layer_sizes(layers, "layers")
+        return tuple(zip(sizes[1:], sizes[:-1]))
+    shapes = tuple((check_int(r, "layers", 1), check_int(c, "layers", 1)) for r, c in shapes)
+    for a, b in zip(shapes, shapes[1:]):
+        if b[1] != a[0]:
+            raise ValueError(f"layers: shape {b} does not follow {a}")
     return shapes
 
 

@@ -5,8 +5,6 @@ A network is a list ``[W_1, ..., W_L]`` with ``W_l`` of shape ``(N_l, N_{l-1})``
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from .._validation import (as_float_array, check_depth, check_matrix, check_positive, ldexp_safe,
@@ -19,25 +17,17 @@ __all__ = ["init_network", "init_balanced", "forward", "end_to_end", "check_weig
 def check_layer_sizes(layer_sizes, name="layer_sizes"):
     """Validate ``(D, N_1, ..., N_{L-1}, C)``: at least two positive integers; returns a tuple."""
     try:
-        sizes = list(layer_sizes)
+        sizes = tuple(check_depth(n, name) for n in layer_sizes)
     except TypeError as exc:
         raise ValueError(f"{name} must be a sequence of positive integers") from exc
     if len(sizes) < 2:
         raise ValueError(f"{name} needs at least two entries (D, C), got {layer_sizes!r}")
-    out = []
-    for n in sizes:
-        if isinstance(n, bool) or not isinstance(n, numbers.Real):
-            raise ValueError(f"{name} must contain positive integers, got {n!r}")
-        out.append(check_depth(n, name))
-    return tuple(out)
+    return sizes
 
 
 def check_weights(weights, name="weights"):
-    """Validate a network and return C-contiguous float64 *copies* of its layers.
-
-    Raises ``ValueError`` unless ``weights`` is a non-empty sequence of finite 2-D
-    arrays whose shapes chain (``W_{l+1}.shape[1] == W_l.shape[0]``).
-    """
+    """C-contiguous float64 *copies* of the layers: a non-empty sequence of finite 2-D arrays
+    whose shapes chain (``W_{l+1}.shape[1] == W_l.shape[0]``), else ``ValueError``."""
     if isinstance(weights, np.ndarray) and weights.ndim == 2:
         weights = [weights]
     try:
@@ -46,10 +36,8 @@ def check_weights(weights, name="weights"):
         raise ValueError(f"{name} must be a list of 2-D arrays [W_1, ..., W_L]") from exc
     if not ws:
         raise ValueError(f"{name} must contain at least one layer")
-    out = []
-    for i, w in enumerate(ws):
-        out.append(np.array(check_matrix(w, f"{name}[{i}]"), dtype=np.float64, order="C",
-                            copy=True))
+    out = [np.array(check_matrix(w, f"{name}[{i}]"), dtype=np.float64, order="C", copy=True)
+           for i, w in enumerate(ws)]
     for i in range(1, len(out)):
         if out[i].shape[1] != out[i - 1].shape[0]:
             raise ValueError(f"{name}[{i}] has shape {out[i].shape} but {name}[{i - 1}] has "
@@ -65,16 +53,13 @@ def init_network(layer_sizes, sigma, seed=0):
     layer_sizes : sequence of int
         ``(D, N_1, ..., N_{L-1}, C)``, depth ``L = len(layer_sizes) - 1``.
     sigma : float
-        Scale, ``sigma > 0``: entries of standard deviation ``sigma / sqrt(N_{l-1})``
-        (not the ``sigma`` of :func:`init_balanced`; ``docs/conventions.md``,
-        "Initialisation").
+        Scale, ``> 0``: entries of standard deviation ``sigma / sqrt(N_{l-1})``.
     seed : int >= 0, numpy.random.SeedSequence or Generator
         Reproducible: the same seed gives the same weights.
 
     Returns
     -------
-    weights : list of ndarray
-        ``W_l`` with shape ``(N_l, N_{l-1})``.
+    weights : list of ndarray (N_l, N_{l-1})
 
     Examples
     --------
@@ -97,31 +82,27 @@ def _orthonormal(rng, n, k):
 def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
     """Balanced small initialisation (Saxe, McClelland & Ganguli 2014).
 
-    ``W_l = sigma R_l R_{l-1}^T`` with ``R_l`` (N_l, r) orthonormal columns, so that
-    ``W_{l+1}^T W_{l+1} = W_l W_l^T = sigma^2 R_l R_l^T`` (exactly balanced) and the
-    end-to-end map is ``sigma^L R_L R_0^T``: every one of its r nonzero singular
-    values equals ``sigma^L``.
+    ``W_l = sigma R_l R_{l-1}^T`` with ``R_l`` (N_l, r) orthonormal columns: exactly balanced,
+    ``W_{l+1}^T W_{l+1} = W_l W_l^T = sigma^2 R_l R_l^T``, and the end-to-end map
+    ``sigma^L R_L R_0^T`` has r singular values ``c0 = sigma^L`` (docs/conventions.md,
+    "Initialisation": not the ``sigma`` of :func:`init_network`).
 
     Parameters
     ----------
     layer_sizes : sequence of int
         ``(D, N_1, ..., C)``.
     sigma : float
-        Per-layer scale, ``> 0``: every nonzero singular value of every ``W_l`` is
-        ``sigma``, each mode starts at ``c0 = sigma^L`` (``docs/conventions.md``,
-        "Initialisation").
+        Per-layer scale (every nonzero singular value of every ``W_l``), ``> 0``.
     seed : int >= 0, numpy.random.SeedSequence or Generator
     rank : int, optional
-        r, at most the narrowest layer (default: the narrowest layer).
-    left : array_like, shape (C, r), optional
-        Output directions ``R_L`` (orthonormal columns), e.g. the task's u_alpha;
-        random if omitted.
-    right : array_like, shape (D, r), optional
-        Input directions ``R_0``, e.g. the task's v_alpha.
+        r, at most (and by default) the narrowest layer.
+    left, right : array_like, shape (C, r) and (D, r), optional
+        Orthonormal output and input directions ``R_L``, ``R_0`` (e.g. the task's u_alpha,
+        v_alpha); random if omitted.
 
     Returns
     -------
-    weights : list of ndarray
+    weights : list of ndarray (N_l, N_{l-1})
 
     Examples
     --------
@@ -133,9 +114,9 @@ def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
     sizes = check_layer_sizes(layer_sizes)
     sigma = float(check_positive(sigma, "sigma", ndim=0))
     rmax = min(sizes)
-    for arr, nm in ((left, "left"), (right, "right")):
+    for arr in (left, right):
         if arr is not None and rank is None:
-            rank = np.atleast_2d(np.asarray(arr)).shape[1] if np.ndim(arr) == 2 else 1
+            rank = np.shape(arr)[1] if np.ndim(arr) == 2 else 1
     r = rmax if rank is None else check_depth(rank, "rank")
     if r > rmax:
         raise ValueError(f"rank must be <= the narrowest layer ({rmax}), got {r}")
@@ -163,7 +144,7 @@ def end_to_end(weights):
 
     Parameters
     ----------
-    weights : list of ndarray
+    weights : list of ndarray (N_l, N_{l-1})
 
     Returns
     -------

@@ -1,27 +1,20 @@
 """Named parameterisations of a fully connected network, as keywords of the one model.
 
-A parameterisation is not a second model: it is a way of drawing the weights and
-choosing the forward ``multipliers``, the output scale ``alpha``, per-layer
-``lr_scales`` and the clock ``eta`` of the model of :func:`linearnets.gradient_flow`
-(docs/conventions.md, "Beyond linear networks")::
-
-    z_l = m_l W_l h_{l-1} + b_l,  h_l = phi(z_l),  f(x) = m_L W_L h_{L-1},
-    F = alpha f  (or alpha (f - f_0), centered),
-    L = 1/(alpha^2 P) sum_mu ell(F(x_mu), y_mu),
-    d theta_l/dt = -eta lr_scales[l-1] dL/d theta_l.
-
-Every helper returns a :class:`Parameterised`; ``p.flow_kwargs()`` are the
-keywords of ``gradient_flow`` and ``p.ntk_kwargs()`` those of ``empirical_ntk``::
+A parameterisation is not a second model: it draws the weights and chooses the
+``multipliers``, ``alpha``, ``lr_scales`` and the clock ``eta`` of the model of
+:func:`linearnets.gradient_flow`, ``z_l = m_l W_l h_{l-1} + b_l``, ``h_l = phi(z_l)``, ``f(x) =
+m_L W_L h_{L-1}``, ``F = alpha f`` (docs/conventions.md, "Beyond linear networks"; which
+quantity each paper calls alpha: docs/parameterisations.md).  Every helper returns a
+:class:`Parameterised`, whose ``flow_kwargs()`` and ``ntk_kwargs()`` are the keywords of
+``gradient_flow`` and ``empirical_ntk``::
 
     p = init_parameterised((D, 256, 256, 1), "ntk", seed=0)
     traj = ln.gradient_flow(p.weights, X, Y, t, activation="relu", **p.flow_kwargs())
-
-The conventions of each paper (in particular which quantity each calls alpha)
-are in ``docs/parameterisations.md``.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -48,20 +41,12 @@ class Parameterised:
 
     Attributes
     ----------
-    weights : list of ndarray, ``W_l`` (N_l, N_{l-1})
-        The trained weights at t = 0.
-    biases : list of ndarray (N_l,) for l < L, or None
-        The trained hidden biases at t = 0 (None: no biases).
-    multipliers : tuple of float, length L
-        Forward multipliers ``m_l``.
-    alpha : float
-        Output scale of the model (``F = alpha f``).
-    lr_scales : tuple of float or None
-        Per-layer rate factors (None: all 1).
+    weights, biases : list of ndarray (N_l, N_{l-1}), list of ndarray (N_l,) for l < L or None
+        The trained parameters at t = 0 (biases None: no biases).
+    multipliers, alpha, lr_scales, centered : tuple (L,), float, tuple (L,) or None, bool
+        The model's keywords: ``m_l``, ``F = alpha f`` (``alpha (f - f_0)`` centered).
     eta : float
         The clock: ``gradient_flow(..., eta=eta)`` reproduces the source's time.
-    centered : bool
-        ``F = alpha (f - f_0)``.
     activation, loss : str or tuple, or None
         The source's activation and loss, where it fixes them (None: the caller's choice).
     name : str
@@ -80,20 +65,18 @@ class Parameterised:
 
     def flow_kwargs(self):
         """Keywords for :func:`linearnets.gradient_flow` (``eta`` included)."""
-        kw = dict(biases=self.biases, multipliers=self.multipliers, alpha=self.alpha,
-                  centered=self.centered, lr_scales=self.lr_scales, eta=self.eta)
-        if self.activation is not None:
-            kw["activation"] = self.activation
-        if self.loss is not None:
-            kw["loss"] = self.loss
-        return kw
+        return self._kwargs(centered=self.centered, lr_scales=self.lr_scales, eta=self.eta,
+                            loss=self.loss)
 
     def ntk_kwargs(self):
         """Keywords for :func:`linearnets.empirical_ntk`."""
-        kw = dict(biases=self.biases, multipliers=self.multipliers, alpha=self.alpha)
-        if self.activation is not None:
-            kw["activation"] = self.activation
-        return kw
+        return self._kwargs()
+
+    def _kwargs(self, **more):
+        """The model's keywords, less an activation or loss that the source leaves open."""
+        kw = dict(biases=self.biases, multipliers=self.multipliers, alpha=self.alpha,
+                  activation=self.activation, **more)
+        return {k: v for k, v in kw.items() if v is not None or k not in ("activation", "loss")}
 
 
 def _check_sigma(sigma, name="sigma"):
@@ -163,9 +146,7 @@ def init_parameterised(layer_sizes, parameterisation="standard", sigma=1.0, seed
         mult = tuple(1.0 / math.sqrt(n) for n in fan_in)
         if parameterisation == "mean_field":
             mult = mult[:-1] + (1.0 / fan_in[-1],)
-    bs = None
-    if biases:
-        bs = [bias_std * rng.standard_normal(n) for n in sizes[1:-1]]
+    bs = [bias_std * rng.standard_normal(n) for n in sizes[1:-1]] if biases else None
     return Parameterised(weights=ws, biases=bs, multipliers=mult, name=parameterisation)
 
 
@@ -270,7 +251,11 @@ def zhou_normalised(betas, alpha):
             "rate_ratios": (betas[-1] / betas) ** 2}
 
 
-_GRID = None
+@functools.lru_cache(maxsize=None)
+def _grid():
+    """Nodes and weights of the trapezoid rule for ``E[g(z)]``, z ~ N(0, 1): [-40, 40], h = 1e-3."""
+    z = np.linspace(-40.0, 40.0, 80001)
+    return z, np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) * (z[1] - z[0])
 
 
 def activation_normalisation(activation):
@@ -287,7 +272,6 @@ def activation_normalisation(activation):
     -------
     float
     """
-    global _GRID
     name, par = activation if isinstance(activation, (tuple, list)) else (activation, None)
     if name == "linear":
         return 1.0
@@ -299,11 +283,7 @@ def activation_normalisation(activation):
     if name not in ("tanh", "softplus"):
         raise ValueError(f"activation must be linear, relu, leaky_relu, tanh or softplus, "
                          f"got {activation!r}")
-    if _GRID is None:                     # trapezoid rule on [-40, 40], h = 1e-3
-        z = np.linspace(-40.0, 40.0, 80001)
-        w = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) * (z[1] - z[0])
-        _GRID = (z, w)
-    z, w = _GRID
+    z, w = _grid()
     if name == "tanh":
         v = np.tanh(z)
     else:
