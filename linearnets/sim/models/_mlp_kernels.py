@@ -1,25 +1,6 @@
-"""Compiled right-hand side and stepping loops of the MLP (``backend="numba"``).
-
-The maths of :mod:`.mlp` (its module docstring): for hidden layers ``l < L``
-
-    Z_l = m_l H_{l-1} W_l^T + b_l,   H_l = phi(Z_l),   f = m_L H_{L-1} W_L^T,
-    F = alpha (f - f_0),   G_L = l'(F, Y) / (alpha P),
-    dL/dW_l = m_l G_l^T H_{l-1},   G_{l-1} = m_l (G_l W_l) * phi'(Z_{l-1}),   dL/db_l = sum_mu G_l,
-
-every product one BLAS GEMM (``np.dot`` on C-contiguous views), the elementwise work
-one fused loop per layer.  The data tuple (built by ``mlp.MLPNumba``)::
-
-    (X (P, D), Y (P, C), f0 (P, C), lay int64 (L, 4), m (L,), scales (L,), iopt, fopt,
-     H, Dv, hoffs (L,), G1, G2, F (P, C))
-
-``lay[l]`` = state offset of ``W_l``, ``N_l``, ``N_{l-1}``, offset of ``b_l`` (-1: none);
-``out_l = scales[l] dL/dtheta_l``; ``iopt`` = [activation, loss, has_biases, stop] codes
-(:data:`ACT_CODES`, :data:`LOSS_CODES`, :data:`STOP_CODES`), ``fopt`` = [activation
-parameter, loss parameter, alpha, stop value]; ``H``/``Dv`` (P sum_{l<L} N_l) hold
-``H_l`` and ``phi'(Z_l)`` of the latest :func:`mlp_rhs` at offsets ``hoffs``, ``G1``/``G2``
-(P max N_l) are work buffers.  ``Dv == 1`` exactly where ``z > 0`` for ReLU-type
-activations: the switch pattern of the compiled loop.
-"""
+"""Compiled right-hand side and stepping loops of the MLP (``backend="numba"``): the maths of
+:mod:`.mlp` with every product one BLAS GEMM and the elementwise work one fused loop per
+layer, on the data tuple that ``mlp.MLPNumba`` builds (docs/simulator.md, "The MLP")."""
 from __future__ import annotations
 
 import math
@@ -43,9 +24,7 @@ LOSS_CODES = {"mse": 0, "soft_hinge": 1}
 STOP_CODES = {None: 0, "margin": 1, "loss": 2}
 
 
-# --------------------------------------------------------------------------------------------
 # elementary functions that vectorise (no libm call in the loop: LLVM keeps SIMD lanes)
-# --------------------------------------------------------------------------------------------
 _LN2_HI = 6.93147180369123816490e-01      # ln 2 split so that k * _LN2_HI is exact (fdlibm)
 _LN2_LO = 1.90821492927058770002e-10
 _INV_LN2 = 1.44269504088896338700e+00
@@ -64,10 +43,8 @@ def _double_of_bits(typingctx, bits):
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _exp_split(x):
-    """``(s, q)`` with ``e^x = s (1 + q)``, ``s = 2^k`` and ``q = e^r - 1``, ``x = k ln 2 + r``,
-    ``|r| <= ln 2 / 2`` (for ``-708 <= x <= 709``): Cody-Waite reduction and the Taylor
-    polynomial of ``e^r - 1`` to degree 13 (truncation below 2e-16 of ``q``), so that
-    ``e^x = s + s q`` and ``e^x - 1 = s q + (s - 1)`` lose nothing to cancellation."""
+    """``(s, q)`` with ``e^x = s (1 + q)``, ``s = 2^k``, ``q = e^r - 1`` (``-708 <= x <= 709``;
+    Cody-Waite reduction, Taylor polynomial of degree 13)."""
     kf = float(np.int64(x * _INV_LN2 + (0.5 if x >= 0.0 else -0.5)))
     r = (x - kf * _LN2_HI) - kf * _LN2_LO
     q = r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
@@ -79,8 +56,7 @@ def _exp_split(x):
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def vtanh(x):
-    """``tanh(x)`` to a few ulps, as ``sign(x) (e^{2|x|} - 1) / (e^{2|x|} + 1)`` (:func:`_exp_split`;
-    1 to rounding beyond |x| = 20)."""
+    """``tanh(x)`` to a few ulps, as ``sign(x) (e^{2|x|} - 1) / (e^{2|x|} + 1)``."""
     a = min(abs(x), 20.0)
     s, q = _exp_split(2.0 * a)
     em1 = s * q + (s - 1.0)
@@ -98,9 +74,7 @@ def vexp_neg(x):
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def vlog1p(u):
-    """``log(1 + u)`` for ``0 <= u <= 1`` to a few ulps: ``2 atanh(f / (2 + f))`` of ``f = u``,
-    or of ``f = (u - 1) / 2`` plus ``ln 2`` where ``1 + u > sqrt 2``; the series in
-    ``z = (f / (2 + f))^2 <= 0.0295`` to ``z^10`` (truncation below 1e-18)."""
+    """``log(1 + u)`` for ``0 <= u <= 1`` to a few ulps, as ``2 atanh(f / (2 + f))``."""
     big = u > _SQRT2M1
     f = 0.5 * (u - 1.0) if big else u
     sv = f / (2.0 + f)
@@ -113,14 +87,8 @@ def vlog1p(u):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def activate(Z, Dv, y, boff, m, act, a):
-    """In place: ``z = m Z + b`` (``b = y[boff:boff + N]``, none if ``boff < 0``), then
-    ``Z <- phi(z)`` and ``Dv <- phi'(z)``, (P, N) each.
-
-    One loop per activation (the branches outside the loops, so that each vectorises);
-    softplus ``log(1 + e^{a z})/a = max(z, 0) + log1p(e)/a`` and its derivative
-    ``sigmoid(a z) = 1/(1 + e)`` (z >= 0) or ``e/(1 + e)`` share ``e = exp(-a |z|)``; the
-    exponentials, ``tanh`` and ``log1p`` are :func:`vtanh`, :func:`vexp_neg`, :func:`vlog1p`.
-    """
+    """In place, (P, N) each: ``z = m Z + b`` (``b = y[boff:boff + N]``, none if ``boff < 0``),
+    ``Z <- phi(z)``, ``Dv <- phi'(z)``; one loop per activation, so that each vectorises."""
     P, N = Z.shape
     ia = 1.0 / a if act == 3 else 0.0
     b = y[boff:boff + N] if boff >= 0 else np.zeros(N)
@@ -157,11 +125,9 @@ def activate(Z, Dv, y, boff, m, act, a):
 
 @njit(cache=True, nogil=True)
 def mlp_forward(y, X, data, keep):
-    """``f(X)`` into ``data``'s ``F`` (P, C) for the training inputs ``X``; with ``keep`` the
-    hidden activations into ``H`` and ``phi'`` into ``Dv``, otherwise through ``G1``/``G2``."""
-    lay, m, iopt, fopt = data[3], data[4], data[6], data[7]
-    H, Dv, hoffs, G1, G2, F = data[8], data[9], data[10], data[11], data[12], data[13]
-    act, a = iopt[0], fopt[0]
+    """``f(X)`` into ``data``'s ``F`` (P, C); with ``keep`` ``H_l`` into ``H`` and ``phi'`` into
+    ``Dv``, otherwise through ``G1``/``G2``."""
+    _, _, _, lay, m, _, iopt, fopt, H, Dv, hoffs, G1, G2, F = data
     L = lay.shape[0]
     P = X.shape[0]
     h = X
@@ -175,11 +141,10 @@ def mlp_forward(y, X, data, keep):
             Z = (G1 if l % 2 == 0 else G2)[:P * r].reshape((P, r))
             D = (G2 if l % 2 == 0 else G1)[:P * r].reshape((P, r))
         np.dot(h, W.T, Z)
-        activate(Z, D, y, lay[l, 3], m[l], act, a)
+        activate(Z, D, y, lay[l, 3], m[l], iopt[0], fopt[0])
         h = Z
     o, r, c = lay[L - 1, 0], lay[L - 1, 1], lay[L - 1, 2]
-    W = y[o:o + r * c].reshape((r, c))
-    np.dot(h, W.T, F)
+    np.dot(h, y[o:o + r * c].reshape((r, c)).T, F)
     F *= m[L - 1]
 
 
@@ -187,10 +152,9 @@ def mlp_forward(y, X, data, keep):
 def mlp_outputs(y, data):
     """``F = alpha (f - f0)`` (P, C) on the training inputs at ``y`` (``data``'s ``F``)."""
     mlp_forward(y, data[0], data, False)
-    F, f0, alpha = data[13], data[2], data[7][2]
-    for p in range(F.shape[0]):
-        for i in range(F.shape[1]):
-            F[p, i] = alpha * (F[p, i] - f0[p, i])
+    F = data[13]
+    F -= data[2]
+    F *= data[7][2]
     return F
 
 
@@ -212,31 +176,24 @@ def _loss_of(data):
         for i in range(C):
             F = alpha * (f[p, i] - f0[p, i])
             if iopt[1] == 0:
-                d = Y[p, i] - F
-                s += 0.5 * d * d
+                s += 0.5 * (Y[p, i] - F) ** 2
             else:
                 u = beta * (1.0 - Y[p, i] * F)
                 s += max(u, 0.0) + math.log1p(math.exp(-abs(u)))
-    if iopt[1] != 0:
-        s /= beta
-    return s / (alpha * alpha * P)
+    return (s if iopt[1] == 0 else s / beta) / (alpha * alpha * P)
 
 
 @njit(cache=True, nogil=True)
 def mlp_rhs(y, out, data):
-    """``out_l = scales[l] dL/dtheta_l`` at ``y`` (n,) (the flow's velocity for ``scales =
-    -eta lr_scales``); leaves ``H``, ``Dv`` (and the switch pattern ``Dv == 1``) of ``y``."""
-    X, Y, f0, lay, m, scales, iopt, fopt = (data[0], data[1], data[2], data[3], data[4],
-                                            data[5], data[6], data[7])
-    H, Dv, hoffs, G1, G2, F = data[8], data[9], data[10], data[11], data[12], data[13]
+    """``out_l = scales[l] dL/dtheta_l`` at ``y`` (n,) (``scales = -eta lr_scales``: the flow's
+    velocity); leaves ``H``, ``Dv`` (the switch pattern ``Dv == 1``) and ``F`` of ``y``."""
+    X, Y, f0, lay, m, scales, iopt, fopt, H, Dv, hoffs, G1, G2, F = data
     L = lay.shape[0]
     P, C = F.shape
-    alpha = fopt[2]
+    alpha, beta = fopt[2], fopt[1]
     mlp_forward(y, X, data, True)
-    # G_L = dL/df = l'(F, Y) / (alpha P), F = alpha (f - f0)
-    G = G1[:P * C].reshape((P, C))
+    G = G1[:P * C].reshape((P, C))         # G_L = l'(F, Y) / (alpha P), F = alpha (f - f0)
     g = 1.0 / (alpha * P)
-    beta = fopt[1]
     for p in range(P):
         for i in range(C):
             Fv = alpha * (F[p, i] - f0[p, i])
@@ -247,22 +204,15 @@ def mlp_rhs(y, out, data):
                 sig = 1.0 / (1.0 + math.exp(-u)) if u >= 0.0 else (
                     math.exp(u) / (1.0 + math.exp(u)))
                 G[p, i] = -g * Y[p, i] * sig
-    cur = 1
     for l in range(L - 1, -1, -1):
         o, r, c = lay[l, 0], lay[l, 1], lay[l, 2]
-        if l > 0:
-            hin = H[hoffs[l - 1]:hoffs[l - 1] + P * c].reshape((P, c))
-        else:
-            hin = X
+        hin = H[hoffs[l - 1]:hoffs[l - 1] + P * c].reshape((P, c)) if l > 0 else X
         gW = out[o:o + r * c].reshape((r, c))
         np.dot(G.T, hin, gW)
         gW *= scales[l] * m[l]
         if l > 0:
-            W = y[o:o + r * c].reshape((r, c))
-            buf = G2 if cur == 1 else G1
-            cur = 3 - cur
-            Gn = buf[:P * c].reshape((P, c))
-            np.dot(G, W, Gn)
+            Gn = (G2 if l % 2 == (L - 1) % 2 else G1)[:P * c].reshape((P, c))
+            np.dot(G, y[o:o + r * c].reshape((r, c)), Gn)
             D = Dv[hoffs[l - 1]:hoffs[l - 1] + P * c].reshape((P, c))
             ml = m[l]
             for p in range(P):
@@ -279,14 +229,11 @@ def mlp_rhs(y, out, data):
             G = Gn
 
 
-# --------------------------------------------------------------------------------------------
 # switches and stop event of the compiled stepping loop
-# --------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
 def crossings(data, pat, first_only):
-    """The training pre-activations whose sign ``z > 0`` at the latest :func:`mlp_rhs` (``Dv
-    == 1``) differs from the pattern ``pat`` (bool, one entry per pre-activation); with
-    ``first_only`` 1 as soon as one does."""
+    """How many training pre-activations' signs ``z > 0`` at the latest :func:`mlp_rhs` (``Dv
+    == 1``) differ from the pattern ``pat``; with ``first_only`` 1 at the first."""
     Dv = data[9]
     count = 0
     for m in range(Dv.shape[0]):
@@ -307,22 +254,17 @@ def keep_pattern(data, pat):
 
 @njit(cache=True, nogil=True)
 def stop_value(y, data):
-    """The stop function at ``y``, read off the outputs of the latest :func:`mlp_rhs` (at
-    ``y``): ``1 - min_mu y_mu F(x_mu)`` (``"margin"``, stop code 1), ``loss - value``
-    (``"loss"``, code 2) or 1 (no stop)."""
-    iopt, fopt = data[6], data[7]
-    code = iopt[3]
-    if code == 0:
+    """The stop function off the latest :func:`mlp_rhs` (at ``y``): ``1 - min_mu y_mu F(x_mu)``
+    (stop code 1, ``"margin"``), ``loss - value`` (2, ``"loss"``) or 1 (0, no stop)."""
+    _, Y, f0, _, _, _, iopt, fopt, _, _, _, _, _, F = data
+    if iopt[3] == 0:
         return 1.0
-    if code == 2:
+    if iopt[3] == 2:
         return _loss_of(data) - fopt[3]
-    F, f0, Y = data[13], data[2], data[1]
-    P, C = F.shape
-    alpha = fopt[2]
     low = np.inf
-    for p in range(P):
-        for i in range(C):
-            low = min(low, Y[p, i] * alpha * (F[p, i] - f0[p, i]))
+    for p in range(F.shape[0]):
+        for i in range(F.shape[1]):
+            low = min(low, Y[p, i] * fopt[2] * (F[p, i] - f0[p, i]))
     return 1.0 - low
 
 
@@ -333,8 +275,7 @@ _kink_loop = make_erk_advance(mlp_rhs, switches=(crossings, keep_pattern), stop=
 @njit(cache=True, nogil=True)
 def erk_advance_smooth(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
                        stiff, pat, ybuf, data):
-    """The embedded Runge-Kutta loop on a smooth MLP (``_erk_kernels.make_erk_advance``
-    documents the arguments and return codes; ``data`` as for :func:`mlp_rhs`)."""
+    """The embedded Runge-Kutta loop on a smooth MLP (arguments: ``make_erk_advance``)."""
     return _smooth_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
                         stiff, pat, ybuf, data)
 
@@ -342,7 +283,6 @@ def erk_advance_smooth(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, 
 @njit(cache=True, nogil=True)
 def erk_advance_kinks(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
                       stiff, pat, ybuf, data):
-    """The embedded Runge-Kutta loop on a ReLU-type MLP, with the low-order pair at kinks
-    (``_erk_kernels.make_erk_advance``; ``pat`` one entry per training pre-activation)."""
+    """The loop on a ReLU-type MLP, with the low-order pair at kinks (``make_erk_advance``)."""
     return _kink_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
                       stiff, pat, ybuf, data)

@@ -1,24 +1,11 @@
-"""The multilayer perceptron on raw samples (docs/conventions.md, "Beyond linear networks").
-
-For an activation ``phi``, multipliers ``m_l``, output scale ``alpha`` and optional
-hidden biases ``b_l``, on the P samples at once (rows are samples)::
-
-    Z_l = m_l H_{l-1} W_l^T + b_l,  H_l = phi(Z_l) (l < L),  f = m_L H_{L-1} W_L^T,
-    F = alpha f  or  alpha (f - f_0) (centered),  L = (1/(alpha^2 P)) sum_mu l(F, Y),
-
-with ``l_mse = |Y - F|^2 / 2`` or ``l_soft_hinge = log(1 + exp(beta_h (1 - Y F))) / beta_h``.
-The gradient is backpropagation: ``G_L = l'(F, Y) / (alpha P)`` (P, C), then downwards
-``dL/dW_l = m_l G_l^T H_{l-1}``, ``dL/db_l = sum_mu G_l``, ``G_{l-1} = m_l (G_l W_l)
-phi'(Z_{l-1})`` (3 GEMMs per hidden layer, O(P N^2)).  The NTK comes from the
-backpropagated vectors ``delta_l^(i) = df_i/dz_l``::
-
-    K_ij(x, x') = alpha^2 [m_L^2 delta_ij h_{L-1}.h'_{L-1}
-        + sum_{l<L} (delta_l^(i).delta'^(j)_l) (m_l^2 h_{l-1}.h'_{l-1} + 1_bias)].
-
-:class:`MLP` is the reference on any array namespace ``xp`` (numpy, CuPy);
-:class:`MLPNumba` its compiled twin (:mod:`._mlp_kernels`).
+"""The multilayer perceptron on raw samples (docs/conventions.md, "Beyond linear networks"):
+backpropagation on the P samples at once, the NTK from the backpropagated vectors and the
+R-op (docs/simulator.md, "The MLP").  :class:`MLP` is the reference on any array namespace
+``xp`` (numpy, CuPy); :class:`MLPNumba` its compiled twin (:mod:`._mlp_kernels`).
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -29,22 +16,22 @@ __all__ = ["MLP", "MLPNumba", "activation_functions", "check_biases"]
 
 
 def activation_functions(name, param, xp=np):
-    """``(phi, dphi)`` of an activation: elementwise functions of ``z`` (``relu'(0) = 0``)."""
+    """``(phi, phi', phi'')`` of an activation, elementwise (``relu'(0) = 0``); ``phi''(z, d)``
+    takes ``d = phi'(z)``, None for the piecewise-linear ones (their pattern is frozen)."""
     if name == "linear":
-        return (lambda z: z), (lambda z: xp.ones_like(z))
+        return (lambda z: z), (lambda z: xp.ones_like(z)), None
     if name == "relu":
-        return (lambda z: xp.maximum(z, 0.0)), (lambda z: (z > 0).astype(xp.float64))
+        return (lambda z: xp.maximum(z, 0.0)), (lambda z: (z > 0).astype(xp.float64)), None
     if name == "leaky_relu":
         a = float(param)
-        return ((lambda z: xp.where(z > 0, z, a * z)),
-                (lambda z: xp.where(z > 0, 1.0, a)))
+        return (lambda z: xp.where(z > 0, z, a * z)), (lambda z: xp.where(z > 0, 1.0, a)), None
     if name == "softplus":
-        beta = float(param)
+        b = float(param)
         # log(1 + e^{bz})/b = max(z, 0) + log1p(e^{-b|z|})/b, without overflow
-        return ((lambda z: xp.maximum(z, 0.0) + xp.log1p(xp.exp(-beta * xp.abs(z))) / beta),
-                (lambda z: 0.5 * (1.0 + xp.tanh(0.5 * beta * z))))
+        return ((lambda z: xp.maximum(z, 0.0) + xp.log1p(xp.exp(-b * xp.abs(z))) / b),
+                (lambda z: 0.5 * (1.0 + xp.tanh(0.5 * b * z))), (lambda z, d: b * d * (1.0 - d)))
     if name == "tanh":
-        return xp.tanh, (lambda z: 1.0 - xp.tanh(z) ** 2)
+        return xp.tanh, (lambda z: 1.0 - xp.tanh(z) ** 2), (lambda z, d: -2.0 * xp.tanh(z) * d)
     raise ValueError(f"activation: unknown {name!r}")
 
 
@@ -74,7 +61,7 @@ def check_biases(biases, shapes, name="biases"):
 
 
 class MLP(Model):
-    """The MLP of the module docstring on raw samples (any activation, loss and scale).
+    """The MLP on raw samples, any activation, loss and scale (docs/simulator.md, "The MLP").
 
     Parameters
     ----------
@@ -94,22 +81,17 @@ class MLP(Model):
         return 1     # any network of the contract, on raw samples
 
     def __init__(self, weights, biases, options, xp=np):
-        self.xp = xp
-        self.options = options
+        self.xp, self.options = xp, options
         self.shapes = tuple(w.shape for w in weights)
         self.L = len(weights)
         self.has_biases = biases is not None
-        shapes = list(self.shapes)
-        names = [f"W{l + 1}" for l in range(self.L)]
-        if self.has_biases:
-            shapes += [(s[0],) for s in self.shapes[:-1]]
-            names += [f"b{l + 1}" for l in range(self.L - 1)]
-        self.layout = Layout(shapes, names)
+        self.layout = Layout(list(self.shapes) + [(s[0],) for s in self.shapes[:-1]
+                                                  if self.has_biases])
         self.y0 = self.layout.pack(list(weights) + list(biases or []), xp=xp)
         self.linear = options.activation == "linear" and not self.has_biases
         self.smooth = options.activation not in ("relu", "leaky_relu")
-        self.phi, self.dphi = activation_functions(options.activation, options.activation_param,
-                                                   xp)
+        self.phi, self.dphi, self.d2phi = activation_functions(options.activation,
+                                                               options.activation_param, xp)
         self.m = [float(v) for v in options.multipliers]
         self.alpha = options.alpha
         # the rate of each array of the state: layer l's weights and bias move together
@@ -129,29 +111,20 @@ class MLP(Model):
     # -- forward / backward ------------------------------------------------------------
     def forward(self, y, X, keep=False):
         """``f(X)`` (Q, C) of state ``y``; with ``keep`` also the lists ``Z`` and ``H``."""
-        xp = self.xp
-        Ws = self.weights_of(y)
-        bs = self.biases_of(y)
-        H = [X]
-        Z = []
-        h = X
+        parts = self.layout.unpack(y)
+        Ws, bs = parts[:self.L], parts[self.L:]
+        Z, H = [], [X]
         for l in range(self.L - 1):
-            z = (h @ Ws[l].T) * self.m[l]
-            if bs is not None:
-                z = z + bs[l]
-            Z.append(z)
-            h = self.phi(z)
-            H.append(h)
-        f = (h @ Ws[-1].T) * self.m[-1]
+            z = (H[-1] @ Ws[l].T) * self.m[l]
+            Z.append(z + bs[l] if bs else z)
+            H.append(self.phi(Z[-1]))
+        f = (H[-1] @ Ws[-1].T) * self.m[-1]
         return (f, Z, H) if keep else f
 
     def outputs(self, y, Xp):
-        xp = self.xp
-        Xp = xp.asarray(Xp, dtype=xp.float64)
+        Xp = self.xp.asarray(Xp, dtype=self.xp.float64)
         F = self.forward(y, Xp)
-        if self.options.centered:
-            F = F - self.forward(self.y0, Xp)
-        return self.alpha * F
+        return self.alpha * (F - self.forward(self.y0, Xp) if self.options.centered else F)
 
     def prepare(self, X, Y):
         xp = self.xp
@@ -163,6 +136,10 @@ class MLP(Model):
 
     def _F_of_f(self, f):
         return self.alpha * (f - self.f0 if self.f0 is not None else f)
+
+    def _train_outputs(self, y):
+        """``F`` (P, C) on the training inputs at ``y``."""
+        return self._F_of_f(self.forward(y, self.X))
 
     def _dloss(self, F, order=1):
         """The loss term of the outputs ``F`` (P, C): ``sum_mu l(F, Y)`` (``order`` 0), ``l'``
@@ -178,14 +155,12 @@ class MLP(Model):
         return -Y * sig if order == 1 else beta * sig * (1.0 - sig)
 
     def loss(self, y):
-        F = self._F_of_f(self.forward(y, self.X))
-        return float(self._dloss(F, 0)) / (self.alpha ** 2 * self.P)
+        return float(self._dloss(self._train_outputs(y), 0)) / (self.alpha ** 2 * self.P)
 
     def margins(self, y):
         if self.options.loss != "soft_hinge":
             raise ValueError("stop='margin' needs loss='soft_hinge'")
-        F = self._F_of_f(self.forward(y, self.X))
-        return (self.Y * F).reshape(-1)
+        return (self.Y * self._train_outputs(y)).reshape(-1)
 
     def _backprop(self, y):
         """``(F, Z, H, Gs)`` at ``y``: the forward pass and ``Gs[l] = dL/dZ_l`` (``dL/df`` at
@@ -204,11 +179,10 @@ class MLP(Model):
     def _weight_grads(self, Gs, H, out, dGs=None, dH=None):
         """``out`` (n,) <- ``dL/dW_l = m_l A_l^T H_{l-1}`` and ``dL/db_l = sum_mu A_l`` for
         ``A = Gs`` (the R-op's: ``A = dGs``, plus ``m_l Gs[l]^T dH[l]``); returns the views."""
-        xp = self.xp
         gs = self.layout.unpack(out)
         top = Gs if dGs is None else dGs
         for l in range(self.L):
-            xp.matmul(top[l].T, H[l], out=gs[l])
+            self.xp.matmul(top[l].T, H[l], out=gs[l])
             if dH is not None and dH[l] is not None:
                 gs[l] += Gs[l].T @ dH[l]
             gs[l] *= self.m[l]
@@ -217,7 +191,7 @@ class MLP(Model):
         return gs
 
     def gradient(self, y, out=None):
-        """``dL/dtheta`` (n,) at ``y`` (the module docstring's backpropagation)."""
+        """``dL/dtheta`` (n,) at ``y`` (backpropagation)."""
         out = self.xp.empty(self.layout.size) if out is None else out
         F, Z, H, Gs = self._backprop(y)
         if not self.smooth:
@@ -240,7 +214,6 @@ class MLP(Model):
     def _backprop_vectors(self, y, X):
         """``(deltas, H)``: ``deltas[l]`` = df_i/dz_l (Q, C, N_l) for l < L - 1 (0-based), and
         the forward activations ``H`` (l = 0..L-1)."""
-        xp = self.xp
         _, Z, H = self.forward(y, X, keep=True)
         Ws = self.weights_of(y)
         L = self.L
@@ -256,20 +229,14 @@ class MLP(Model):
     def ntk(self, y, X1, X2):
         """The empirical NTK of F, (P1, P2) for C = 1, (P1, P2, C, C) otherwise."""
         xp = self.xp
-        X1 = xp.asarray(X1, dtype=xp.float64)
-        X2 = xp.asarray(X2, dtype=xp.float64)
-        d1, H1 = self._backprop_vectors(y, X1)
-        d2, H2 = self._backprop_vectors(y, X2)
+        d1, H1 = self._backprop_vectors(y, xp.asarray(X1, dtype=xp.float64))
+        d2, H2 = self._backprop_vectors(y, xp.asarray(X2, dtype=xp.float64))
         C = self.shapes[-1][0]
-        L = self.L
-        top = (self.m[-1] ** 2) * (H1[L - 1] @ H2[L - 1].T)
+        top = (self.m[-1] ** 2) * (H1[-1] @ H2[-1].T)
         K = top[:, :, None, None] * xp.eye(C)[None, None, :, :]
-        for l in range(L - 1):
-            feat = (self.m[l] ** 2) * (H1[l] @ H2[l].T)
-            if self.has_biases:
-                feat = feat + 1.0
-            dd = xp.einsum("pin,qjn->pqij", d1[l], d2[l])
-            K = K + dd * feat[:, :, None, None]
+        for l in range(self.L - 1):
+            feat = (self.m[l] ** 2) * (H1[l] @ H2[l].T) + float(self.has_biases)
+            K = K + xp.einsum("pin,qjn->pqij", d1[l], d2[l]) * feat[:, :, None, None]
         K = K * self.alpha ** 2
         return K[:, :, 0, 0] if C == 1 else K
 
@@ -278,42 +245,16 @@ class MLP(Model):
         ``M = prod m_l``, ``W = W_L ... W_1``; linear activation without biases only."""
         if not self.linear:
             raise ValueError("end_to_end exists only for activation='linear' without biases")
-        xp = self.xp
 
         def prod(state):
-            Ws = self.weights_of(state)
-            W = Ws[0]
-            for w in Ws[1:]:
-                W = w @ W
-            return W
-        M = float(np.prod(self.m))
-        W = prod(y)
-        if self.options.centered:
-            W = W - prod(self.y0)
-        return self.alpha * M * W
+            return functools.reduce(lambda W, w: w @ W, self.weights_of(state))
+        W = prod(y) - prod(self.y0) if self.options.centered else prod(y)
+        return self.alpha * float(np.prod(self.m)) * W
 
     # -- Jacobian-vector product (R-op) ------------------------------------------------
-    def _d2phi(self, z):
-        """``phi''(z)`` (0 for the piecewise-linear activations: their pattern is frozen)."""
-        xp = self.xp
-        act = self.options.activation
-        if act == "softplus":
-            beta = float(self.options.activation_param)
-            s = 0.5 * (1.0 + xp.tanh(0.5 * beta * z))
-            return beta * s * (1.0 - s)
-        if act == "tanh":
-            th = xp.tanh(z)
-            return -2.0 * th * (1.0 - th * th)
-        return None
-
     def jvp(self, y, v, out=None):
-        """``J(y) v`` (n,), the directional derivative of :meth:`rhs` along ``v`` (n,).
-
-        Forward-mode differentiation of the backpropagation (the R-op, Pearlmutter 1994;
-        docs/simulator.md, "Models"): ``dz_l = m_l (dh_{l-1} W_l^T + h_{l-1} dW_l^T) + db_l``,
-        ``dG_{l-1} = m_l (dG_l W_l + G_l dW_l) phi'(z_{l-1}) + m_l (G_l W_l) phi''(z_{l-1})
-        dz_{l-1}``, ``J v = -eta lr_scales d(dL/dtheta)``; ``phi'' = 0`` at kinks.
-        """
+        """``J(y) v`` (n,), the directional derivative of :meth:`rhs` along ``v`` (n,): the R-op
+        of the backpropagation (Pearlmutter 1994; docs/simulator.md, "The MLP")."""
         xp = self.xp
         out = xp.empty(self.layout.size) if out is None else out
         c = getattr(self, "_jvp_cache", None)        # a Rosenbrock step's products share y
@@ -323,8 +264,7 @@ class MLP(Model):
         (F, Z, H, Gs), dphis = c[1], c[2]
         Ws = self.weights_of(y)
         Vs = self.layout.unpack(v)
-        dWs = Vs[:self.L]
-        dbs = Vs[self.L:] if self.has_biases else None
+        dWs, dbs = Vs[:self.L], Vs[self.L:]
         L = self.L
         dH, dZ = [None] * L, []
         for l in range(L):
@@ -333,12 +273,10 @@ class MLP(Model):
                 dz = dz + (dH[l] @ Ws[l].T) * self.m[l]
             if l == L - 1:
                 break
-            if dbs is not None:
-                dz = dz + dbs[l]
-            dZ.append(dz)
-            dH[l + 1] = dphis[l] * dz
-        dF = self.alpha * dz
+            dZ.append(dz + dbs[l] if dbs else dz)
+            dH[l + 1] = dphis[l] * dZ[-1]
         d2 = self._dloss(F, 2)
+        dF = self.alpha * dz
         dG = (dF if d2 is None else d2 * dF) * (1.0 / (self.alpha * self.P))
         dGs = [None] * L
         for l in range(L - 1, -1, -1):
@@ -346,21 +284,17 @@ class MLP(Model):
             if l > 0:
                 G = Gs[l]
                 dG = (((dG @ Ws[l]) + (G @ dWs[l])) * self.m[l]) * dphis[l - 1]
-                d2p = self._d2phi(Z[l - 1])
-                if d2p is not None:
-                    dG = dG + ((G @ Ws[l]) * self.m[l]) * d2p * dZ[l - 1]
+                if self.d2phi is not None:
+                    dG = dG + (((G @ Ws[l]) * self.m[l]) * self.d2phi(Z[l - 1], dphis[l - 1])
+                               * dZ[l - 1])
         self._weight_grads(Gs, H, out, dGs, dH)
         return self._scale(out)
 
 
 class MLPNumba(MLP):
     """:class:`MLP` with its right-hand side, gradient, loss, margins, switch pattern and
-    stepping loops compiled (:mod:`._mlp_kernels`; numba, ``cache=True``, ``nogil=True``).
-
-    Same constructor and interface as :class:`MLP` (numpy arrays only); the outputs on a
-    probe, the NTK and ``end_to_end`` are the reference's.  Agrees with :class:`MLP` to
-    rounding (another summation order).
-    """
+    stepping loops compiled (:mod:`._mlp_kernels`); the outputs on a probe, the NTK and
+    ``end_to_end`` are the reference's.  Same constructor (numpy arrays only)."""
 
     backend = "numba"
     #: The compiled loops of this model take its kinks and stop rules (``methods.driver``).
@@ -372,57 +306,44 @@ class MLPNumba(MLP):
         super().__init__(weights, biases, options, np)
         from . import _mlp_kernels as K
         self._K = K
-        L = self.L
-        off = self.layout.offsets
-        lay = np.full((L, 4), -1, dtype=np.int64)
-        for l, (r, c) in enumerate(self.shapes):
-            lay[l, :3] = (off[l], r, c)
-            if self.has_biases and l < L - 1:
-                lay[l, 3] = off[L + l]
-        self._lay = lay
-        self._m = np.array(self.m, dtype=np.float64)
-        self._rhs_scales = -np.array([options.eta * float(s) for s in options.lr_scales])
-        a = options.activation_param
-        self._iopt = np.array([K.ACT_CODES[options.activation], K.LOSS_CODES[options.loss],
-                               int(self.has_biases), 0], dtype=np.int64)
-        self._fopt = np.array([0.0 if a is None else float(a),
-                               0.0 if options.loss_param is None else float(options.loss_param),
-                               float(self.alpha), 0.0])
         self._fresh = False
 
     def prepare(self, X, Y):
-        self.X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
-        self.P = P = int(self.X.shape[0])
+        """The data, into the kernels' data tuple (docs/simulator.md, "The MLP")."""
+        K, L, o, opt = self._K, self.L, self.layout.offsets, self.options
+        self.X = X = np.ascontiguousarray(X, dtype=np.float64)
+        self.P = P = int(X.shape[0])
         self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64).reshape(P, -1))
-        C = self.Y.shape[1]
-        hoffs = np.concatenate(([0], np.cumsum([P * r for r, _ in self.shapes[:-1]])))
-        n_h, n_g = int(hoffs[-1]), P * max([r for r, _ in self.shapes] + [1])
-        d = self._data = (self.X, self.Y, np.zeros((P, C)), self._lay, self._m,
-                          self._rhs_scales, self._iopt, self._fopt, np.empty(n_h),
-                          np.empty(n_h), hoffs[:-1].astype(np.int64), np.empty(n_g),
-                          np.empty(n_g), np.empty((P, C)))
+        lay = np.array([(o[l], r, c, o[L + l] if self.has_biases and l < L - 1 else -1)
+                        for l, (r, c) in enumerate(self.shapes)], dtype=np.int64)
+        rows = [r for r, _ in self.shapes]
+        hoffs = np.concatenate(([0], np.cumsum([P * r for r in rows[:-1]]))).astype(np.int64)
+        iopt = np.array([K.ACT_CODES[opt.activation], K.LOSS_CODES[opt.loss],
+                         int(self.has_biases), 0], dtype=np.int64)
+        fopt = np.array([opt.activation_param or 0.0, opt.loss_param or 0.0, self.alpha, 0.0])
+        n_h, n_g, FC = int(hoffs[-1]), P * max(rows), (P, self.Y.shape[1])
+        d = self._data = (X, self.Y, np.zeros(FC), lay, np.array(self.m),
+                          -np.array(self._rates[:L]), iopt, fopt, np.empty(n_h), np.empty(n_h),
+                          hoffs[:-1].copy(), np.empty(n_g), np.empty(n_g), np.empty(FC))
         self.f0 = None
-        if self.options.centered:
-            self._K.mlp_forward(self.y0, self.X, d, False)
+        if opt.centered:
+            K.mlp_forward(self.y0, X, d, False)
             d[2][...] = d[13]
             self.f0 = d[2]
-        self._grad_data = d[:5] + (np.ones(self.L),) + d[6:]
-        self._pat = np.empty(d[9].size, dtype=bool)
+        self._grad_data = d[:5] + (np.ones(L),) + d[6:]
+        self._pat = np.empty(n_h, dtype=bool)
         self._fresh = False
         return self
 
     def _eval(self, y, out, data):
-        y = np.ascontiguousarray(y, dtype=np.float64)
-        if out is None:
-            out = np.empty(self.layout.size)
-        if out.dtype != np.float64 or not out.flags.c_contiguous or out.ndim != 1:
-            tmp = np.empty(self.layout.size)       # the kernel's one signature
-            self._K.mlp_rhs(y, tmp, data)
-            out[...] = tmp
-        else:
-            self._K.mlp_rhs(y, out, data)
+        plain = (out is not None and out.dtype == np.float64 and out.ndim == 1
+                 and out.flags.c_contiguous)
+        buf = out if plain else np.empty(self.layout.size)       # the kernel's one signature
+        self._K.mlp_rhs(np.ascontiguousarray(y, dtype=np.float64), buf, data)
+        if out is not None and not plain:
+            out[...] = buf
         self._fresh = True
-        return out
+        return buf if out is None else out
 
     def gradient(self, y, out=None):
         """``dL/dtheta`` (n,) at ``y`` (compiled)."""
@@ -434,11 +355,8 @@ class MLPNumba(MLP):
     def loss(self, y):
         return float(self._K.mlp_loss(np.ascontiguousarray(y, dtype=np.float64), self._data))
 
-    def margins(self, y):
-        if self.options.loss != "soft_hinge":
-            raise ValueError("stop='margin' needs loss='soft_hinge'")
-        F = self._K.mlp_outputs(np.ascontiguousarray(y, dtype=np.float64), self._data)
-        return (self.Y * F).reshape(-1)
+    def _train_outputs(self, y):
+        return self._K.mlp_outputs(np.ascontiguousarray(y, dtype=np.float64), self._data)
 
     def switches(self):
         """``z > 0`` of the training pre-activations at the latest ``rhs``/``gradient`` (a
@@ -450,17 +368,14 @@ class MLPNumba(MLP):
 
     def compiled_ops(self, kind, tab, stop=None):
         """``(family, ops)`` for ``methods.compiled.erk`` (after :meth:`prepare`): this model's
-        loop (``_mlp_kernels.erk_advance_kinks`` with the switch pattern for ReLU-type
-        activations, ``erk_advance_smooth`` otherwise) with the stop event of ``stop``
-        (None, ``("margin", 1.0)`` or ``("loss", value)``, from ``flow.check_stop``).
-        SSPRK104 runs as its Butcher tableau; ``kind="rosw"`` gives ``(kind, None)`` (the
-        numpy loop on the compiled right-hand side)."""
+        loop with the stop event of ``stop`` (None, ``("margin", 1.0)`` or ``("loss", value)``);
+        ``kind="rosw"`` gives ``(kind, None)`` (the numpy loop on the compiled rhs)."""
         if kind == "rosw":
             return kind, None
         from ..methods.compiled import DenseStages
         K = self._K
         kind_, value = (None, 0.0) if stop is None else stop
-        self._iopt[3], self._fopt[3] = K.STOP_CODES[kind_], float(value)
+        self._data[6][3], self._data[7][3] = K.STOP_CODES[kind_], float(value)
         return "erk", DenseStages(K.erk_advance_smooth if self.smooth else K.erk_advance_kinks,
                                   K.mlp_rhs, self._data, self.layout.size,
                                   switches=None if self.smooth else (K.crossings, K.keep_pattern),
