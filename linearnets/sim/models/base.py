@@ -1,10 +1,5 @@
-"""The model interface of the simulator, and the registry of models.
-
-A model is one network family in one module: a :class:`Model` subclass (its interface
-on the class) on a flat float64 state ``y`` (n,), plus one :func:`register_model`
-line.  The steppers (:mod:`linearnets.sim.methods`) see only its operations.  The
-interface is described at length in docs/simulator.md, "Models".
-"""
+"""The model interface of the simulator and the registry of models (docs/simulator.md,
+"Models"): a :class:`Model` subclass on a flat float64 state plus one :func:`register_model`."""
 from __future__ import annotations
 
 import numbers
@@ -24,22 +19,16 @@ LOSSES = {"mse": None, "soft_hinge": 20.0}
 
 
 class Layout:
-    """Flat state <-> named parameter arrays, packed one after the other row-major.
+    """Flat state <-> parameter arrays, packed one after the other row-major.
 
     Parameters
     ----------
     shapes : sequence of tuple of int
         The shape of each array, in state order.
-    names : sequence of str, optional
-        A name for each (default ``"p0", "p1", ...``).
     """
 
-    def __init__(self, shapes, names=None):
+    def __init__(self, shapes):
         self.shapes = tuple(tuple(int(s) for s in shp) for shp in shapes)
-        self.names = tuple(names) if names is not None else tuple(
-            f"p{i}" for i in range(len(self.shapes)))
-        if len(self.names) != len(self.shapes):
-            raise ValueError("Layout: one name per shape")
         sizes = [int(np.prod(s, dtype=np.int64)) for s in self.shapes]
         self.offsets = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
 
@@ -175,26 +164,20 @@ def parse_options(depth, *, activation="linear", multipliers=None, alpha=1.0, ce
 
 
 def inverse_rates(layout, rates, xp=np):
-    """``R^{-1}`` (n,) from one rate per array of ``layout`` (the state's order), or None
-    when all rates are equal (``J`` is then symmetric)."""
+    """``R^{-1}`` (n,) from one rate per array of ``layout``, or None when all are equal."""
     rates = [float(r) for r in rates]
     if len(set(rates)) <= 1:
         return None
-    sizes = np.diff(layout.offsets)
-    return xp.asarray(np.repeat(1.0 / np.array(rates), sizes))
+    return xp.asarray(np.repeat(1.0 / np.array(rates), np.diff(layout.offsets)))
 
 
 class Model:
     """Base class of a model, constructed as ``cls(weights, biases, options, xp=numpy)``.
 
-    Subclasses set ``layout`` (:class:`Layout`) and ``y0`` (n,) (the parameters at
-    t = 0) and implement ``prepare(X, Y)`` (the data, once), ``rhs(y, out=None)`` (the
-    velocity ``-eta lr_scale dL/dtheta`` (n,), autonomous), ``loss(y)``, ``outputs(y,
-    Xp)`` (Q, C) and ``ntk(y, X1, X2)`` ((P1, P2) or (P1, P2, C, C): no 1/P, no eta).
-    Optional: ``jvp(y, v, out=None)`` (``J v``, for Rosenbrock methods), ``end_to_end``
-    (C, D) (``linear = True`` only), ``switches()`` (the kink pattern of the latest
-    ``rhs``, None when ``smooth``), ``metric`` (n,) (:func:`inverse_rates`) and
-    ``margins(y)`` (P,) (``y_mu F(x_mu)``).
+    Subclasses set ``layout`` (:class:`Layout`) and ``y0`` (n,) (the parameters at t = 0) and
+    implement ``prepare(X, Y)``, ``rhs(y, out=None)`` (``-eta lr_scale dL/dtheta`` (n,)),
+    ``loss(y)``, ``outputs(y, Xp)`` (Q, C) and ``ntk(y, X1, X2)``; optional members (``jvp``,
+    ``end_to_end``, ``switches``, ``metric``, ``margins``): docs/simulator.md, "Models".
     """
 
     name = "model"
@@ -204,26 +187,20 @@ class Model:
     metric = None
     #: The twin of this class that ``backend="numba"`` runs (compiled operations), or None.
     numba_model = None
-    layout: Layout
-    y0: np.ndarray
 
     @classmethod
     def handles(cls, options, has_biases):
-        """How well this model runs a network with these options: 0 if not at all (it is
-        then run only when asked for by name), else a rank; the front end picks the
-        registered model of the highest rank (:func:`select_model`)."""
+        """0 if this model does not run these options (then only by name), else a rank: the
+        front end picks the registered model of the highest (:func:`select_model`)."""
         return 0
 
     @classmethod
     def shared(cls, shapes, X, Y, options, xp=np):
-        """What :meth:`prepare` computes from the data alone, once for all runs of a
-        prepared flow (passed back to :meth:`prepare` as ``shared``), or None."""
+        """What :meth:`prepare` computes from the data alone, once per prepared flow, or None."""
         return None
 
     def velocity(self, y):
-        """``dy/dt`` at ``y`` for the front end's horizon test (``flow.check_horizon``): by
-        default :meth:`rhs`; a model whose compiled right-hand side has data that its loops
-        do not need may give its reference gradient here."""
+        """``dy/dt`` at ``y`` for the front end's horizon test (by default :meth:`rhs`)."""
         return self.rhs(y)
 
     def end_to_end(self, y):
@@ -244,9 +221,8 @@ class Model:
         return None
 
     def conservation(self, y, first):
-        """``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at the first call)|_F`` at ``y``
-        (0 at the first call and for one layer): conserved by the exact flow of a linear
-        network, an accuracy diagnostic."""
+        """``max_l |W_{l+1}^T W_{l+1} - W_l W_l^T - (same at the first call)|_F`` at ``y``:
+        conserved by the exact flow of a linear network (0 at the first call)."""
         W = [np.asarray(w) for w in self.weights_of(y)]
         grams = [W[i + 1].T @ W[i + 1] - W[i] @ W[i].T for i in range(len(W) - 1)]
         if first:

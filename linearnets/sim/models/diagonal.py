@@ -44,7 +44,7 @@ class DiagonalNet(Model):
         self.xp = np
         self.options = options
         self.D = wp.size
-        self.layout = Layout([(self.D,), (self.D,)], ["w_plus", "w_minus"])
+        self.layout = Layout([(self.D,), (self.D,)])
         self.y0 = self.layout.pack([wp, wm])
         self.rates = 2.0 * options.eta * np.asarray(options.lr_scales, dtype=np.float64)
 

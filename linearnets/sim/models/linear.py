@@ -879,7 +879,7 @@ class LinearNet(Model):
         self.options = options
         self.shapes = tuple(w.shape for w in weights)
         self.L = len(weights)
-        self.layout = Layout(self.shapes, [f"W{l + 1}" for l in range(self.L)])
+        self.layout = Layout(self.shapes)
         self.y0 = self.layout.pack(weights, xp=xp)
         self.metric = inverse_rates(self.layout, options.lr_scales, xp)
         M = float(np.prod(options.multipliers))
