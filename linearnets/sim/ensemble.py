@@ -2,6 +2,7 @@
 (docs/simulator.md, "The ensemble")."""
 from __future__ import annotations
 
+import functools
 import numbers
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ import numpy as np
 from .._validation import check_positive
 from . import flow as _flow
 from .methods import STEPPERS
+from .methods.compiled import batch_threads
 from .models.mlp import check_biases
 from .network import check_weights
 
@@ -113,24 +115,25 @@ class EnsembleTrajectory:
             a = getattr(self, name)
             if isinstance(a, tuple):
                 return tuple(np.array(x[b]) for x in a)
-            if a is None:
-                return None
-            return a[b].item() if a.ndim == 1 else np.array(a[b])
+            return None if a is None else a[b].item() if a.ndim == 1 else np.array(a[b])
         return _flow.Trajectory(t=self.t.copy(), status=self.status[b], message=self.message[b],
                                 method=self.method, backend=self.backend,
                                 **{name: pick(name) for name in _STACKED})
 
 
-#: The fields of :class:`EnsembleTrajectory` that stack the members' ``Trajectory`` fields
-#: along a leading member axis.
+#: The fields of :class:`EnsembleTrajectory`: the members' ``Trajectory`` fields, stacked.
 _STACKED = ("loss", "end_to_end", "weights", "t_last", "nfev", "nsteps", "nrejected",
             "success", "biases", "weights_t", "biases_t", "outputs", "kinks", "sliding_time",
             "fallback_steps", "weights0", "biases0")
 
 
-def _unstack(arrays, name, shapes=None):
-    """The members ``[a[b] for a in arrays]`` of arrays stacked over members (B, ...), each
-    ``a[1:]`` of shape ``shapes[i]`` where given."""
+def _unstack(arrays, name, ndim, count=None, shapes=None):
+    """The B members ``[a[b] for a in arrays]`` of ``count`` (or any number of) arrays (B, ...)
+    of ``ndim`` dimensions, ``a[b]`` of shape ``shapes[i]`` where given; else ``arrays``."""
+    if not (isinstance(arrays, (list, tuple)) and len(arrays) > 0
+            and count in (None, len(arrays))
+            and all(isinstance(a, np.ndarray) and a.ndim == ndim for a in arrays)):
+        return arrays
     B = arrays[0].shape[0]
     for i, a in enumerate(arrays):
         if a.shape[0] != B:
@@ -140,23 +143,25 @@ def _unstack(arrays, name, shapes=None):
     return [[a[b] for a in arrays] for b in range(B)]
 
 
-def _stacked(arrays, ndim):
-    return (isinstance(arrays, (list, tuple)) and len(arrays) > 0
-            and all(isinstance(a, np.ndarray) and a.ndim == ndim for a in arrays))
-
-
-def _stack_members(weights_list):
-    """``(B, shapes, nets)``: B validated networks ``[W_1, ..., W_L]`` (copies), from B
-    networks or from L arrays (B, N_l, N_{l-1}) stacked over members."""
-    if _stacked(weights_list, 3):
-        weights_list = _unstack(weights_list, "weights_list")
+def _members(arg, name, what, B=None):
+    """``arg`` as a list of one entry per member, at least one (B where given)."""
     try:
-        members = list(weights_list)
+        members = list(arg)
     except TypeError as exc:
-        raise ValueError("weights_list must be a sequence of networks [W_1, ..., W_L] (one per "
-                         "member) or of L stacked (B, N_l, N_(l-1)) arrays") from exc
-    if not members:
-        raise ValueError("weights_list must hold at least one member")
+        raise ValueError(f"{name} must be a sequence of {what}") from exc
+    if not members or B not in (None, len(members)):
+        raise ValueError(f"{name} must have one entry per member (at least one"
+                         f"{'' if B is None else f'; B = {B}'}), got {len(members)}")
+    return members
+
+
+def _stack_members(weights_list, biases_list):
+    """``(B, shapes, nets, biases)``: B validated networks ``[W_1, ..., W_L]`` and bias lists
+    ``[b_1, ..., b_{L-1}]`` or None (copies), each from B members or from arrays (B, ...)
+    stacked over members."""
+    members = _members(_unstack(weights_list, "weights_list", 3), "weights_list",
+                       "networks [W_1, ..., W_L] (one per member) or of L stacked "
+                       "(B, N_l, N_(l-1)) arrays")
     nets = [check_weights(w, f"weights_list[{b}]") for b, w in enumerate(members)]
     shapes = tuple(w.shape for w in nets[0])
     for b, net in enumerate(nets):
@@ -164,39 +169,15 @@ def _stack_members(weights_list):
         if sh != shapes:
             raise ValueError(f"weights_list[{b}] has layer shapes {sh}, but weights_list[0] "
                              f"has {shapes}: every member must have the same architecture")
-    return len(nets), shapes, nets
-
-
-def _stack_biases(biases_list, B, shapes):
-    """B validated bias lists ``[b_1, ..., b_{L-1}]``, from B lists or from L - 1 arrays
-    (B, N_l) stacked over members; None for None."""
     if biases_list is None:
-        return None
-    L = len(shapes)
-    if L > 1 and _stacked(biases_list, 2) and len(biases_list) == L - 1:
-        biases_list = _unstack(biases_list, "biases_list", [(r,) for r, _ in shapes])
-    try:
-        members = list(biases_list)
-    except TypeError as exc:
-        raise ValueError("biases_list must be None, one bias list per member, or L - 1 stacked "
-                         "(B, N_l) arrays") from exc
-    if len(members) != B:
-        raise ValueError(f"biases_list must have one entry per member (B = {B}), got "
-                         f"{len(members)}")
+        return len(nets), shapes, nets, None
+    members = _members(_unstack(biases_list, "biases_list", 2, len(shapes) - 1,
+                                [(r,) for r, _ in shapes]), "biases_list",
+                       "bias lists (one per member) or of L - 1 stacked (B, N_l) arrays", len(nets))
     bs = [check_biases(m, shapes, name=f"biases_list[{b}]") for b, m in enumerate(members)]
     if any(b is None for b in bs):
         raise ValueError("biases_list: every member needs its biases (or pass biases_list=None)")
-    return bs
-
-
-def _check_alphas(alpha, B):
-    a = check_positive(alpha, "alpha", ndim=(0, 1))
-    if a.ndim == 0:
-        a = np.full(B, float(a))
-    if a.size != B:
-        raise ValueError(f"alpha must be a scalar or have shape ({B},) (one per member), got "
-                         f"shape {a.shape}")
-    return np.ascontiguousarray(a)
+    return len(nets), shapes, nets, bs
 
 
 def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12,
@@ -214,11 +195,9 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     network of :func:`linearnets.gradient_flow` (the package's conventions, "Beyond
     linear networks"; Chizat et al. 2019 and Geiger et al. 2019 for ``alpha``).
 
-    Each member is the run ``gradient_flow`` makes of it (its error norm, step-size rule,
-    kink fallback, breakdown guard; :func:`linearnets.prepare_flow`, one preparation per
-    ``alpha``), so each meets its own ``rtol``/``atol``; on numba the members run on
-    :func:`~.methods.compiled.batch_threads` threads (the compiled loops release the GIL),
-    BLAS on one thread meanwhile, elsewhere one after another.
+    Each member is the run ``gradient_flow`` makes of it, so each meets its own
+    ``rtol``/``atol``; on numba the members run on threads (docs/simulator.md, "The
+    ensemble").
 
     Parameters
     ----------
@@ -251,9 +230,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     alpha : float or array_like, shape (B,)
         Output scale, one for all or one per member (each > 0).
     model : {None, "linear", "mlp"}
-        As for :func:`linearnets.gradient_flow`: by default a linear network without
-        biases on the squared loss runs on sufficient statistics, everything else on raw
-        samples.
+        As for :func:`linearnets.gradient_flow` (None: sufficient statistics where they
+        express the network, else raw samples).
     raise_on_failure : bool
         As for :func:`linearnets.gradient_flow`: a failed member warns once
         (:class:`~.flow.FlowWarning`) or, with True, raises :class:`~.flow.FlowError`
@@ -282,76 +260,65 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     >>> ens.loss.shape, bool(ens.all_success and np.all(ens.loss[:, -1] < 1e-10))
     ((8, 2), True)
     """
-    B, shapes, nets = _stack_members(weights_list)
+    B, shapes, nets, biases = _stack_members(weights_list, biases_list)
     X, Y = _flow.check_data(X, Y, shapes)
-    biases = _stack_biases(biases_list, B, shapes)
-    alphas = _check_alphas(alpha, B)
-    if backend not in ("auto", "numpy", "numba"):
-        raise ValueError(f"backend must be 'auto', 'numpy' or 'numba' on the ensemble path, "
-                         f"got {backend!r}")
-    if not isinstance(method, str) or (method != "auto" and method not in STEPPERS):
-        raise ValueError(f"method must be one of {('auto',) + tuple(STEPPERS)}, got {method!r}")
+    alphas = check_positive(alpha, "alpha", ndim=(0, 1))
+    if alphas.ndim == 1 and alphas.size != B:
+        raise ValueError(f"alpha must be a scalar or have shape ({B},) (one per member), got "
+                         f"shape {alphas.shape}")
+    alphas = np.array(np.broadcast_to(alphas, (B,)), dtype=np.float64)
+    for name, value, allowed in (("backend", backend, ("auto", "numpy", "numba")),
+                                 ("method", method, ("auto",) + tuple(STEPPERS)),
+                                 ("model", model, (None, "linear", "mlp"))):
+        if not (value is None or isinstance(value, str)) or value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed} on the ensemble path, got "
+                             f"{value!r}")
     rec = _flow.check_record(record, ENSEMBLE_RECORDABLE) | (set() if probe is None
                                                               else {"outputs"})
-    if model not in (None, "linear", "mlp"):
-        raise ValueError(f"model must be None, 'linear' or 'mlp', got {model!r}")
     Xo = None if probe is None else _flow.check_probe(probe, shapes[0][1], shapes[-1][0])[0]
     flows = {}
-    for a in map(float, alphas):
-        if a not in flows:
-            flows[a] = _flow.prepare_flow(
-                X, Y, shapes, t_eval, eta, rtol, atol, backend, method=method,
-                max_steps=_flow.DEFAULT_MAX_STEPS if max_steps is None else max_steps,
-                first_step=first_step, lr_scales=lr_scales, activation=activation,
-                biases=biases is not None, multipliers=multipliers, alpha=a,
-                centered=centered, loss=loss, kink_rtol=kink_rtol, record=tuple(rec),
-                model=model)
-            if Xo is not None:         # outputs on the probe (no NTK on this path)
-                flows[a].Xo = Xo
+    for a in dict.fromkeys(map(float, alphas)):
+        flows[a] = _flow.prepare_flow(
+            X, Y, shapes, t_eval, eta, rtol, atol, backend, method=method,
+            max_steps=_flow.DEFAULT_MAX_STEPS if max_steps is None else max_steps,
+            first_step=first_step, lr_scales=lr_scales, activation=activation,
+            biases=biases is not None, multipliers=multipliers, alpha=a, centered=centered,
+            loss=loss, kink_rtol=kink_rtol, record=tuple(rec), model=model)
+        if Xo is not None:         # outputs on the probe (no NTK on this path)
+            flows[a].Xo = Xo
     pf = flows[float(alphas[0])]
-    if model == "linear" and not pf.model.handles(pf.options, biases is not None):
-        raise ValueError("model='linear' needs activation='linear', no biases and loss='mse'")
 
     def run(b):
         return flows[float(alphas[b])].run(nets[b], None if biases is None else biases[b],
                                            report=False)
     if pf.backend == "numba" and B > 1:
-        from threadpoolctl import threadpool_limits
-
-        from .methods.compiled import batch_threads
-        with threadpool_limits(1), ThreadPoolExecutor(batch_threads(B)) as pool:
+        with _blas().limit(limits=1), ThreadPoolExecutor(batch_threads(B)) as pool:
             trs = list(pool.map(run, range(B)))
     else:
         trs = [run(b) for b in range(B)]
-    return _report(_from_members(trs, alphas, method, pf.model.name), raise_on_failure)
 
-
-def _report(ens, raise_on_failure):
-    """The failure report of ``gradient_flow`` (:func:`~.flow.report_failure`) for an
-    ensemble: one warning (or :class:`~.flow.FlowError`) naming the failed members."""
+    def stack(name):
+        first = getattr(trs[0], name)
+        if isinstance(first, tuple):
+            return tuple(np.stack(a) for a in zip(*(getattr(tr, name) for tr in trs)))
+        return None if first is None else np.array([getattr(tr, name) for tr in trs])
+    ens = EnsembleTrajectory(
+        t=trs[0].t.copy(), status=tuple(tr.status for tr in trs),
+        message=tuple(tr.message for tr in trs), method=method, backend=trs[0].backend,
+        model=pf.model.name, alpha=alphas, **{name: stack(name) for name in _STACKED})
     bad = np.flatnonzero(~ens.success)
     summary = "; ".join(f"member {b}: {ens.message[b]}" for b in bad[:3])
     more = f" (and {bad.size - 3} more)" if bad.size > 3 else ""
     return _flow.report_failure(
-        ens, f"{bad.size} of {ens.n_members} members: {summary}{more}" if bad.size else None,
+        ens, f"{bad.size} of {B} members: {summary}{more}" if bad.size else None,
         raise_on_failure)
 
 
-def _from_members(trs, alphas, method, model):
-    """The :class:`EnsembleTrajectory` of the B member runs ``trs`` (``Trajectory``): each
-    field of :data:`_STACKED` stacked over members (None where the members' is None)."""
-    def stack(name):
-        first = getattr(trs[0], name)
-        if first is None:
-            return None
-        if isinstance(first, tuple):
-            return tuple(np.stack([getattr(tr, name)[i] for tr in trs])
-                         for i in range(len(first)))
-        return np.array([getattr(tr, name) for tr in trs])
-    return EnsembleTrajectory(
-        t=trs[0].t.copy(), status=tuple(tr.status for tr in trs),
-        message=tuple(tr.message for tr in trs), method=method, backend=trs[0].backend,
-        model=model, alpha=alphas, **{name: stack(name) for name in _STACKED})
+@functools.lru_cache(maxsize=None)
+def _blas():
+    """threadpoolctl's controller of the loaded BLAS (made once: it scans the libraries)."""
+    from threadpoolctl import ThreadpoolController
+    return ThreadpoolController()
 
 
 def warm():
