@@ -9,11 +9,18 @@ Networks (the sweep's point of ``problems.py``, and a ReLU net with biases):
 - ``relu_biases``: ReLU 5-32-1 with trained hidden biases, P = 50 Gaussian inputs,
   y = tanh(x_1), sigma = 1, 10 output times up to 5;
 
-all at rtol 1e-6, atol 1e-9, through the public API only.  Each row: the wall time of 16
-serial calls (the baseline) and of one ensemble call, interleaved over ``--rounds``
-rounds in this process, the fastest kept (the machine may be shared: only the ratio
-means anything), and the largest difference of a member's final loss from its serial
-run, in units of ``rtol * loss(0)``.
+all at rtol 1e-6, atol 1e-9, through the public API only.  Each row: the wall time and
+the CPU time (of all threads) of 16 serial calls (the baseline) and of one ensemble call,
+interleaved over ``--rounds`` rounds in this process, the fastest kept (on a shared machine
+only the ratios mean anything, and of those the CPU ratio, which other processes' load
+leaves alone; threads gain wall time only on idle cores), and the largest difference of a
+member's final loss from its serial run, in units of ``rtol * loss(0)``.
+
+``--floor`` splits the CPU time of one serial call on numba into its compiled loops (the
+``*advance*`` entry points of ``linearnets/sim/models/_*_kernels.py``, thread CPU time) and
+the Python around them: an ensemble whose members each take their own steps in those loops
+costs at least the loops, so 1 / (loop share) bounds its speed-up on one core, and the
+number of cores times that on idle cores.
 
 ``--against DIR`` also times the ensemble of another checkout of the package (its
 ``linearnets`` on ``PYTHONPATH=DIR``, e.g. ``git archive 415f85f | tar -x -C DIR``)
@@ -21,7 +28,7 @@ against this tree's, each in a fresh subprocess, the two interleaved over ``--ro
 rounds (best of ``--reps`` calls inside each), the fastest kept.
 
 Run: ``python benchmarks/bench_ensemble.py [--cases linear relu relu_biases]
-[--backends numba numpy] [--rounds 2] [--against DIR [--reps 2]]``.
+[--backends numba numpy] [--rounds 2] [--against DIR [--reps 2]] [--floor]``.
 """
 from __future__ import annotations
 
@@ -77,9 +84,57 @@ def paths(name, backend):
 
 
 def _timed(f):
-    t = time.perf_counter()
+    """``(wall s, CPU s of the process, f())``."""
+    t, c = time.perf_counter(), time.process_time()
     out = f()
-    return time.perf_counter() - t, out
+    return time.perf_counter() - t, time.process_time() - c, out
+
+
+def _loop_clock():
+    """Wrap the compiled loops' entry points (``*advance*`` of the models' kernel modules) to
+    add their thread CPU time to the returned dict's ``"loop"``."""
+    import importlib
+    import pkgutil
+
+    import linearnets.sim.models as models
+    acc = {"loop": 0.0}
+
+    def clocked(f):
+        def g(*a):
+            t = time.thread_time()
+            try:
+                return f(*a)
+            finally:
+                acc["loop"] += time.thread_time() - t
+        return g
+    for m in pkgutil.iter_modules(models.__path__):
+        if m.name.startswith("_") and m.name.endswith("_kernels"):
+            mod = importlib.import_module(f"{models.__name__}.{m.name}")
+            for name in dir(mod):
+                if "advance" in name and hasattr(getattr(mod, name), "py_func"):
+                    setattr(mod, name, clocked(getattr(mod, name)))
+    return acc
+
+
+def floor(args):
+    """The compiled loops' share of a serial call's CPU time on numba (``--floor``)."""
+    acc = _loop_clock()
+    print(f"numba: CPU time of one serial gradient_flow call (mean over the {B} members) and "
+          f"of its compiled loops, best of {args.rounds} rounds")
+    print(f"{'network':12s} {'call ms':>8s} {'loops ms':>9s} {'loop share':>11s} "
+          f"{'bound, 1 core':>14s} {'2 cores':>8s}")
+    for name in args.cases:
+        serial, _, _ = paths(name, "numba")
+        serial()
+        best = None
+        for _ in range(args.rounds):
+            acc["loop"] = 0.0
+            _, cpu, _ = _timed(serial)
+            if best is None or cpu < best[0]:
+                best = (cpu, acc["loop"])
+        cpu, loop = best[0] / B, best[1] / B
+        print(f"{name:12s} {cpu * 1e3:8.3f} {loop * 1e3:9.3f} {loop / cpu:11.2f} "
+              f"{cpu / loop:13.2f}x {2 * cpu / loop:7.2f}x")
 
 
 def one(name, backend, reps):
@@ -118,28 +173,34 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (fastest kept)")
     ap.add_argument("--against", metavar="DIR", help="another checkout to time against")
     ap.add_argument("--reps", type=int, default=2, help="calls per subprocess (--against)")
+    ap.add_argument("--floor", action="store_true",
+                    help="the compiled loops' share of a serial call (numba)")
     ap.add_argument("--one", nargs=2, metavar=("CASE", "BACKEND"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
         return one(*args.one, args.reps)
     if args.against:
         return against(args)
+    if args.floor:
+        return floor(args)
     print(f"B = {B}: one ensemble call against {B} serial gradient_flow calls, best of "
           f"{args.rounds} interleaved rounds")
     print(f"{'network':12s} {'backend':7s} {'serial s':>9s} {'ensemble s':>10s} {'speed-up':>9s} "
+          f"{'serial cpu s':>12s} {'ensemble cpu s':>14s} {'cpu ratio':>9s} "
           f"{'max |dloss| / (rtol loss0)':>27s}")
     for name in args.cases:
         for backend in args.backends:
             serial, ensemble, loss0 = paths(name, backend)
             serial()
             ensemble()                       # warm (compile or load the kernels)
-            ts = te = np.inf
+            ts = te = cs = ce = np.inf
             for _ in range(args.rounds):
-                t1, ls = _timed(serial)
-                t2, le = _timed(ensemble)
-                ts, te = min(ts, t1), min(te, t2)
+                t1, c1, ls = _timed(serial)
+                t2, c2, le = _timed(ensemble)
+                ts, te, cs, ce = min(ts, t1), min(te, t2), min(cs, c1), min(ce, c2)
             dev = float(np.max(np.abs(le - ls))) / (TOL["rtol"] * loss0)
-            print(f"{name:12s} {backend:7s} {ts:9.3f} {te:10.3f} {ts / te:8.2f}x {dev:27.2g}")
+            print(f"{name:12s} {backend:7s} {ts:9.3f} {te:10.3f} {ts / te:8.2f}x {cs:12.3f} "
+                  f"{ce:14.3f} {cs / ce:8.2f}x {dev:27.2g}")
 
 
 if __name__ == "__main__":
