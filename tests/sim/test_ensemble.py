@@ -416,3 +416,22 @@ def test_members_on_threads_share_the_loss_summary(monkeypatch):
     for th in threads:
         th.join()
     assert [len(s) for s in out] == [3, 3] and len(problem.loss_summary()) == 3
+
+
+def test_compiled_loops_release_the_gil():
+    # the members of a numba ensemble run on threads: every compiled loop's entry point
+    # (``*advance*`` of the models' kernel modules) must be nogil
+    if not ln.backend.numba_available():
+        pytest.skip("numba is not installed")
+    import importlib
+    import pkgutil
+
+    import linearnets.sim.models as models
+    found = {}
+    for m in pkgutil.iter_modules(models.__path__):
+        if m.name.startswith("_") and m.name.endswith("_kernels"):
+            mod = importlib.import_module(f"{models.__name__}.{m.name}")
+            found.update({f"{m.name}.{name}": getattr(mod, name).targetoptions.get("nogil")
+                          for name in dir(mod) if "advance" in name
+                          and hasattr(getattr(mod, name), "targetoptions")})
+    assert len(found) >= 4 and all(found.values()), found
