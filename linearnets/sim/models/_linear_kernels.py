@@ -1,31 +1,8 @@
 """Numba kernels of the deep linear network (``models/linear.py`` is the numpy reference).
 
-The gradient flow on the sufficient statistics (docs/conventions.md; Atanasov et al.
-2022, Sec. 3), with ``A_l = W_L ... W_{l+1}`` and ``G_l = E W_1^T ... W_{l-1}^T``,
-
-    dW_l/dt = eta_l A_l^T G_l,    E = Syx - W Sxx,    W = W_L ... W_1,
-
-on the flat state of ``linear.pack``, in the product order of ``linear.chain_products``:
-
-* :func:`chains`, :func:`rhs_flat`, :func:`jvp_flat` -- the partial products, the
-  right-hand side and its Jacobian-vector product; :func:`rhs` and :func:`jvp` give them
-  the ``rhs(y, out, data)`` / ``jvp(v, out, y, jdata)`` form of the loops in ``methods/``;
-* :func:`stage`, :func:`combination`, :func:`step_end`, :func:`stage_stiffness_sums`,
-  :func:`stage_fsal` -- the rank-C factored Butcher stages (``linear.FactoredStages``),
-  the stage store of :func:`factored_advance`;
-* :func:`add_stage`, :func:`error_sums`, :func:`slot_stiffness_sums`,
-  :func:`hermite_states`, :func:`ssp_advance` -- SSPRK104 in low-storage form on factored
-  slots (``linear.FactoredSlots``);
-* :func:`end_to_end`, :func:`balance_drift`, :func:`probe_ntk` -- the observations;
-* :func:`erk_advance`, :func:`factored_advance`, :func:`rosw_advance` -- the cached
-  module-level entry points into the loops of ``methods/_erk_kernels.make_erk_advance``
-  (dense stages, factored stages) and ``methods/_rosw_kernels.make_rosw_advance``.
-
-Every argument is a C-contiguous float64 (or int64) array, a tuple of such, or a scalar of
-fixed type; products go through ``np.dot`` (BLAS) on views of flat buffers.  The factored
-stage kernels take ``ints = (rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff)``
-and ``bufs = (ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram,
-tbuf)`` (``linear.FactoredStageOps`` builds them).
+The right-hand side, its Jacobian-vector product, the factored stage stores and the
+observations, and the cached entry points into the loops of ``methods/``; docs/simulator.md
+("The linear network") lists them and their argument tuples ``ints`` and ``bufs``.
 """
 from __future__ import annotations
 
@@ -44,13 +21,10 @@ __all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains",
            "error_sums", "slot_stiffness_sums", "ssp_advance", "end_to_end", "end_to_end_many",
            "balance_drift", "probe_ntk", "erk_advance", "factored_advance", "rosw_advance"]
 
-#: Largest layer (bytes) whose ``G W^T`` is formed as ``(W G^T)^T``, a faster BLAS call
-#: while ``W`` fits in a core's L2 cache (``benchmarks/studies/study_products.py``).
+#: Largest layer (bytes) whose ``G W^T`` is formed as ``(W G^T)^T`` (docs/simulator.md).
 TRANSPOSED_PRODUCT_MAX_BYTES = 1 << 21
 
-#: scipy's Fortran ``dgemm`` (the library numba's ``np.dot`` calls), for ``C += alpha A B``,
-#: which ``np.dot`` cannot express; passed as an argument (a ctypes pointer held as a
-#: global would be compiled in as a constant, which numba does not cache).
+#: scipy's Fortran ``dgemm`` for ``C += alpha A B``, passed as an argument (docs/simulator.md).
 DGEMM = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))(
     get_cython_function_address("scipy.linalg.cython_blas", "dgemm"))
 
@@ -103,12 +77,8 @@ def times_transpose(G, W, out, tbuf):
 
 @njit(cache=True)
 def chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
-    """The partial products of the gradient at ``y`` (n,), as ``linear.chain_products``.
-
-    Writes ``A_i^T`` (rows[i] x C) into ``abuf`` at ``aoff`` (``i < L - 1``) and ``G_i``
-    (C x cols[i]) into ``gbuf`` at ``goff`` (``G_0 = E``); ``WT``, ``SW`` are (D, C)
-    scratch, ``tbuf`` that of :func:`times_transpose` (``2 C max(rows, cols)``).
-    """
+    """The partial products at ``y`` (``linear.chain_products``): ``A_i^T`` (rows[i] x C) into
+    ``abuf`` at ``aoff``, ``G_i`` (C x cols[i]) into ``gbuf`` at ``goff``; the rest scratch."""
     L = rows.shape[0]
     C = Syx.shape[0]
     D = Sxx.shape[0]
@@ -155,16 +125,7 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
 def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, dabuf, dgbuf,
              dWT, dSW, tbuf, pbuf):
     """``out = J(y) v`` (n,) from the products of ``y`` in ``abuf``/``gbuf`` (as
-    :func:`rhs_flat` leaves them), in the transposed layout of :func:`chains`:
-
-        dA_i^T = W_{i+1}^T dA_{i+1}^T + V_{i+1}^T A_{i+1}^T,  dA_{L-2}^T = V_{L-1}^T,
-        dW^T = W_0^T dA_0^T + V_0^T A_0^T,  dG_0 = -(Sxx dW^T)^T,
-        dG_i = dG_{i-1} W_{i-1}^T + G_{i-1} V_{i-1}^T,
-        d(dW_i) = eta_i (dA_i^T G_i + A_i^T dG_i)   (eta_i dG_i at the top),
-
-    ``dabuf``/``dgbuf`` laid out as ``abuf``/``gbuf``, ``dWT``/``dSW`` (D, C) and ``pbuf``
-    (the largest layer) scratch, ``tbuf`` that of :func:`times_transpose`.
-    """
+    :func:`rhs_flat` leaves them), the equations of ``linear.LinearNet.linearize``."""
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
     D = Sxx.shape[0]
@@ -211,25 +172,20 @@ def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, da
 
 @njit(cache=True, nogil=True)
 def rhs(y, out, data):
-    """``out = dy/dt`` at ``y`` (n,): :func:`rhs_flat` with ``data = (Sxx, Syx, eta_l, rows,
-    cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf)`` (``linear.numba_rhs_args``)."""
-    rhs_flat(y, out, data[0], data[1], data[2], data[3], data[4], data[5], data[6], data[7],
-             data[8], data[9], data[10], data[11], data[12])
+    """``out = dy/dt`` at ``y`` (n,): :func:`rhs_flat` on ``data = linear.numba_rhs_args``."""
+    rhs_flat(y, out, *data)
 
 
 @njit(cache=True, nogil=True)
 def jvp(v, out, y, jdata):
-    """``out = J(y) v``: :func:`jvp_flat` with ``jdata`` its trailing arguments, whose
-    ``abuf``/``gbuf`` are those that ``rhs(y, ., data)`` filled."""
-    jvp_flat(v, out, y, jdata[0], jdata[1], jdata[2], jdata[3], jdata[4], jdata[5], jdata[6],
-             jdata[7], jdata[8], jdata[9], jdata[10], jdata[11], jdata[12], jdata[13], jdata[14])
+    """``out = J(y) v``: :func:`jvp_flat` with ``jdata`` its trailing arguments."""
+    jvp_flat(v, out, y, *jdata)
 
 
 # --- factored Butcher stages --------------------------------------------------------------
 @njit(cache=True)
 def _apply(l, X, out, k, w, C, ints, bufs, y, right):
-    """``out = X W_l^st`` (X: C x N_l), or with ``right`` ``out = X W_l^st^T`` (X: C x
-    N_{l-1}), with ``W_l^st = W_l + sum_{j<k} w_j U_j^T V_j`` (``linear.FactoredStages``)."""
+    """``out = X W_l^st``, or with ``right`` ``X W_l^st^T`` (``linear.FactoredStages``)."""
     rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
     ut, vs, wst, tmp, tbuf = bufs[0], bufs[1], bufs[3], bufs[10], bufs[14]
     r, c = rows[l], cols[l]
@@ -334,8 +290,7 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
 
 @njit(cache=True)
 def _gather(l, w, k, which, C, ints, bufs):
-    """Layer l's slots with a nonzero weight into work area ``which`` (0, 1, 2): ``U^T``
-    scaled by ``w`` (N_l x q) and ``V`` (q x N_{l-1}); returns ``q``."""
+    """Layer l's slots with a nonzero weight, ``U^T w`` and ``V``, into area ``which``; q."""
     rows, cols, utoff, vsoff = ints[0], ints[1], ints[4], ints[5]
     ut, vs, usbuf, vgbuf = bufs[0], bufs[1], bufs[11], bufs[12]
     r, c = rows[l], cols[l]
@@ -393,8 +348,7 @@ def combination(w, k, out, C, ints, bufs):
 
 @njit(cache=True)
 def combinations(W, k, y, out, C, ints, bufs):
-    """``out[i] = y + sum_{j<k} W[i, j] K_j`` for each row i of ``W`` (m, >= k): the states
-    of a step's continuous extension (``W``: h times its weights)."""
+    """``out[i] = y + sum_{j<k} W[i, j] K_j`` for each row i of ``W`` (m, >= k)."""
     for i in range(W.shape[0]):
         o = out[i]
         combination(W[i], k, o, C, ints, bufs)
@@ -404,8 +358,7 @@ def combinations(W, k, y, out, C, ints, bufs):
 
 @njit(cache=True)
 def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
-    """``y_new = y + pb`` on one block from offset ``m0``; its sums of scaled error squares
-    (left to right, as the numpy reference)."""
+    """``y_new = y + pb`` on one block from offset ``m0``; its sums of scaled error squares."""
     s5 = 0.0
     s3 = 0.0
     for m in range(pb.shape[0]):
@@ -423,9 +376,7 @@ def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
 
 @njit(cache=True)
 def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, block_entries, C, ints, bufs, pbuf):
-    """``y_new = y + sum_j wb_j K_j`` and the scaled error sums ``(e5, e3)`` of ``sum_j we_j
-    K_j`` and ``sum_j we3_j K_j + c3 sum_j wb_j K_j`` (``linear.FactoredStages.step_end``):
-    one pass, factored layers in row blocks whose products stay in cache."""
+    """``y_new = y + wb K`` and the error sums ``(e5, e3)``, ``linear.FactoredStages.step_end``."""
     rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
     kd = bufs[2]
     e5 = 0.0
@@ -563,10 +514,8 @@ def stage_fsal(s, store):
 
 @njit(cache=True, nogil=True)
 def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
-    """One attempted step of ``h_try`` on factored stages (slot 0 holds ``f(y)``): the stages,
-    ``y_new`` and the error norm; the stage store of :func:`factored_advance`, ``store =
-    (Sxx, Syx, eta_l, white, ints, bufs, pbuf, block_entries, wtmp)``, ``e3`` the rest of
-    ``methods.erk.third_order_rest``."""
+    """One attempted step of ``h_try`` on factored stages: the stages, ``y_new`` and the error
+    norm (``store``: ``linear.FactoredStageOps.data``)."""
     Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
     s = b.shape[0]
     for i in range(1, s + 1):
@@ -583,9 +532,7 @@ def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
 # --- SSPRK104 in low-storage form on factored slots ---------------------------------------
 @njit(cache=True)
 def gemm_acc(dgemm, Q, w, At, G, ibuf, dbuf):
-    """``Q += w At G`` in place for C-ordered ``Q`` (r x c), ``At`` (r x k), ``G`` (k x c):
-    the column-major ``Q^T += w G^T At^T`` (``linear.gemm_acc``, the same call); ``ibuf``
-    (int32, 8) and ``dbuf`` (2) hold the arguments passed by reference."""
+    """``Q += w At G`` in place, as ``linear.gemm_acc`` (``ibuf``, ``dbuf``: by-reference args)."""
     r, k = At.shape
     c = G.shape[1]
     ibuf[0] = 78  # 'N'
@@ -620,9 +567,7 @@ def add_stage(q, c, at, g, eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf, dbu
 @njit(cache=True)
 def hermite_states(thetas, h, y, y_new, out, at, g, eta_l, rows, cols, offs, aoff, goff, dgemm,
                    ibuf, dbuf):
-    """``out[i]``: the state at ``t + thetas[i] h`` inside the accepted step by the cubic
-    Hermite interpolant on its ends and their derivatives (slots 0 and 10), as
-    ``linear.hermite_state``."""
+    """``out[i]``: the cubic Hermite state at ``t + thetas[i] h`` (slots 0 and 10)."""
     for i in range(thetas.shape[0]):
         theta = thetas[i]
         u = 1.0 - theta  # the weights of tableaux.cubic_hermite, in its order
@@ -637,9 +582,7 @@ def hermite_states(thetas, h, y, y_new, out, at, g, eta_l, rows, cols, offs, aof
 
 @njit(cache=True)
 def _block_sums(y, y_new, q1, m0, P, cnt, h, rtol, atol, e5, dd):
-    """Add one block's scaled error squares and ``(y_new - q1)^2`` to ``e5``, ``dd``: four
-    interleaved partial sums (element m into sum m % 4), then ``(s0 + s1) + (s2 + s3)``,
-    unrolled so that the compiler keeps them in vector registers."""
+    """Add one block's scaled error squares and ``(y_new - q1)^2`` to ``e5``, ``dd``."""
     a0 = a1 = a2 = a3 = 0.0
     d0 = d1 = d2 = d3 = 0.0
     main = cnt - cnt % 4
@@ -723,8 +666,7 @@ def error_sums(y, y_new, q1, h, at, g, eslots, ew, eta_l, rows, cols, offs, aoff
 
 @njit(cache=True)
 def _diff_lanes(x1, x2, cnt, eta):
-    """``(sum (eta x1 - eta x2)^2, sum (eta x1)^2)`` over ``cnt`` entries, in the four
-    interleaved partial sums of :func:`_block_sums`."""
+    """``(sum (eta x1 - eta x2)^2, sum (eta x1)^2)`` over ``cnt`` entries, in four lanes."""
     n = np.zeros(4)
     r = np.zeros(4)
     for m in range(cnt):
@@ -749,9 +691,7 @@ def _inner(Ap, Aq, Gp, Gq, gram):
 @njit(cache=True)
 def slot_stiffness_sums(at, g, last, prev, eta_l, rows, cols, aoff, goff, pbuf, block_entries,
                         gram, min_rel):
-    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` (``linear.slot_stiffness_sums``):
-    per layer from Gram matrices where reliable, else multiplied out block by block
-    (``pbuf``: two halves of at least a block of ``block_entries`` or one row)."""
+    """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` (``linear.FactoredSlots``)."""
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
     num = 0.0
@@ -793,11 +733,8 @@ def slot_stiffness_sums(at, g, last, prev, eta_l, rows, cols, aoff, goff, pbuf, 
 
 @njit(cache=True, nogil=True)
 def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
-    """One SSPRK(10,4) step of ``h_try`` from ``y`` in Ketcheson's low-storage form
-    (``methods.ssp.LowStorageRK``; slot 0 holds the factors of ``f(y)``, slot 10 gets those of
-    ``f(y_new)``): ``y_new`` and the RMS norm of ``y_new - y - h S`` (:func:`error_sums`).
-    The stage store of :func:`ssp_advance` (``store``: ``linear.LowStorageStages.data``;
-    the pair's arrays are unused)."""
+    """One SSPRK(10,4) step of ``h_try`` in low-storage form (``methods.ssp.LowStorageRK``):
+    ``y_new`` and the error norm (``store``: ``linear.LowStorageStages.data``)."""
     (q1, q2, at, g, eslots, ew, pbuf, ubuf, vbuf, gram, min_rel, dgemm, ibuf, dbuf, block, sums,
      Sxx, Syx, eta_l, rows, cols, offs, aoff, goff, WT, SW, tbuf) = store
     n = y.shape[0]
@@ -825,8 +762,7 @@ def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
 
 @njit(cache=True, nogil=True)
 def _ssp_stiffness(s, wd, store):
-    """``(num, dd, ref)`` of the accepted step: ``|K_10 - K_9|^2``, ``|y_new - q1|^2 / h^2``
-    (left by :func:`_ssp_attempt`) and ``|f(y)|^2`` (``sums[1]``, then that of ``f(y_new)``)."""
+    """``(num, dd, ref)`` of the accepted step: ``|K_10 - K_9|^2``, ``|y_new - q1|^2 / h^2``."""
     at, g, pbuf, gram, min_rel, block, sums = (store[2], store[3], store[6], store[9], store[10],
                                                store[14], store[15])
     rows, cols, aoff, goff = store[19], store[20], store[22], store[23]
@@ -846,9 +782,7 @@ def _ssp_fsal(s, store):
 # --- observations --------------------------------------------------------------------------
 @njit(cache=True)
 def end_to_end(y, rows, cols, offs, out, buf):
-    """``out = W_L ... W_1`` (C x D) of the flat state ``y``, multiplied from the top as
-    ``linear.end_to_end_flat``; ``buf``: scratch of ``2 C max(cols)`` doubles.  (Compiled:
-    numpy's BLAS, another library with threads of its own, would contend with the loop's.)"""
+    """``out = W_L ... W_1`` (C x D) of ``y``, as ``linear.end_to_end_flat``."""
     L = rows.shape[0]
     if L == 1:
         out[:, :] = _layer(y, offs, rows, cols, 0)
@@ -874,10 +808,8 @@ def end_to_end_many(Ys, rows, cols, offs, out, buf):
 
 @njit(cache=True)
 def balance_drift(y, rows, cols, offs, gram, gram0, goffs, first, tmp):
-    """``max_i |G_i - G_i(t_0)|_F`` over the balance Gram matrices ``G_i = W_{i+1}^T W_{i+1}
-    - W_i W_i^T`` (N_i x N_i, i < L - 1) of ``y``; ``gram``/``gram0`` hold the G_i at
-    offsets ``goffs`` (with ``first`` stored in ``gram0``, 0 returned); ``tmp``: scratch of
-    the largest N_i^2."""
+    """``max_i |G_i - G_i(t_0)|_F`` of ``G_i = W_{i+1}^T W_{i+1} - W_i W_i^T`` (``first``:
+    stored in ``gram0``, 0 returned)."""
     drift = 0.0
     for i in range(rows.shape[0] - 1):
         N = rows[i]
@@ -900,9 +832,7 @@ def balance_drift(y, rows, cols, offs, gram, gram0, goffs, first, tmp):
 @njit(cache=True)
 def probe_ntk(y, rows, cols, offs, Xp, out, abuf, tt, hbuf, hh):
     """``out`` (Q, Q, C, C) = ``sum_l (H_l H_l^T) (x) (A_l A_l^T)``, the empirical NTK of ``y``
-    on the probe inputs ``Xp`` (Q, D), with ``A_l = W_L ... W_{l+1}`` and ``H_l = Xp W_1^T
-    ... W_{l-1}^T`` (``linear.linear_ntk``).  Scratch: ``abuf`` of ``2 C max(cols)``, ``tt``
-    (L, C, C), ``hbuf`` of ``2 Q max(cols)`` and ``hh`` (Q, Q)."""
+    on the probe inputs ``Xp`` (Q, D), as ``linear.linear_ntk``."""
     L = rows.shape[0]
     C = rows[L - 1]
     Q = Xp.shape[0]
@@ -973,8 +903,6 @@ def ssp_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ct
 @njit(cache=True, nogil=True)
 def rosw_advance(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl, base,
                  scratch, jv):
-    """The Rosenbrock-W loop on the linear network (``_rosw_kernels.make_rosw_advance``
-    documents the arguments; ``base``/``scratch`` as ``data`` of :func:`rhs`, ``jv`` as
-    ``jdata`` of :func:`jvp`)."""
+    """The Rosenbrock-W loop on the linear network (``_rosw_kernels.make_rosw_advance``)."""
     return _rosw_loop(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl,
                       base, scratch, jv)

@@ -1,40 +1,9 @@
 """The deep linear network on sufficient statistics (numpy/CuPy; the numba kernels beside it).
 
-The options map onto the standard problem
------------------------------------------
-With ``W = W_L ... W_1`` and ``M = prod_l m_l``, the output is ``F(x) = alpha M W x``, or
-``alpha M (W - W_0) x`` when centered (``W_0`` the map at t = 0), and
-
-    L(theta) = (1/(2 alpha^2 P)) sum_mu |y_mu - alpha M (W - W_0) x_mu|^2
-             = M^2 L_std(theta; Y'),    y'_mu = y_mu / (alpha M) + W_0 x_mu,
-
-so the flow is the standard one with rates ``eta_l = eta M^2 lr_scales[l-1]`` on the
-targets ``Syx' = Syx / (alpha M) (+ W_0 Sxx)`` (checked in ``tests/sim/test_models.py``
-against ``MLP(activation="linear")``, an independent path on raw samples).
-
-The right-hand side
--------------------
-The state is one flat float64 vector holding ``W_1, ..., W_L`` row-major (:func:`pack`).
-With ``E = Syx - W Sxx`` (C x D; docs/conventions.md, Atanasov et al. 2022, Sec. 3),
-
-    dW_l/dt = eta_l A_l^T G_l,   A_l = W_L ... W_{l+1} (C x N_l),
-                                 G_l = E W_1^T ... W_{l-1}^T (C x N_{l-1}),
-
-every chain carried through the narrow side (C rows; :func:`chain_products`): O(L)
-products, ``O(3 C sum_l N_l N_{l-1} + C D^2)`` flops, independent of P.
-
-Factored stages
----------------
-Each stage derivative of a step is ``eta_l A_l^T G_l`` per layer, rank C, so an s-stage
-step moves layer l by a matrix of rank at most ``s C``.  :class:`FactoredStages` keeps a
-Butcher stage as its factors and forms the stage weights only through C-row blocks,
-
-    A W_l^st = A W_l + ((A U) diag(w)) V,    G W_l^st^T = G W_l^T + ((G V^T) diag(w)) U^T,
-
-(``U``, ``V`` the stacked factors); :class:`FactoredSlots` is SSPRK104's two-register
-form, ``q += c K`` one accumulating rank-C product.  ``_linear_kernels`` holds the compiled
-twins (same operations, agreeing to the tolerance, not bit for bit);
-docs/methods.md records the measurements behind the thresholds below.
+``dW_l/dt = eta_l A_l^T G_l`` with ``A_l = W_L ... W_{l+1}``, ``G_l = E W_1^T ... W_{l-1}^T``,
+``E = Syx - W Sxx`` (Atanasov et al. 2022, Sec. 3), on the flat state of :func:`pack`; the
+stages of a step kept as rank-C factors (:class:`FactoredStages`, :class:`FactoredSlots`).
+docs/simulator.md ("The linear network") derives the options' map and the factored forms.
 """
 from __future__ import annotations
 
@@ -65,16 +34,13 @@ __all__ = ["layer_offsets", "pack", "unpack", "FlowProblem", "make_problem", "ch
 
 #: ``Sxx`` closer than this to the identity (max entry) counts as whitened.
 WHITE_TOL = 16 * np.finfo(np.float64).eps
-#: Entries of a factored layer handled per block by a step end (3 blocks of this many
-#: doubles, 768 kB, stay in a core's cache).
+#: Entries of a factored layer handled per block by a step end.
 BLOCK_ENTRIES = 131072
 #: States larger than this (bytes) run SSPRK104 as factored Butcher stages where the layers
-#: are worth factoring, smaller ones in low-storage form (which reads and writes the whole
-#: state at every stage: cheap while it stays in cache).
+#: are worth factoring, smaller ones in low-storage form.
 LOWSTORAGE_MAX_BYTES = 4 << 20
 #: A layer's stiffness sums come from Gram matrices of its factors only where each is at
-#: least this fraction of the size of its terms ``eta^2 |A|^2 |G|^2`` (their rounding,
-#: ``(N_l + N_{l-1} + C) eps`` of it, then stays below 5e-4 of them up to 2000 wide).
+#: least this fraction of the size of its terms ``eta^2 |A|^2 |G|^2``.
 GRAM_MIN_REL = 1e-9
 #: Stages of SSPRK104's third-order companion (nonzero entries of ``bhat``), their weights,
 #: and the slots: K_0 .. K_9 of the step, slot 10 for f(y_new).
@@ -185,9 +151,7 @@ class FlowProblem:
 
 def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
     """A :class:`FlowProblem` from data ``X`` (P, D), ``Y`` (P, C), both float64 2-D: the
-    statistics ``Sxx = X^T X / P`` (exactly symmetric, by syrk) and ``Syx = Y^T X / P``,
-    through scipy's BLAS, the library the compiled kernels call (numpy's has threads of its
-    own that would contend with theirs)."""
+    statistics ``Sxx = X^T X / P`` (exactly symmetric, by syrk) and ``Syx = Y^T X / P``."""
     P, D = X.shape
     upper = dsyrk(1.0 / P, X.T)
     Sxx = np.ascontiguousarray(np.triu(upper) + np.triu(upper, 1).T)
@@ -298,13 +262,8 @@ def numba_rhs_args(problem):
 
 # --- factored Butcher stages (numpy) --------------------------------------------------------
 class StageLayout:
-    """The factored/dense choice of every layer and the offsets of the stage storage for
-    ``n_slots`` slots (slot ``s`` is ``f(y_new)``, the next step's slot 0).
-
-    A factored layer l keeps ``eta_l A_l`` per slot in a ``ut`` block (S1 C, N_l) and ``G_l``
-    in a ``vs`` block (S1 C, N_{l-1}); a dense one ``K_l`` in a ``kd`` block (S1, N_l
-    N_{l-1}).  The top layer and any layer with ``min(N_l, N_{l-1}) <= S1 C`` stay dense.
-    """
+    """The factored/dense choice of every layer and the offsets of the stage storage
+    (``ut``, ``vs``, ``kd`` blocks) for ``n_slots`` slots (docs/simulator.md)."""
 
     def __init__(self, problem, n_slots):
         shapes = problem.shapes
@@ -420,10 +379,8 @@ class FactoredStages:
         return out
 
     def step_end(self, y, y_new, wb, we, we3, c3, rtol, atol):
-        """``y_new = y + sum_j wb_j K_j`` and ``(e5, e3)``, the sums over components of
-        ``(d / sc)^2`` for ``d = sum_j we_j K_j`` and ``d = sum_j we3_j K_j + c3 sum_j wb_j
-        K_j`` (0 if ``we3`` is None), ``sc = atol + rtol max(|y|, |y_new|)``: one pass, a
-        factored layer in row blocks whose products stay in cache."""
+        """``y_new = y + sum_j wb_j K_j`` and ``(e5, e3)``, the sums of ``(d / sc)^2`` for
+        ``d = we K`` and ``d = we3 K + c3 wb K`` (0 if ``we3`` is None), in one pass."""
         lay = self.lay
         e5 = e3 = 0.0
         for l in range(lay.L):
@@ -448,10 +405,8 @@ class FactoredStages:
         return e5, e3
 
     def stiffness_sums(self, s, wd):
-        """``(num, dd, ref) = (|K_s - K_{s-1}|^2, |sum_{j<s} wd_j K_j|^2, |K_0|^2)`` of
-        ``methods.base.stiffness_estimate``, a factored layer's from Gram matrices of the
-        stacked factors (``|sum_j U_j^T V_j|^2 = sum_pq w_p w_q (U U^T)_pq (V V^T)_pq``),
-        its ``dd`` floored at its rounding (:func:`_gram_rounding`)."""
+        """``(num, dd, ref) = (|K_s - K_{s-1}|^2, |sum_{j<s} wd_j K_j|^2, |K_0|^2)``, a
+        factored layer's from Gram matrices, ``dd`` floored at :func:`_gram_rounding`."""
         lay = self.lay
         C = lay.C
         wr = self._weights(wd)
@@ -485,10 +440,7 @@ class FactoredStages:
 
 
 def _gram_rounding(GU, GV, wd, s, C, width):
-    """The rounding of the Gram form of a factored layer's ``dd`` (``GU``, ``GV``: slots
-    0..s-1; ``width = N_l + N_{l-1}``): ``(width + sC) eps (sum_j |wd_j| |U_j| |V_j|)^2``,
-    with ``|U_j|^2``, ``|V_j|^2`` the traces of the slots' diagonal blocks.  Floored there,
-    dd is at least half its exact value, so the estimate is at most sqrt(2) too large."""
+    """``(width + sC) eps (sum_j |wd_j| |U_j| |V_j|)^2``, the rounding of a Gram ``dd``."""
     sd = 0.0
     for j in range(s):
         a = j * C
@@ -518,8 +470,7 @@ def _finish_block(y, y_new, pb, pe, p3, c3, rtol, atol, e5, e3):
 
 # --- SSPRK104's two registers on factored slots (numpy) -------------------------------------
 def gemm_acc(Q, w, At, G):
-    """``Q += w At G`` in place (C-ordered ``Q`` r x c, ``At`` r x k, ``G`` k x c): one
-    accumulating ``dgemm``, the column-major ``Q^T += w G^T At^T`` (as the kernel's)."""
+    """``Q += w At G`` in place (C-ordered ``Q`` r x c, ``At`` r x k, ``G`` k x c)."""
     dgemm(w, G.T, At.T, beta=1.0, c=Q.T, overwrite_c=1)
 
 
@@ -529,8 +480,7 @@ def _inner(Ap, Aq, Gp, Gq):
 
 
 def _gram_sums(A1, G1, A2, G2, eta):
-    """``(num, ref)`` of one layer from C x C Gram matrices, or None where cancellation may
-    have spoilt them (either below ``GRAM_MIN_REL`` of the size of its terms)."""
+    """``(num, ref)`` of one layer from C x C Gram matrices, or None below ``GRAM_MIN_REL``."""
     nA1, nG1 = sumsq(A1), sumsq(G1)
     nA2, nG2 = sumsq(A2), sumsq(G2)
     e2 = eta * eta
@@ -550,10 +500,7 @@ def _diff_sums(x1, x2, eta):
 
 class FactoredSlots:
     """The slot store of ``methods.ssp.LowStorageRK`` on the linear ``problem``: slot k holds
-    ``A_i^T`` (N_i x C) of every layer below the top in ``at[k]`` at offsets ``aoff`` and
-    ``G_i`` (C x N_{i-1}) of every layer in ``g[k]`` at ``goff`` (the layout of
-    ``_linear_kernels.chains``), the stage derivative ``K_k = eta_i A_i^T G_i`` per layer;
-    the interface is that module's."""
+    ``A_i^T`` in ``at[k]`` and ``G_i`` in ``g[k]``, ``K_k = eta_i A_i^T G_i`` per layer."""
 
     def __init__(self, problem, n_slots=N_SLOTS):
         self.problem = problem
@@ -584,8 +531,7 @@ class FactoredSlots:
             self.G(k, i)[:] = G[i]
 
     def add(self, q, c, k):
-        """``q += c K_k``: layer i gets ``(c eta_i) A_i^T G_i``, one accumulating rank-C
-        product (the top layer elementwise)."""
+        """``q += c K_k``: layer i gets ``(c eta_i) A_i^T G_i`` (:func:`gemm_acc`)."""
         for i in range(self.L):
             w = c * self.eta_l[i]
             qi = q[self.offs[i]:self.offs[i + 1]]
@@ -596,10 +542,8 @@ class FactoredSlots:
                          self.G(k, i))
 
     def error_sums(self, y, y_new, q1, h, rtol, atol):
-        """``(e5, dd)``: ``e5 = sum ((y_new - y - h S) / sc)^2``, ``dd = |y_new - q1|^2``, with
-        ``S = sum_j ERROR_WEIGHTS_j K_{ERROR_SLOTS_j}`` (the step minus its third-order
-        companion) and ``sc = atol + rtol max(|y|, |y_new|)``; below the top a layer's ``S``
-        is one product of rank 4C, formed in blocks of rows."""
+        """``(e5, dd)``: ``e5 = sum ((y_new - y - h S) / sc)^2``, ``dd = |y_new - q1|^2``,
+        ``S = sum_j ERROR_WEIGHTS_j K_{ERROR_SLOTS_j}``."""
         e5 = dd = 0.0
         for i in range(self.L):
             a = self.offs[i]
@@ -622,10 +566,8 @@ class FactoredSlots:
         return e5, dd
 
     def stiffness_sums(self, last, prev):
-        """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` without forming the stages: a
-        layer below the top from C x C Gram matrices of the factors where reliable, else
-        multiplied out block by block (a residual the network cannot fit keeps ``G`` of
-        order one while ``A^T G`` vanishes, and the Gram form loses it to cancellation)."""
+        """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)``: Gram matrices where reliable,
+        else multiplied out block by block."""
         num = ref = 0.0
         for i in range(self.L):
             eta = self.eta_l[i]
@@ -785,10 +727,7 @@ class LowStorageStages(_LinearOps):
 
 class CompiledFlow:
     """The ops of the Rosenbrock-W runner ``methods.compiled.rosw`` on the linear network:
-    ``rhs(y, out, keep=True)`` keeps the products of ``y``, which :meth:`jvp` differentiates
-    (``_linear_kernels.rhs_flat``, ``jvp_flat``); ``rhs_args`` (the kept state's products),
-    ``scratch_args`` and ``jvp_args`` are the data tuples of ``_linear_kernels.rhs`` and
-    ``jvp`` that the runner hands to ``_linear_kernels.rosw_advance``."""
+    ``rhs(y, out, keep=True)`` keeps the products of ``y``, which :meth:`jvp` differentiates."""
 
     def __init__(self, problem):
         self.xp = np
@@ -1016,9 +955,7 @@ class LinearNet(Model):
 
 class LinearNetNumba(LinearNet):
     """:class:`LinearNet` with its right-hand side (for the raw loop of a stop rule) and its
-    observations compiled (``_linear_kernels.end_to_end``, ``end_to_end_many``,
-    ``balance_drift``, ``probe_ntk``): numpy's BLAS, another library with threads of its
-    own, would contend with the loop's still spinning threads for the cores."""
+    observations compiled (``_linear_kernels.end_to_end``, ``balance_drift``, ``probe_ntk``)."""
 
     backend = "numba"
 
