@@ -87,7 +87,7 @@ def test_gemm_acc_adds_the_product_in_place():
         G = rng.standard_normal((k, c))
         a, b = Q0.copy(), Q0.copy()
         _lowstorage.gemm_acc(a, -0.7, At, G)
-        kern.gemm_acc(kern.DGEMM, b, -0.7, At, G, np.zeros(8, dtype=np.int32), np.zeros(2))
+        kern.gemm_acc(b, -0.7, At, G, (kern.DGEMM, np.zeros(8, dtype=np.int32), np.zeros(2)))
         exact = Q0 - 0.7 * At @ G
         assert np.abs(a - exact).max() <= 8 * k * np.finfo(float).eps * (1 + np.abs(exact).max())
         assert np.array_equal(a, b)

@@ -184,10 +184,19 @@ def jvp(v, out, y, jdata):
 
 # --- factored Butcher stages --------------------------------------------------------------
 @njit(cache=True)
-def _apply(l, X, out, k, w, C, ints, bufs, y, right):
+def _factors(l, k, store):
+    """Layer l's first ``k`` factor slots: ``U`` (k C x N_l), ``V`` (k C x N_{l-1}) views."""
+    ints, bufs, kc = store[4], store[5], k * store[1].shape[0]
+    r, c, u0, v0 = ints[0][l], ints[1][l], ints[4][l], ints[5][l]
+    return (bufs[0][u0:u0 + kc * r].reshape((kc, r)), bufs[1][v0:v0 + kc * c].reshape((kc, c)))
+
+
+@njit(cache=True)
+def _apply(l, X, out, k, w, y, right, store):
     """``out = X W_l^st``, or with ``right`` ``X W_l^st^T`` (``linear.FactoredStages``)."""
-    rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
-    ut, vs, wst, tmp, tbuf = bufs[0], bufs[1], bufs[3], bufs[10], bufs[14]
+    C = store[1].shape[0]
+    rows, cols, offs, factored = store[4][:4]
+    wst, tmp, tbuf = store[5][3], store[5][10], store[5][14]
     r, c = rows[l], cols[l]
     W = (wst if factored[l] == 0 else y)[offs[l]:offs[l + 1]].reshape((r, c))
     if right:
@@ -196,9 +205,8 @@ def _apply(l, X, out, k, w, C, ints, bufs, y, right):
         np.dot(X, W, out)
     if factored[l] == 0 or k == 0:
         return
-    U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
-    V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
-    M = bufs[9 if right else 8][:C * k * C].reshape((C, k * C))
+    U, V = _factors(l, k, store)
+    M = store[5][9 if right else 8][:C * k * C].reshape((C, k * C))
     np.dot(X, V.T if right else U.T, M)
     for a in range(C):
         for q in range(k * C):
@@ -220,11 +228,11 @@ def _dense_sum(kd, base, size, w, k, m):
 
 
 @njit(cache=True)
-def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
+def stage(y, w, k, slot, store):
     """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)`` (``w``: >= k entries)."""
-    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw = (bufs[0], bufs[1], bufs[2], bufs[3], bufs[4],
-                                             bufs[5], bufs[6], bufs[7])
+    Sxx, Syx, eta_l, white, ints = store[:5]
+    rows, cols, offs, factored, _, _, kdoff, aoff, goff = ints
+    kd, wst, abuf, gbuf, wbuf, sw = store[5][2:8]
     L = rows.shape[0]
     C = Syx.shape[0]
     D = Sxx.shape[0]
@@ -236,64 +244,45 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
     W = wbuf.reshape((C, D))
     # A_{L-2} = W_{L-1}^st, A_{l-1} = A_l W_l^st, W = A_0 W_0^st
     if L > 1:
-        At = abuf[aoff[L - 2]:aoff[L - 1]]
-        for m in range(C * rows[L - 2]):
-            At[m] = wst[offs[L - 1] + m]
+        abuf[aoff[L - 2]:aoff[L - 1]] = wst[offs[L - 1]:offs[L]]
         for l in range(L - 2, 0, -1):
             _apply(l, abuf[aoff[l]:aoff[l + 1]].reshape((C, rows[l])),
-                   abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])), k, w, C, ints, bufs, y,
-                   False)
-        _apply(0, abuf[aoff[0]:aoff[1]].reshape((C, rows[0])), W, k, w, C, ints, bufs, y, False)
+                   abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])), k, w, y, False, store)
+        _apply(0, abuf[aoff[0]:aoff[1]].reshape((C, rows[0])), W, k, w, y, False, store)
     else:
-        for m in range(C * D):
-            wbuf[m] = wst[offs[0] + m]
+        wbuf[:] = wst[offs[0]:offs[1]]
     E = gbuf[goff[0]:goff[1]].reshape((C, D))
     if white:
-        for a in range(C):
-            for d in range(D):
-                E[a, d] = Syx[a, d] - W[a, d]
+        np.subtract(Syx, W, E)
     else:
-        SW = sw.reshape((C, D))
-        np.dot(W, Sxx, SW)
-        for a in range(C):
-            for d in range(D):
-                E[a, d] = Syx[a, d] - SW[a, d]
+        np.dot(W, Sxx, sw.reshape((C, D)))
+        np.subtract(Syx, sw.reshape((C, D)), E)
     for l in range(L):
         r, c = rows[l], cols[l]
         G = gbuf[goff[l]:goff[l + 1]].reshape((C, c))
         if l > 0:
-            _apply(l - 1, gbuf[goff[l - 1]:goff[l]].reshape((C, cols[l - 1])), G, k, w, C, ints,
-                   bufs, y, True)
+            _apply(l - 1, gbuf[goff[l - 1]:goff[l]].reshape((C, cols[l - 1])), G, k, w, y, True,
+                   store)
         eta = eta_l[l]
         if factored[l] != 0:
-            Al = abuf[aoff[l]:aoff[l + 1]].reshape((C, r))
-            U = ut[utoff[l]:utoff[l + 1]].reshape(((utoff[l + 1] - utoff[l]) // r, r))
-            V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
-            for a in range(C):
-                for i in range(r):
-                    U[slot * C + a, i] = Al[a, i] * eta
-                for i in range(c):
-                    V[slot * C + a, i] = G[a, i]
+            U, V = _factors(l, slot + 1, store)
+            np.multiply(abuf[aoff[l]:aoff[l + 1]].reshape((C, r)), eta, U[slot * C:])
+            V[slot * C:] = G
             continue
         Kd = kd[kdoff[l] + slot * r * c:kdoff[l] + (slot + 1) * r * c].reshape((r, c))
         if l == L - 1:
-            for a in range(r):
-                for i in range(c):
-                    Kd[a, i] = G[a, i] * eta
+            np.multiply(G, eta, Kd)
         else:
             np.dot(abuf[aoff[l]:aoff[l + 1]].reshape((C, r)).T, G, Kd)
             if eta != 1.0:
-                for a in range(r):
-                    for i in range(c):
-                        Kd[a, i] = Kd[a, i] * eta
+                np.multiply(Kd, eta, Kd)
 
 
 @njit(cache=True)
-def _gather(l, w, k, which, C, ints, bufs):
+def _gather(l, w, k, which, store):
     """Layer l's slots with a nonzero weight, ``U^T w`` and ``V``, into area ``which``; q."""
-    rows, cols, utoff, vsoff = ints[0], ints[1], ints[4], ints[5]
-    ut, vs, usbuf, vgbuf = bufs[0], bufs[1], bufs[11], bufs[12]
-    r, c = rows[l], cols[l]
+    C, r, c = store[1].shape[0], store[4][0][l], store[4][1][l]
+    usbuf, vgbuf = store[5][11], store[5][12]
     q = 0
     for j in range(k):
         if w[j] != 0.0:
@@ -302,8 +291,7 @@ def _gather(l, w, k, which, C, ints, bufs):
     vbase = which * (vgbuf.shape[0] // 3)
     Ust = usbuf[ubase:ubase + r * q].reshape((r, q))
     Vg = vgbuf[vbase:vbase + q * c].reshape((q, c))
-    U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
-    V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
+    U, V = _factors(l, k, store)
     q2 = 0
     for row in range(k * C):
         wq = w[row // C]
@@ -317,11 +305,9 @@ def _gather(l, w, k, which, C, ints, bufs):
 
 
 @njit(cache=True)
-def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
+def _block_product(l, which, q, i0, i1, out, store):
     """``out = (U^T w)[i0:i1] V`` from work area ``which`` (out: (i1 - i0) x N_{l-1})."""
-    cols = ints[1]
-    usbuf, vgbuf = bufs[11], bufs[12]
-    c = cols[l]
+    usbuf, vgbuf, c = store[5][11], store[5][12], store[4][1][l]
     if q == 0:
         out[:, :] = 0.0
         return
@@ -332,26 +318,25 @@ def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
 
 
 @njit(cache=True)
-def combination(w, k, out, C, ints, bufs):
+def combination(w, k, out, store):
     """``out = sum_{j<k} w_j K_j`` as a dense flat vector (n,)."""
-    rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
+    rows, cols, offs, factored, _, _, kdoff = store[4][:7]
     for l in range(rows.shape[0]):
         r, c = rows[l], cols[l]
         if factored[l] != 0:
-            q = _gather(l, w, k, 0, C, ints, bufs)
-            _block_product(l, 0, q, 0, r, out[offs[l]:offs[l + 1]].reshape((r, c)), C, ints,
-                           bufs)
+            q = _gather(l, w, k, 0, store)
+            _block_product(l, 0, q, 0, r, out[offs[l]:offs[l + 1]].reshape((r, c)), store)
         else:
             for m in range(r * c):
-                out[offs[l] + m] = _dense_sum(bufs[2], kdoff[l], r * c, w, k, m)
+                out[offs[l] + m] = _dense_sum(store[5][2], kdoff[l], r * c, w, k, m)
 
 
 @njit(cache=True)
-def combinations(W, k, y, out, C, ints, bufs):
+def combinations(W, k, y, out, store):
     """``out[i] = y + sum_{j<k} W[i, j] K_j`` for each row i of ``W`` (m, >= k)."""
     for i in range(W.shape[0]):
         o = out[i]
-        combination(W[i], k, o, C, ints, bufs)
+        combination(W[i], k, o, store)
         for m in range(y.shape[0]):
             o[m] = o[m] + y[m]
 
@@ -375,50 +360,40 @@ def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
 
 
 @njit(cache=True)
-def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, block_entries, C, ints, bufs, pbuf):
+def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, store):
     """``y_new = y + wb K`` and the error sums ``(e5, e3)``, ``linear.FactoredStages.step_end``."""
-    rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
-    kd = bufs[2]
+    rows, cols, offs, factored, _, _, kdoff = store[4][:7]
+    kd, pbuf, block_entries = store[5][2], store[6], store[7]
     e5 = 0.0
     e3 = 0.0
     nb = pbuf.shape[0] // 3
     for l in range(rows.shape[0]):
         r, c = rows[l], cols[l]
-        base = offs[l]
+        qb = qe = q3 = 0
         if factored[l] != 0:
-            qb = _gather(l, wb, wb.shape[0], 0, C, ints, bufs)
-            qe = _gather(l, we, we.shape[0], 1, C, ints, bufs)
-            q3 = _gather(l, we3, we3.shape[0], 2, C, ints, bufs) if use_e3 else 0
-            rb = max(1, block_entries // c)
-            for i0 in range(0, r, rb):
-                i1 = min(r, i0 + rb)
-                size = (i1 - i0) * c
-                _block_product(l, 0, qb, i0, i1, pbuf[:size].reshape((i1 - i0, c)), C, ints, bufs)
-                _block_product(l, 1, qe, i0, i1, pbuf[nb:nb + size].reshape((i1 - i0, c)), C,
-                               ints, bufs)
+            qb = _gather(l, wb, wb.shape[0], 0, store)
+            qe = _gather(l, we, we.shape[0], 1, store)
+            q3 = _gather(l, we3, we3.shape[0], 2, store) if use_e3 else 0
+        rb = max(1, block_entries // c)
+        for i0 in range(0, r, rb):
+            i1 = min(r, i0 + rb)
+            size = (i1 - i0) * c
+            pb, pe, p3 = pbuf[:size], pbuf[nb:nb + size], pbuf[2 * nb:2 * nb + size]
+            if factored[l] != 0:
+                _block_product(l, 0, qb, i0, i1, pb.reshape((i1 - i0, c)), store)
+                _block_product(l, 1, qe, i0, i1, pe.reshape((i1 - i0, c)), store)
                 if use_e3:
-                    _block_product(l, 2, q3, i0, i1,
-                                   pbuf[2 * nb:2 * nb + size].reshape((i1 - i0, c)), C, ints,
-                                   bufs)
-                s5, s3 = _finish_block(y, y_new, base + i0 * c, pbuf[:size], pbuf[nb:nb + size],
-                                       pbuf[2 * nb:2 * nb + size], use_e3, c3, rtol, atol)
-                e5 += s5
-                e3 += s3
-            continue
-        size = r * c
-        kb = kdoff[l]
-        for m in range(size):
-            pb = _dense_sum(kd, kb, size, wb, wb.shape[0], m)
-            pe = _dense_sum(kd, kb, size, we, we.shape[0], m)
-            yv = y[base + m]
-            yn = yv + pb
-            y_new[base + m] = yn
-            sc = atol + rtol * max(abs(yv), abs(yn))
-            qv = pe / sc
-            e5 += qv * qv
-            if use_e3:
-                qv = (_dense_sum(kd, kb, size, we3, we3.shape[0], m) + c3 * pb) / sc
-                e3 += qv * qv
+                    _block_product(l, 2, q3, i0, i1, p3.reshape((i1 - i0, c)), store)
+            else:
+                for m in range(size):
+                    x = i0 * c + m
+                    pb[m] = _dense_sum(kd, kdoff[l], r * c, wb, wb.shape[0], x)
+                    pe[m] = _dense_sum(kd, kdoff[l], r * c, we, we.shape[0], x)
+                    if use_e3:
+                        p3[m] = _dense_sum(kd, kdoff[l], r * c, we3, we3.shape[0], x)
+            s5, s3 = _finish_block(y, y_new, offs[l] + i0 * c, pb, pe, p3, use_e3, c3, rtol, atol)
+            e5 += s5
+            e3 += s3
     return e5, e3
 
 
@@ -439,34 +414,32 @@ def _gram_pair(X, Y, bufs):
     return GX, GY
 
 
+@njit(cache=True)
+def _gram_form(GU, GV, w, q, C):
+    """``sum_pq w_{p // C} w_{q // C} GU_pq GV_pq`` over the leading q x q blocks."""
+    acc = 0.0
+    for p in range(q):
+        for p2 in range(q):
+            acc += w[p // C] * w[p2 // C] * GU[p, p2] * GV[p, p2]
+    return acc
+
+
 @njit(cache=True, nogil=True)
 def stage_stiffness_sums(s, wd, store):
-    """``(num, dd, ref)`` of the accepted step (``linear.FactoredStages.stiffness_sums``;
-    ``store`` as for :func:`_store_attempt`)."""
+    """``(num, dd, ref)`` of the accepted step (``linear.FactoredStages.stiffness_sums``)."""
     eps = np.finfo(np.float64).eps
-    C, ints, bufs = store[1].shape[0], store[4], store[5]
-    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
-    ut, vs, kd = bufs[0], bufs[1], bufs[2]
+    C, bufs, signs = store[1].shape[0], store[5], np.array((-1.0, 1.0))
+    rows, cols, _, factored, _, _, kdoff = store[4][:7]
+    kd = bufs[2]
     num = 0.0
     dd = 0.0
     ref = 0.0
     for l in range(rows.shape[0]):
         r, c = rows[l], cols[l]
         if factored[l] != 0:
-            U = ut[utoff[l]:utoff[l + 1]].reshape(((utoff[l + 1] - utoff[l]) // r, r))
-            V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
-            q = s * C
-            GU, GV = _gram_pair(U[:q], V[:q], bufs)
-            acc = 0.0
-            for a in range(C):
-                for b in range(C):
-                    acc += GU[a, b] * GV[a, b]
-            ref += acc
-            acc = 0.0
-            for p in range(q):
-                wp = wd[p // C]
-                for p2 in range(q):
-                    acc += wp * wd[p2 // C] * GU[p, p2] * GV[p, p2]
+            U, V = _factors(l, s + 1, store)
+            GU, GV = _gram_pair(U[:s * C], V[:s * C], bufs)
+            ref += _gram_form(GU, GV, signs[1:], C, C)
             sd = 0.0        # the floor of linear._gram_rounding
             for j in range(s):
                 du = 0.0
@@ -475,14 +448,9 @@ def stage_stiffness_sums(s, wd, store):
                     du += GU[p, p]
                     dv += GV[p, p]
                 sd += abs(wd[j]) * np.sqrt(du * dv)
-            dd += max(acc, (r + c + s * C) * eps * (sd * sd))
-            GU, GV = _gram_pair(U[(s - 1) * C:(s + 1) * C], V[(s - 1) * C:(s + 1) * C], bufs)
-            acc = 0.0
-            for p in range(2 * C):
-                sp = -1.0 if p < C else 1.0
-                for p2 in range(2 * C):
-                    acc += sp * (-1.0 if p2 < C else 1.0) * GU[p, p2] * GV[p, p2]
-            num += acc
+            dd += max(_gram_form(GU, GV, wd, s * C, C), (r + c + s * C) * eps * (sd * sd))
+            GU, GV = _gram_pair(U[(s - 1) * C:], V[(s - 1) * C:], bufs)
+            num += _gram_form(GU, GV, signs, 2 * C, C)
             continue
         size = r * c
         base = kdoff[l]
@@ -498,15 +466,12 @@ def stage_stiffness_sums(s, wd, store):
 @njit(cache=True, nogil=True)
 def stage_fsal(s, store):
     """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
-    C, ints, bufs = store[1].shape[0], store[4], store[5]
-    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
-    ut, vs, kd = bufs[0], bufs[1], bufs[2]
+    C, rows, cols, kdoff, kd = store[1].shape[0], store[4][0], store[4][1], store[4][6], store[5][2]
     for l in range(rows.shape[0]):
-        if factored[l] != 0:
-            nu = C * rows[l]
-            ut[utoff[l]:utoff[l] + nu] = ut[utoff[l] + s * nu:utoff[l] + (s + 1) * nu]
-            nv = C * cols[l]
-            vs[vsoff[l]:vsoff[l] + nv] = vs[vsoff[l] + s * nv:vsoff[l] + (s + 1) * nv]
+        if store[4][3][l] != 0:
+            U, V = _factors(l, s + 1, store)
+            U[:C] = U[s * C:]
+            V[:C] = V[s * C:]
         else:
             size = rows[l] * cols[l]
             kd[kdoff[l]:kdoff[l] + size] = kd[kdoff[l] + s * size:kdoff[l] + (s + 1) * size]
@@ -516,23 +481,23 @@ def stage_fsal(s, store):
 def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
     """One attempted step of ``h_try`` on factored stages: the stages, ``y_new`` and the error
     norm (``store``: ``linear.FactoredStageOps.data``)."""
-    Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
+    wtmp = store[8]
     s = b.shape[0]
     for i in range(1, s + 1):
         for j in range(i):
             wtmp[j] = h_try * (b[j] if i == s else A[i, j])
-        stage(y, wtmp, i, i, Sxx, Syx, eta_l, white, ints, bufs)
+        stage(y, wtmp, i, i, store)
     for j in range(s):
         wtmp[j] = h_try * b[j]
-    e5, e3n = step_end(y, y_new, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol, block,
-                       Syx.shape[0], ints, bufs, pbuf)
+    e5, e3n = step_end(y, y_new, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol, store)
     return error_norm(e5, e3n, use_e3, h_try, y.shape[0])
 
 
 # --- SSPRK104 in low-storage form on factored slots ---------------------------------------
 @njit(cache=True)
-def gemm_acc(dgemm, Q, w, At, G, ibuf, dbuf):
-    """``Q += w At G`` in place, as ``linear.gemm_acc`` (``ibuf``, ``dbuf``: by-reference args)."""
+def gemm_acc(Q, w, At, G, blas):
+    """``Q += w At G`` in place, as ``linear.gemm_acc`` (``blas = (DGEMM, ibuf, dbuf)``)."""
+    dgemm, ibuf, dbuf = blas
     r, k = At.shape
     c = G.shape[1]
     ibuf[0] = 78  # 'N'
@@ -550,8 +515,10 @@ def gemm_acc(dgemm, Q, w, At, G, ibuf, dbuf):
 
 
 @njit(cache=True)
-def add_stage(q, c, at, g, eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf, dbuf):
-    """``q += c eta_i A_i^T G_i`` layer by layer (``linear.add_stage``)."""
+def add_stage(q, c, k, store):
+    """``q += c eta_i A_i^T G_i`` of slot ``k``, layer by layer (``linear.FactoredSlots.add``)."""
+    at, g, blas, eta_l = store[2][k], store[3][k], store[11], store[14][2]
+    rows, cols, offs, aoff, goff = store[15]
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
     for i in range(L):
@@ -560,13 +527,12 @@ def add_stage(q, c, at, g, eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf, dbu
             for m in range(rows[i] * cols[i]):
                 q[offs[i] + m] += w * g[goff[i] + m]
         else:
-            gemm_acc(dgemm, _layer(q, offs, rows, cols, i), w, _top(at, aoff, rows, i, C),
-                     _bottom(g, goff, cols, i, C), ibuf, dbuf)
+            gemm_acc(_layer(q, offs, rows, cols, i), w, _top(at, aoff, rows, i, C),
+                     _bottom(g, goff, cols, i, C), blas)
 
 
 @njit(cache=True)
-def hermite_states(thetas, h, y, y_new, out, at, g, eta_l, rows, cols, offs, aoff, goff, dgemm,
-                   ibuf, dbuf):
+def hermite_states(thetas, h, y, y_new, out, store):
     """``out[i]``: the cubic Hermite state at ``t + thetas[i] h`` (slots 0 and 10)."""
     for i in range(thetas.shape[0]):
         theta = thetas[i]
@@ -574,10 +540,8 @@ def hermite_states(thetas, h, y, y_new, out, at, g, eta_l, rows, cols, offs, aof
         o = out[i]
         for m in range(y.shape[0]):
             o[m] = (y_new[m] - y[m]) * (theta * theta * (3.0 - 2.0 * theta)) + y[m]
-        add_stage(o, h * (theta * u * u), at[0], g[0], eta_l, rows, cols, offs, aoff, goff,
-                  dgemm, ibuf, dbuf)
-        add_stage(o, h * (-theta * theta * u), at[10], g[10], eta_l, rows, cols, offs, aoff,
-                  goff, dgemm, ibuf, dbuf)
+        add_stage(o, h * (theta * u * u), 0, store)
+        add_stage(o, h * (-theta * theta * u), 10, store)
 
 
 @njit(cache=True)
@@ -627,10 +591,11 @@ def _block_sums(y, y_new, q1, m0, P, cnt, h, rtol, atol, e5, dd):
 
 
 @njit(cache=True)
-def error_sums(y, y_new, q1, h, at, g, eslots, ew, eta_l, rows, cols, offs, aoff, goff, rtol,
-               atol, pbuf, ubuf, vbuf, block_entries):
-    """``(e5, dd)`` of ``linear.error_sums``: ``e5 = sum ((y_new - y - h S) / sc)^2`` with
-    ``S = sum_j ew_j K_{eslots[j]}``, and ``dd = |y_new - q1|^2``."""
+def error_sums(y, y_new, q1, h, rtol, atol, store):
+    """``(e5, dd)`` of ``linear.FactoredSlots.error_sums``."""
+    at, g, eslots, ew, pbuf, ubuf, vbuf = store[2:9]
+    block_entries, eta_l = store[12], store[14][2]
+    rows, cols, offs, aoff, goff = store[15]
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
     q = eslots.shape[0]
@@ -689,9 +654,11 @@ def _inner(Ap, Aq, Gp, Gq, gram):
 
 
 @njit(cache=True)
-def slot_stiffness_sums(at, g, last, prev, eta_l, rows, cols, aoff, goff, pbuf, block_entries,
-                        gram, min_rel):
+def slot_stiffness_sums(last, prev, store):
     """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` (``linear.FactoredSlots``)."""
+    at, g, pbuf, gram, min_rel = store[2], store[3], store[6], store[9], store[10]
+    block_entries, eta_l = store[12], store[14][2]
+    rows, cols, _, aoff, goff = store[15]
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
     num = 0.0
@@ -735,8 +702,8 @@ def slot_stiffness_sums(at, g, last, prev, eta_l, rows, cols, aoff, goff, pbuf, 
 def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
     """One SSPRK(10,4) step of ``h_try`` in low-storage form (``methods.ssp.LowStorageRK``):
     ``y_new`` and the error norm (``store``: ``linear.LowStorageStages.data``)."""
-    (q1, q2, at, g, eslots, ew, pbuf, ubuf, vbuf, gram, min_rel, dgemm, ibuf, dbuf, block, sums,
-     Sxx, Syx, eta_l, rows, cols, offs, aoff, goff, WT, SW, tbuf) = store
+    q1, q2, at, g, sums = store[0], store[1], store[2], store[3], store[13]
+    Sxx, Syx, _, rows, cols, offs, _, aoff, _, goff, WT, SW, tbuf = store[14]
     n = y.shape[0]
     c6 = h_try / 6.0
     q1[:] = y
@@ -748,14 +715,12 @@ def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
         if k > 0:
             chains(q1, Sxx, Syx, rows, cols, offs, at[k], aoff, g[k], goff, WT, SW, tbuf)
         if k < 9:
-            add_stage(q1, c6, at[k], g[k], eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf, dbuf)
+            add_stage(q1, c6, k, store)
     for m in range(n):
         y_new[m] = q2[m] + q1[m] * 0.6
-    add_stage(y_new, h_try / 10.0, at[9], g[9], eta_l, rows, cols, offs, aoff, goff, dgemm, ibuf,
-              dbuf)
+    add_stage(y_new, h_try / 10.0, 9, store)
     chains(y_new, Sxx, Syx, rows, cols, offs, at[10], aoff, g[10], goff, WT, SW, tbuf)
-    e5, dd = error_sums(y, y_new, q1, h_try, at, g, eslots, ew, eta_l, rows, cols, offs, aoff,
-                        goff, rtol, atol, pbuf, ubuf, vbuf, block)
+    e5, dd = error_sums(y, y_new, q1, h_try, rtol, atol, store)
     sums[0] = dd / h_try / h_try
     return np.sqrt(e5 / n)
 
@@ -763,11 +728,8 @@ def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
 @njit(cache=True, nogil=True)
 def _ssp_stiffness(s, wd, store):
     """``(num, dd, ref)`` of the accepted step: ``|K_10 - K_9|^2``, ``|y_new - q1|^2 / h^2``."""
-    at, g, pbuf, gram, min_rel, block, sums = (store[2], store[3], store[6], store[9], store[10],
-                                               store[14], store[15])
-    rows, cols, aoff, goff = store[19], store[20], store[22], store[23]
-    num, ref_new = slot_stiffness_sums(at, g, 10, 9, store[18], rows, cols, aoff, goff, pbuf,
-                                       block, gram, min_rel)
+    sums = store[13]
+    num, ref_new = slot_stiffness_sums(10, 9, store)
     ref = sums[1]
     sums[1] = ref_new
     return num, sums[0], ref

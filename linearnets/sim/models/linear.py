@@ -601,9 +601,16 @@ def erk_ops(problem, tab, factored=None):
 
 
 class _LinearOps:
-    """What the linear ops share: the stiffness test, no stop event, ``rhs`` into ``out``."""
+    """What the linear ops share: the stiffness test, no stop event, ``rhs`` into ``out``, the
+    predictive controller (no kinks) and the loop ``advance`` on the store tuple ``data``."""
 
     detects_stiffness = True
+
+    def __init__(self, problem, advance):
+        n = problem.size
+        self.rhs_args, self._advance = numba_rhs_args(problem), advance
+        self.f0, self.out = np.empty(n), np.empty(n)
+        self.K, self.pat, self.ybuf = np.empty((1, 1)), np.zeros(0, dtype=np.bool_), np.empty(0)
 
     def stop_value(self, y):
         return None
@@ -612,12 +619,26 @@ class _LinearOps:
         lk.rhs(v, out, self.rhs_args)
         return out
 
+    def _tableau(self, tab, rtol):
+        return compiled.tableau_args(tab, rtol)
+
+    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
+        self.targs = self._tableau(tab, options.rtol)
+        self.ctl = compiled.loop_control(options, True)
+        self.wd, self.stiff = compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
+
+    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
+        return self._advance(y, self.K, y_new, th, t_target, t_out, stats, budget, self.targs,
+                             self.targs, self.ctl, self.wd, self.stiff, self.pat, self.ybuf,
+                             self.data)
+
 
 class FactoredStageOps(_LinearOps):
     """The explicit ops with rank-C factored stages (:class:`StageLayout`): the loop of
     ``make_erk_advance`` with the stage store of ``_linear_kernels`` (``factored_advance``)."""
 
     def __init__(self, problem, tab):
+        super().__init__(problem, lk.factored_advance)
         self.tab, self.s = tab, tab.n_stages
         n, D = problem.size, problem.Sxx.shape[0]
         lay = StageLayout(problem, self.s + 1)
@@ -630,41 +651,26 @@ class FactoredStageOps(_LinearOps):
                      np.empty(D * C), np.empty(D * C), np.empty(S1 * C * C),
                      np.empty(S1 * C * C), np.empty(mx * C), np.empty(3 * S1 * C * mx),
                      np.empty(3 * S1 * C * mx), np.empty(2 * (S1 * C) ** 2), np.empty(2 * C * mx))
-        self.rhs_args = numba_rhs_args(problem)
-        Sxx, Syx, eta_l = self.rhs_args[:3]
-        self.data = (Sxx, Syx, eta_l, problem.white, self.ints, self.bufs,
+        self.data = (*self.rhs_args[:3], problem.white, self.ints, self.bufs,
                      np.empty(3 * max(BLOCK_ENTRIES, mx)), BLOCK_ENTRIES, np.empty(self.s + 1))
         self.e3 = third_order_rest(tab) if tab.e3 is not None else np.zeros_like(tab.e)
-        self.f0, self.out = np.empty(n), np.empty(n)
-        self.K, self.pat, self.ybuf = np.empty((1, 1)), np.zeros(0, dtype=np.bool_), np.empty(0)
 
-    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
-        # always the predictive controller; no kinks
-        A, b, e, _, use_e3, exponent, rtol = compiled.tableau_args(tab, options.rtol)
-        self.targs = (A, b, e, self.e3, use_e3, exponent, rtol)
-        self.ctl = compiled.loop_control(options, True)
-        self.wd, self.stiff = compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
+    def _tableau(self, tab, rtol):
+        A, b, e, _, use_e3, exponent, rtol = compiled.tableau_args(tab, rtol)
+        return A, b, e, self.e3, use_e3, exponent, rtol
 
     def first(self, y):
-        Sxx, Syx, eta_l, white = self.data[:4]
-        lk.stage(y, np.zeros(1), 0, 0, Sxx, Syx, eta_l, white, self.ints, self.bufs)
-        lk.combination(np.ones(1), 1, self.f0, self.C, self.ints, self.bufs)
+        lk.stage(y, np.zeros(1), 0, 0, self.data)
+        lk.combination(np.ones(1), 1, self.f0, self.data)
         return self.f0
 
-    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
-        return lk.factored_advance(y, self.K, y_new, th, t_target, t_out, stats, budget,
-                                   self.targs, self.targs, self.ctl, self.wd, self.stiff,
-                                   self.pat, self.ybuf, self.data)
-
     def interpolate(self, theta, y, y_new, h):
-        lk.combination(h * self.tab.dense_weights(theta), self.s + 1, self.out, self.C,
-                       self.ints, self.bufs)
+        lk.combination(h * self.tab.dense_weights(theta), self.s + 1, self.out, self.data)
         np.add(self.out, y, out=self.out)
         return self.out
 
     def interpolate_many(self, thetas, y, y_new, h, batch):
-        lk.combinations(h * self.tab.dense_weights(thetas), self.s + 1, y, batch, self.C,
-                        self.ints, self.bufs)
+        lk.combinations(h * self.tab.dense_weights(thetas), self.s + 1, y, batch, self.data)
         return batch
 
     def fsal(self):
@@ -676,49 +682,32 @@ class LowStorageStages(_LinearOps):
     of ``make_erk_advance`` with the slot store of ``_linear_kernels`` (``ssp_advance``)."""
 
     def __init__(self, problem):
+        super().__init__(problem, lk.ssp_advance)
         self.problem = problem
         n = problem.size
         st = self.st = FactoredSlots(problem)
-        mx, C, q = problem.max_width, st.C, ERROR_SLOTS.size
-        self.rhs_args = args = numba_rhs_args(problem)
-        self.lay = (st.rows, st.cols, st.offs, st.aoff, st.goff)
-        self.ibuf, self.dbuf = np.zeros(8, dtype=np.int32), np.zeros(2)
+        mx, C, q, args = problem.max_width, st.C, ERROR_SLOTS.size, self.rhs_args
+        blas = (lk.DGEMM, np.zeros(8, dtype=np.int32), np.zeros(2))
         self.data = (np.empty(n), np.empty(n), st.at, st.g, ERROR_SLOTS, ERROR_WEIGHTS,
                      np.empty(2 * max(BLOCK_ENTRIES, mx)), np.empty(mx * q * C),
-                     np.empty(q * C * mx), np.empty(2 * C * C), GRAM_MIN_REL, lk.DGEMM,
-                     self.ibuf, self.dbuf, BLOCK_ENTRIES, np.zeros(2), *args[:3], *self.lay,
-                     *args[10:])
-        self.f0, self.out = np.empty(n), np.empty(n)
-        self.K, self.pat, self.ybuf = np.empty((1, 1)), np.zeros(0, dtype=np.bool_), np.empty(0)
-
-    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
-        # always the predictive controller; no kinks
-        self.targs = compiled.tableau_args(tab, options.rtol)
-        self.ctl = compiled.loop_control(options, True)
-        self.wd, self.stiff = compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
+                     np.empty(q * C * mx), np.empty(2 * C * C), GRAM_MIN_REL, blas,
+                     BLOCK_ENTRIES, np.zeros(2), args, chain_layout(problem))
 
     def first(self, y):
-        st, d = self.st, self.data
+        st = self.st
         # f(y) with slot 0 as the product buffers: the factors stay there
         lk.rhs_flat(y, self.f0, *self.rhs_args[:6], st.at[0], st.aoff, st.g[0], st.goff,
                     *self.rhs_args[10:])
-        d[15][1] = lk.slot_stiffness_sums(st.at, st.g, 0, 0, d[18], st.rows, st.cols, st.aoff,
-                                          st.goff, d[6], BLOCK_ENTRIES, d[9], GRAM_MIN_REL)[1]
+        self.data[13][1] = lk.slot_stiffness_sums(0, 0, self.data)[1]
         return self.f0
-
-    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
-        return lk.ssp_advance(y, self.K, y_new, th, t_target, t_out, stats, budget, self.targs,
-                              self.targs, self.ctl, self.wd, self.stiff, self.pat, self.ybuf,
-                              self.data)
 
     def interpolate(self, theta, y, y_new, h):
         return self.interpolate_many(np.array([theta]), y, y_new, h, self.out[None])[0]
 
     def interpolate_many(self, thetas, y, y_new, h, batch):
         """The cubic Hermite interpolant of ``methods.ssp.LowStorageRK`` (slots 0 and 10)."""
-        st = self.st
         lk.hermite_states(np.ascontiguousarray(thetas, dtype=np.float64), h, y, y_new, batch,
-                          st.at, st.g, self.data[18], *self.lay, lk.DGEMM, self.ibuf, self.dbuf)
+                          self.data)
         return batch
 
     def fsal(self):
