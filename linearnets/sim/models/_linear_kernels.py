@@ -18,7 +18,7 @@ from ..methods._rosw_kernels import make_rosw_advance
 __all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains", "rhs_flat",
            "jvp_flat", "rhs", "jvp", "stage", "combination", "combinations", "step_end",
            "stage_stiffness_sums", "stage_fsal", "gemm_acc", "add_stage", "hermite_states",
-           "error_sums", "slot_stiffness_sums", "ssp_advance", "end_to_end", "end_to_end_many",
+           "error_sums", "slot_stiffness_sums", "ssp_advance", "end_to_end",
            "balance_drift", "probe_ntk", "erk_advance", "factored_advance", "rosw_advance"]
 
 #: Largest layer (bytes) whose ``G W^T`` is formed as ``(W G^T)^T`` (docs/simulator.md).
@@ -48,14 +48,6 @@ def _bottom(buf, goff, cols, i, C):
 
 
 @njit(cache=True)
-def _add_into(out, P):
-    """``out += P`` (2-D, same shape)."""
-    for a in range(out.shape[0]):
-        for b in range(out.shape[1]):
-            out[a, b] += P[a, b]
-
-
-@njit(cache=True)
 def times_transpose(G, W, out, tbuf):
     """``out = G W^T`` (C x r) for ``G`` (C x c), ``W`` (r x c), as ``linear.times_transpose``
     (``tbuf``: scratch of ``(r + c) C`` doubles)."""
@@ -63,14 +55,10 @@ def times_transpose(G, W, out, tbuf):
     r = W.shape[0]
     if 8 * r * c <= TRANSPOSED_PRODUCT_MAX_BYTES:
         GT = tbuf[:c * C].reshape((c, C))
-        for a in range(C):
-            for i in range(c):
-                GT[i, a] = G[a, i]
+        GT[:, :] = G.T
         OT = tbuf[c * C:(c + r) * C].reshape((r, C))
         np.dot(W, GT, OT)
-        for a in range(C):
-            for i in range(r):
-                out[a, i] = OT[i, a]
+        out[:, :] = OT.T
     else:
         np.dot(G, W.T, out)
 
@@ -81,7 +69,6 @@ def chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
     ``abuf`` at ``aoff``, ``G_i`` (C x cols[i]) into ``gbuf`` at ``goff``; the rest scratch."""
     L = rows.shape[0]
     C = Syx.shape[0]
-    D = Sxx.shape[0]
     if L > 1:
         _top(abuf, aoff, rows, L - 2, C)[:, :] = _layer(y, offs, rows, cols, L - 1).T
         for i in range(L - 3, -1, -1):
@@ -91,10 +78,7 @@ def chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
     else:
         WT[:, :] = _layer(y, offs, rows, cols, 0).T
     np.dot(Sxx, WT, SW)
-    E = _bottom(gbuf, goff, cols, 0, C)
-    for a in range(C):
-        for d in range(D):
-            E[a, d] = Syx[a, d] - SW[d, a]
+    np.subtract(Syx, SW.T, _bottom(gbuf, goff, cols, 0, C))
     for i in range(1, L):
         times_transpose(_bottom(gbuf, goff, cols, i - 1, C), _layer(y, offs, rows, cols, i - 1),
                         _bottom(gbuf, goff, cols, i, C), tbuf)
@@ -111,14 +95,11 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
         dW = _layer(out, offs, rows, cols, i)
         eta = eta_l[i]
         if i == L - 1:
-            for a in range(rows[i]):
-                for d in range(cols[i]):
-                    dW[a, d] = Gi[a, d] * eta
+            np.multiply(Gi, eta, dW)
         else:
             np.dot(_top(abuf, aoff, rows, i, C), Gi, dW)
             if eta != 1.0:      # a pass over the layer: skipped at unit rates, as in numpy
-                for m in range(offs[i], offs[i + 1]):
-                    out[m] *= eta
+                np.multiply(dW, eta, dW)
 
 
 @njit(cache=True)
@@ -136,18 +117,15 @@ def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, da
             np.dot(_layer(y, offs, rows, cols, i + 1).T, _top(dabuf, aoff, rows, i + 1, C), dAi)
             P = pbuf[:rows[i] * C].reshape((rows[i], C))
             np.dot(_layer(v, offs, rows, cols, i + 1).T, _top(abuf, aoff, rows, i + 1, C), P)
-            _add_into(dAi, P)
+            np.add(dAi, P, dAi)
         np.dot(_layer(y, offs, rows, cols, 0).T, _top(dabuf, aoff, rows, 0, C), dWT)
         P = pbuf[:D * C].reshape((D, C))
         np.dot(_layer(v, offs, rows, cols, 0).T, _top(abuf, aoff, rows, 0, C), P)
-        _add_into(dWT, P)
+        np.add(dWT, P, dWT)
     else:
         dWT[:, :] = _layer(v, offs, rows, cols, 0).T
     np.dot(Sxx, dWT, dSW)
-    dE = _bottom(dgbuf, goff, cols, 0, C)
-    for a in range(C):
-        for d in range(D):
-            dE[a, d] = -dSW[d, a]
+    np.negative(dSW.T, _bottom(dgbuf, goff, cols, 0, C))
     for i in range(1, L):
         dGi = _bottom(dgbuf, goff, cols, i, C)
         times_transpose(_bottom(dgbuf, goff, cols, i - 1, C), _layer(y, offs, rows, cols, i - 1),
@@ -155,7 +133,7 @@ def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, da
         P = pbuf[:C * cols[i]].reshape((C, cols[i]))
         times_transpose(_bottom(gbuf, goff, cols, i - 1, C), _layer(v, offs, rows, cols, i - 1),
                         P, tbuf)
-        _add_into(dGi, P)
+        np.add(dGi, P, dGi)
     for i in range(L):
         dW = _layer(out, offs, rows, cols, i)
         dGi = _bottom(dgbuf, goff, cols, i, C)
@@ -165,7 +143,7 @@ def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, da
             np.dot(_top(dabuf, aoff, rows, i, C), _bottom(gbuf, goff, cols, i, C), dW)
             P = pbuf[:rows[i] * cols[i]].reshape((rows[i], cols[i]))
             np.dot(_top(abuf, aoff, rows, i, C), dGi, P)
-            _add_into(dW, P)
+            np.add(dW, P, dW)
         if eta_l[i] != 1.0:
             dW *= eta_l[i]
 
@@ -214,7 +192,7 @@ def _apply(l, X, out, k, w, y, right, store):
     width = r if right else c
     T = tmp[:C * width].reshape((C, width))
     np.dot(M, U if right else V, T)
-    _add_into(out, T)
+    np.add(out, T, out)
 
 
 @njit(cache=True)
@@ -743,29 +721,23 @@ def _ssp_fsal(s, store):
 
 # --- observations --------------------------------------------------------------------------
 @njit(cache=True)
-def end_to_end(y, rows, cols, offs, out, buf):
-    """``out = W_L ... W_1`` (C x D) of ``y``, as ``linear.end_to_end_flat``."""
+def end_to_end(Ys, rows, cols, offs, out, buf):
+    """``out[k] = W_L ... W_1`` (C x D) of each row of ``Ys``, as ``linear.end_to_end_flat``."""
     L = rows.shape[0]
-    if L == 1:
-        out[:, :] = _layer(y, offs, rows, cols, 0)
-        return
     C = rows[L - 1]
     half = buf.shape[0] // 2
-    cur = _layer(y, offs, rows, cols, L - 1)
-    slot = 0
-    for i in range(L - 2, 0, -1):
-        nxt = buf[slot * half:slot * half + C * cols[i]].reshape((C, cols[i]))
-        np.dot(cur, _layer(y, offs, rows, cols, i), nxt)
-        cur = nxt
-        slot = 1 - slot
-    np.dot(cur, _layer(y, offs, rows, cols, 0), out)
-
-
-@njit(cache=True)
-def end_to_end_many(Ys, rows, cols, offs, out, buf):
-    """:func:`end_to_end` of each row of ``Ys`` (m, n) into ``out[i]`` (C x D)."""
-    for i in range(Ys.shape[0]):
-        end_to_end(Ys[i], rows, cols, offs, out[i], buf)
+    for k in range(Ys.shape[0]):
+        if L == 1:
+            out[k] = _layer(Ys[k], offs, rows, cols, 0)
+            continue
+        cur = _layer(Ys[k], offs, rows, cols, L - 1)
+        slot = 0
+        for i in range(L - 2, 0, -1):
+            nxt = buf[slot * half:slot * half + C * cols[i]].reshape((C, cols[i]))
+            np.dot(cur, _layer(Ys[k], offs, rows, cols, i), nxt)
+            cur = nxt
+            slot = 1 - slot
+        np.dot(cur, _layer(Ys[k], offs, rows, cols, 0), out[k])
 
 
 @njit(cache=True)

@@ -978,14 +978,11 @@ class LinearNetNumba(LinearNet):
         return "erk", erk_ops(p, tab)
 
     def end_to_end(self, y):
-        out = np.empty(self.problem.Syx.shape)
-        lk.end_to_end(np.ascontiguousarray(y, dtype=np.float64), *self._lay, out, self._buf)
-        return self._mapped(out)
+        return self.end_to_end_many(np.asarray(y)[None])[0]
 
     def end_to_end_many(self, Ys):
         out = np.empty((Ys.shape[0],) + self.problem.Syx.shape)
-        lk.end_to_end_many(np.ascontiguousarray(Ys, dtype=np.float64), *self._lay, out,
-                           self._buf)
+        lk.end_to_end(np.ascontiguousarray(Ys, dtype=np.float64), *self._lay, out, self._buf)
         return self._mapped(out)
 
     def conservation(self, y, first):
