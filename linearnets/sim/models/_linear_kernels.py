@@ -16,7 +16,7 @@ from ..methods._erk_kernels import error_norm, make_erk_advance, sumsq
 from ..methods._rosw_kernels import make_rosw_advance
 
 __all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains", "rhs_flat",
-           "jvp_flat", "rhs", "jvp", "stage", "combination", "combinations", "step_end",
+           "jvp_flat", "rhs", "jvp", "stage", "combinations", "step_end",
            "stage_stiffness_sums", "stage_fsal", "gemm_acc", "add_stage", "hermite_states",
            "error_sums", "slot_stiffness_sums", "ssp_advance", "end_to_end",
            "balance_drift", "probe_ntk", "erk_advance", "factored_advance", "rosw_advance"]
@@ -49,8 +49,7 @@ def _bottom(buf, goff, cols, i, C):
 
 @njit(cache=True)
 def times_transpose(G, W, out, tbuf):
-    """``out = G W^T`` (C x r) for ``G`` (C x c), ``W`` (r x c), as ``linear.times_transpose``
-    (``tbuf``: scratch of ``(r + c) C`` doubles)."""
+    """``out = G W^T`` (C x r) for ``G`` (C x c), ``W`` (r x c), as ``linear.times_transpose``."""
     C, c = G.shape
     r = W.shape[0]
     if 8 * r * c <= TRANSPOSED_PRODUCT_MAX_BYTES:
@@ -105,8 +104,7 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
 @njit(cache=True)
 def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, dabuf, dgbuf,
              dWT, dSW, tbuf, pbuf):
-    """``out = J(y) v`` (n,) from the products of ``y`` in ``abuf``/``gbuf`` (as
-    :func:`rhs_flat` leaves them), the equations of ``linear.LinearNet.linearize``."""
+    """``out = J(y) v`` from the products of ``y`` in ``abuf``, ``gbuf`` (``linearize``)."""
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
     D = Sxx.shape[0]
@@ -258,13 +256,10 @@ def stage(y, w, k, slot, store):
 
 @njit(cache=True)
 def _gather(l, w, k, which, store):
-    """Layer l's slots with a nonzero weight, ``U^T w`` and ``V``, into area ``which``; q."""
+    """Layer l's slots with a nonzero weight into area ``which``: ``(U^T w, V)`` views."""
     C, r, c = store[1].shape[0], store[4][0][l], store[4][1][l]
     usbuf, vgbuf = store[5][11], store[5][12]
-    q = 0
-    for j in range(k):
-        if w[j] != 0.0:
-            q += C
+    q = C * np.count_nonzero(w[:k])
     ubase = which * (usbuf.shape[0] // 3)
     vbase = which * (vgbuf.shape[0] // 3)
     Ust = usbuf[ubase:ubase + r * q].reshape((r, q))
@@ -279,44 +274,32 @@ def _gather(l, w, k, which, store):
             for i in range(c):
                 Vg[q2, i] = V[row, i]
             q2 += 1
-    return q
+    return Ust, Vg
 
 
 @njit(cache=True)
-def _block_product(l, which, q, i0, i1, out, store):
-    """``out = (U^T w)[i0:i1] V`` from work area ``which`` (out: (i1 - i0) x N_{l-1})."""
-    usbuf, vgbuf, c = store[5][11], store[5][12], store[4][1][l]
-    if q == 0:
+def _block_product(g, i0, i1, out):
+    """``out = (U^T w)[i0:i1] V`` of gathered factors ``g = (U^T w, V)``."""
+    if g[1].shape[0] == 0:
         out[:, :] = 0.0
-        return
-    ubase = which * (usbuf.shape[0] // 3)
-    vbase = which * (vgbuf.shape[0] // 3)
-    np.dot(usbuf[ubase + i0 * q:ubase + i1 * q].reshape((i1 - i0, q)),
-           vgbuf[vbase:vbase + q * c].reshape((q, c)), out)
+    else:
+        np.dot(g[0][i0:i1], g[1], out)
 
 
 @njit(cache=True)
-def combination(w, k, out, store):
-    """``out = sum_{j<k} w_j K_j`` as a dense flat vector (n,)."""
+def combinations(W, k, out, store):
+    """``out[i] = sum_{j<k} W[i, j] K_j`` as a dense flat vector for each row i of ``W``."""
     rows, cols, offs, factored, _, _, kdoff = store[4][:7]
-    for l in range(rows.shape[0]):
-        r, c = rows[l], cols[l]
-        if factored[l] != 0:
-            q = _gather(l, w, k, 0, store)
-            _block_product(l, 0, q, 0, r, out[offs[l]:offs[l + 1]].reshape((r, c)), store)
-        else:
-            for m in range(r * c):
-                out[offs[l] + m] = _dense_sum(store[5][2], kdoff[l], r * c, w, k, m)
-
-
-@njit(cache=True)
-def combinations(W, k, y, out, store):
-    """``out[i] = y + sum_{j<k} W[i, j] K_j`` for each row i of ``W`` (m, >= k)."""
     for i in range(W.shape[0]):
-        o = out[i]
-        combination(W[i], k, o, store)
-        for m in range(y.shape[0]):
-            o[m] = o[m] + y[m]
+        w, o = W[i], out[i]
+        for l in range(rows.shape[0]):
+            r, c = rows[l], cols[l]
+            if factored[l] != 0:
+                g = _gather(l, w, k, 0, store)
+                _block_product(g, 0, r, o[offs[l]:offs[l + 1]].reshape((r, c)))
+            else:
+                for m in range(r * c):
+                    o[offs[l] + m] = _dense_sum(store[5][2], kdoff[l], r * c, w, k, m)
 
 
 @njit(cache=True)
@@ -347,21 +330,21 @@ def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, store):
     nb = pbuf.shape[0] // 3
     for l in range(rows.shape[0]):
         r, c = rows[l], cols[l]
-        qb = qe = q3 = 0
+        gb = ge = g3 = _gather(l, wb, 0, 0, store)    # empty: unused on a dense layer
         if factored[l] != 0:
-            qb = _gather(l, wb, wb.shape[0], 0, store)
-            qe = _gather(l, we, we.shape[0], 1, store)
-            q3 = _gather(l, we3, we3.shape[0], 2, store) if use_e3 else 0
+            gb = _gather(l, wb, wb.shape[0], 0, store)
+            ge = _gather(l, we, we.shape[0], 1, store)
+            g3 = _gather(l, we3, we3.shape[0], 2, store) if use_e3 else gb
         rb = max(1, block_entries // c)
         for i0 in range(0, r, rb):
             i1 = min(r, i0 + rb)
             size = (i1 - i0) * c
             pb, pe, p3 = pbuf[:size], pbuf[nb:nb + size], pbuf[2 * nb:2 * nb + size]
             if factored[l] != 0:
-                _block_product(l, 0, qb, i0, i1, pb.reshape((i1 - i0, c)), store)
-                _block_product(l, 1, qe, i0, i1, pe.reshape((i1 - i0, c)), store)
+                _block_product(gb, i0, i1, pb.reshape((i1 - i0, c)))
+                _block_product(ge, i0, i1, pe.reshape((i1 - i0, c)))
                 if use_e3:
-                    _block_product(l, 2, q3, i0, i1, p3.reshape((i1 - i0, c)), store)
+                    _block_product(g3, i0, i1, p3.reshape((i1 - i0, c)))
             else:
                 for m in range(size):
                     x = i0 * c + m
@@ -376,19 +359,13 @@ def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, store):
 
 
 @njit(cache=True)
-def _gram_pair(X, Y, bufs):
-    """``(X X^T, Y Y^T)`` into the ``gram`` buffer, each a product with a copied transpose."""
-    usbuf, gram = bufs[11], bufs[13]
-    q, r = X.shape
-    c = Y.shape[1]
+def _gram_pair(X, Y, gram):
+    """``(X X^T, Y Y^T)`` into the buffer ``gram``."""
+    q = X.shape[0]
     GX = gram[:q * q].reshape((q, q))
     GY = gram[q * q:2 * q * q].reshape((q, q))
-    Xt = usbuf[:r * q].reshape((r, q))
-    Xt[:, :] = X.T
-    np.dot(X, Xt, GX)
-    Yt = usbuf[:c * q].reshape((c, q))
-    Yt[:, :] = Y.T
-    np.dot(Y, Yt, GY)
+    np.dot(X, X.T, GX)
+    np.dot(Y, Y.T, GY)
     return GX, GY
 
 
@@ -416,18 +393,14 @@ def stage_stiffness_sums(s, wd, store):
         r, c = rows[l], cols[l]
         if factored[l] != 0:
             U, V = _factors(l, s + 1, store)
-            GU, GV = _gram_pair(U[:s * C], V[:s * C], bufs)
+            GU, GV = _gram_pair(U[:s * C], V[:s * C], bufs[13])
             ref += _gram_form(GU, GV, signs[1:], C, C)
             sd = 0.0        # the floor of linear._gram_rounding
             for j in range(s):
-                du = 0.0
-                dv = 0.0
-                for p in range(j * C, (j + 1) * C):
-                    du += GU[p, p]
-                    dv += GV[p, p]
-                sd += abs(wd[j]) * np.sqrt(du * dv)
+                b = slice(j * C, (j + 1) * C)
+                sd += abs(wd[j]) * np.sqrt(np.trace(GU[b, b]) * np.trace(GV[b, b]))
             dd += max(_gram_form(GU, GV, wd, s * C, C), (r + c + s * C) * eps * (sd * sd))
-            GU, GV = _gram_pair(U[(s - 1) * C:], V[(s - 1) * C:], bufs)
+            GU, GV = _gram_pair(U[(s - 1) * C:], V[(s - 1) * C:], bufs[13])
             num += _gram_form(GU, GV, signs, 2 * C, C)
             continue
         size = r * c
@@ -457,8 +430,7 @@ def stage_fsal(s, store):
 
 @njit(cache=True, nogil=True)
 def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
-    """One attempted step of ``h_try`` on factored stages: the stages, ``y_new`` and the error
-    norm (``store``: ``linear.FactoredStageOps.data``)."""
+    """One step of ``h_try`` on factored stages: ``y_new`` and its error norm."""
     wtmp = store[8]
     s = b.shape[0]
     for i in range(1, s + 1):
@@ -525,47 +497,16 @@ def hermite_states(thetas, h, y, y_new, out, store):
 @njit(cache=True)
 def _block_sums(y, y_new, q1, m0, P, cnt, h, rtol, atol, e5, dd):
     """Add one block's scaled error squares and ``(y_new - q1)^2`` to ``e5``, ``dd``."""
-    a0 = a1 = a2 = a3 = 0.0
-    d0 = d1 = d2 = d3 = 0.0
-    main = cnt - cnt % 4
-    for m in range(0, main, 4):
-        x = m0 + m
-        sc = atol + rtol * max(abs(y[x]), abs(y_new[x]))
-        e = ((y_new[x] - y[x]) - h * P[m]) / sc
-        a0 += e * e
-        v = y_new[x] - q1[x]
-        d0 += v * v
-        sc = atol + rtol * max(abs(y[x + 1]), abs(y_new[x + 1]))
-        e = ((y_new[x + 1] - y[x + 1]) - h * P[m + 1]) / sc
-        a1 += e * e
-        v = y_new[x + 1] - q1[x + 1]
-        d1 += v * v
-        sc = atol + rtol * max(abs(y[x + 2]), abs(y_new[x + 2]))
-        e = ((y_new[x + 2] - y[x + 2]) - h * P[m + 2]) / sc
-        a2 += e * e
-        v = y_new[x + 2] - q1[x + 2]
-        d2 += v * v
-        sc = atol + rtol * max(abs(y[x + 3]), abs(y_new[x + 3]))
-        e = ((y_new[x + 3] - y[x + 3]) - h * P[m + 3]) / sc
-        a3 += e * e
-        v = y_new[x + 3] - q1[x + 3]
-        d3 += v * v
-    for m in range(main, cnt):
+    a = np.zeros(4)
+    d = np.zeros(4)
+    for m in range(cnt):
         x = m0 + m
         sc = atol + rtol * max(abs(y[x]), abs(y_new[x]))
         e = ((y_new[x] - y[x]) - h * P[m]) / sc
         v = y_new[x] - q1[x]
-        j = m - main
-        if j == 0:
-            a0 += e * e
-            d0 += v * v
-        elif j == 1:
-            a1 += e * e
-            d1 += v * v
-        else:
-            a2 += e * e
-            d2 += v * v
-    return e5 + ((a0 + a1) + (a2 + a3)), dd + ((d0 + d1) + (d2 + d3))
+        a[m % 4] += e * e
+        d[m % 4] += v * v
+    return e5 + ((a[0] + a[1]) + (a[2] + a[3])), dd + ((d[0] + d[1]) + (d[2] + d[3]))
 
 
 @njit(cache=True)
@@ -580,8 +521,7 @@ def error_sums(y, y_new, q1, h, rtol, atol, store):
     e5 = 0.0
     dd = 0.0
     for i in range(L):
-        r = rows[i]
-        cl = cols[i]
+        r, cl = rows[i], cols[i]
         if i == L - 1:
             pbuf[:r * cl] = 0.0
             for j in range(q):
@@ -595,7 +535,7 @@ def error_sums(y, y_new, q1, h, rtol, atol, store):
         V = vbuf[:q * C * cl].reshape((q * C, cl))
         for j in range(q):
             w = ew[j] * eta_l[i]
-            U[:, j * C:(j + 1) * C] = _top(at[eslots[j]], aoff, rows, i, C) * w
+            np.multiply(_top(at[eslots[j]], aoff, rows, i, C), w, U[:, j * C:(j + 1) * C])
             V[j * C:(j + 1) * C, :] = _bottom(g[eslots[j]], goff, cols, i, C)
         rb = max(1, block_entries // cl)
         for i0 in range(0, r, rb):
@@ -608,8 +548,8 @@ def error_sums(y, y_new, q1, h, rtol, atol, store):
 
 
 @njit(cache=True)
-def _diff_lanes(x1, x2, cnt, eta):
-    """``(sum (eta x1 - eta x2)^2, sum (eta x1)^2)`` over ``cnt`` entries, in four lanes."""
+def _diff_lanes(x1, x2, cnt, eta, num, ref):
+    """Add ``sum (eta x1 - eta x2)^2``, ``sum (eta x1)^2`` (``cnt`` entries) to num, ref."""
     n = np.zeros(4)
     r = np.zeros(4)
     for m in range(cnt):
@@ -617,7 +557,7 @@ def _diff_lanes(x1, x2, cnt, eta):
         d = k - eta * x2[m]
         n[m % 4] += d * d
         r[m % 4] += k * k
-    return (n[0] + n[1]) + (n[2] + n[3]), (r[0] + r[1]) + (r[2] + r[3])
+    return num + ((n[0] + n[1]) + (n[2] + n[3])), ref + ((r[0] + r[1]) + (r[2] + r[3]))
 
 
 @njit(cache=True)
@@ -642,14 +582,10 @@ def slot_stiffness_sums(last, prev, store):
     num = 0.0
     ref = 0.0
     for i in range(L):
-        r = rows[i]
-        cl = cols[i]
-        eta = eta_l[i]
+        r, cl, eta = rows[i], cols[i], eta_l[i]
         if i == L - 1:
-            a_num, a_ref = _diff_lanes(g[last][goff[i]:goff[i + 1]], g[prev][goff[i]:goff[i + 1]],
-                                       C * cl, eta)
-            num += a_num
-            ref += a_ref
+            num, ref = _diff_lanes(g[last][goff[i]:goff[i + 1]], g[prev][goff[i]:goff[i + 1]],
+                                   C * cl, eta, num, ref)
             continue
         A1, G1 = _top(at[last], aoff, rows, i, C), _bottom(g[last], goff, cols, i, C)
         A2, G2 = _top(at[prev], aoff, rows, i, C), _bottom(g[prev], goff, cols, i, C)
@@ -670,16 +606,13 @@ def slot_stiffness_sums(last, prev, store):
             cnt = (i1 - i0) * cl
             np.dot(A1[i0:i1], G1, pbuf[:cnt].reshape((i1 - i0, cl)))
             np.dot(A2[i0:i1], G2, pbuf[half:half + cnt].reshape((i1 - i0, cl)))
-            a_num, a_ref = _diff_lanes(pbuf[:cnt], pbuf[half:half + cnt], cnt, eta)
-            num += a_num
-            ref += a_ref
+            num, ref = _diff_lanes(pbuf[:cnt], pbuf[half:half + cnt], cnt, eta, num, ref)
     return num, ref
 
 
 @njit(cache=True, nogil=True)
 def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
-    """One SSPRK(10,4) step of ``h_try`` in low-storage form (``methods.ssp.LowStorageRK``):
-    ``y_new`` and the error norm (``store``: ``linear.LowStorageStages.data``)."""
+    """One SSPRK(10,4) step of ``h_try`` in low-storage form: ``y_new`` and its error norm."""
     q1, q2, at, g, sums = store[0], store[1], store[2], store[3], store[13]
     Sxx, Syx, _, rows, cols, offs, _, aoff, _, goff, WT, SW, tbuf = store[14]
     n = y.shape[0]
@@ -721,11 +654,12 @@ def _ssp_fsal(s, store):
 
 # --- observations --------------------------------------------------------------------------
 @njit(cache=True)
-def end_to_end(Ys, rows, cols, offs, out, buf):
+def end_to_end(Ys, rows, cols, offs, out):
     """``out[k] = W_L ... W_1`` (C x D) of each row of ``Ys``, as ``linear.end_to_end_flat``."""
     L = rows.shape[0]
     C = rows[L - 1]
-    half = buf.shape[0] // 2
+    half = C * cols.max()
+    buf = np.empty(2 * half)
     for k in range(Ys.shape[0]):
         if L == 1:
             out[k] = _layer(Ys[k], offs, rows, cols, 0)
@@ -764,12 +698,14 @@ def balance_drift(y, rows, cols, offs, gram, gram0, goffs, first, tmp):
 
 
 @njit(cache=True)
-def probe_ntk(y, rows, cols, offs, Xp, out, abuf, tt, hbuf, hh):
+def probe_ntk(y, rows, cols, offs, Xp, out):
     """``out`` (Q, Q, C, C) = ``sum_l (H_l H_l^T) (x) (A_l A_l^T)``, the empirical NTK of ``y``
     on the probe inputs ``Xp`` (Q, D), as ``linear.linear_ntk``."""
     L = rows.shape[0]
     C = rows[L - 1]
     Q = Xp.shape[0]
+    abuf, hbuf = np.empty(2 * C * cols.max()), np.empty(2 * Q * cols.max())
+    tt, hh = np.empty((L, C, C)), np.empty((Q, Q))
     tt[L - 1] = np.eye(C)
     if L > 1:
         half = abuf.shape[0] // 2
@@ -819,8 +755,7 @@ def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ct
 @njit(cache=True, nogil=True)
 def factored_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd, stiff,
                      pat, ybuf, data):
-    """The same loop on rank-C factored stages (``data``: the store tuple of
-    :func:`_store_attempt`; ``K`` unused)."""
+    """The same loop on rank-C factored stages (``data``: their store, ``K`` unused)."""
     return _factored_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
                           stiff, pat, ybuf, data)
 
@@ -828,8 +763,7 @@ def factored_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, lo
 @njit(cache=True, nogil=True)
 def ssp_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd, stiff, pat,
                 ybuf, data):
-    """The same loop on SSPRK104's factored slots in low-storage form (``data``: the store
-    tuple of :func:`_ssp_attempt`; ``K`` unused)."""
+    """The same loop on SSPRK104's factored slots (``data``: their store, ``K`` unused)."""
     return _ssp_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
                      stiff, pat, ybuf, data)
 

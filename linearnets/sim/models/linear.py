@@ -7,8 +7,7 @@ docs/simulator.md ("The linear network") derives the options' map and the factor
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.linalg import qr
@@ -46,7 +45,6 @@ GRAM_MIN_REL = 1e-9
 #: and the slots: K_0 .. K_9 of the step, slot 10 for f(y_new).
 ERROR_SLOTS = SSPRK104_LOW_STORAGE.error_slots
 ERROR_WEIGHTS = SSPRK104_LOW_STORAGE.error_weights
-N_SLOTS = SSPRK104_LOW_STORAGE.stages + 1
 _EPS = float(np.finfo(np.float64).eps)
 
 
@@ -113,9 +111,8 @@ class FlowProblem:
     def __post_init__(self):
         object.__setattr__(self, "_summary", [])
         object.__setattr__(self, "offsets", layer_offsets(self.shapes))
-        D = self.Sxx.shape[0]
         object.__setattr__(self, "white",
-                           bool(np.max(np.abs(self.Sxx - np.eye(D))) <= WHITE_TOL))
+                           bool(np.max(np.abs(self.Sxx - np.eye(len(self.Sxx)))) <= WHITE_TOL))
 
     @property
     def size(self) -> int:
@@ -131,9 +128,8 @@ class FlowProblem:
         return int(self.X.shape[0])
 
     def loss_summary(self):
-        """``(R, Z, res0)`` of ``[X | Y] = Q [[R, Z], [0, R_yy]]``, ``res0 = |R_yy|^2`` (the
-        part of Y outside the span of X), without forming Q: one QR of the samples
-        (``2 P (D + C)^2`` FLOPs), on first use."""
+        """``(R, Z, res0)`` of ``[X | Y] = Q [[R, Z], [0, R_yy]]``, ``res0 = |R_yy|^2``, from
+        one QR of the samples without forming Q (``2 P (D + C)^2`` FLOPs), on first use."""
         if not self._summary:
             P, D = self.X.shape
             Rxy = qr(np.hstack((self.X, self.Y)), mode="raw", overwrite_a=True,
@@ -220,9 +216,8 @@ def end_to_end_flat(y, shapes, offsets=None):
 
 
 def loss_from_end_to_end(W, problem):
-    """Training loss ``(1/2P) |Y - X W^T|^2`` for end-to-end maps ``W`` (..., C, D), without
-    the cancellation of ``tr Syy - 2 <W, Syx> + <W Sxx, W>``: from the residual (``2 P D C``
-    FLOPs a map) for a few maps, else from the thin-QR summary (``O(K D C)`` a map)."""
+    """Training loss ``(1/2P) |Y - X W^T|^2`` for end-to-end maps ``W`` (..., C, D): from the
+    residual for a few maps, else from the thin-QR summary (``O(K D C)`` a map)."""
     W = np.asarray(W)
     C, D = W.shape[-2:]
     maps = int(np.prod(W.shape[:-2], dtype=np.int64))
@@ -239,8 +234,7 @@ def loss_from_end_to_end(W, problem):
 
 def chain_layout(problem):
     """``(rows, cols, offs, aoff, goff)`` (int64): layer shapes, their offsets in the flat
-    state, and those of ``A_i^T`` (rows[i] x C) and ``G_i`` (C x cols[i]) in flat buffers
-    (``_linear_kernels.chains``)."""
+    state, and those of ``A_i^T`` and ``G_i`` in the buffers of ``_linear_kernels.chains``."""
     C = problem.Syx.shape[0]
     rows = np.array([r for r, _ in problem.shapes], dtype=np.int64)
     cols = np.array([c for _, c in problem.shapes], dtype=np.int64)
@@ -276,14 +270,11 @@ class StageLayout:
         self.utoff = cum([n_slots * C * r if f else 0 for f, (r, _) in zip(fac, shapes)])
         self.vsoff = cum([n_slots * C * c if f else 0 for f, (_, c) in zip(fac, shapes)])
         self.kdoff = cum([0 if f else n_slots * r * c for f, (r, c) in zip(fac, shapes)])
-        self.max_dim = problem.max_width
 
 
 def worth_factoring(problem, n_stages):
     """Whether any layer's stages are stored in factored form (:class:`StageLayout`)."""
-    C = problem.Syx.shape[0]
-    return any(l < len(problem.shapes) - 1 and min(r, c) > (n_stages + 1) * C
-               for l, (r, c) in enumerate(problem.shapes))
+    return bool(StageLayout(problem, n_stages + 1).factored.any())
 
 
 def factored_is_faster(problem):
@@ -291,11 +282,6 @@ def factored_is_faster(problem):
     state over ``LOWSTORAGE_MAX_BYTES`` with layers worth factoring."""
     return (8 * problem.size > LOWSTORAGE_MAX_BYTES
             and worth_factoring(problem, SSPRK104.n_stages))
-
-
-def block_rows(cols):
-    """Rows of a layer with ``cols`` columns processed per block by a step end."""
-    return max(1, BLOCK_ENTRIES // cols)
 
 
 class FactoredStages:
@@ -310,17 +296,13 @@ class FactoredStages:
         self.kd = [None if f else np.empty((S1, r * c))
                    for f, r, c in zip(lay.factored, lay.rows, lay.cols)]
 
-    def _weights(self, w):
-        return np.repeat(w, self.lay.C)   # one weight per row of a stacked factor block
-
     def stage(self, y, w, slot):
-        """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)``, ``k = len(w)``,
-        the stage weights entering through C-row blocks (module docstring)."""
+        """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)``, ``k = len(w)``."""
         lay, p = self.lay, self.p
         L, C = lay.L, lay.C
         k = w.size
         Ws = unpack(y, p.shapes, p.offsets)
-        wr = self._weights(w)
+        wr = np.repeat(w, C)          # one weight per row of a stacked factor block
         Wst = [None] * L
         for l in range(L):
             if not lay.factored[l]:
@@ -362,7 +344,7 @@ class FactoredStages:
         """Layer l's slots with a nonzero weight: ``U^T`` scaled by w (N_l x q), V (q x N_{l-1})."""
         C = self.lay.C
         k = w.size
-        wr = self._weights(w)
+        wr = np.repeat(w, C)
         keep = wr != 0.0
         Ust = np.ascontiguousarray((self.ut[l][:k * C][keep] * wr[keep][:, None]).T)
         return Ust, np.ascontiguousarray(self.vs[l][:k * C][keep])
@@ -390,7 +372,7 @@ class FactoredStages:
             if lay.factored[l]:
                 gb, ge = self._gathered(l, wb), self._gathered(l, we)
                 g3 = self._gathered(l, we3) if we3 is not None else None
-                rb = block_rows(c)
+                rb = max(1, BLOCK_ENTRIES // c)
                 for i0 in range(0, r, rb):
                     i1 = min(r, i0 + rb)
                     sl = slice(i0 * c, i1 * c)
@@ -409,8 +391,7 @@ class FactoredStages:
         factored layer's from Gram matrices, ``dd`` floored at :func:`_gram_rounding`."""
         lay = self.lay
         C = lay.C
-        wr = self._weights(wd)
-        sg = self._weights(np.array([-1.0, 1.0]))
+        wr, sg = np.repeat(wd, C), np.repeat([-1.0, 1.0], C)
         num = dd = ref = 0.0
         for l in range(lay.L):
             if lay.factored[l]:
@@ -443,10 +424,8 @@ def _gram_rounding(GU, GV, wd, s, C, width):
     """``(width + sC) eps (sum_j |wd_j| |U_j| |V_j|)^2``, the rounding of a Gram ``dd``."""
     sd = 0.0
     for j in range(s):
-        a = j * C
-        du = float(np.sum(np.diagonal(GU)[a:a + C]))
-        dv = float(np.sum(np.diagonal(GV)[a:a + C]))
-        sd += abs(wd[j]) * np.sqrt(du * dv)
+        b = slice(j * C, (j + 1) * C)
+        sd += abs(wd[j]) * np.sqrt(np.trace(GU[b, b]) * np.trace(GV[b, b]))
     return (width + s * C) * _EPS * (sd * sd)
 
 
@@ -493,16 +472,16 @@ def _gram_sums(A1, G1, A2, G2, eta):
     return None
 
 
-def _diff_sums(x1, x2, eta):
+def _diff_sums(x1, x2, eta, num, ref):
     k1 = eta * x1
-    return sumsq(k1 - eta * x2), sumsq(k1)
+    return num + sumsq(k1 - eta * x2), ref + sumsq(k1)
 
 
 class FactoredSlots:
     """The slot store of ``methods.ssp.LowStorageRK`` on the linear ``problem``: slot k holds
     ``A_i^T`` in ``at[k]`` and ``G_i`` in ``g[k]``, ``K_k = eta_i A_i^T G_i`` per layer."""
 
-    def __init__(self, problem, n_slots=N_SLOTS):
+    def __init__(self, problem, n_slots=SSPRK104_LOW_STORAGE.stages + 1):
         self.problem = problem
         self.C, self.L, self.eta_l = problem.Syx.shape[0], len(problem.shapes), problem.eta_l
         self.rows, self.cols, self.offs, self.aoff, self.goff = chain_layout(problem)
@@ -553,7 +532,7 @@ class FactoredSlots:
                 rb, U = r, None
                 V = sum(w * self.G(k, i) for k, w in zip(ERROR_SLOTS, ws))
             else:
-                rb = block_rows(cl)
+                rb = max(1, BLOCK_ENTRIES // cl)
                 U = np.hstack([self.A(k, i) * w for k, w in zip(ERROR_SLOTS, ws)])  # N_i x 4C
                 V = np.vstack([self.G(k, i) for k in ERROR_SLOTS])                  # 4C x N_{i-1}
             for i0 in range(0, r, rb):
@@ -572,27 +551,25 @@ class FactoredSlots:
         for i in range(self.L):
             eta = self.eta_l[i]
             if i == self.L - 1:
-                a, b = _diff_sums(self.G(last, i).ravel(), self.G(prev, i).ravel(), eta)
-                num, ref = num + a, ref + b
+                num, ref = _diff_sums(self.G(last, i).ravel(), self.G(prev, i).ravel(), eta,
+                                      num, ref)
                 continue
             A1, G1, A2, G2 = self.A(last, i), self.G(last, i), self.A(prev, i), self.G(prev, i)
             gram = _gram_sums(A1, G1, A2, G2, eta)
             if gram is not None:
                 num, ref = num + gram[0], ref + gram[1]
                 continue
-            rb = block_rows(int(self.cols[i]))
+            rb = max(1, BLOCK_ENTRIES // int(self.cols[i]))
             for i0 in range(0, int(self.rows[i]), rb):
-                a, b = _diff_sums((A1[i0:i0 + rb] @ G1).ravel(), (A2[i0:i0 + rb] @ G2).ravel(),
-                                  eta)
-                num, ref = num + a, ref + b
+                num, ref = _diff_sums((A1[i0:i0 + rb] @ G1).ravel(),
+                                      (A2[i0:i0 + rb] @ G2).ravel(), eta, num, ref)
         return num, ref
 
 
 # --- the operations of the compiled runners (methods/compiled.py) ---------------------------
 def erk_ops(problem, tab, factored=None):
-    """The explicit ops of ``tab`` on the linear ``problem``: :class:`FactoredStageOps` where a
-    layer's stages are worth factoring (``factored`` True or False forces the choice), else
-    ``methods.compiled.DenseStages`` on ``_linear_kernels.erk_advance``."""
+    """The explicit ops of ``tab``: :class:`FactoredStageOps` where a layer's stages are worth
+    factoring (``factored`` True or False forces the choice), else dense stages."""
     if factored is None:
         factored = worth_factoring(problem, tab.n_stages)
     if factored:
@@ -632,6 +609,9 @@ class _LinearOps:
                              self.targs, self.ctl, self.wd, self.stiff, self.pat, self.ybuf,
                              self.data)
 
+    def interpolate(self, theta, y, y_new, h):
+        return self.interpolate_many(np.array([theta]), y, y_new, h, self.out[None])[0]
+
 
 class FactoredStageOps(_LinearOps):
     """The explicit ops with rank-C factored stages (:class:`StageLayout`): the loop of
@@ -642,16 +622,15 @@ class FactoredStageOps(_LinearOps):
         self.tab, self.s = tab, tab.n_stages
         n, D = problem.size, problem.Sxx.shape[0]
         lay = StageLayout(problem, self.s + 1)
-        C = self.C = lay.C
-        self.ints = (lay.rows, lay.cols, lay.offs, lay.factored, lay.utoff, lay.vsoff, lay.kdoff,
-                     lay.toff, lay.goff)
-        mx, S1 = lay.max_dim, lay.S1
-        self.bufs = (np.empty(lay.utoff[-1]), np.empty(lay.vsoff[-1]), np.empty(lay.kdoff[-1]),
-                     np.empty(n), np.empty(lay.toff[-1]), np.empty(lay.goff[-1]),
-                     np.empty(D * C), np.empty(D * C), np.empty(S1 * C * C),
-                     np.empty(S1 * C * C), np.empty(mx * C), np.empty(3 * S1 * C * mx),
-                     np.empty(3 * S1 * C * mx), np.empty(2 * (S1 * C) ** 2), np.empty(2 * C * mx))
-        self.data = (*self.rhs_args[:3], problem.white, self.ints, self.bufs,
+        C, mx, S1 = lay.C, problem.max_width, lay.S1
+        ints = (lay.rows, lay.cols, lay.offs, lay.factored, lay.utoff, lay.vsoff, lay.kdoff,
+                lay.toff, lay.goff)
+        bufs = (np.empty(lay.utoff[-1]), np.empty(lay.vsoff[-1]), np.empty(lay.kdoff[-1]),
+                np.empty(n), np.empty(lay.toff[-1]), np.empty(lay.goff[-1]), np.empty(D * C),
+                np.empty(D * C), np.empty(S1 * C * C), np.empty(S1 * C * C), np.empty(mx * C),
+                np.empty(3 * S1 * C * mx), np.empty(3 * S1 * C * mx),
+                np.empty(2 * (S1 * C) ** 2), np.empty(2 * C * mx))
+        self.data = (*self.rhs_args[:3], problem.white, ints, bufs,
                      np.empty(3 * max(BLOCK_ENTRIES, mx)), BLOCK_ENTRIES, np.empty(self.s + 1))
         self.e3 = third_order_rest(tab) if tab.e3 is not None else np.zeros_like(tab.e)
 
@@ -661,16 +640,12 @@ class FactoredStageOps(_LinearOps):
 
     def first(self, y):
         lk.stage(y, np.zeros(1), 0, 0, self.data)
-        lk.combination(np.ones(1), 1, self.f0, self.data)
+        lk.combinations(np.ones((1, 1)), 1, self.f0[None], self.data)
         return self.f0
 
-    def interpolate(self, theta, y, y_new, h):
-        lk.combination(h * self.tab.dense_weights(theta), self.s + 1, self.out, self.data)
-        np.add(self.out, y, out=self.out)
-        return self.out
-
     def interpolate_many(self, thetas, y, y_new, h, batch):
-        lk.combinations(h * self.tab.dense_weights(thetas), self.s + 1, y, batch, self.data)
+        lk.combinations(h * self.tab.dense_weights(thetas), self.s + 1, batch, self.data)
+        batch += y
         return batch
 
     def fsal(self):
@@ -701,9 +676,6 @@ class LowStorageStages(_LinearOps):
         self.data[13][1] = lk.slot_stiffness_sums(0, 0, self.data)[1]
         return self.f0
 
-    def interpolate(self, theta, y, y_new, h):
-        return self.interpolate_many(np.array([theta]), y, y_new, h, self.out[None])[0]
-
     def interpolate_many(self, thetas, y, y_new, h, batch):
         """The cubic Hermite interpolant of ``methods.ssp.LowStorageRK`` (slots 0 and 10)."""
         lk.hermite_states(np.ascontiguousarray(thetas, dtype=np.float64), h, y, y_new, batch,
@@ -719,10 +691,8 @@ class CompiledFlow:
     ``rhs(y, out, keep=True)`` keeps the products of ``y``, which :meth:`jvp` differentiates."""
 
     def __init__(self, problem):
-        self.xp = np
-        self.rosw_advance = lk.rosw_advance
-        self.nfev = 0
-        self.njev = 0
+        self.xp, self.rosw_advance = np, lk.rosw_advance
+        self.nfev = self.njev = 0
         self.n = problem.size
         self.metric = inverse_rates(problem, problem.eta_l)
         self.rhs_args = numba_rhs_args(problem)
@@ -778,11 +748,9 @@ def linear_ntk(ws, X1, X2):
 
 class LinearNet(Model):
     """A deep linear network (mse, any alpha, multipliers, centered, lr_scales) whose
-    gradient depends on the data through ``Sxx`` and ``Syx'`` only (module docstring).
-
-    ``problem`` (after :meth:`prepare`) is the run's :class:`FlowProblem`.  Its right-hand
-    side keeps the partial products of the latest state it was evaluated at, which
-    :meth:`linearize` differentiates there (about two gradients each: :attr:`jvp_cost`)."""
+    gradient depends on the data through ``Sxx`` and ``Syx'`` only; ``problem`` (after
+    :meth:`prepare`) is the run's :class:`FlowProblem`, its right-hand side keeps the partial
+    products that :meth:`linearize` differentiates (about two gradients: :attr:`jvp_cost`)."""
 
     name = "linear"
     linear = True
@@ -827,7 +795,7 @@ class LinearNet(Model):
             Syx = Syx + self._W0 @ base.Sxx
         self.base = base
         self._syy = 0.5 * float(np.sum(base.Y * base.Y)) / base.P
-        self.problem = dataclasses.replace(base, Syx=np.ascontiguousarray(Syx),
+        self.problem = replace(base, Syx=np.ascontiguousarray(Syx),
                                            eta_l=np.ascontiguousarray(self.rates))
         xp = self.xp
         self._Sxx, self._Syx = xp.asarray(self.problem.Sxx), xp.asarray(self.problem.Syx)
@@ -890,9 +858,8 @@ class LinearNet(Model):
         return jv, fresh
 
     def stores(self, kind, tab):
-        """``(family, store)`` on numpy: factored Butcher stages where a layer's stages are
-        worth factoring, SSPRK104's two registers as factors except on states over
-        ``LOWSTORAGE_MAX_BYTES`` worth factoring, which run it as factored Butcher stages."""
+        """``(family, store)`` on numpy: factored Butcher stages where worth factoring,
+        SSPRK104's two registers as factors unless :func:`factored_is_faster`."""
         p = self.problem
         if self.xp is not np:
             return kind, None
@@ -902,15 +869,13 @@ class LinearNet(Model):
             return "erk", FactoredStages(p, StageLayout(p, tab.n_stages + 1))
         return kind, None
 
-    def _chain(self, y):
-        return end_to_end_flat(_backend.to_numpy(y), self.shapes, self.layout.offsets)
-
     def _mapped(self, W):
         # W (..., C, D) of the weights -> the map of F
         return self.scale * (W - self._W0 if self._W0 is not None else W)
 
     def end_to_end(self, y):
-        return self._mapped(self._chain(y))
+        return self._mapped(end_to_end_flat(_backend.to_numpy(y), self.shapes,
+                                            self.layout.offsets))
 
     def end_to_end_many(self, Ys):
         """:meth:`end_to_end` of each row of ``Ys`` (m, n): (m, C, D)."""
@@ -951,9 +916,7 @@ class LinearNetNumba(LinearNet):
     def prepare(self, X, Y, shared=None):
         super().prepare(X, Y, shared)
         self._rhs_args = None        # the compiled rhs's data, formed on its first call
-        C = self.shapes[-1][0]
         self._lay = chain_layout(self.problem)[:3]
-        self._buf = np.empty(2 * C * int(self._lay[1].max()))
         return self
 
     def rhs(self, y, out=None):
@@ -982,7 +945,7 @@ class LinearNetNumba(LinearNet):
 
     def end_to_end_many(self, Ys):
         out = np.empty((Ys.shape[0],) + self.problem.Syx.shape)
-        lk.end_to_end(np.ascontiguousarray(Ys, dtype=np.float64), *self._lay, out, self._buf)
+        lk.end_to_end(np.ascontiguousarray(Ys, dtype=np.float64), *self._lay, out)
         return self._mapped(out)
 
     def conservation(self, y, first):
@@ -999,14 +962,10 @@ class LinearNetNumba(LinearNet):
     def probe_ntk(self, Xp):
         C, Q = self.shapes[-1][0], Xp.shape[0]
         Xc = np.ascontiguousarray(Xp, dtype=np.float64)
-        width = int(self._lay[1].max())
         out = np.empty((Q, Q, C, C))
-        abuf, hbuf = np.empty(2 * C * width), np.empty(2 * Q * width)
-        tt, hh = np.empty((self.L, C, C)), np.empty((Q, Q))
 
         def kernel(y):
-            lk.probe_ntk(np.ascontiguousarray(y, dtype=np.float64), *self._lay, Xc, out, abuf,
-                         tt, hbuf, hh)
+            lk.probe_ntk(np.ascontiguousarray(y, dtype=np.float64), *self._lay, Xc, out)
             return self.scale ** 2 * (out[:, :, 0, 0] if C == 1 else out)
         return kernel
 
