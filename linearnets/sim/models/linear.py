@@ -303,16 +303,12 @@ class FactoredStages:
         k = w.size
         Ws = unpack(y, p.shapes, p.offsets)
         wr = np.repeat(w, C)          # one weight per row of a stacked factor block
-        Wst = [None] * L
-        for l in range(L):
-            if not lay.factored[l]:
-                Wst[l] = Ws[l] + (w @ self.kd[l][:k]).reshape(Ws[l].shape) if k else Ws[l]
+        Wst = [Ws[l] if lay.factored[l] or not k else
+               Ws[l] + (w @ self.kd[l][:k]).reshape(Ws[l].shape) for l in range(L)]
 
         def apply(l, X, right):       # X W_l^st, or X W_l^st^T
-            if not lay.factored[l]:
-                return times_transpose(X, Wst[l]) if right else X @ Wst[l]
-            out = times_transpose(X, Ws[l]) if right else X @ Ws[l]
-            if k:
+            out = times_transpose(X, Wst[l]) if right else X @ Wst[l]
+            if k and lay.factored[l]:
                 U, V = self.ut[l][:k * C], self.vs[l][:k * C]
                 M = X @ (V if right else U).T
                 M *= wr[None, :]
