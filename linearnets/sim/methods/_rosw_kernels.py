@@ -1,12 +1,8 @@
 """Compiled Rosenbrock-W loop, for any model with a Jacobian-vector product (numba).
 
-``make_rosw_advance(rhs, jvp)`` takes the model's numba functions ``rhs(y, out, data)`` and
-``jvp(v, out, y, jdata)`` and returns ``(rosw_advance, cg_solve)``, ``@njit(nogil=True)``
-and uncached: a model calls ``rosw_advance`` from a module-level ``@njit(cache=True)``
-entry point of its own (``models/_linear_kernels.rosw_advance``).  The algorithm is that
-of ``methods.rosw.RosenbrockWStepper`` in ``methods.base.integrate`` (step control, Krylov
-stopping rule, Rayleigh-quotient stiffness, the switch-back test), agreeing to the
-tolerance.
+The algorithm of ``methods.rosw.RosenbrockWStepper`` in ``methods.base.integrate``, agreeing
+to the tolerance; a model calls it from a ``cache=True`` entry point of its own
+(docs/simulator.md, "The compiled loops").
 """
 from __future__ import annotations
 
@@ -49,19 +45,13 @@ def _dot(a, b, w):
 
 
 def make_rosw_advance(rhs, jvp):
-    """Build the Rosenbrock-W loop around ``rhs(y, out, data)`` and ``jvp(v, out, y, jdata)``.
-
-    Returns ``(rosw_advance, cg_solve)``, numba dispatchers (module docstring).
-    """
+    """``(rosw_advance, cg_solve)``, ``@njit(nogil=True)`` and uncached, around the model's
+    numba functions ``rhs(y, out, data)`` and ``jvp(v, out, y, jdata)``."""
 
     @njit(nogil=True)
     def cg_solve(x, b, hg, scale, tol, maxiter, r, p, Jv, y, jv, w):
-        """Solve ``(I - hg J) x = b`` into ``x`` (n,) by conjugate gradients from ``x = b`` in
-        the inner product ``sum w u v`` (``w`` (n,) the metric, empty for the identity), ``J``
-        at ``y`` applied as ``jvp(v, out, y, jv)``, until ``rms(r / scale) <= tol``; ``r``,
-        ``p``, ``Jv`` (n,) scratch.  Returns ``(converged, iterations, rho)``, ``rho`` the
-        largest Rayleigh quotient ``-<p, Jp> / <p, p>`` met (``RosenbrockWStepper._solve``).
-        """
+        """``RosenbrockWStepper._solve``: CG on ``(I - hg J) x = b`` into ``x`` in the metric
+        ``w`` (empty: identity), ``J v = jvp(v, out, y, jv)``; ``(converged, its, rho)``."""
         n = x.shape[0]
         for m in range(n):
             x[m] = b[m]
@@ -103,38 +93,29 @@ def make_rosw_advance(rhs, jvp):
     @njit(nogil=True)
     def rosw_advance(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl,
                      base, scratch, jv):
-        """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with Rosenbrock-W steps.
-
+        """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with Rosenbrock-W steps:
         ``f0 = f(y)`` as ``rhs(y, f0, base)`` on entry and exit (``jv`` shares what it left in
-        ``base`` for the products), stages as ``rhs(Y_i, f_i, scratch)``; ``U`` (s, n) the
-        stage solutions, ``work`` (7, n) scratch or (8, n) with the metric in its last row;
-        ``a, c, mw, ew, gamma`` the U-form (``RosenbrockW.transformed``); ``ctl`` as
-        :data:`CTL_FIELDS` (``boundary`` 0: no hand-back test).  ``th = [t, h, rho, h_prev,
-        err_prev, n_cheaper, cost0]`` and ``stats = [nfev, accepted, rejected, njev]`` are
-        updated in place.  Returns 0 at ``t_target``, -1 step-size underflow, -2 a
-        non-finite right-hand side, -3 the budget ``max_steps`` spent, or :data:`NONSTIFF`
-        once ``n_cheaper`` reached ``switch_steps``.
-        """
-        s = mw.shape[0]
-        n = y.shape[0]
+        ``base``), stages as ``rhs(Y_i, f_i, scratch)``; ``U`` (s, n) the stage solutions,
+        ``work`` (7, n) scratch, or (8, n) with the metric last; ``a, c, mw, ew, gamma`` the
+        U-form (``RosenbrockW.transformed``); ``ctl`` as :data:`CTL_FIELDS` (``boundary`` 0: no
+        hand-back test); ``th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]`` and ``stats
+        = [nfev, accepted, rejected, njev]`` in place.  Returns 0 at ``t_target``, -1 step
+        underflow, -2 a non-finite f, -3 ``max_steps`` spent, :data:`NONSTIFF` at the hand-back."""
+        s, n = mw.shape[0], y.shape[0]
         exponent, rtol, atol = ctl[0], ctl[1], ctl[2]
         safety, min_factor, max_factor, min_err, ulps = ctl[3], ctl[4], ctl[5], ctl[6], ctl[7]
         ktol, kmax = ctl[8], int(ctl[9])
         boundary, s_erk, switch_steps = ctl[10], ctl[11], ctl[12]
         Yi, fi, bi, r, p, Jv, scale = work[0], work[1], work[2], work[3], work[4], work[5], work[6]
         metric = work[7] if work.shape[0] > 7 else work[0, :0]
-        t = th[0]
-        h = th[1]
-        rejected = False
-        rho = 0.0
+        t, h = th[0], th[1]
+        rejected, rho = False, 0.0
         while True:
             if stats[1] + stats[2] >= max_steps:
-                th[0] = t
-                th[1] = h
+                th[0], th[1] = t, h
                 return -3
             if h < ulps * (np.nextafter(t, np.inf) - t):
-                th[0] = t
-                th[1] = h
+                th[0], th[1] = t, h
                 return -1
             clipped = t + h >= t_target
             h_try = t_target - t if clipped else h
@@ -207,17 +188,14 @@ def make_rosw_advance(rhs, jvp):
             stats[0] += 1
             for m in range(n):
                 if not np.isfinite(f0[m]):
-                    th[0] = t
-                    th[1] = h
+                    th[0], th[1] = t, h
                     return -2
             if clipped:
-                th[0] = t_target
-                th[1] = h
+                th[0], th[1] = t_target, h
                 return 0
             t = t + h_try
             if switch_steps > 0.0 and th[5] >= switch_steps:
-                th[0] = t
-                th[1] = h
+                th[0], th[1] = t, h
                 return NONSTIFF
 
     return rosw_advance, cg_solve

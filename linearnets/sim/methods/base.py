@@ -86,11 +86,11 @@ def error_norm(e5, e3=0.0, use_e3=False, h=1.0, n=1):
     return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)
 
 
-def step_factor(err, exponent, after_rejection=False):
+def step_factor(err, exponent, after_rejection=False, max_factor=MAX_FACTOR):
     """The factor on ``h`` after an error norm ``err``: ``SAFETY err^exponent`` in
-    ``[MIN_FACTOR, MAX_FACTOR]``, at most 1 right after a rejection; ``exponent = -1 / (q +
+    ``[MIN_FACTOR, max_factor]``, at most 1 right after a rejection; ``exponent = -1 / (q +
     1)`` for an estimator of order q, ``-1`` across a kink."""
-    fac = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, max(MIN_FACTOR, SAFETY * err ** exponent))
+    fac = max_factor if err == 0.0 else min(max_factor, max(MIN_FACTOR, SAFETY * err ** exponent))
     return min(1.0, fac) if after_rejection else fac
 
 
@@ -114,13 +114,12 @@ NO_PREVIOUS_STEP = (0.0, 0.0)
 
 
 def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
-    """Next step after an accepted ``h_try`` with error ``err < 1``: ``h_try SAFETY
-    err^exponent``, at most ``max_factor`` (1 right after a rejection), at least the planned
-    ``h`` after a step shortened onto an output time (``clipped``), then
-    :func:`predictive_step` from ``memory = (h_prev, err_prev)``.  Returns ``(h_next,
-    memory)``; a clipped step predicts nothing and leaves the memory as it was."""
-    factor = max_factor if err == 0.0 else min(max_factor, SAFETY * err ** exponent)
-    h_next = h_try * (min(1.0, factor) if rejected else factor)
+    """Next step after an accepted ``h_try`` with error ``err < 1``: ``h_try`` times
+    :func:`step_factor` (at most ``max_factor``), at least the planned ``h`` after a step
+    shortened onto an output time (``clipped``), then :func:`predictive_step` from ``memory
+    = (h_prev, err_prev)``.  Returns ``(h_next, memory)``; a clipped step predicts nothing
+    and leaves the memory as it was."""
+    h_next = h_try * step_factor(err, exponent, rejected, max_factor)
     if clipped and not rejected:
         h_next = max(h_next, h)
     if clipped:
@@ -130,13 +129,11 @@ def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
 
 
 def stiffness_estimate(num, dd, ref, wsum, h, yy):
-    """Hairer's stiffness estimate ``rho = sqrt(num / dd) / h`` (``dopri5.f``).
-
-    ``num = |K_s - K_{s-1}|^2`` (``K_s = f(y_new)``), ``dd = |sum_j w_j K_j|^2`` with
-    ``w = tab.stiffness_weights`` (``|y_new - Y_{s-1}| = h sqrt(dd)``), ``ref = |K_0|^2``,
-    ``wsum = sum_j |w_j|``, ``yy = |y_new|^2``; 0 when a difference is below
-    ``STIFFNESS_MIN_REL`` of its scale, ``dd`` floored at ``STIFFNESS_STATE_ULPS eps |y_new|``.
-    """
+    """Hairer's stiffness estimate ``rho = sqrt(num / dd) / h`` (``dopri5.f``): ``num = |K_s -
+    K_{s-1}|^2`` (``K_s = f(y_new)``), ``dd = |sum_j w_j K_j|^2`` (``w =
+    tab.stiffness_weights``), ``ref = |K_0|^2``, ``wsum = sum_j |w_j|``, ``yy = |y_new|^2``;
+    0 when a difference is below ``STIFFNESS_MIN_REL`` of its scale, ``dd`` floored at
+    ``STIFFNESS_STATE_ULPS eps |y_new|``."""
     rel2 = STIFFNESS_MIN_REL * STIFFNESS_MIN_REL
     if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
         return 0.0
@@ -165,10 +162,9 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np, 
     Parameters
     ----------
     fun : callable ``fun(y) -> dy``, with ``timed`` ``fun(y, dt) -> dy`` (``dt`` after t0)
-    t0, t_end, rtol, atol : float
+    t0, t_end, rtol, atol, error_order : float, float, float, float, int
     y0, f0 : ndarray, shape (n,)
         Initial state and ``fun(y0)`` (numpy, or ``xp``'s arrays).
-    error_order : int
     interval : float, optional
         The largest step, by default ``t_end - t0``.
 
@@ -210,14 +206,11 @@ def dense_batch_rows(n):
 
 def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
                  interpolate_many=None):
-    """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new`` (the
-    one output-time driver of every loop); returns the next output index.
-
-    Outputs before ``t_new`` are ``interpolate(theta)``, the state at ``t + theta h_step``;
-    one at ``t_new`` is ``y_new``.  ``interpolate_many(thetas)``, where given, forms up to
-    :func:`dense_batch_rows` of them at once as rows (the same numbers), observed by
-    ``observe.many(k, states)`` where ``observe`` has it.
-    """
+    """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new`` (every
+    loop's output-time driver); returns the next output index.  Outputs before ``t_new`` are
+    ``interpolate(theta)``, the state at ``t + theta h_step``, or ``interpolate_many(thetas)``
+    where given, up to :func:`dense_batch_rows` rows at once (the same numbers), observed by
+    ``observe.many(k, states)`` where ``observe`` has it; one at ``t_new`` is ``y_new``."""
     T = t_eval.size
     inner = k
     if interpolate_many is not None:
@@ -251,10 +244,9 @@ def observe_until(k, t_eval, t, y, observe):
 
 
 class Stepper:
-    """One attempted step of an embedded method, and its step-size rule.
-
-    Subclasses set ``tableau`` and implement :meth:`attempt`; the optional hooks
-    :meth:`accept`, ``stiffness`` and ``interpolate`` serve :func:`integrate`.
+    """One attempted step of an embedded method, and its step-size rule: subclasses set
+    ``tableau`` and implement :meth:`attempt`; :meth:`accept`, ``stiffness`` and
+    ``interpolate`` are optional hooks of :func:`integrate`.
 
     Parameters
     ----------
@@ -264,14 +256,11 @@ class Stepper:
     rtol, atol : float
     xp : module (numpy or CuPy)
     fun : callable ``fun(y, out) -> out``, optional
-        An autonomous right-hand side that writes into ``out`` (n,), used instead of
-        ``rhs`` where given (no copy of the derivative).
+        An autonomous right-hand side into ``out`` (n,), used instead of ``rhs`` where given.
     """
 
     tableau = None
     fun = None
-    SAFETY = SAFETY
-    MIN_FACTOR = MIN_FACTOR
     MAX_FACTOR = MAX_FACTOR
     #: ``stiffness(h, y_new) -> rho`` and ``interpolate(theta, y, y_new, h) -> state`` of the
     #: step just accepted (before :meth:`accept`), or None.
@@ -327,8 +316,7 @@ class Stepper:
             return h_max
         # Stepper.evaluate: a new array (a subclass may evaluate into its stage storage)
         return select_initial_step(lambda v, dt: Stepper.evaluate(self, t0 + dt, v), t0, y0,
-                                   f0, None,
-                                   self.tableau.error_order, self.rtol, self.atol,
+                                   f0, None, self.tableau.error_order, self.rtol, self.atol,
                                    self.xp, timed=True, interval=h_max)
 
 
@@ -354,10 +342,9 @@ class Result:
         Output times reached (``observe`` was called for ``k < n_done``).
     t_last, y_last : float, ndarray (n,)
         The last accepted state and its time (the stopped state after a stop).
-    nfev, nsteps, nrejected : int
-    status, message : FlowStatus, str
+    nfev, nsteps, nrejected, status, message : int, int, int, FlowStatus, str
     t_stop : float or None
-        Where the stop rule fired (None if it did not).
+        Where the stop rule fired.
     kinks, sliding_time, fallback_steps : int, float, int
         Switches crossed by accepted steps, the time between crossings at most
         ``CALM_STEPS`` calm accepted steps apart, the accepted steps of the fallback.
@@ -452,7 +439,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     ----------
     rhs : callable ``rhs(t, y) -> dy``
     y0 : ndarray (n,)
-        The state at ``t0`` (not modified).
+        The state at ``t0`` (copied).
     t_eval : ndarray (T,)
         Strictly increasing output times ``>= t0``; each ends a step (but see ``dense``).
     primary : callable ``primary(rhs, n, rtol, atol, xp) -> Stepper``
@@ -487,17 +474,14 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         Only the last output time ends a step; the others are the stepper's
         ``interpolate`` (where it has one and there is no kink fallback).
     switch_back, switch_steps : Tableau, int, optional
-        With a stepper that keeps a spectral-radius estimate ``rho`` and its work ``cost``
-        (``methods.rosw.RosenbrockWStepper``): return with ``Result.nonstiff`` once, for
-        ``switch_steps`` unclipped accepted steps in a row, this pair would have cost less
-        per unit time, ``SWITCH_BACK_MARGIN s / min(h, STABILITY_SAFETY boundary / rho)``
-        against the stepper's ``cost`` of the step over ``h``.
+        With a stepper that keeps its spectral radius ``rho`` and work ``cost`` (Rosenbrock-W):
+        return with ``Result.nonstiff`` once, for ``switch_steps`` unclipped accepted steps
+        in a row, this pair would have cost less per unit time (docs/simulator.md).
 
     Returns
     -------
     Result
-        Failure (step underflow, a non-finite state, an exhausted budget) is reported in
-        ``status``, never raised.
+        Failures (step underflow, a non-finite state, the budget spent) are its ``status``.
     """
     n = y0.size
     # every evaluation compares the switch pattern with the step's start: a stage may
@@ -524,23 +508,21 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     pat = switches() if switches is not None else None
     if pat is not None:
         pat = pat.copy()
-    k = k0
-    counters = dict(nsteps=0, nrejected=0, kinks=0, fallback_steps=0, ncapped=0)
+    nsteps = nrejected = kinks = fallback_steps = ncapped = 0
     sliding = h = rho_mem = 0.0
     nonfinite = False
 
     def done(status, extra="", t_stop=None, y_out=None, stiff=False, nonstiff=False):
-        msg = run_message(status, t, nonfinite, extra, counters["kinks"], sliding,
-                          counters["fallback_steps"], low.name if low else "-")
+        msg = run_message(status, t, nonfinite, extra, kinks, sliding, fallback_steps,
+                          low.name if low else "-")
         return Result(n_done=k, t_last=t, y_last=y if y_out is None else y_out, nfev=nfev,
-                      nsteps=counters["nsteps"], nrejected=counters["nrejected"],
-                      status=status, message=msg, t_stop=t_stop, kinks=counters["kinks"],
-                      sliding_time=sliding, fallback_steps=counters["fallback_steps"],
-                      h_next=h, rho=rho_mem, ncapped=counters["ncapped"], stiff=stiff,
-                      nonfinite=nonfinite, nonstiff=nonstiff)
+                      nsteps=nsteps, nrejected=nrejected, status=status, message=msg,
+                      t_stop=t_stop, kinks=kinks, sliding_time=sliding,
+                      fallback_steps=fallback_steps, h_next=h, rho=rho_mem, ncapped=ncapped,
+                      stiff=stiff, nonfinite=nonfinite, nonstiff=nonstiff)
 
     # the outputs at the start (observed even where f is not finite: they are the state)
-    k = observe_until(k, t_eval, t, y, observe)
+    k = observe_until(k0, t_eval, t, y, observe)
     if f0 is None and not bool(xp.all(xp.isfinite(f))):
         return done(FlowStatus.NONFINITE)
     if stop is not None:
@@ -555,7 +537,6 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     else:
         h = main.initial_step(t, y, f, t_eval[-1] - t)
         nfev += 1
-    exponent = main.error_exponent if predictive else None
     # (not with the kink fallback: a step of the fallback would have to interpolate too)
     dense = (bool(dense) and low is None and main.interpolate is not None
              and main.tableau.dense_P is not None)
@@ -571,8 +552,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         cost0 = main.cost
     active = main
     kink_rejections = calm = 0
-    last_cross = None
-    rejected = False
+    last_cross, rejected = None, False
     while k < T:
         # with dense output only the last output time ends a step
         target = float(t_eval[-1] if dense else t_eval[k])
@@ -588,9 +568,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         attempts += 1
         nfev += active.n_evals
         if not math.isfinite(err):
-            nonfinite = True
-            counters["nrejected"] += 1
-            rejected = True
+            nonfinite = rejected = True
+            nrejected += 1
             h = step * MIN_FACTOR
             continue
         nonfinite = False
@@ -599,14 +578,13 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             pat_new = switches()
             crossed = int(xp.count_nonzero(pat_new != pat))
         if not err < 1.0:
-            counters["nrejected"] += 1
+            nrejected += 1
             crossed = crossed or stage_cross[0]
             if crossed and low is not None and active is main:
                 kink_rejections += 1
                 if kink_rejections >= KINK_REJECTIONS:
                     active = low
-                    kink_rejections = 0
-                    calm = 0
+                    kink_rejections = calm = 0
             h = step * (kink_factor(err, True) if crossed and active is low
                         else active.factor(err, True))
             rejected = True
@@ -617,17 +595,17 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
                 th, y_stop, extra = _locate_stop(active, t, y, f, step, g, stop, y_new)
                 nfev += extra
                 t = t_stop = t + th * step
-                counters["nsteps"] += 1
+                nsteps += 1
                 k = observe_until(k, t_eval, math.inf, y_stop, observe)
                 return done(FlowStatus.SUCCESS, f"; stopped at t = {t_stop:.6g}",
                             t_stop=t_stop, y_out=y_stop)
             g = g_new
         took = active
-        counters["nsteps"] += 1
+        nsteps += 1
         if active is low:
-            counters["fallback_steps"] += 1
+            fallback_steps += 1
         if crossed:
-            counters["kinks"] += crossed
+            kinks += crossed
             if calm <= CALM_STEPS and last_cross is not None:
                 sliding += t_new - last_cross
             last_cross = t_new
@@ -647,8 +625,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             fac = kink_factor(err, rejected) if crossed else active.factor(err, rejected)
             h = step * min(fac, KINK_GROWTH)
         elif predictive:
-            h, memory = accept_step(h, step, err, exponent, active.MAX_FACTOR, rejected,
-                                    clipped, memory)
+            h, memory = accept_step(h, step, err, active.error_exponent, active.MAX_FACTOR,
+                                    rejected, clipped, memory)
         else:
             h = step * active.factor(err, rejected)
         rejected = False
@@ -657,7 +635,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             rho_mem = max(main.stiffness(step, y_new), STIFFNESS_MEMORY * rho_mem)
             h_free = h
             h = stability_cap(h, rho_mem, boundary, cap_safety)
-            counters["ncapped"] += h < h_free
+            ncapped += h < h_free
             stiff_now = h * stiff_held < h_free
         if switch_back is not None and took is main and not clipped:
             cost = main.cost
@@ -666,9 +644,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             cost0 = cost
         if dense:
             # the outputs inside the step, while y and the stages are still the step's
-            y_old = y
             k = observe_step(k, t_eval, t, step, t_new, y_new,
-                             lambda theta: main.interpolate(theta, y_old, y_new, step), observe)
+                             lambda theta: main.interpolate(theta, y, y_new, step), observe)
         f = took.accept(f_new)
         t, y = t_new, y_new
         k = observe_until(k, t_eval, t, y, observe)

@@ -76,8 +76,7 @@ def stiffness_args(tab, stiff_steps=0, cap_safety=None, stiff_held=1.0):
     NONSTIFF_RESET, stiff_steps, stiff_held]`` (``cap_safety`` 0: no cap; None: here's
     ``STABILITY_SAFETY``; no cap where the last stage is not at ``t + h``)."""
     has = tab.stability_boundary > 0.0 and tab.c[-1] == 1.0
-    wd = np.ascontiguousarray(tab.stiffness_weights if has else np.zeros(tab.n_stages),
-                              dtype=np.float64)
+    wd = tab.stiffness_weights if has else np.zeros(tab.n_stages)
     safety = STABILITY_SAFETY if cap_safety is None else float(cap_safety)
     boundary = tab.stability_boundary if safety > 0.0 and has else 0.0
     stiff = np.array([boundary, safety, STIFFNESS_MEMORY,
@@ -87,13 +86,11 @@ def stiffness_args(tab, stiff_steps=0, cap_safety=None, stiff_held=1.0):
 
 
 def tableau_args(tab, rtol):
-    """``(A, b, e, e3, use_e3, exponent, rtol)``: a pair as the compiled ERK loop takes it."""
+    """``(A, b, e, e3, use_e3, exponent, rtol)``: a pair as the compiled ERK loop takes it
+    (``Tableau`` keeps its arrays contiguous float64)."""
     use_e3 = tab.e3 is not None
-    return (np.ascontiguousarray(tab.A, dtype=np.float64),
-            np.ascontiguousarray(tab.b, dtype=np.float64),
-            np.ascontiguousarray(tab.e, dtype=np.float64),
-            np.ascontiguousarray(tab.e3 if use_e3 else np.zeros_like(tab.e), dtype=np.float64),
-            use_e3, -1.0 / (tab.error_order + 1), float(rtol))
+    return (tab.A, tab.b, tab.e, tab.e3 if use_e3 else np.zeros_like(tab.e), use_e3,
+            -1.0 / (tab.error_order + 1), float(rtol))
 
 
 def loop_control(options, predictive):
@@ -103,11 +100,6 @@ def loop_control(options, predictive):
                      KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, 4.0 * _EPS])
 
 
-def _early(k, t, y, nfev, status):
-    return Result(n_done=k, t_last=t, y_last=y, nfev=nfev, nsteps=0, nrejected=0,
-                  status=status, message=run_message(status, t))
-
-
 def _start(first, rhs, y, t_eval, t0, order, options, observe, k=0):
     """The start of a run at ``t0``: ``f(y) = first(y)``, the outputs at ``t0``, the first
     step (``rhs(v, out)`` for its trial evaluation).  Returns ``(early, k, h, nfev, f0)``:
@@ -115,12 +107,12 @@ def _start(first, rhs, y, t_eval, t0, order, options, observe, k=0):
     t = float(t0)
     with np.errstate(all="ignore"):
         f0 = first(y)
-    T = t_eval.size
     k = observe_until(k, t_eval, t, y, observe)
-    if not np.all(np.isfinite(f0)):
-        return _early(k, t, y, 1, FlowStatus.NONFINITE), k, 0.0, 1, f0
-    if k == T:
-        return _early(k, t, y, 1, FlowStatus.SUCCESS), k, 0.0, 1, f0
+    bad = not np.all(np.isfinite(f0))
+    if bad or k == t_eval.size:
+        st = FlowStatus.NONFINITE if bad else FlowStatus.SUCCESS
+        return (Result(n_done=k, t_last=t, y_last=y, nfev=1, nsteps=0, nrejected=0, status=st,
+                       message=run_message(st, t)), k, 0.0, 1, f0)
     if options.first_step is not None:
         return None, k, float(options.first_step), 1, f0
     with np.errstate(all="ignore"):
@@ -130,15 +122,17 @@ def _start(first, rhs, y, t_eval, t0, order, options, observe, k=0):
     return None, k, h, 2, f0
 
 
-def _result(code, k, y, th, stats, low=None):
+def _result(code, k, y, th, stats, low, t_eval, observe):
     """The Result of an explicit loop from its return code, ``th`` and ``stats``
-    (:data:`STIFF`: a success with ``stiff=True``; :data:`STOPPED`: one with ``t_stop``)."""
+    (:data:`STIFF`: a success with ``stiff=True``; :data:`STOPPED`: one with ``t_stop``, the
+    stopped state observed at every later output)."""
     stiff, stopped = code == STIFF, code == STOPPED
+    if stopped:
+        k = observe_until(k, t_eval, math.inf, y, observe)
     status = FlowStatus.SUCCESS if stiff or stopped else _STATUS_BY_CODE[code]
     t = float(th[0])
     t_stop = float(th[TH_T_STOP]) if stopped else None
-    kinks = int(stats[5]) if stats.size > 5 else 0
-    fallback_steps = int(stats[6]) if stats.size > 6 else 0
+    kinks, fallback_steps = int(stats[5]), int(stats[6])
     sliding = float(th[TH_SLIDING]) if kinks else 0.0
     msg = run_message(status, t, bool(stats[3]), f"; stopped at t = {t_stop:.6g}" if stopped
                       else "", kinks, sliding, fallback_steps, low.name if low else "-")
@@ -162,12 +156,10 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
     y0 : ndarray, shape (n,)
     t_eval : ndarray, shape (T,)
     primary, fallback : Tableau, or a stepper class of ``methods.erk`` (its ``tableau``)
-    options, observe, k0, dense, stiff_steps, predictive, stiff_held
-        As for ``base.integrate``.
+    options, observe, k0, dense, stiff_steps, predictive, stiff_held, cap_safety
+        As for ``base.integrate``; ``cap_safety`` None: ``STABILITY_SAFETY`` at the call.
     t0 : float, optional
         The start time, by default ``t_eval[0]``.
-    cap_safety : float or None
-        As for ``base.integrate``; None: ``STABILITY_SAFETY`` (read at the call).
 
     Returns
     -------
@@ -179,7 +171,6 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
     n, s = y.size, tab.n_stages
-    T = t_eval.size
     early, k, h, nfev, _ = _start(ops.first, ops.rhs, y, t_eval, t0, tab.error_order, options,
                                   observe, int(k0))
     if early is not None:
@@ -198,14 +189,11 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
         th[TH_G] = g0
         if g0 <= 0.0:
             th[TH_T_STOP] = t0
-            k = observe_until(k, t_eval, math.inf, y, observe)
-            return _result(STOPPED, k, y, th, stats, low)
+            return _result(STOPPED, k, y, th, stats, low, t_eval, observe)
     y_new = np.empty(n)
     # the states of the outputs inside a step (observe_step passes at most this many)
     batch = np.empty((dense_batch_rows(n), n)) if dense else None
-    code = 0
-    max_steps = int(options.max_steps)
-    while k < T:
+    while k < t_eval.size:
         # with dense output only the last output time ends a step: the loop returns PENDING
         # after the step that reaches t_out = t_eval[k]
         t_target, t_out = ((float(t_eval[-1]), float(t_eval[k])) if dense
@@ -213,7 +201,7 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
         with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
             code = advance_in_chunks(
                 lambda budget: ops.advance(y, y_new, th, t_target, t_out, stats, budget),
-                stats, max_steps, n, s)
+                stats, int(options.max_steps), n, s)
         if code == PENDING:
             # the outputs inside the held step, then the step completed as the loop would
             h_step = float(th[5])
@@ -226,9 +214,6 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
             th[0] = th[6]
             code = 0
             continue
-        if code == STOPPED:
-            k = observe_until(k, t_eval, math.inf, y, observe)
-            break
         if code != 0:
             break
         observe(k, y)
@@ -236,7 +221,7 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
         if stiff_fired(steps, th):
             code = STIFF
             break
-    return _result(code, k, y, th, stats, low)
+    return _result(code, k, y, th, stats, low, t_eval, observe)
 
 
 #: The runner of a low-storage SSP loop (``ops``: the model's two-register stages): the
@@ -255,8 +240,7 @@ class DenseStages:
     def __init__(self, advance, rhs, data, n, switches=None, n_switches=0, stop=None):
         from . import _erk_kernels  # numba compiles (or loads its cache) on first use
         self._ek = _erk_kernels
-        self._advance, self._rhs, self.data = advance, rhs, data
-        self.n = int(n)
+        self._advance, self._rhs, self.data, self.n = advance, rhs, data, int(n)
         self._switches, self._stop = switches, stop
         self.pat = np.zeros(int(n_switches) if switches is not None else 0, dtype=np.bool_)
         self.ybuf = np.empty(self.n if stop is not None else 0)
@@ -264,8 +248,7 @@ class DenseStages:
         self.K = None
 
     def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps=0, stiff_held=1.0):
-        self.tab = tab
-        self.s = tab.n_stages
+        self.tab, self.s = tab, tab.n_stages
         rows = max(tab.n_stages, low.n_stages if low is not None else 0) + 1
         if self.K is None or self.K.shape[0] < rows:
             K = np.empty((rows, self.n))
@@ -299,13 +282,11 @@ class DenseStages:
                              self.data)
 
     def interpolate(self, theta, y, y_new, h):
-        s = self.s
-        self._ek.stage_state(y, self.K[:s + 1], self.tab.dense_weights(theta), h, self._out)
+        self._ek.stage_state(y, self.K[:self.s + 1], self.tab.dense_weights(theta), h, self._out)
         return self._out
 
     def interpolate_many(self, thetas, y, y_new, h, batch):
-        s = self.s
-        self._ek.stage_states(y, self.K[:s + 1], self.tab.dense_weights(thetas), h, batch)
+        self._ek.stage_states(y, self.K[:self.s + 1], self.tab.dense_weights(thetas), h, batch)
         return batch
 
     def fsal(self):
@@ -355,17 +336,14 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
     # the numpy loop starts with; the kernel's counters start at zero after f0
     th = np.array([t, float(h), 0.0, NO_PREVIOUS_STEP[0], NO_PREVIOUS_STEP[1], 0.0, 0.0])
     counts = np.zeros(4, dtype=np.int64)
-    switch = switch_back is not None
+    sb = switch_back
     ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,
-                    RosenbrockWStepper.MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS,
-                    KRYLOV_TOL, MAX_KRYLOV,
-                    STABILITY_SAFETY * switch_back.stability_boundary if switch else 0.0,
-                    SWITCH_BACK_MARGIN * switch_back.n_stages if switch else 0.0,
-                    switch_steps if switch else 0.0],
-                   dtype=np.float64)
+                    RosenbrockWStepper.MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, KRYLOV_TOL,
+                    MAX_KRYLOV, *((STABILITY_SAFETY * sb.stability_boundary,
+                                   SWITCH_BACK_MARGIN * sb.n_stages, switch_steps)
+                                  if sb is not None else (0.0, 0.0, 0.0))], dtype=np.float64)
     code = 0
-    T = t_eval.size
-    while k < T:
+    while k < t_eval.size:
         # in chunks (advance_in_chunks), a step counted as ROSW_CHUNK_EVALS evaluations
         with np.errstate(all="ignore"):
             code = advance_in_chunks(

@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 from . import base as _base
-from .base import StepperOptions, integrate
+from .base import integrate
 from .erk import ExplicitRK
 from .rosw import ROS34PW2 as ROS34PW2_STEPPER
 from .ssp import LowStorageRK
@@ -39,12 +39,8 @@ ROSENBROCK_FALLBACK = "BS32"
 #: model's exact ``jvp``; docs/benchmarks_mlp.md).
 ROSENBROCK_JVP = "finite_differences"
 
-#: ``"auto"`` (:func:`auto`; the measurements behind each constant: docs/simulator.md,
-#: "The auto rule"): RK45 at ``rtol >= AUTO_PAIR_RTOL``, DOP853 below; the pair hands over
-#: to SSPRK104 after ``STIFF_STEPS`` steps in a row held by the cap below ``1 / PAIR_HELD``
-#: of the accuracy step; SSPRK104 to ROS34PW2 after ``ROSENBROCK_STEPS SWITCH_BACKOFF^tries``
-#: steps held below ``1 / ROSENBROCK_HELD``; ROS34PW2 back to SSPRK104 after
-#: ``HANDBACK_STEPS`` steps in a row at which SSPRK104 would have been cheaper.
+#: The rule of ``"auto"`` (:func:`auto`; the measurements behind each constant:
+#: docs/simulator.md, "The auto rule").
 AUTO_PAIR_RTOL = 1e-6
 PAIR_HELD = 2.0
 STIFF_STEPS = 15
@@ -143,18 +139,15 @@ def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
     the stability cap has held its step below ``1 / PAIR_HELD`` of its accuracy step for
     ``STIFF_STEPS`` steps in a row, then SSPRK104 until its cap has held it below ``1 /
     ROSENBROCK_HELD`` for ``ROSENBROCK_STEPS SWITCH_BACKOFF^tries`` steps, then ROS34PW2
-    until SSPRK104 would be cheaper per unit time for ``HANDBACK_STEPS`` steps, and back.
-    A model with kinks has no cap, so it keeps the pair (and BS32 at kinks).  Each stretch
-    runs in its method's own loop; the Result sums them (docs/simulator.md, "The auto
-    rule")."""
+    until SSPRK104 would be cheaper per unit time for ``HANDBACK_STEPS`` steps, and back;
+    the Result sums the stretches (docs/simulator.md, "The auto rule")."""
     T = t_eval.size
     pair = auto_pair(opts.rtol)
     y, t, k, h = y0, float(t0), 0, opts.first_step
     nfev = nsteps = nrej = ncapped = switches = tries = 0
     method, path, stiff_at = pair, [pair], None
     while True:
-        o = StepperOptions(opts.rtol, opts.atol, opts.max_steps - nsteps - nrej, h,
-                           opts.kink_rtol)
+        o = replace(opts, max_steps=opts.max_steps - nsteps - nrej, first_step=h)
         test = (dict(switch_back=SSPRK104) if method == "ROS34PW2"
                 else dict(stiff_steps=STIFF_STEPS, stiff_held=PAIR_HELD) if method == pair
                 else dict(stiff_steps=ROSENBROCK_STEPS * SWITCH_BACKOFF ** tries,
@@ -166,9 +159,8 @@ def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
         if not (res.stiff or res.nonstiff) or not res.status.success or k >= T:
             break
         stiff_at = t if stiff_at is None else stiff_at
-        tries += res.nonstiff
+        tries, switches = tries + res.nonstiff, switches + 1
         method = "SSPRK104" if (res.nonstiff or method == pair) else "ROS34PW2"
-        switches += 1
         if method not in path:
             path.append(method)
     msg = res.message

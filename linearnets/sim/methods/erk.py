@@ -18,9 +18,7 @@ __all__ = ["ExplicitRK", "DenseStages", "third_order_rest", "STEPPERS"]
 def third_order_rest(tab):
     """``e3 - b`` (s + 1,), or None: ``sum_j e3_j K_j`` is the step's ``sum_j b_j K_j``, already
     formed, plus ``sum_j (e3 - b)_j K_j`` (3 nonzero weights for DOP853)."""
-    if tab.e3 is None:
-        return None
-    return np.ascontiguousarray(tab.e3 - np.append(tab.b, 0.0))
+    return None if tab.e3 is None else tab.e3 - np.append(tab.b, 0.0)
 
 
 class DenseStages:
@@ -63,9 +61,8 @@ class ExplicitRK(Stepper):
     K_i``, error ``h sum e_i K_i`` with ``K_s = f(y_new)`` (HNW I, II.4).
 
     ``tableau`` (keyword, else the class's) sets the pair, ``store`` a model's stage store
-    (:class:`DenseStages` by default), ``fun`` an in-place right-hand side
-    (:class:`~.base.Stepper`).  :meth:`stiffness` exists where the tableau has a stability
-    interval and its last stage at ``t + h``, :meth:`interpolate` where it has a
+    (:class:`DenseStages` by default).  :meth:`stiffness` exists where the tableau has a
+    stability interval and its last stage at ``t + h``, :meth:`interpolate` where it has a
     continuous extension.
     """
 
@@ -133,9 +130,6 @@ class ExplicitRK(Stepper):
         return out
 
 
-def _pair(tab):
-    return type(tab.name, (ExplicitRK,), {"tableau": tab, "__doc__": f"{tab.name}."})
-
-
 #: Method name -> stepper class (every explicit pair of ``tableaux.TABLEAUX``).
-STEPPERS = {name: _pair(tab) for name, tab in _tab.TABLEAUX.items()}
+STEPPERS = {name: type(name, (ExplicitRK,), {"tableau": tab, "__doc__": f"{name}."})
+            for name, tab in _tab.TABLEAUX.items()}

@@ -27,17 +27,14 @@ def _vdot(xp, a, b):
 
 
 class RosenbrockWStepper(Stepper):
-    """ROS34PW2 on ``rhs(t, y)`` with Krylov (CG) stage solves (docs/simulator.md).
-
-    Class attributes (set by :meth:`bind`):
+    """ROS34PW2 on ``rhs(t, y)`` with Krylov (CG) stage solves (docs/simulator.md, "Module
+    overviews").  Class attributes, set by :meth:`bind`:
 
     jvp : callable ``jvp(y, v) -> J(y) v`` or None
         None: forward finite differences of ``rhs`` (unless ``linearize``).
-    linearize : callable ``linearize(y) -> (J v at y as a function of v, fresh)`` or None
-        A model's exact product frozen at ``y``: ``fresh`` True when it evaluated the
-        gradient's products at ``y`` for it (counted as one evaluation), False when it
-        reused those of its latest right-hand side (the linear network's kept chains:
-        ``f(y_new)`` of an accepted step is the next step's base point).
+    linearize : callable ``linearize(y) -> (v -> J(y) v, fresh)`` or None
+        A model's exact product frozen at ``y``; ``fresh``: it evaluated the gradient's
+        products at ``y`` (one evaluation), else it reused its latest right-hand side's.
     metric : ndarray (n,) or None
         Positive weights ``M`` with ``M J`` symmetric (None: the identity).
     JVP_COST : float
@@ -66,8 +63,7 @@ class RosenbrockWStepper(Stepper):
 
     def __init__(self, rhs, n, rtol, atol, xp=np, fun=None):
         super().__init__(rhs, n, rtol, atol, xp, fun=fun)
-        a, c, m, e = self.tableau.transformed()
-        self._a, self._c, self._m, self._e = a, c, m, e
+        self._a, self._c, self._m, self._e = self.tableau.transformed()
         self._g = float(self.tableau.gamma)
         self._ct = [float(v) for v in self.tableau.alpha.sum(axis=1)]
         self._M = None if self.metric is None else xp.asarray(self.metric, dtype=xp.float64)
@@ -75,13 +71,9 @@ class RosenbrockWStepper(Stepper):
             raise ValueError(f"metric: expected shape ({self.n},), got {self._M.shape}")
         self._last = self.tableau.n_stages
         self._fi = xp.empty(self.n)
-        #: evaluations :meth:`_freeze` made for the coming attempt (counted with it)
-        self._frozen_evals = 0
         #: the largest Rayleigh quotient of ``-J`` met since the last accepted step
         self.rho = 0.0
-        self.n_rhs = 0
-        self.n_jvp = 0
-        self.n_failed = 0
+        self.n_rhs = self.n_jvp = self.n_failed = 0
 
     @property
     def n_evals(self) -> int:
@@ -89,15 +81,13 @@ class RosenbrockWStepper(Stepper):
         return self._last
 
     def _freeze(self, t, y, f):
-        """``v -> J v`` at the step's base point ``(t, y)``, ``f = rhs(t, y)``."""
+        """``(v -> J v, evaluations made)`` at the base point ``(t, y)``, ``f = rhs(t, y)``."""
         xp = self.xp
         if self.linearize is not None:
             Jv, fresh = self.linearize(y)
-            self._frozen_evals += int(fresh)
-            return Jv
+            return Jv, int(fresh)
         if self.jvp is not None:
-            jvp = self.jvp
-            return lambda v: jvp(y, v)
+            return (lambda v: self.jvp(y, v)), 0
         ny = math.sqrt(_vdot(xp, y, y))
         num = math.sqrt(_U * (1.0 + ny))
         buf = xp.empty_like(y)
@@ -108,13 +98,12 @@ class RosenbrockWStepper(Stepper):
                 return xp.zeros_like(v)
             eps = num / nv
             return (self._eval(t, y + eps * v, buf) - f) * (1.0 / eps)
-        return fd
+        return fd, 0
 
     def _dot(self, a, b):
-        xp = self.xp
         if self._M is None:
-            return _vdot(xp, a, b)
-        return float(xp.sum(self._M * a * b))
+            return _vdot(self.xp, a, b)
+        return float(self.xp.sum(self._M * a * b))
 
     def _solve(self, Jv, hg, b, scale):
         """CG in the ``metric`` inner product on ``(I - hg J) x = b``: ``(x or None, products)``;
@@ -175,17 +164,13 @@ class RosenbrockWStepper(Stepper):
 
     def attempt(self, t, y, f, h):
         xp = self.xp
-        a, c, m, e = self._a, self._c, self._m, self._e
-        g = self._g
+        a, c, m, e, g = self._a, self._c, self._m, self._e, self._g
         hg = h * g
-        s = self.tableau.n_stages
         scale = self.atol + self.rtol * xp.abs(y)
-        Jv = self._freeze(t, y, f)
-        nrhs = self._frozen_evals
-        self._frozen_evals = 0
+        Jv, nrhs = self._freeze(t, y, f)
         njvp = 0
         U = []
-        for i in range(s):
+        for i in range(self.tableau.n_stages):
             if i == 0:
                 fi = f
             else:
@@ -208,14 +193,13 @@ class RosenbrockWStepper(Stepper):
             U.append(x)
         y_new = y.copy()
         errv = xp.zeros_like(y)
-        for i in range(s):
+        for i in range(len(U)):
             y_new += m[i] * U[i]
             errv += e[i] * U[i]
         if not bool(xp.all(xp.isfinite(y_new))):
             self._count(nrhs, njvp)
             return y_new, None, np.inf
-        sc = self.atol + self.rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
-        v = errv / sc
+        v = errv / (self.atol + self.rtol * xp.maximum(xp.abs(y), xp.abs(y_new)))
         err = error_norm(_vdot(xp, v, v), n=self.n)
         f_new = None
         if err < 1.0 or self.EVALUATE_REJECTED:

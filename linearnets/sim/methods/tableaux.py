@@ -74,11 +74,8 @@ class Tableau:
 
     def dense_weights(self, theta):
         """``B_j(theta)`` of the continuous extension at ``0 <= theta <= 1``: (s + 1,) for a
-        scalar ``theta``, (m, s + 1) for m of them (m,).
-
-        ``B(0) = 0`` and ``B(1) = (b, 0)`` up to rounding.  Horner's rule elementwise, so
-        that the weights at one ``theta`` are the same numbers alone or among others.
-        """
+        scalar ``theta``, (m, s + 1) for m of them (m,); ``B(0) = 0``, ``B(1) = (b, 0)`` up to
+        rounding.  Horner's rule elementwise: the same numbers alone or among others."""
         if self.dense_P is None:
             raise ValueError(f"{self.name} has no continuous extension")
         th = np.asarray(theta, dtype=np.float64)[..., None]
@@ -117,15 +114,12 @@ def expand_low_storage(ls):
     """``(A, b, bhat)`` of the Butcher form of a :class:`LowStorage` method: the recurrence
     run on the coefficients of each register over ``(y, K_0, ..., K_{s-1})``."""
     s = ls.stages
-    q1, rows = np.zeros(s + 1), []
-    q1[0] = 1.0
+    q1, rows = np.eye(s + 1)[0], []
     for k in range(s - 1):
         rows.append(q1.copy())
         q1[k + 1] += ls.sub
         if k + 1 == ls.first:
-            y = np.zeros(s + 1)
-            y[0] = 1.0
-            q2 = ls.mix[0] * y + ls.mix[1] * q1
+            q2 = ls.mix[0] * np.eye(s + 1)[0] + ls.mix[1] * q1
             q1 = ls.mix[2] * q2 + ls.mix[3] * q1
     rows.append(q1.copy())
     b = q2 + ls.last[0] * q1
@@ -228,18 +222,14 @@ TABLEAUX = {t.name: t for t in (RK45, DOP853, SSPRK104, BS32, HE21)}
 #: Rang & Angermann (2005), Table 3 (ROS34PW2).
 ROS34PW2 = RosenbrockW(
     name="ROS34PW2", order=3, error_order=2, gamma=4.3586652150845900e-1,
-    alpha=np.array([
-        [0.0, 0.0, 0.0, 0.0],
-        [8.7173304301691801e-1, 0.0, 0.0, 0.0],
-        [8.4457060015369423e-1, -1.1299064236484185e-1, 0.0, 0.0],
-        [0.0, 0.0, 1.0, 0.0]]),
+    alpha=np.array([[0.0, 0.0, 0.0, 0.0], [8.7173304301691801e-1, 0.0, 0.0, 0.0],
+                    [8.4457060015369423e-1, -1.1299064236484185e-1, 0.0, 0.0],
+                    [0.0, 0.0, 1.0, 0.0]]),
     gamma_ij=np.array([
-        [0.0, 0.0, 0.0, 0.0],
-        [-8.7173304301691801e-1, 0.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 0.0], [-8.7173304301691801e-1, 0.0, 0.0, 0.0],
         [-9.0338057013044082e-1, 5.4180672388095326e-2, 0.0, 0.0],
         [2.4212380706095346e-1, -1.2232505839045147, 5.4526025533510214e-1, 0.0]]),
     b=np.array([2.4212380706095346e-1, -1.2232505839045147, 1.5452602553351020,
                 4.3586652150845900e-1]),
     bhat=np.array([3.7810903145819369e-1, -9.6042292212423178e-2, 0.5,
-                   2.1793326075422950e-1]),
-)
+                   2.1793326075422950e-1]))
