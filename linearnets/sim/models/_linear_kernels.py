@@ -16,7 +16,7 @@ from ..methods._erk_kernels import error_norm, make_erk_advance, sumsq
 from ..methods._rosw_kernels import make_rosw_advance
 
 __all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains", "rhs_flat",
-           "jvp_flat", "rhs", "jvp", "stage", "combinations", "step_end",
+           "jvp_flat", "rhs", "jvp", "stage", "combination", "combinations", "step_end",
            "stage_stiffness_sums", "stage_fsal", "gemm_acc", "add_stage", "hermite_states",
            "error_sums", "slot_stiffness_sums", "ssp_advance", "end_to_end",
            "balance_drift", "probe_ntk", "erk_advance", "factored_advance", "rosw_advance"]
@@ -45,6 +45,14 @@ def _top(buf, aoff, rows, i, C):
 def _bottom(buf, goff, cols, i, C):
     """``G_i`` (C x cols[i]) in a buffer laid out as :func:`chains`' ``gbuf``."""
     return buf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
+
+
+@njit(cache=True)
+def _add_into(out, P):
+    """``out += P`` (2-D, same shape)."""
+    for a in range(out.shape[0]):
+        for b in range(out.shape[1]):
+            out[a, b] += P[a, b]
 
 
 @njit(cache=True)
@@ -160,19 +168,10 @@ def jvp(v, out, y, jdata):
 
 # --- factored Butcher stages --------------------------------------------------------------
 @njit(cache=True)
-def _factors(l, k, store):
-    """Layer l's first ``k`` factor slots: ``U`` (k C x N_l), ``V`` (k C x N_{l-1}) views."""
-    ints, bufs, kc = store[4], store[5], k * store[1].shape[0]
-    r, c, u0, v0 = ints[0][l], ints[1][l], ints[4][l], ints[5][l]
-    return (bufs[0][u0:u0 + kc * r].reshape((kc, r)), bufs[1][v0:v0 + kc * c].reshape((kc, c)))
-
-
-@njit(cache=True)
-def _apply(l, X, out, k, w, y, right, store):
+def _apply(l, X, out, k, w, C, ints, bufs, y, right):
     """``out = X W_l^st``, or with ``right`` ``X W_l^st^T`` (``linear.FactoredStages``)."""
-    C = store[1].shape[0]
-    rows, cols, offs, factored = store[4][:4]
-    wst, tmp, tbuf = store[5][3], store[5][10], store[5][14]
+    rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
+    ut, vs, wst, tmp, tbuf = bufs[0], bufs[1], bufs[3], bufs[10], bufs[14]
     r, c = rows[l], cols[l]
     W = (wst if factored[l] == 0 else y)[offs[l]:offs[l + 1]].reshape((r, c))
     if right:
@@ -181,8 +180,9 @@ def _apply(l, X, out, k, w, y, right, store):
         np.dot(X, W, out)
     if factored[l] == 0 or k == 0:
         return
-    U, V = _factors(l, k, store)
-    M = store[5][9 if right else 8][:C * k * C].reshape((C, k * C))
+    U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
+    V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
+    M = bufs[9 if right else 8][:C * k * C].reshape((C, k * C))
     np.dot(X, V.T if right else U.T, M)
     for a in range(C):
         for q in range(k * C):
@@ -190,7 +190,7 @@ def _apply(l, X, out, k, w, y, right, store):
     width = r if right else c
     T = tmp[:C * width].reshape((C, width))
     np.dot(M, U if right else V, T)
-    np.add(out, T, out)
+    _add_into(out, T)
 
 
 @njit(cache=True)
@@ -204,11 +204,11 @@ def _dense_sum(kd, base, size, w, k, m):
 
 
 @njit(cache=True)
-def stage(y, w, k, slot, store):
+def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
     """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)`` (``w``: >= k entries)."""
-    Sxx, Syx, eta_l, white, ints = store[:5]
-    rows, cols, offs, factored, _, _, kdoff, aoff, goff = ints
-    kd, wst, abuf, gbuf, wbuf, sw = store[5][2:8]
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw = (bufs[0], bufs[1], bufs[2], bufs[3], bufs[4],
+                                             bufs[5], bufs[6], bufs[7])
     L = rows.shape[0]
     C = Syx.shape[0]
     D = Sxx.shape[0]
@@ -220,51 +220,74 @@ def stage(y, w, k, slot, store):
     W = wbuf.reshape((C, D))
     # A_{L-2} = W_{L-1}^st, A_{l-1} = A_l W_l^st, W = A_0 W_0^st
     if L > 1:
-        abuf[aoff[L - 2]:aoff[L - 1]] = wst[offs[L - 1]:offs[L]]
+        At = abuf[aoff[L - 2]:aoff[L - 1]]
+        for m in range(C * rows[L - 2]):
+            At[m] = wst[offs[L - 1] + m]
         for l in range(L - 2, 0, -1):
             _apply(l, abuf[aoff[l]:aoff[l + 1]].reshape((C, rows[l])),
-                   abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])), k, w, y, False, store)
-        _apply(0, abuf[aoff[0]:aoff[1]].reshape((C, rows[0])), W, k, w, y, False, store)
+                   abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])), k, w, C, ints, bufs, y,
+                   False)
+        _apply(0, abuf[aoff[0]:aoff[1]].reshape((C, rows[0])), W, k, w, C, ints, bufs, y, False)
     else:
-        wbuf[:] = wst[offs[0]:offs[1]]
+        for m in range(C * D):
+            wbuf[m] = wst[offs[0] + m]
     E = gbuf[goff[0]:goff[1]].reshape((C, D))
     if white:
-        np.subtract(Syx, W, E)
+        for a in range(C):
+            for d in range(D):
+                E[a, d] = Syx[a, d] - W[a, d]
     else:
-        np.dot(W, Sxx, sw.reshape((C, D)))
-        np.subtract(Syx, sw.reshape((C, D)), E)
+        SW = sw.reshape((C, D))
+        np.dot(W, Sxx, SW)
+        for a in range(C):
+            for d in range(D):
+                E[a, d] = Syx[a, d] - SW[a, d]
     for l in range(L):
         r, c = rows[l], cols[l]
         G = gbuf[goff[l]:goff[l + 1]].reshape((C, c))
         if l > 0:
-            _apply(l - 1, gbuf[goff[l - 1]:goff[l]].reshape((C, cols[l - 1])), G, k, w, y, True,
-                   store)
+            _apply(l - 1, gbuf[goff[l - 1]:goff[l]].reshape((C, cols[l - 1])), G, k, w, C, ints,
+                   bufs, y, True)
         eta = eta_l[l]
         if factored[l] != 0:
-            U, V = _factors(l, slot + 1, store)
-            np.multiply(abuf[aoff[l]:aoff[l + 1]].reshape((C, r)), eta, U[slot * C:])
-            V[slot * C:] = G
+            Al = abuf[aoff[l]:aoff[l + 1]].reshape((C, r))
+            U = ut[utoff[l]:utoff[l + 1]].reshape(((utoff[l + 1] - utoff[l]) // r, r))
+            V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
+            for a in range(C):
+                for i in range(r):
+                    U[slot * C + a, i] = Al[a, i] * eta
+                for i in range(c):
+                    V[slot * C + a, i] = G[a, i]
             continue
         Kd = kd[kdoff[l] + slot * r * c:kdoff[l] + (slot + 1) * r * c].reshape((r, c))
         if l == L - 1:
-            np.multiply(G, eta, Kd)
+            for a in range(r):
+                for i in range(c):
+                    Kd[a, i] = G[a, i] * eta
         else:
             np.dot(abuf[aoff[l]:aoff[l + 1]].reshape((C, r)).T, G, Kd)
             if eta != 1.0:
-                np.multiply(Kd, eta, Kd)
+                for a in range(r):
+                    for i in range(c):
+                        Kd[a, i] = Kd[a, i] * eta
 
 
 @njit(cache=True)
-def _gather(l, w, k, which, store):
-    """Layer l's slots with a nonzero weight into area ``which``: ``(U^T w, V)`` views."""
-    C, r, c = store[1].shape[0], store[4][0][l], store[4][1][l]
-    usbuf, vgbuf = store[5][11], store[5][12]
-    q = C * np.count_nonzero(w[:k])
+def _gather(l, w, k, which, C, ints, bufs):
+    """Layer l's slots with a nonzero weight, ``U^T w`` and ``V``, into area ``which``; q."""
+    rows, cols, utoff, vsoff = ints[0], ints[1], ints[4], ints[5]
+    ut, vs, usbuf, vgbuf = bufs[0], bufs[1], bufs[11], bufs[12]
+    r, c = rows[l], cols[l]
+    q = 0
+    for j in range(k):
+        if w[j] != 0.0:
+            q += C
     ubase = which * (usbuf.shape[0] // 3)
     vbase = which * (vgbuf.shape[0] // 3)
     Ust = usbuf[ubase:ubase + r * q].reshape((r, q))
     Vg = vgbuf[vbase:vbase + q * c].reshape((q, c))
-    U, V = _factors(l, k, store)
+    U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
+    V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
     q2 = 0
     for row in range(k * C):
         wq = w[row // C]
@@ -274,32 +297,47 @@ def _gather(l, w, k, which, store):
             for i in range(c):
                 Vg[q2, i] = V[row, i]
             q2 += 1
-    return Ust, Vg
+    return q
 
 
 @njit(cache=True)
-def _block_product(g, i0, i1, out):
-    """``out = (U^T w)[i0:i1] V`` of gathered factors ``g = (U^T w, V)``."""
-    if g[1].shape[0] == 0:
+def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
+    """``out = (U^T w)[i0:i1] V`` from work area ``which`` (out: (i1 - i0) x N_{l-1})."""
+    cols = ints[1]
+    usbuf, vgbuf = bufs[11], bufs[12]
+    c = cols[l]
+    if q == 0:
         out[:, :] = 0.0
-    else:
-        np.dot(g[0][i0:i1], g[1], out)
+        return
+    ubase = which * (usbuf.shape[0] // 3)
+    vbase = which * (vgbuf.shape[0] // 3)
+    np.dot(usbuf[ubase + i0 * q:ubase + i1 * q].reshape((i1 - i0, q)),
+           vgbuf[vbase:vbase + q * c].reshape((q, c)), out)
 
 
 @njit(cache=True)
-def combinations(W, k, out, store):
-    """``out[i] = sum_{j<k} W[i, j] K_j`` as a dense flat vector for each row i of ``W``."""
-    rows, cols, offs, factored, _, _, kdoff = store[4][:7]
+def combination(w, k, out, C, ints, bufs):
+    """``out = sum_{j<k} w_j K_j`` as a dense flat vector (n,)."""
+    rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
+    for l in range(rows.shape[0]):
+        r, c = rows[l], cols[l]
+        if factored[l] != 0:
+            q = _gather(l, w, k, 0, C, ints, bufs)
+            _block_product(l, 0, q, 0, r, out[offs[l]:offs[l + 1]].reshape((r, c)), C, ints,
+                           bufs)
+        else:
+            for m in range(r * c):
+                out[offs[l] + m] = _dense_sum(bufs[2], kdoff[l], r * c, w, k, m)
+
+
+@njit(cache=True)
+def combinations(W, k, y, out, C, ints, bufs):
+    """``out[i] = y + sum_{j<k} W[i, j] K_j`` for each row i of ``W`` (m, >= k)."""
     for i in range(W.shape[0]):
-        w, o = W[i], out[i]
-        for l in range(rows.shape[0]):
-            r, c = rows[l], cols[l]
-            if factored[l] != 0:
-                g = _gather(l, w, k, 0, store)
-                _block_product(g, 0, r, o[offs[l]:offs[l + 1]].reshape((r, c)))
-            else:
-                for m in range(r * c):
-                    o[offs[l] + m] = _dense_sum(store[5][2], kdoff[l], r * c, w, k, m)
+        o = out[i]
+        combination(W[i], k, o, C, ints, bufs)
+        for m in range(y.shape[0]):
+            o[m] = o[m] + y[m]
 
 
 @njit(cache=True)
@@ -321,87 +359,114 @@ def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
 
 
 @njit(cache=True)
-def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, store):
+def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, block_entries, C, ints, bufs, pbuf):
     """``y_new = y + wb K`` and the error sums ``(e5, e3)``, ``linear.FactoredStages.step_end``."""
-    rows, cols, offs, factored, _, _, kdoff = store[4][:7]
-    kd, pbuf, block_entries = store[5][2], store[6], store[7]
+    rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
+    kd = bufs[2]
     e5 = 0.0
     e3 = 0.0
     nb = pbuf.shape[0] // 3
     for l in range(rows.shape[0]):
         r, c = rows[l], cols[l]
-        gb = ge = g3 = _gather(l, wb, 0, 0, store)    # empty: unused on a dense layer
+        base = offs[l]
         if factored[l] != 0:
-            gb = _gather(l, wb, wb.shape[0], 0, store)
-            ge = _gather(l, we, we.shape[0], 1, store)
-            g3 = _gather(l, we3, we3.shape[0], 2, store) if use_e3 else gb
-        rb = max(1, block_entries // c)
-        for i0 in range(0, r, rb):
-            i1 = min(r, i0 + rb)
-            size = (i1 - i0) * c
-            pb, pe, p3 = pbuf[:size], pbuf[nb:nb + size], pbuf[2 * nb:2 * nb + size]
-            if factored[l] != 0:
-                _block_product(gb, i0, i1, pb.reshape((i1 - i0, c)))
-                _block_product(ge, i0, i1, pe.reshape((i1 - i0, c)))
+            qb = _gather(l, wb, wb.shape[0], 0, C, ints, bufs)
+            qe = _gather(l, we, we.shape[0], 1, C, ints, bufs)
+            q3 = _gather(l, we3, we3.shape[0], 2, C, ints, bufs) if use_e3 else 0
+            rb = max(1, block_entries // c)
+            for i0 in range(0, r, rb):
+                i1 = min(r, i0 + rb)
+                size = (i1 - i0) * c
+                _block_product(l, 0, qb, i0, i1, pbuf[:size].reshape((i1 - i0, c)), C, ints, bufs)
+                _block_product(l, 1, qe, i0, i1, pbuf[nb:nb + size].reshape((i1 - i0, c)), C,
+                               ints, bufs)
                 if use_e3:
-                    _block_product(g3, i0, i1, p3.reshape((i1 - i0, c)))
-            else:
-                for m in range(size):
-                    x = i0 * c + m
-                    pb[m] = _dense_sum(kd, kdoff[l], r * c, wb, wb.shape[0], x)
-                    pe[m] = _dense_sum(kd, kdoff[l], r * c, we, we.shape[0], x)
-                    if use_e3:
-                        p3[m] = _dense_sum(kd, kdoff[l], r * c, we3, we3.shape[0], x)
-            s5, s3 = _finish_block(y, y_new, offs[l] + i0 * c, pb, pe, p3, use_e3, c3, rtol, atol)
-            e5 += s5
-            e3 += s3
+                    _block_product(l, 2, q3, i0, i1,
+                                   pbuf[2 * nb:2 * nb + size].reshape((i1 - i0, c)), C, ints,
+                                   bufs)
+                s5, s3 = _finish_block(y, y_new, base + i0 * c, pbuf[:size], pbuf[nb:nb + size],
+                                       pbuf[2 * nb:2 * nb + size], use_e3, c3, rtol, atol)
+                e5 += s5
+                e3 += s3
+            continue
+        size = r * c
+        kb = kdoff[l]
+        for m in range(size):
+            pb = _dense_sum(kd, kb, size, wb, wb.shape[0], m)
+            pe = _dense_sum(kd, kb, size, we, we.shape[0], m)
+            yv = y[base + m]
+            yn = yv + pb
+            y_new[base + m] = yn
+            sc = atol + rtol * max(abs(yv), abs(yn))
+            qv = pe / sc
+            e5 += qv * qv
+            if use_e3:
+                qv = (_dense_sum(kd, kb, size, we3, we3.shape[0], m) + c3 * pb) / sc
+                e3 += qv * qv
     return e5, e3
 
 
 @njit(cache=True)
-def _gram_pair(X, Y, gram):
-    """``(X X^T, Y Y^T)`` into the buffer ``gram``."""
-    q = X.shape[0]
+def _gram_pair(X, Y, bufs):
+    """``(X X^T, Y Y^T)`` into the ``gram`` buffer, each a product with a copied transpose."""
+    usbuf, gram = bufs[11], bufs[13]
+    q, r = X.shape
+    c = Y.shape[1]
     GX = gram[:q * q].reshape((q, q))
     GY = gram[q * q:2 * q * q].reshape((q, q))
-    np.dot(X, X.T, GX)
-    np.dot(Y, Y.T, GY)
+    Xt = usbuf[:r * q].reshape((r, q))
+    Xt[:, :] = X.T
+    np.dot(X, Xt, GX)
+    Yt = usbuf[:c * q].reshape((c, q))
+    Yt[:, :] = Y.T
+    np.dot(Y, Yt, GY)
     return GX, GY
-
-
-@njit(cache=True)
-def _gram_form(GU, GV, w, q, C):
-    """``sum_pq w_{p // C} w_{q // C} GU_pq GV_pq`` over the leading q x q blocks."""
-    acc = 0.0
-    for p in range(q):
-        for p2 in range(q):
-            acc += w[p // C] * w[p2 // C] * GU[p, p2] * GV[p, p2]
-    return acc
 
 
 @njit(cache=True, nogil=True)
 def stage_stiffness_sums(s, wd, store):
-    """``(num, dd, ref)`` of the accepted step (``linear.FactoredStages.stiffness_sums``)."""
+    """``(num, dd, ref)`` of the accepted step (``linear.FactoredStages.stiffness_sums``;
+    ``store`` as for :func:`_store_attempt`)."""
     eps = np.finfo(np.float64).eps
-    C, bufs, signs = store[1].shape[0], store[5], np.array((-1.0, 1.0))
-    rows, cols, _, factored, _, _, kdoff = store[4][:7]
-    kd = bufs[2]
+    C, ints, bufs = store[1].shape[0], store[4], store[5]
+    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
+    ut, vs, kd = bufs[0], bufs[1], bufs[2]
     num = 0.0
     dd = 0.0
     ref = 0.0
     for l in range(rows.shape[0]):
         r, c = rows[l], cols[l]
         if factored[l] != 0:
-            U, V = _factors(l, s + 1, store)
-            GU, GV = _gram_pair(U[:s * C], V[:s * C], bufs[13])
-            ref += _gram_form(GU, GV, signs[1:], C, C)
+            U = ut[utoff[l]:utoff[l + 1]].reshape(((utoff[l + 1] - utoff[l]) // r, r))
+            V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
+            q = s * C
+            GU, GV = _gram_pair(U[:q], V[:q], bufs)
+            acc = 0.0
+            for a in range(C):
+                for b in range(C):
+                    acc += GU[a, b] * GV[a, b]
+            ref += acc
+            acc = 0.0
+            for p in range(q):
+                wp = wd[p // C]
+                for p2 in range(q):
+                    acc += wp * wd[p2 // C] * GU[p, p2] * GV[p, p2]
             sd = 0.0        # the floor of linear._gram_rounding
             for j in range(s):
-                b = slice(j * C, (j + 1) * C)
-                sd += abs(wd[j]) * np.sqrt(np.trace(GU[b, b]) * np.trace(GV[b, b]))
-            dd += max(_gram_form(GU, GV, wd, s * C, C), (r + c + s * C) * eps * (sd * sd))
-            GU, GV = _gram_pair(U[(s - 1) * C:], V[(s - 1) * C:], bufs[13])
-            num += _gram_form(GU, GV, signs, 2 * C, C)
+                du = 0.0
+                dv = 0.0
+                for p in range(j * C, (j + 1) * C):
+                    du += GU[p, p]
+                    dv += GV[p, p]
+                sd += abs(wd[j]) * np.sqrt(du * dv)
+            dd += max(acc, (r + c + s * C) * eps * (sd * sd))
+            GU, GV = _gram_pair(U[(s - 1) * C:(s + 1) * C], V[(s - 1) * C:(s + 1) * C], bufs)
+            acc = 0.0
+            for p in range(2 * C):
+                sp = -1.0 if p < C else 1.0
+                for p2 in range(2 * C):
+                    acc += sp * (-1.0 if p2 < C else 1.0) * GU[p, p2] * GV[p, p2]
+            num += acc
             continue
         size = r * c
         base = kdoff[l]
@@ -417,12 +482,15 @@ def stage_stiffness_sums(s, wd, store):
 @njit(cache=True, nogil=True)
 def stage_fsal(s, store):
     """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
-    C, rows, cols, kdoff, kd = store[1].shape[0], store[4][0], store[4][1], store[4][6], store[5][2]
+    C, ints, bufs = store[1].shape[0], store[4], store[5]
+    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
+    ut, vs, kd = bufs[0], bufs[1], bufs[2]
     for l in range(rows.shape[0]):
-        if store[4][3][l] != 0:
-            U, V = _factors(l, s + 1, store)
-            U[:C] = U[s * C:]
-            V[:C] = V[s * C:]
+        if factored[l] != 0:
+            nu = C * rows[l]
+            ut[utoff[l]:utoff[l] + nu] = ut[utoff[l] + s * nu:utoff[l] + (s + 1) * nu]
+            nv = C * cols[l]
+            vs[vsoff[l]:vsoff[l] + nv] = vs[vsoff[l] + s * nv:vsoff[l] + (s + 1) * nv]
         else:
             size = rows[l] * cols[l]
             kd[kdoff[l]:kdoff[l] + size] = kd[kdoff[l] + s * size:kdoff[l] + (s + 1) * size]
@@ -430,16 +498,18 @@ def stage_fsal(s, store):
 
 @njit(cache=True, nogil=True)
 def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
-    """One step of ``h_try`` on factored stages: ``y_new`` and its error norm."""
-    wtmp = store[8]
+    """One attempted step of ``h_try`` on factored stages: the stages, ``y_new`` and the error
+    norm (``store``: ``linear.FactoredStageOps.data``)."""
+    Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
     s = b.shape[0]
     for i in range(1, s + 1):
         for j in range(i):
             wtmp[j] = h_try * (b[j] if i == s else A[i, j])
-        stage(y, wtmp, i, i, store)
+        stage(y, wtmp, i, i, Sxx, Syx, eta_l, white, ints, bufs)
     for j in range(s):
         wtmp[j] = h_try * b[j]
-    e5, e3n = step_end(y, y_new, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol, store)
+    e5, e3n = step_end(y, y_new, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol, block,
+                       Syx.shape[0], ints, bufs, pbuf)
     return error_norm(e5, e3n, use_e3, h_try, y.shape[0])
 
 

@@ -626,6 +626,7 @@ class FactoredStageOps(_LinearOps):
                 np.empty(D * C), np.empty(S1 * C * C), np.empty(S1 * C * C), np.empty(mx * C),
                 np.empty(3 * S1 * C * mx), np.empty(3 * S1 * C * mx),
                 np.empty(2 * (S1 * C) ** 2), np.empty(2 * C * mx))
+        self.C, self.ints, self.bufs = C, ints, bufs
         self.data = (*self.rhs_args[:3], problem.white, ints, bufs,
                      np.empty(3 * max(BLOCK_ENTRIES, mx)), BLOCK_ENTRIES, np.empty(self.s + 1))
         self.e3 = third_order_rest(tab) if tab.e3 is not None else np.zeros_like(tab.e)
@@ -635,13 +636,13 @@ class FactoredStageOps(_LinearOps):
         return A, b, e, self.e3, use_e3, exponent, rtol
 
     def first(self, y):
-        lk.stage(y, np.zeros(1), 0, 0, self.data)
-        lk.combinations(np.ones((1, 1)), 1, self.f0[None], self.data)
+        lk.stage(y, np.zeros(1), 0, 0, *self.data[:6])
+        lk.combination(np.ones(1), 1, self.f0, self.C, self.ints, self.bufs)
         return self.f0
 
     def interpolate_many(self, thetas, y, y_new, h, batch):
-        lk.combinations(h * self.tab.dense_weights(thetas), self.s + 1, batch, self.data)
-        batch += y
+        lk.combinations(h * self.tab.dense_weights(thetas), self.s + 1, y, batch, self.C,
+                        self.ints, self.bufs)
         return batch
 
     def fsal(self):
