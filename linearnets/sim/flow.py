@@ -27,8 +27,7 @@ __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowS
            "FlowWarning", "FlowError", "RECORDABLE", "DEFAULT_MAX_STEPS", "DEFAULT_METHOD",
            "DENSE_METHODS", "METHODS", "KINK_RTOL"]
 
-#: Quantities that ``record=`` can ask for (``"modes"`` and ``"conservation"``: linear
-#: networks only).
+#: Quantities that ``record=`` can ask for (``"modes"``, ``"conservation"``: linear networks).
 RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation")
 
 #: Methods with a continuous extension for ``dense=True`` (``Tableau.dense_P``).
@@ -49,20 +48,19 @@ DEFAULT_METHOD = "auto"
 KINK_RTOL = 1e-4
 
 #: Smallest accepted rtol: below it the error estimate is dominated by rounding.
-MIN_RTOL = 100 * np.finfo(np.float64).eps
+MIN_RTOL = 100 * _EPS
 #: rtol and atol must be below these: an error of the size of the state is no control.
 MAX_RTOL = 1.0
 MAX_ATOL = 1.0
-#: An output whose loss exceeds the initial loss by more than this factor (and by more than
-#: BREAKDOWN_ROUNDING of its terms) is not a state of gradient flow, whose loss never rises:
-#: neither it nor any later state is recorded (``FlowStatus.BREAKDOWN``).
+#: The breakdown guard: a rise of the loss above BREAKDOWN_RISE times its initial value, and
+#: above BREAKDOWN_ROUNDING of its terms (docs/simulator.md, ``FlowStatus.BREAKDOWN``).
 BREAKDOWN_RISE = 10.0
 BREAKDOWN_ROUNDING = 1e-6
 
-#: A successful explicit run whose stability cap shortened at least this many steps, and
-#: at least CAPPED_HINT_SHARE of them, says so in its message and names ``"auto"``.
+#: The capped hint: at least this many steps, and this share of them, held by the cap.
 CAPPED_HINT_STEPS = 1000
 CAPPED_HINT_SHARE = 0.5
+_AUTO_HINT = "method='auto' switches to SSPRK104 and the L-stable ROS34PW2 there"
 
 
 class FlowWarning(RuntimeWarning):
@@ -182,19 +180,10 @@ class Trajectory:
     biases0: Optional[tuple] = None
 
     def __post_init__(self):
-        for name in ("t", "loss", "end_to_end", "modes", "mode_s", "mode_u", "mode_v",
-                     "conservation", "ntk", "ntk_norm", "ntk_alignment", "outputs"):
-            a = getattr(self, name)
-            if a is not None:
-                a.setflags(write=False)
-        for group in (self.weights, self.weights_t, self.biases, self.biases_t, self.weights0,
-                      self.biases0):
-            for a in group or ():
-                a.setflags(write=False)
-
-    @property
-    def depth(self) -> int:
-        return len(self.weights)
+        for value in vars(self).values():
+            for a in value if isinstance(value, tuple) else (value,):
+                if isinstance(a, np.ndarray):
+                    a.setflags(write=False)
 
 
 def check_t_eval(t_eval):
@@ -303,12 +292,13 @@ def check_probe(probe, D, C):
     return Xp, Yp
 
 
-def check_max_steps(max_steps):
-    return check_int(max_steps, "max_steps", minimum=1)
-
-
-def check_stop(stop, options):
-    """A stop rule: None, ``("margin", 1.0)`` or ``("loss", value)``."""
+def check_stop(stop, options, Y):
+    """A stop rule: None, ``("margin", 1.0)`` or ``("loss", value)``; the soft hinge's one
+    output and labels +-1."""
+    if options.loss == "soft_hinge" and Y.shape[1] != 1:
+        raise ValueError(f"loss='soft_hinge' needs one output (C = 1), got C = {Y.shape[1]}")
+    if options.loss == "soft_hinge" and not np.all(np.abs(Y) == 1.0):
+        raise ValueError("Y: loss='soft_hinge' needs labels +1 or -1")
     if stop is None:
         return None
     if isinstance(stop, str) and stop == "margin":
@@ -320,16 +310,6 @@ def check_stop(stop, options):
             and np.isfinite(stop[1]) and stop[1] >= 0):
         return ("loss", float(stop[1]))
     raise ValueError(f"stop must be None, 'margin' or ('loss', value >= 0), got {stop!r}")
-
-
-def check_labels(Y, options):
-    """The soft hinge needs one output and labels +-1."""
-    if options.loss != "soft_hinge":
-        return
-    if Y.shape[1] != 1:
-        raise ValueError(f"loss='soft_hinge' needs one output (C = 1), got C = {Y.shape[1]}")
-    if not np.all(np.abs(Y) == 1.0):
-        raise ValueError("Y: loss='soft_hinge' needs labels +1 or -1")
 
 
 def check_method(method, dense):
@@ -385,23 +365,18 @@ class _Guard:
 class PreparedFlow:
     """Gradient flow of one network on one data set, ready to run from many initialisations.
 
-    Built by :func:`prepare_flow`; :meth:`run` takes the parameters at t = 0.
+    Built by :func:`prepare_flow`, whose validated arguments are its attributes (``model``
+    the model class, ``backend`` the concrete one, ``xp`` its array namespace, ``Xo`` the
+    inputs of ``"outputs"``); :meth:`run` takes the parameters at t = 0.
     ``gradient_flow(weights, ...)`` is ``prepare_flow(...).run(weights)``.
     """
 
-    def __init__(self, *, shapes, X, Y, t_eval, cls, options, has_biases, method, backend,
-                 xp, rtol, atol, max_steps, first_step, dense, stop, kink_rtol, record,
-                 probe, Xo, raise_on_failure):
-        self.shapes, self.X, self.Y, self.t_eval = shapes, X, Y, t_eval
-        self.model, self.options, self.has_biases = cls, options, has_biases
-        self.method, self.backend, self.xp = method, backend, xp
-        self.rtol, self.atol, self.max_steps, self.first_step = rtol, atol, max_steps, first_step
-        self.dense, self.stop, self.kink_rtol = dense, stop, kink_rtol
-        self.record, self.probe, self.Xo = record, probe, Xo
-        self.raise_on_failure = raise_on_failure
-        self._shared = cls.shared(shapes, X, Y, options, xp)
+    def __init__(self, **settings):
+        vars(self).update(settings)
+        X, Y, xp = self.X, self.Y, self.xp
+        self._shared = self.model.shared(self.shapes, X, Y, self.options, xp)
         self._data = (X, Y) if xp is np else (xp.asarray(X), xp.asarray(Y))
-        if "modes" in record:
+        if "modes" in self.record:
             U, s, Vt = np.linalg.svd(Y.T @ X / X.shape[0], full_matrices=False)
             self._modes = (U, s, Vt.T.copy())
 
@@ -436,11 +411,8 @@ class PreparedFlow:
         return net
 
     def rhs(self, y, weights0=None, biases0=None):
-        """The right-hand side of the prepared flow, for a baseline integrator.
-
-        ``dy/dt = -eta R grad L(y)`` (``R`` the per-layer rates ``lr_scales``; for a linear
-        network ``dW_l/dt = eta (W_L...W_{l+1})^T (Syx - W Sxx) (W_{l-1}...W_1)^T``, Saxe,
-        McClelland & Ganguli 2014), the vector field that :meth:`run` integrates.
+        """``dy/dt = -eta R grad L(y)`` (``R`` the rates ``lr_scales``), the vector field that
+        :meth:`run` integrates, for a baseline integrator.
 
         Parameters
         ----------
@@ -469,23 +441,20 @@ class PreparedFlow:
                         dtype=np.float64, copy=True)
 
     def run(self, weights0, biases0=None, *, report=True):
-        """Integrate from ``weights0`` (and ``biases0``), the state at t = 0, over the
-        prepared output times.
+        """Integrate from ``weights0`` (and ``biases0``), the state at t = 0.
 
         Parameters
         ----------
-        weights0 : list of ndarray
-            ``[W_1, ..., W_L]`` with the prepared shapes; never modified.
-        biases0 : list of ndarray (N_l,), optional
-            ``[b_1, ..., b_{L-1}]``, where the flow was prepared with biases.
+        weights0, biases0 : list of ndarray (N_l, N_{l-1}), list of ndarray (N_l,) or None
+            ``[W_1, ..., W_L]`` with the prepared shapes, and ``[b_1, ..., b_{L-1}]`` where
+            the flow was prepared with biases; never modified.
         report : bool
             Whether a failed run warns or raises here (False: the caller reports it).
 
         Returns
         -------
         Trajectory
-            As :func:`linearnets.gradient_flow` returns it; a failed run warns
-            (:class:`FlowWarning`) or raises (:class:`FlowError`).
+            As :func:`linearnets.gradient_flow` returns it.
         """
         ws, bs = self._parameters(weights0, biases0)
         net = self._net(ws, bs)
@@ -501,7 +470,7 @@ class PreparedFlow:
 
     def _trajectory(self, net, ws, bs):
         rec, t_eval, xp = self.record, self.t_eval, self.xp
-        T, L, C, D = t_eval.size, len(self.shapes), self.shapes[-1][0], self.shapes[0][1]
+        T, L, C, D = t_eval.size, len(self.shapes), self.Y.shape[1], self.X.shape[1]
         to_np = _backend.to_numpy if xp is not np else (lambda a: a)
         nan = np.nan
         lossv = np.full(T, nan)
@@ -597,24 +566,22 @@ class PreparedFlow:
                     a[n:] = nan
         if terms is not None:
             lossv[:n] = net.loss_of_map(e2e[:n])
+        tab, auto = TABLEAUX.get(self.method), _AUTO_HINT
         if status is FlowStatus.MAX_STEPS:
             message = message.replace(status.message,
                                       f"{status.message} ({self.max_steps} attempted steps)", 1)
-            tab = TABLEAUX.get(self.method)
             h, rho = raw.h_next, raw.rho
             # the cap sets h rho = STABILITY_SAFETY boundary exactly (up to rounding)
             if tab is not None and rho > 0.0 and h * rho >= 0.999 * STABILITY_SAFETY * \
                     tab.stability_boundary:
                 message += (f"; the step (h={h:.3g}) was held at the stability limit of "
-                            f"converged modes (stiffness {rho:.3g}): method='auto' switches "
-                            f"to SSPRK104 and the L-stable ROS34PW2 there")
+                            f"converged modes (stiffness {rho:.3g}): {auto}")
         ncapped = raw.ncapped
-        if (status.success and self.method in TABLEAUX and ncapped >= CAPPED_HINT_STEPS
+        if (status.success and tab is not None and ncapped >= CAPPED_HINT_STEPS
                 and ncapped >= CAPPED_HINT_SHARE * raw.nsteps):
             # converged modes, not accuracy, set the steps
             message += (f"; {ncapped} of {raw.nsteps} steps were held at the stability limit "
-                        f"of converged modes: method='auto' switches to SSPRK104 and the "
-                        f"L-stable ROS34PW2 there")
+                        f"of converged modes: {auto}")
         host = net.layout.unpack(np.array(y_last, dtype=np.float64, copy=True))
         U, s_modes, V = self._modes if "modes" in rec else (None, None, None)
         modes = (np.einsum("ca,tcd,da->ta", U, e2e, V) if "modes" in rec else None)
@@ -676,20 +643,17 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
     """
     shapes = shapes_of(layers)
     X, Y = check_data(X, Y, shapes)
-    L = len(shapes)
-    D, C = shapes[0][1], shapes[-1][0]
     t_eval = check_t_eval(t_eval)
-    options = parse_options(L, activation=activation, multipliers=multipliers, alpha=alpha,
-                            centered=centered, loss=loss, lr_scales=lr_scales,
+    options = parse_options(len(shapes), activation=activation, multipliers=multipliers,
+                            alpha=alpha, centered=centered, loss=loss, lr_scales=lr_scales,
                             eta=float(check_positive(eta, "eta", ndim=0)))
     has_biases = biases is not None and biases is not False
-    check_labels(Y, options)
-    stop = check_stop(stop, options)
+    stop = check_stop(stop, options, Y)
     rtol, atol = check_tolerances(rtol, atol)
     kink_rtol = (max(rtol, KINK_RTOL) if kink_rtol is None
                  else float(check_positive(kink_rtol, "kink_rtol", ndim=0)))
     method, dense = check_method(DEFAULT_METHOD if method is None else method, dense)
-    max_steps = check_max_steps(max_steps)
+    max_steps = check_int(max_steps, "max_steps", minimum=1)
     if first_step is not None:
         first_step = float(check_positive(first_step, "first_step", ndim=0))
     _backend.check_backend(backend)
@@ -701,7 +665,7 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
         raise ValueError(f"record: {bad!r} exists only for a linear network (activation="
                          f"'linear', no biases), got activation={options.activation!r}")
     if probe is not None or "ntk" in rec:
-        probe = check_probe(probe if probe is not None else (X, Y), D, C)
+        probe = check_probe(probe if probe is not None else (X, Y), X.shape[1], Y.shape[1])
         rec = rec | {"ntk"}
     Xo = X if probe is None else probe[0]
     concrete = _backend.resolve_backend(backend, max(max(s) for s in shapes), _backend.BACKENDS)
@@ -710,7 +674,7 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
         # a model's compiled twin; a model without one runs its numpy reference
         cls, concrete = (cls.numba_model, "numba") if cls.numba_model is not None \
             else (cls, "numpy")
-    return PreparedFlow(shapes=shapes, X=X, Y=Y, t_eval=t_eval, cls=cls, options=options,
+    return PreparedFlow(shapes=shapes, X=X, Y=Y, t_eval=t_eval, model=cls, options=options,
                         has_biases=has_biases, method=method, backend=concrete, xp=xp,
                         rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
                         dense=dense, stop=stop, kink_rtol=kink_rtol, record=rec, probe=probe,
@@ -734,10 +698,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     ----------
     weights : list of ndarray (N_l, N_{l-1})
         ``[W_1, ..., W_L]`` at t = 0; never modified.
-    X : array_like, shape (P, D)
-        Inputs (need not be whitened).
-    Y : array_like, shape (P, C) or (P,)
-        Targets; 1-D means C = 1.
+    X, Y : array_like, shape (P, D), and (P, C) or (P,)
+        Inputs (need not be whitened) and targets (1-D: C = 1).
     t_eval : array_like, shape (T,)
         Strictly increasing output times since initialisation, all ``>= 0``.
     eta : float
@@ -754,10 +716,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         Any of :data:`RECORDABLE`.
     probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
         Inputs (and targets) of the recorded NTK (implies ``"ntk"``; default: the training data).
-    max_steps : int
-        Budget of attempted steps.
-    first_step : float, optional
-        Initial step (default: chosen automatically).
+    max_steps, first_step : int, float or None
+        The budget of attempted steps; the initial step (None: chosen automatically).
     dense : bool
         True (``DENSE_METHODS`` only): output times inside a step are the continuous
         extension ``y(t + theta h) = y + h sum_j B_j(theta) K_j``; False: each ends a step.
@@ -770,10 +730,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     multipliers, lr_scales : sequence of L floats > 0, optional
         Forward multipliers ``m_l``; per-layer rates (``W_l``, ``b_l`` move with ``eta
         lr_scales[l-1]``). All 1 by default.
-    alpha : float > 0
-        Output scale: ``F = alpha f``.
-    centered : bool
-        ``F = alpha (f - f_0)``, ``f_0`` the network at t = 0 (fixed).
+    alpha, centered : float > 0, bool
+        Output scale, ``F = alpha f``; centered, ``F = alpha (f - f_0)`` with ``f_0`` the
+        network at t = 0 (fixed).
     loss : str or tuple
         ``"mse"`` or ``"soft_hinge"`` (``("soft_hinge", beta_h)``, beta_h = 20; C = 1, labels
         +-1).

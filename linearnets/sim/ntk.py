@@ -13,20 +13,16 @@ __all__ = ["empirical_ntk"]
 
 def _ntk_blocks(ws, X1, X2):
     """The per-layer kernels' sum (P1, P2, C, C), scaled by powers of two against overflow."""
-    L = len(ws)
-    C = ws[-1].shape[0]
-    scaled = [pow2_normalise(w) for w in ws]
-    ws = [w for w, _ in scaled]
-    ew = np.array([e for _, e in scaled])
+    L, C = len(ws), ws[-1].shape[0]
+    ws, ew = zip(*[pow2_normalise(w) for w in ws])
+    ew = np.array(ew)
     (X1, e1), (X2, e2) = pow2_normalise(X1), pow2_normalise(X2)
     # layer l's kernel carries 2^(e1 + e2 + 2 sum_{k != l} e_k)
     expo = e1 + e2 + 2 * (int(ew.sum()) - ew)
     top = int(expo.max())
-    tops = [None] * L
-    A = np.eye(C)
-    for l in range(L - 1, -1, -1):
-        tops[l] = A
-        A = A @ ws[l]
+    tops = [np.eye(C)]          # tops[l] = W_L ... W_{l+2} (0-based: ws[L-1] ... ws[l+1])
+    for w in ws[:0:-1]:
+        tops.insert(0, tops[0] @ w)
     K = np.zeros((X1.shape[0], X2.shape[0], C, C))
     H1, H2 = X1, X2
     for l in range(L):

@@ -96,15 +96,14 @@ def init_parameterised(layer_sizes, parameterisation="standard", sigma=1.0, seed
     With the same ``seed`` the three share one set of standard normal draws ``G_l``,
     so at t = 0 they compute the same ``m_l W_l`` up to the output factor.
 
-    ``"standard"`` (LeCun / He-style fan-in scaling, as :func:`init_network`):
-        ``W_l = sigma G_l / sqrt(N_{l-1})`` ~ N(0, sigma^2/N_{l-1}), ``m_l = 1``.
-    ``"ntk"`` (Jacot, Gabriel & Hongler 2018, eq. (1): ``alpha^(l+1) = W^(l) alpha~^(l) / sqrt(n_l)``):
-        ``W_l = sigma G_l`` ~ N(0, sigma^2), ``m_l = 1/sqrt(N_{l-1})``.
-    ``"mean_field"`` (Mei, Montanari & Nguyen 2018; Chizat & Bach 2018: ``f = (1/N) sum_i a_i phi(w_i . x)``):
-        as ``"ntk"`` but the output layer's multiplier is ``1/N_{L-1}``; for L = 2
-        with ``m_1 = 1/sqrt(D)`` this is their two-layer model with inputs scaled by
-        ``1/sqrt(D)``. Their particle clock runs ``N_{L-1}`` times faster
-        (``eta = N_{L-1}``); ``eta`` here is 1, the package's clock.
+    ``"standard"`` (LeCun / He-style fan-in scaling, as :func:`init_network`): ``W_l = sigma
+    G_l / sqrt(N_{l-1})`` ~ N(0, sigma^2/N_{l-1}), ``m_l = 1``.
+    ``"ntk"`` (Jacot, Gabriel & Hongler 2018, eq. (1), ``alpha^(l+1) = W^(l) alpha~^(l) /
+    sqrt(n_l)``): ``W_l = sigma G_l`` ~ N(0, sigma^2), ``m_l = 1/sqrt(N_{l-1})``.
+    ``"mean_field"`` (Mei, Montanari & Nguyen 2018; Chizat & Bach 2018, ``f = (1/N) sum_i a_i
+    phi(w_i . x)``): as ``"ntk"`` but ``m_L = 1/N_{L-1}``; for L = 2 with ``m_1 = 1/sqrt(D)``
+    their two-layer model with inputs scaled by ``1/sqrt(D)``. Their particle clock runs
+    ``N_{L-1}`` times faster (``eta = N_{L-1}``); ``eta`` here is 1, the package's clock.
 
     Parameters
     ----------
@@ -151,24 +150,19 @@ def init_parameterised(layer_sizes, parameterisation="standard", sigma=1.0, seed
 
 
 def zhou_parameterisation(layer_sizes, betas, alpha, seed=0, *, form="direct", biases=False):
-    """Zhou et al. (2022)'s phase-diagram network on the model's keywords.
+    """Zhou et al. (2022)'s phase-diagram network on the model's keywords
+    (docs/parameterisations.md).
 
-    Their network (section 3, here for any depth; they study L = 3)::
+    Their network (section 3, here for any depth; they study L = 3), trained by gradient
+    flow on ``R_S = 1/(2n) sum_i (f_theta(x_i) - y_i)^2``::
 
-        f_theta(x) = (1/alpha_Z) a^T sigma(W^[2] sigma(W^[1] x)),
-        a_k ~ N(0, beta_3^2),  W^[2]_kk' ~ N(0, beta_2^2),  W^[1]_kk' ~ N(0, beta_1^2),
+        f_theta(x) = (1/alpha_Z) a^T sigma(W^[2] sigma(W^[1] x)),  sigma = ReLU,
+        a_k ~ N(0, beta_3^2),  W^[2]_kk' ~ N(0, beta_2^2),  W^[1]_kk' ~ N(0, beta_1^2).
 
-    ReLU sigma, trained by gradient flow on ``R_S = 1/(2n) sum_i (f_theta(x_i) - y_i)^2``.
-    Biases, when asked for, are their expanded-input biases: ``b^[l]`` trained
-    with the weights and drawn like them, ``N(0, beta_l^2)``.
-
-    On the model: ``alpha = 1/alpha_Z`` (so ``F = f_theta``) and, since the model's
-    loss is ``1/alpha^2`` times theirs, ``eta = 1/alpha_Z^2`` reproduces their clock.
-
-    ``form="direct"``: ``W_l`` drawn ``N(0, beta_l^2)``, ``m_l = 1``.
-    ``form="init_network"``: ``W_l`` as :func:`init_network` draws them (``N(0, 1/N_{l-1})``)
-    with ``m_l = beta_l sqrt(N_{l-1})`` and ``lr_scales = 1/m_l^2``, so that ``m_l W_l``
-    follows their flow exactly (no biases in this form: a bias shares its layer's rate).
+    On the model ``alpha = 1/alpha_Z`` (``F = f_theta``) and ``eta = 1/alpha_Z^2`` (the
+    model's loss is ``1/alpha^2`` times theirs). ``form="direct"``: ``W_l ~ N(0, beta_l^2)``,
+    ``m_l = 1``; ``form="init_network"``: ``W_l`` as :func:`init_network` draws them, ``m_l =
+    beta_l sqrt(N_{l-1})`` and ``lr_scales = 1/m_l^2``: ``m_l W_l`` follows their flow exactly.
 
     Parameters
     ----------
@@ -180,6 +174,8 @@ def zhou_parameterisation(layer_sizes, betas, alpha, seed=0, *, form="direct", b
     seed : int >= 0, numpy.random.SeedSequence or Generator
     form : {"direct", "init_network"}
     biases : bool
+        Their expanded-input biases ``b^[l]``, trained, drawn ``N(0, beta_l^2)``; ``form=
+        "direct"`` only (a bias moves at its layer's rate).
 
     Returns
     -------
@@ -294,19 +290,16 @@ def activation_normalisation(activation):
 
 def geiger_parameterisation(layer_sizes, alpha, activation=("softplus", 5.0), sigma=1.0,
                             seed=0, *, loss=("soft_hinge", 20.0), clock="paper"):
-    """Geiger, Spigler, Jacot & Wyart (2019)'s NTK-parameterised network with output scale alpha.
+    """Geiger, Spigler, Jacot & Wyart (2019)'s NTK-parameterised network with output scale
+    alpha (docs/parameterisations.md).
 
-    Their fully connected net (feature_lazy ``FC``, 2019): every weight ``N(0, 1)``,
-    every layer ``z = W h / sqrt(fan_in)``, the activation normalised to
-    ``c phi`` with ``E[(c phi(z))^2] = 1`` (:func:`activation_normalisation`), one
-    output ``f = W^L h / sqrt(h)``, trained centred, ``F = alpha (f - f_0)``, on the
-    soft hinge. Here ``m_1 = sigma/sqrt(D)``, ``m_l = sigma c / sqrt(N_{l-1})`` for
-    l > 1 (c absorbed into the next layer) and ``centered=True``. The lazy/feature
-    crossover is at ``alpha sqrt(h) ~ 1``.
-
-    ``clock="paper"``: the paper's loss ``1/(alpha^2 n) sum ell(F, y)`` is the model's,
-    ``eta = 1``. ``clock="code"``: their code minimises ``1/(alpha n) sum ell(F, y)``
-    (``softplus(1 - alpha f y)/alpha``), ``alpha`` times the paper's, so ``eta = alpha``.
+    Their fully connected net (feature_lazy ``FC``): weights ``N(0, 1)``, layers ``z = W h /
+    sqrt(fan_in)``, the activation normalised, ``c phi`` with ``E[(c phi(z))^2] = 1``
+    (:func:`activation_normalisation`), ``f = W^L h / sqrt(h)``, trained centred, ``F = alpha
+    (f - f_0)``, on the soft hinge: ``m_1 = sigma/sqrt(D)``, ``m_l = sigma c / sqrt(N_{l-1})``
+    for l > 1, ``centered=True``. ``clock="paper"``: their loss ``1/(alpha^2 n) sum ell(F,
+    y)`` is the model's, ``eta = 1``; ``clock="code"``: their code's ``1/(alpha n) sum ell(F,
+    y)``, ``eta = alpha``.
 
     Parameters
     ----------

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._validation import as_float_array, check_matrix, check_positive
+from ..._validation import as_float_array, check_int, check_matrix, check_positive
 from .base import Layout, Model, parse_options, register_model
 
 __all__ = ["DiagonalNet", "diagonal_flow", "DiagonalTrajectory"]
@@ -32,15 +32,16 @@ class DiagonalNet(Model):
         if biases is not None:
             raise ValueError("biases: the 'diagonal' model has no biases")
         if len(weights) != 2:
-            raise ValueError(f"weights: the 'diagonal' model takes [w_plus, w_minus], got {len(weights)} arrays")
+            raise ValueError(f"weights: the 'diagonal' model takes [w_plus, w_minus], got "
+                             f"{len(weights)} arrays")
         wp = as_float_array(weights[0], "w_plus", ndim=1)
         wm = as_float_array(weights[1], "w_minus", ndim=1)
         if wp.shape != wm.shape:
             raise ValueError(f"w_plus {wp.shape} and w_minus {wm.shape} must have the same shape")
         if (options.activation != "linear" or options.loss != "mse" or options.alpha != 1.0
                 or options.centered or np.any(options.multipliers != 1.0)):
-            raise ValueError("the 'diagonal' model takes only eta and lr_scales (activation='linear', "
-                             "loss='mse', alpha=1, centered=False, no multipliers)")
+            raise ValueError("the 'diagonal' model takes only eta and lr_scales (activation="
+                             "'linear', loss='mse', alpha=1, centered=False, no multipliers)")
         self.xp = np
         self.options = options
         self.D = wp.size
@@ -56,16 +57,10 @@ class DiagonalNet(Model):
         return wp * wp - wm * wm
 
     def prepare(self, X, Y):
-        X = check_matrix(X, "X")
-        Y = as_float_array(Y, "Y", ndim=(1, 2)).reshape(len(X), -1)
-        if Y.shape[1] != 1:
-            raise ValueError(f"Y: the 'diagonal' model has one output, got {Y.shape[1]}")
-        if X.shape[1] != self.D:
-            raise ValueError(f"X must have {self.D} columns, got {X.shape[1]}")
-        P = X.shape[0]
-        self.Sxx = X.T @ X / P
-        self.Sxy = X.T @ Y[:, 0] / P
-        self._X, self._y = X, Y[:, 0].copy()     # the loss from the residual itself (no cancellation)
+        """The statistics of X (P, D) and y (P,) or (P, 1) (validated by the front end), and
+        the data themselves for the loss from the residual (no cancellation)."""
+        self._X, self._y = np.asarray(X, dtype=np.float64), np.array(Y, dtype=np.float64).ravel()
+        self.Sxx, self.Sxy = self._X.T @ self._X / len(X), self._X.T @ self._y / len(X)
         return self
 
     def rhs(self, y, out=None):
@@ -153,8 +148,8 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
     -------
     DiagonalTrajectory
     """
-    from ..flow import check_max_steps, check_t_eval, check_tolerances
-    from ..methods import STEPPERS, StepperOptions, integrate
+    from ..flow import PreparedFlow, check_t_eval, check_tolerances
+    from ..methods import STEPPERS
     X = check_matrix(X, "X")
     P, D = X.shape
     y = as_float_array(y, "y", ndim=1)
@@ -169,23 +164,15 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
     if method not in STEPPERS:
         raise ValueError(f"method must be one of {tuple(STEPPERS)}, got {method!r}")
     options = parse_options(2, eta=float(check_positive(eta, "eta", ndim=0)), lr_scales=lr_scales)
-    net = DiagonalNet(weights, None, options).prepare(X, y)
-    T = t_eval.size
-    beta = np.full((T, D), np.nan)
-    loss = np.full(T, np.nan)
-
-    def observe(k, state):
-        beta[k] = net.beta(state)
-        loss[k] = net.loss(state)
-
     rtol, atol = check_tolerances(rtol, atol)
-    opts = StepperOptions(rtol=rtol, atol=atol, max_steps=check_max_steps(max_steps))
-    stop = None
-    if stop_loss is not None:
-        level = float(check_positive(stop_loss, "stop_loss", ndim=0))
-        stop = lambda s: net.loss(s) - level  # noqa: E731
-    with np.errstate(over="ignore", invalid="ignore"):
-        raw = integrate(lambda t, s: net.rhs(s), net.y0, t_eval, STEPPERS[method], opts, observe, stop=stop)
-    wp, wm = (np.array(v, copy=True) for v in net.layout.unpack(np.asarray(raw.y_last)))
-    return DiagonalTrajectory(t=t_eval.copy(), beta=beta, loss=loss, w_plus=wp, w_minus=wm,
-                              nfev=int(raw.nfev), success=bool(raw.status.success), message=str(raw.message))
+    stop = None if stop_loss is None else (
+        "loss", float(check_positive(stop_loss, "stop_loss", ndim=0)))
+    tr = PreparedFlow(shapes=((D,), (D,)), X=X, Y=y[:, None], t_eval=t_eval, model=DiagonalNet,
+                      options=options, has_biases=False, method=method, backend="numpy", xp=np,
+                      rtol=rtol, atol=atol, max_steps=check_int(max_steps, "max_steps", 1),
+                      first_step=None, dense=False, stop=stop, kink_rtol=rtol,
+                      record=frozenset(), probe=None, Xo=X,
+                      raise_on_failure=False).run(weights, report=False)
+    return DiagonalTrajectory(t=tr.t, beta=tr.end_to_end[:, 0], loss=tr.loss, w_plus=tr.weights[0],
+                              w_minus=tr.weights[1], nfev=tr.nfev, success=tr.success,
+                              message=tr.message)
