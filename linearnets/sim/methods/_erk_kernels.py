@@ -38,7 +38,7 @@ ERK_ADVANCE_ARGS = ("y", "K", "y_new", "th", "t_target", "t_out", "stats", "max_
 
 @njit(cache=True, inline="always")
 def error_norm(e5, e3, use_e3, h, n):
-    """The error norm of ``methods.base`` from the scaled error sums: RMS, or Hairer's DOP853 norm."""
+    """``methods.base``'s error norm from the scaled sums: RMS, or Hairer's DOP853 norm."""
     if not use_e3:
         return abs(h) * np.sqrt(e5 / n)
     if e5 == 0.0 and e3 == 0.0:
@@ -70,9 +70,8 @@ def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev, safety, min_
 @njit(cache=True, inline="always")
 def accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejected, clipped,
                 th, min_err):
-    """The step after an accepted ``h_try``, as in ``methods.base.accept_step``: the standard
-    controller, then (unless ``clipped``) the predictive step from the previous accepted
-    step ``th[3]`` and its floored error ``th[4]``, which this step then replaces."""
+    """``methods.base.accept_step``; the previous accepted step and its floored error in
+    ``th[3]``, ``th[4]``, which this step then replaces (unless ``clipped``)."""
     h = step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped)
     if not clipped:
         h = predictive_step(h, h_try, err, exponent, th[3], th[4], safety, min_factor)
@@ -112,12 +111,8 @@ def stability_cap(h_next, rho, stiff):
 
 @njit(cache=True, inline="always")
 def count_stiff(h_capped, h_free, th, stiff, stats):
-    """After an accepted step: ``stats[4]`` counts the steps the stability cap shortened
-    (``h_capped < h_free``); the stiffness test of ``methods.base.integrate``: ``th[7]`` counts
-    such steps in a row, ``th[8]`` the uncapped ones since; ``stiff[6]``
-    (NONSTIFF_RESET) uncapped steps reset the count.  True once it reaches ``stiff[7]``
-    (the test is off where that is 0).  The test counts the steps held below ``1 /
-    stiff[8]`` of the accuracy step (``h_capped stiff[8] < h_free``; 1: every capped one)."""
+    """``stats[4]`` counts capped steps; the stiffness test of ``methods.base.integrate``
+    (``th[7]``, ``th[8]`` its counts, ``stiff[6:9]`` its constants): True once it fires."""
     if h_capped < h_free:
         stats[4] += 1
     if stiff[7] <= 0.0:
@@ -134,16 +129,14 @@ def count_stiff(h_capped, h_free, th, stiff, stats):
 
 @njit(cache=True, inline="always")
 def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
-    """The next step after the stability cap: updates the remembered estimate ``th[2]``
-    from the accepted step's sums (as ``methods.base.integrate``; ``yy = |y_new|^2``) and
-    caps ``h``."""
+    """``h`` capped by the remembered estimate ``th[2]``, updated from the step's sums."""
     rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, yy, stiff[3], stiff[5]),
               stiff[2] * th[2])
     th[2] = rho
     return stability_cap(h, rho, stiff)
 
 
-#: Return code of a loop holding an accepted step across an output time (``methods.compiled.PENDING``).
+#: Return code of a loop holding an accepted step across an output time.
 PENDING = 1
 #: Return code of a loop whose stiffness test fired (:func:`count_stiff`) after an
 #: accepted step that did not end on ``t_target``: ``y``, ``K[0]`` and ``th`` hold its end.
@@ -152,9 +145,7 @@ STIFF = 2
 
 @njit(cache=True, inline="always")
 def step_guard(h, min_step, stats, max_steps, nonfinite):
-    """The checks before an attempted step of the compiled loops: -3 when the step budget
-    ``max_steps`` is spent, -1 when ``h < min_step`` (``stats[3]`` then records whether
-    non-finite trial steps drove it there), else 0."""
+    """-3: step budget spent; -1: ``h < min_step`` (``stats[3]``: after non-finite trials); 0."""
     if stats[1] + stats[2] >= max_steps:
         return -3
     if h < min_step:
@@ -165,8 +156,7 @@ def step_guard(h, min_step, stats, max_steps, nonfinite):
 
 @njit(cache=True)
 def exchange(a, b):
-    """Swap the contents of ``a`` and ``b`` (n,): a loop whose state and trial state swapped
-    roles hands the step's start back in ``a`` and its end in ``b``."""
+    """Swap the contents of ``a`` and ``b`` (n,)."""
     for m in range(a.shape[0]):
         v = a[m]
         a[m] = b[m]
@@ -175,8 +165,7 @@ def exchange(a, b):
 
 @njit(cache=True)
 def settle(y, cur, in_y):
-    """Copy the current state ``cur`` into the caller's ``y`` unless it is already there (a
-    loop whose state and trial state swap roles at every accepted step)."""
+    """Copy the current state ``cur`` into the caller's ``y`` unless it is already there."""
     if not in_y:
         y[:] = cur
 
@@ -197,9 +186,7 @@ def hold_step(th, t, h, h_try, t_new, y, y_new, swapped):
 
 @njit(cache=True)
 def stage_state(y, K, w, h, out):
-    """``out = (sum_j w_j K_j) h + y`` over the nonzero ``w_j`` (``len(w)`` rows of ``K``),
-    in the order of :func:`erk_advance`'s stages: the states of the continuous extension
-    (``methods.erk.ExplicitRK`` forms them the same way)."""
+    """``out = (sum_j w_j K_j) h + y`` over the nonzero ``w_j``, as ``methods.erk.ExplicitRK``."""
     n = y.shape[0]
     for m in range(n):
         out[m] = 0.0
@@ -214,8 +201,7 @@ def stage_state(y, K, w, h, out):
 
 @njit(cache=True)
 def stage_states(y, K, W, h, out):
-    """:func:`stage_state` for each row of ``W`` (m, s + 1) into the first m rows of
-    ``out``: the outputs of a step's continuous extension in one call."""
+    """:func:`stage_state` for each row of ``W`` (m, s + 1) into the first m rows of ``out``."""
     for i in range(W.shape[0]):
         stage_state(y, K, W[i], h, out[i])
 
@@ -273,8 +259,7 @@ def step_factor(err, exponent, safety, min_factor, max_factor, after_rejection):
 
 @njit(cache=True, inline="always")
 def kink_factor(err, safety, min_factor, max_factor, after_rejection):
-    """``methods.base.kink_factor``: after a step across a kink, whose error is first order
-    in ``h``, the factor ``SAFETY / err``."""
+    """``methods.base.kink_factor``: the factor ``SAFETY / err`` after a step across a kink."""
     fac = max_factor if err == 0.0 else min(max_factor, max(min_factor, safety / err))
     return min(1.0, fac) if after_rejection else fac
 
@@ -292,8 +277,8 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         differs from the pattern ``pat`` (a bool array; with ``first_only`` any nonzero
         count will do), ``keep_pattern(data, pat)`` stores the latest sign pattern in
         ``pat``.  With them the loop switches to the low-order pair at kinks
-        (``methods.base.integrate``'s rule, module docstring there).  Without them (a
-        smooth model) the loop has no kink code.
+        (``methods.base.integrate``'s rule, docs/simulator.md, "The adaptive loop").
+        Without them (a smooth model) the loop has no kink code.
     stop : numba dispatcher, optional
         ``stop(y, data) -> g``, called right after ``rhs(y, ., data)`` (so the model may
         read what that evaluation left in ``data``): the run stops where ``g`` first
@@ -327,8 +312,7 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
 
     @njit(nogil=True, inline="always")
     def _dense_attempt(y, K, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, pat, data):
-        """One attempted step of ``h_try`` from ``y`` (``K[0] = f(y)``): the stages into
-        ``K``, the new state into ``y_new``; returns ``(err, stage_crossed)``."""
+        """One attempted step of ``h_try`` from ``y``: ``(err, stage_crossed)``."""
         s = b.shape[0]
         n = y.shape[0]
         crossed = False
@@ -367,9 +351,7 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
 
     @njit(nogil=True, inline="always")
     def _locate(y, K, y_new, ybuf, h_try, g0, tb, ctl, pat, data, stats):
-        """Illinois regula falsi on ``theta`` in (0, 1] for ``stop(y(t + theta h)) = 0``,
-        ``y(.)`` the method's own step (``methods.base._locate_stop``): the located state
-        (``stop <= 0``) into ``ybuf``, returns ``theta``."""
+        """``methods.base._locate_stop``: the located state into ``ybuf``; returns ``theta``."""
         A, b, e, e3, use_e3, exponent, rtol = tb
         atol, iters, xtol = ctl[0], int(ctl[10]), ctl[11]
         n = y.shape[0]
