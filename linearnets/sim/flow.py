@@ -29,24 +29,18 @@ __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowS
 
 #: Quantities that ``record=`` can ask for (``"modes"``, ``"conservation"``: linear networks).
 RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation")
-
 #: Methods with a continuous extension for ``dense=True`` (``Tableau.dense_P``).
 DENSE_METHODS = tuple(name for name, tab in TABLEAUX.items() if tab.dense_P is not None)
-
 #: Every method name (``"auto"``: see :data:`DEFAULT_METHOD`).
 METHODS = tuple(METHODS)
-
 _EPS = float(np.finfo(np.float64).eps)
 
 #: Default budget of attempted steps.
 DEFAULT_MAX_STEPS = 1_000_000
-
 #: Default method of :func:`gradient_flow` (``methods.driver.auto``).
 DEFAULT_METHOD = "auto"
-
 #: Default relative tolerance of the low-order pair at kinks: ``max(rtol, KINK_RTOL)``.
 KINK_RTOL = 1e-4
-
 #: Smallest accepted rtol: below it the error estimate is dominated by rounding.
 MIN_RTOL = 100 * _EPS
 #: rtol and atol must be below these: an error of the size of the state is no control.
@@ -104,9 +98,8 @@ def report_failure(result, failure, raise_on_failure):
 class Trajectory:
     """Result of :func:`gradient_flow` (immutable; every array is owned and read-only).
 
-    A failed run (``success`` False) has NaN rows after the last output reached, and
-    ``weights`` is the last accepted state, at ``t_last``.  Optional fields are None unless
-    recorded (``record=``, ``probe=``, ``biases=``).
+    A failed run (``success`` False) has NaN rows after the last output reached; optional
+    fields are None unless recorded (``record=``, ``probe=``, ``biases=``).
 
     Attributes
     ----------
@@ -114,12 +107,9 @@ class Trajectory:
         The output times since initialisation; ``(1/2P) |Y - X W(t)^T|_F^2``.
     end_to_end : ndarray, shape (T, C, D)
         ``W_L(t) ... W_1(t)`` (linear activations without biases only).
-    weights, biases : tuple of ndarray
-        Final ``(W_1, ..., W_L)``, and hidden biases ``(b_1, ..., b_{L-1})`` (N_l,).
-    weights0, biases0 : tuple of ndarray
-        The parameters at t = 0.
-    t_last : float
-        Time of ``weights`` (``t[-1]`` on success).
+    weights, biases, t_last : tuple of ndarray, tuple of ndarray (N_l,), float
+        Final ``(W_1, ..., W_L)`` and hidden biases ``(b_1, ..., b_{L-1})``, at ``t_last``
+        (``t[-1]`` on success); ``weights0``, ``biases0``: the same at t = 0.
     nfev, nsteps, nrejected : int
         Right-hand-side evaluations, accepted steps, rejected steps.
     success, status, message : bool, FlowStatus, str
@@ -254,10 +244,7 @@ def check_tolerances(rtol, atol):
 
 def check_record(record, allowed=RECORDABLE):
     """``record`` as a frozenset of names from ``allowed`` (``ValueError`` naming record)."""
-    if record is None:
-        return frozenset()
-    if isinstance(record, str):
-        record = (record,)
+    record = () if record is None else (record,) if isinstance(record, str) else record
     try:
         rec = frozenset(record)
     except TypeError as exc:
@@ -270,12 +257,9 @@ def check_record(record, allowed=RECORDABLE):
 
 def check_probe(probe, D, C):
     """``(Xp (Q, D), Yp (Q, C) or None)`` from inputs or a pair (inputs, targets)."""
-    if isinstance(probe, tuple):
-        if len(probe) != 2:
-            raise ValueError("probe must be inputs Xp (Q, D) or a pair (Xp, Yp)")
-        Xp, Yp = probe
-    else:
-        Xp, Yp = probe, None
+    if isinstance(probe, tuple) and len(probe) != 2:
+        raise ValueError("probe must be inputs Xp (Q, D) or a pair (Xp, Yp)")
+    Xp, Yp = probe if isinstance(probe, tuple) else (probe, None)
     Xp = check_matrix(Xp, "probe inputs")
     if Xp.shape[1] != D:
         raise ValueError(f"probe inputs have {Xp.shape[1]} columns, expected D={D}")
@@ -419,13 +403,11 @@ class PreparedFlow:
         y : array_like, shape (n,)
             The state: ``W_1, ..., W_L`` row-major, then ``b_1, ..., b_{L-1}``.
         weights0, biases0 : list of ndarray, optional
-            The parameters at t = 0, which a centered network's ``f_0`` is evaluated at;
-            by default those that ``y`` holds.
+            The parameters at t = 0 (a centered network's ``f_0``; default: those of ``y``).
 
         Returns
         -------
         ndarray, shape (n,)
-            ``dy/dt`` at ``y``, float64 numpy.
         """
         L = len(self.shapes)
         layout = Layout(list(self.shapes) + [(s[0],) for s in self.shapes[:-1] if self.has_biases])
@@ -473,8 +455,7 @@ class PreparedFlow:
         T, L, C, D = t_eval.size, len(self.shapes), self.Y.shape[1], self.X.shape[1]
         to_np = _backend.to_numpy if xp is not np else (lambda a: a)
         nan = np.nan
-        lossv = np.full(T, nan)
-        size = np.full(T, nan)
+        lossv, size = np.full(T, nan), np.full(T, nan)
         e2e = np.full((T, C, D), nan) if net.linear else None
         wt = tuple(np.full((T,) + s, nan) for s in self.shapes) if "weights" in rec else None
         bt = (tuple(np.full((T, s[0]), nan) for s in self.shapes[:-1])
@@ -518,18 +499,15 @@ class PreparedFlow:
             if guard.rose(k, lossv[k:k + 1], size[k:k + 1], y[None], to_np):
                 return
             if wt is not None:
-                for i, w in enumerate(net.weights_of(y)):
-                    wt[i][k] = to_np(w)
-                for i, b in enumerate(net.biases_of(y) or ()):
-                    bt[i][k] = to_np(b)
+                for a, w in zip(wt + (bt or ()), [*net.weights_of(y), *(net.biases_of(y) or ())]):
+                    a[k] = to_np(w)
             if outs is not None:
                 outs[k] = self.Xo @ e2e[k].T if e2e is not None else to_np(net.outputs(y, Xo_dev))
             if cons is not None:
                 cons[k] = net.conservation(y, k == 0)
             if ntk is not None:
                 K = to_np(kernel(y))
-                ntk[k] = K
-                ntk_norm[k] = np.linalg.norm(K)
+                ntk[k], ntk_norm[k] = K, np.linalg.norm(K)
                 if ntk_align is not None:
                     Kmat = K if C == 1 else K.transpose(0, 2, 1, 3).reshape(Q * C, Q * C)
                     denom = ntk_norm[k] * (yflat @ yflat)
@@ -598,16 +576,15 @@ class PreparedFlow:
             weights0=tuple(ws), biases0=tuple(bs) if bs is not None else None)
 
     def _integrate(self, net, observe):
-        xp = self.xp
-        if self.stop is None:
+        xp, rule = self.xp, self.stop
+        if rule is None:
             stop = None
-        elif self.stop[0] == "margin":
+        elif rule[0] == "margin":
             stop = lambda y: 1.0 - float(xp.min(net.margins(y)))  # noqa: E731
         else:
-            value = self.stop[1]
-            stop = lambda y: net.loss(y) - value  # noqa: E731
+            stop = lambda y: net.loss(y) - rule[1]  # noqa: E731
         if stop is not None:
-            stop.rule = self.stop       # for a model that compiles its stop (MLPNumba)
+            stop.rule = rule            # for a model that compiles its stop (MLPNumba)
         opts = StepperOptions(rtol=self.rtol, atol=self.atol, max_steps=self.max_steps,
                               first_step=self.first_step, kink_rtol=self.kink_rtol)
         return run_method(self.method, net, net.y0, self.t_eval, opts, observe,
@@ -654,8 +631,8 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
                  else float(check_positive(kink_rtol, "kink_rtol", ndim=0)))
     method, dense = check_method(DEFAULT_METHOD if method is None else method, dense)
     max_steps = check_int(max_steps, "max_steps", minimum=1)
-    if first_step is not None:
-        first_step = float(check_positive(first_step, "first_step", ndim=0))
+    first_step = (None if first_step is None
+                  else float(check_positive(first_step, "first_step", ndim=0)))
     _backend.check_backend(backend)
     rec = check_record(record)
     cls = select_model(options, has_biases) if model is None else get_model(model)
@@ -702,20 +679,17 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         Inputs (need not be whitened) and targets (1-D: C = 1).
     t_eval : array_like, shape (T,)
         Strictly increasing output times since initialisation, all ``>= 0``.
-    eta : float
-        Learning rate, ``> 0``.
-    rtol, atol : float
-        Local error tolerances, ``100 eps <= rtol < 1`` and ``0 < atol < 1``.
+    eta, rtol, atol : float
+        Learning rate ``> 0``; local error tolerances, ``100 eps <= rtol < 1``, ``0 < atol < 1``.
     backend : {"auto", "numpy", "numba", "cupy"}
         Where the run goes; results are numpy float64 arrays in any case.
     method : str
         One of :data:`METHODS` (docs/methods.md): ``"auto"`` (SSPRK104 or the L-stable
         ROS34PW2, whichever costs least per unit time), ``"DOP853"``, ``"RK45"``,
         ``"SSPRK104"``, ``"ROS34PW2"``, ``"BS32"``, ``"HE21"``.
-    record : collection of str
-        Any of :data:`RECORDABLE`.
-    probe : ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,)), optional
-        Inputs (and targets) of the recorded NTK (implies ``"ntk"``; default: the training data).
+    record, probe : collection of str; ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,))
+        Any of :data:`RECORDABLE`; the inputs (and targets) of the recorded NTK (implies
+        ``"ntk"``; default: the training data).
     max_steps, first_step : int, float or None
         The budget of attempted steps; the initial step (None: chosen automatically).
     dense : bool
@@ -734,19 +708,16 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         Output scale, ``F = alpha f``; centered, ``F = alpha (f - f_0)`` with ``f_0`` the
         network at t = 0 (fixed).
     loss : str or tuple
-        ``"mse"`` or ``"soft_hinge"`` (``("soft_hinge", beta_h)``, beta_h = 20; C = 1, labels
-        +-1).
+        ``"mse"`` or ``("soft_hinge", beta_h)`` (``"soft_hinge"``: beta_h = 20; C = 1, labels +-1).
     stop : None, "margin" or ("loss", value)
         Stop once every margin ``y F >= 1`` (soft hinge, as Geiger et al.) or once the loss
         reaches ``value``, located inside the step (``Trajectory.t_stop``).
     kink_rtol : float, optional
-        Tolerance of the BS32 pair used across and along kinks of ReLU-type networks
-        (default ``max(rtol, KINK_RTOL)``).
+        rtol of the BS32 pair across and along kinks of ReLU-type nets (``max(rtol, KINK_RTOL)``).
     raise_on_failure : bool
         A failed run raises :class:`FlowError` instead of warning (:class:`FlowWarning`).
     model : str, optional
-        A registered model (``linearnets.sim.models``) instead of the first that takes the
-        options.
+        A registered model (``linearnets.sim.models``) instead of the first taking the options.
 
     Returns
     -------

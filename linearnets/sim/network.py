@@ -123,19 +123,16 @@ def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
     rng = rng_from_seed(seed)
     R = [_orthonormal(rng, n, r) for n in sizes]
 
-    def _directions(arr, n, nm):
+    for i, arr, nm in ((-1, left, "left"), (0, right, "right")):
+        if arr is None:
+            continue
         a = as_float_array(arr, nm, ndim=(1, 2))
-        a = a.reshape(n, -1) if a.ndim == 1 else a
-        if a.shape != (n, r):
-            raise ValueError(f"{nm} must have shape ({n}, {r}), got {a.shape}")
+        a = a.reshape(sizes[i], -1) if a.ndim == 1 else a
+        if a.shape != (sizes[i], r):
+            raise ValueError(f"{nm} must have shape ({sizes[i]}, {r}), got {a.shape}")
         if not np.allclose(a.T @ a, np.eye(r), atol=1e-10):
             raise ValueError(f"{nm} must have orthonormal columns")
-        return a
-
-    if left is not None:
-        R[-1] = _directions(left, sizes[-1], "left")
-    if right is not None:
-        R[0] = _directions(right, sizes[0], "right")
+        R[i] = a
     return [sigma * R[l + 1] @ R[l].T for l in range(len(sizes) - 1)]
 
 

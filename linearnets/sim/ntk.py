@@ -13,7 +13,7 @@ __all__ = ["empirical_ntk"]
 
 def _ntk_blocks(ws, X1, X2):
     """The per-layer kernels' sum (P1, P2, C, C), scaled by powers of two against overflow."""
-    L, C = len(ws), ws[-1].shape[0]
+    C = ws[-1].shape[0]
     ws, ew = zip(*[pow2_normalise(w) for w in ws])
     ew = np.array(ew)
     (X1, e1), (X2, e2) = pow2_normalise(X1), pow2_normalise(X2)
@@ -25,11 +25,9 @@ def _ntk_blocks(ws, X1, X2):
         tops.insert(0, tops[0] @ w)
     K = np.zeros((X1.shape[0], X2.shape[0], C, C))
     H1, H2 = X1, X2
-    for l in range(L):
-        if l > 0:
-            H1 = H1 @ ws[l - 1].T
-            H2 = H2 @ ws[l - 1].T
-        K += ldexp_safe(np.multiply.outer(H1 @ H2.T, tops[l] @ tops[l].T), int(expo[l]) - top)
+    for l, (w, A) in enumerate(zip(ws, tops)):
+        K += ldexp_safe(np.multiply.outer(H1 @ H2.T, A @ A.T), int(expo[l]) - top)
+        H1, H2 = H1 @ w.T, H2 @ w.T
     return ldexp_safe(K, top)
 
 
@@ -37,26 +35,20 @@ def empirical_ntk(weights, X1, X2, *, activation="linear", biases=None, multipli
                   alpha=1.0):
     """Empirical NTK ``K_ij(x, x') = sum_theta dF_i(x)/dtheta dF_j(x')/dtheta``.
 
-    For the default linear network ``sum_l <df_i(x)/dW_l, df_j(x')/dW_l>_F`` from partial
-    products; with the network keywords (docs/conventions.md, "Beyond linear networks") the NTK of
-    ``F = alpha f`` over all trained parameters (weights and biases), analytic from the
-    backpropagated vectors ``delta_l = df/dz_l``:
-    ``K = alpha^2 [m_L^2 h_{L-1}.h'_{L-1} I + sum_{l<L} (delta_l delta'_l^T)(m_l^2
-    h_{l-1}.h'_{l-1} + 1_bias)]`` (``linearnets.sim.models.mlp``).  Centering does not
-    change the NTK (``f_0`` is fixed).
+    The default linear network's ``sum_l <df_i(x)/dW_l, df_j(x')/dW_l>_F`` from partial
+    products; with the network keywords (docs/conventions.md, "Beyond linear networks") the
+    NTK of ``F = alpha f`` over the weights and biases from the backpropagated ``delta_l =
+    df/dz_l``, ``K = alpha^2 [m_L^2 h_{L-1}.h'_{L-1} I + sum_{l<L} (delta_l delta'_l^T)(m_l^2
+    h_{l-1}.h'_{l-1} + 1_bias)]`` (``linearnets.sim.models.mlp``; centering leaves it alone).
 
     Parameters
     ----------
-    weights : list of ndarray
-        ``[W_1, ..., W_L]``, ``W_l`` of shape (N_l, N_{l-1}).
-    X1 : array_like, shape (P1, D)
-    X2 : array_like, shape (P2, D)
-    activation : str or tuple
-        As for ``gradient_flow``.
-    biases : list of ndarray (N_l,), optional
-        ``[b_1, ..., b_{L-1}]``.
-    multipliers : sequence of L floats > 0, optional
-    alpha : float > 0
+    weights : list of ndarray (N_l, N_{l-1})
+        ``[W_1, ..., W_L]``.
+    X1, X2 : array_like, shape (P1, D) and (P2, D)
+    activation, biases, multipliers, alpha
+        As for ``gradient_flow``: str or tuple, ``[b_1, ..., b_{L-1}]`` (N_l,) or None, L
+        floats > 0 or None, float > 0.
 
     Returns
     -------
@@ -72,9 +64,7 @@ def empirical_ntk(weights, X1, X2, *, activation="linear", biases=None, multipli
            [0., 1.]])
     """
     ws = check_weights(weights)
-    X1 = check_matrix(X1, "X1")
-    X2 = check_matrix(X2, "X2")
-    D = ws[0].shape[1]
+    X1, X2, D = check_matrix(X1, "X1"), check_matrix(X2, "X2"), ws[0].shape[1]
     for X, nm in ((X1, "X1"), (X2, "X2")):
         if X.shape[1] != D:
             raise ValueError(f"{nm} has {X.shape[1]} columns but the network expects D={D}")

@@ -79,10 +79,6 @@ class Parameterised:
         return {k: v for k, v in kw.items() if v is not None or k not in ("activation", "loss")}
 
 
-def _check_sigma(sigma, name="sigma"):
-    return float(check_positive(sigma, name, ndim=0))
-
-
 def _check_bool(value, name):
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False, got {value!r}")
@@ -132,7 +128,7 @@ def init_parameterised(layer_sizes, parameterisation="standard", sigma=1.0, seed
     if parameterisation not in PARAMETERISATIONS:
         raise ValueError(f"parameterisation must be one of {PARAMETERISATIONS}, "
                          f"got {parameterisation!r}")
-    sigma = _check_sigma(sigma)
+    sigma = float(check_positive(sigma, "sigma", ndim=0))
     biases = _check_bool(biases, "biases")
     bias_std = float(check_nonnegative(bias_std, "bias_std", ndim=0))
     rng = rng_from_seed(seed)
@@ -189,7 +185,7 @@ def zhou_parameterisation(layer_sizes, betas, alpha, seed=0, *, form="direct", b
     betas = check_positive(betas, "betas", ndim=1)
     if betas.size != L:
         raise ValueError(f"betas needs {L} entries (one per layer), got {betas.size}")
-    alpha_z = _check_sigma(alpha, "alpha")
+    alpha_z = float(check_positive(alpha, "alpha", ndim=0))
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         eta = float(1.0 / np.float64(alpha_z) ** 2)
     if not (np.isfinite(eta) and eta > 0):
@@ -218,16 +214,13 @@ def zhou_parameterisation(layer_sizes, betas, alpha, seed=0, *, form="direct", b
 
 
 def zhou_normalised(betas, alpha):
-    """The normalised flow of Zhou et al.'s ReLU network, derived from its homogeneity.
+    """The normalised flow of Zhou et al.'s ReLU network, from its homogeneity
+    (docs/parameterisations.md).
 
-    With ``theta_l = beta_l theta~_l`` (``theta~_l`` standard normal at t = 0) and
-    ReLU's ``sigma(c u) = c sigma(u)`` (c > 0), ``f_theta = kappa f~(theta~)`` with
-    ``kappa = prod_l beta_l / alpha_Z``, ``f~`` the network of ``theta~`` and output
-    factor 1, and gradient flow on ``R_S`` becomes
-    ``d theta~_l/dt = -(kappa/beta_l^2) 1/n sum_i (kappa f~_i - y_i) d f~_i/d theta~_l``.
-    So a run is fixed, up to time, by ``kappa`` and the rate ratios
-    ``(beta_L/beta_l)^2``. (Zhou et al. take widths to infinity along these
-    quantities; their exponents gamma_l are limits of their logarithms over log m.)
+    With ``theta_l = beta_l theta~_l`` (standard normal at t = 0), ``f_theta = kappa f~(theta~)``,
+    ``kappa = prod_l beta_l / alpha_Z``, and gradient flow on ``R_S`` is ``d theta~_l/dt =
+    -(kappa/beta_l^2) 1/n sum_i (kappa f~_i - y_i) d f~_i/d theta~_l``: a run is fixed, up to
+    time, by ``kappa`` and the rate ratios ``(beta_L/beta_l)^2``.
 
     Parameters
     ----------
@@ -241,7 +234,7 @@ def zhou_normalised(betas, alpha):
         ``rate_ratios`` (L,) = ``(beta_L/beta_l)^2``.
     """
     betas = check_positive(betas, "betas", ndim=1)
-    alpha = _check_sigma(alpha, "alpha")
+    alpha = float(check_positive(alpha, "alpha", ndim=0))
     kappa = float(np.prod(betas) / alpha)
     return {"kappa": kappa, "rates": kappa / betas ** 2,
             "rate_ratios": (betas[-1] / betas) ** 2}
@@ -269,12 +262,8 @@ def activation_normalisation(activation):
     float
     """
     name, par = activation if isinstance(activation, (tuple, list)) else (activation, None)
-    if name == "linear":
-        return 1.0
-    if name == "relu":
-        return math.sqrt(2.0)
-    if name == "leaky_relu":
-        a = 0.01 if par is None else float(par)
+    if name in ("linear", "relu", "leaky_relu"):        # E[phi^2] = (1 + a^2)/2, slope a
+        a = {"linear": 1.0, "relu": 0.0}.get(name, 0.01 if par is None else float(par))
         return math.sqrt(2.0 / (1.0 + a * a))
     if name not in ("tanh", "softplus"):
         raise ValueError(f"activation must be linear, relu, leaky_relu, tanh or softplus, "
@@ -319,8 +308,8 @@ def geiger_parameterisation(layer_sizes, alpha, activation=("softplus", 5.0), si
     Parameterised
     """
     sizes = check_layer_sizes(layer_sizes)
-    alpha = _check_sigma(alpha, "alpha")
-    sigma = _check_sigma(sigma)
+    alpha = float(check_positive(alpha, "alpha", ndim=0))
+    sigma = float(check_positive(sigma, "sigma", ndim=0))
     if clock not in ("paper", "code"):
         raise ValueError(f"clock must be 'paper' or 'code', got {clock!r}")
     c = activation_normalisation(activation)

@@ -42,8 +42,7 @@ class DiagonalNet(Model):
                 or options.centered or np.any(options.multipliers != 1.0)):
             raise ValueError("the 'diagonal' model takes only eta and lr_scales (activation="
                              "'linear', loss='mse', alpha=1, centered=False, no multipliers)")
-        self.xp = np
-        self.options = options
+        self.xp, self.options = np, options
         self.D = wp.size
         self.layout = Layout([(self.D,), (self.D,)])
         self.y0 = self.layout.pack([wp, wm])
@@ -103,9 +102,8 @@ class DiagonalTrajectory:
     loss : (T,) ndarray
     w_plus, w_minus : (D,) ndarray
         The final weights.
-    nfev : int
-    success : bool
-    message : str
+    nfev, success, message : int, bool, str
+        The run's evaluations, and whether and where it failed.
     """
 
     t: np.ndarray
@@ -124,22 +122,19 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
 
     Parameters
     ----------
-    X : (P, D) array_like
-    y : (P,) array_like
+    X, y : (P, D) array_like, (P,) array_like
     t_eval : (T,) array_like
         Strictly increasing times since initialisation, ≥ 0.
     alpha : float > 0, optional
         Woodworth's initialisation w₊(0) = w₋(0) = α·1 (β(0) = 0).
     weights : [w_plus (D,), w_minus (D,)], optional
         Explicit initial weights instead of ``alpha`` (exactly one of the two).
-    eta : float > 0
-    rtol, atol : float
-        Local error tolerances of the stepper.
+    eta, rtol, atol : float > 0
+        Learning rate; the local error tolerances (as for :func:`linearnets.gradient_flow`).
     method : str
         A stepper of :mod:`linearnets.sim.methods` (``"DOP853"``, ``"RK45"``, ...).
-    lr_scales : (2,) floats > 0, optional
-        Rates of w₊ and w₋ relative to eta.
-    max_steps : int
+    lr_scales, max_steps : (2,) floats > 0 or None, int
+        Rates of w₊ and w₋ relative to eta; the budget of attempted steps.
     stop_loss : float > 0, optional
         Stop where the loss first falls to this value (located inside the step); every
         later output time gets that state (converged runs need no horizon guess).
