@@ -40,10 +40,12 @@ package the loosest rtol in a scan that reaches it; for the baselines the larges
   on the same numpy gradient (one forward pass gives F and the gradient), with both
   bounds tightened by s and s^2 until it reaches the target.
 
-Also printed: one evaluation of the benchmark's numpy gradient, of the package's numpy
-model and of its compiled model (``MLPNumba``), and on the large problem the FLOP rate of
-a gradient evaluation against this machine's float64 GEMM rate measured in the same run
-(target >= 50 %).
+Also printed: one evaluation of the benchmark's numpy gradient and of the package's public
+right-hand side ``PreparedFlow.rhs`` on numpy (the ``MLP`` model) and on numba (``MLPNumba``),
+each against the same model's own ``rhs`` (best of 5 interleaved rounds, 1 on the large
+problem; ``--rhs-only``: these lines alone, no reference), and on the large problem the FLOP
+rate of a gradient evaluation against this machine's float64 GEMM rate measured in the same
+run (target >= 50 %).
 
 Budgets (``--gd-steps``, ``--rule-evals``, ``--pkg-steps``) bound each side's work; a side
 that runs out is extrapolated as described above and marked so.  ``--t-end NAME=T``
@@ -219,24 +221,38 @@ class NumpyGrad:
         return 2 * sum(per) + sum(per[1:])
 
 
-def package_rhs(pb, compiled=False):
-    """The package's own right-hand side (linearnets.sim.models: the numpy ``MLP``, or with
-    ``compiled`` its numba twin ``MLPNumba``), or None if unavailable."""
+def package_rhs(pb, backend):
+    """The package's public right-hand side, ``PreparedFlow.rhs`` of ``prepare_flow(...,
+    backend=backend)`` at the initial state (the numpy ``MLP``, or on "numba" its compiled
+    twin ``MLPNumba``), and the same model's own ``rhs`` (an internal interface, None if it
+    changed): two callables, or None for a backend not installed."""
     try:
-        from linearnets.sim.models import get_model, parse_options
+        from linearnets.sim.flow import prepare_flow
         kw = dict(pb["kw"])
-        opts = parse_options(len(pb["ws"]), **{k: v for k, v in kw.items()
-                                               if k in ("activation", "multipliers", "alpha",
-                                                        "centered", "loss", "lr_scales")})
-        cls = get_model("mlp")
-        if compiled:
-            cls = cls.numba_model
-        model = cls(pb["ws"], kw.get("biases"), opts).prepare(pb["X"], pb["Y"])
-        y = np.array(model.y0)
+        bs = kw.pop("biases", None)
+        prep = prepare_flow(pb["X"], pb["Y"], tuple(w.shape for w in pb["ws"]), [pb["t_end"]],
+                            backend=backend, biases=bs is not None, **kw)
+        y = np.concatenate([w.ravel() for w in pb["ws"]] + list(bs or []))
+        public = lambda: prep.rhs(y, pb["ws"], bs)  # noqa: E731
+    except Exception:
+        return None, None
+    try:
+        model = prep._net(pb["ws"], bs)     # the model rhs builds, on its own
         out = np.empty_like(y)
-        return lambda: model.rhs(y, out)
-    except Exception:                       # an internal interface: the bench can do without
-        return None
+        return public, lambda: model.rhs(y, out)
+    except Exception:
+        return public, None
+
+
+def time_pairs(pairs, rounds):
+    """Per-call seconds of each callable of ``pairs`` (None: NaN), the best of ``rounds``
+    interleaved rounds of :func:`time_call`."""
+    best = [[np.inf] * len(p) for p in pairs]
+    for _ in range(rounds):
+        for b, p in zip(best, pairs):
+            for i, f in enumerate(p):
+                b[i] = min(b[i], time_call(f)) if f is not None else np.nan
+    return best
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -520,6 +536,23 @@ def bench(name, quick, rate, args):
         pb["t_end"] = args.t_end[name]
     print(f"\n== {name}: {'-'.join(map(str, pb['sizes']))}, P={len(pb['X'])}, "
           f"{pb['kw'].get('activation')}, {pb['kw'].get('loss')}, t_end={pb['t_end']}", flush=True)
+    grad = NumpyGrad(pb)
+    per_eval = time_call(lambda: grad(grad.theta0))
+    (per_pkg, per_mnp), (per_nb, per_mnb) = time_pairs(
+        [package_rhs(pb, "numpy"), package_rhs(pb, "numba")], 1 if name == "large" else 5)
+    print(f"  one gradient: bench numpy {per_eval * 1e3:.3f} ms, PreparedFlow.rhs numpy "
+          f"{per_pkg * 1e3:.3f} ms, numba {per_nb * 1e3:.3f} ms ({per_pkg / per_nb:.2f}x); "
+          f"against the model's own rhs: numpy {per_mnp * 1e3:.3f} ms "
+          f"({per_pkg / per_mnp:.3f}x, {(per_pkg - per_mnp) * 1e6:+.1f} us), numba "
+          f"{per_mnb * 1e3:.3f} ms ({per_nb / per_mnb:.3f}x, {(per_nb - per_mnb) * 1e6:+.1f} us)",
+          flush=True)
+    if name == "large":
+        fl = grad.flops()
+        for label, t in (("numba", per_nb), ("numpy", per_pkg), ("bench numpy", per_eval)):
+            print(f"  FLOP rate of a gradient ({label}): {fl / t / 1e9:.1f} GFLOP/s = "
+                  f"{fl / t / rate:.0%} of GEMM ({rate / 1e9:.1f} GFLOP/s) [target >= 50 %]")
+    if args.rhs_only:
+        return []
     Fref, self_err, tref, info = reference(pb, args.ref_rtol, args.ref_kink_rtol,
                                            args.ref_cache)
     F0 = NumpyGrad(pb).outputs(NumpyGrad(pb).theta0)
@@ -528,19 +561,6 @@ def bench(name, quick, rate, args):
           f"{self_err:.1e}; nfev {info['nfev']}, kinks {info['kinks']}; "
           f"outputs moved {np.abs(Fref - F0).max() / np.abs(Fref).max():.2f} of max|F|, loss "
           f"{info['loss']:.3g}", flush=True)
-    grad = NumpyGrad(pb)
-    per_eval = time_call(lambda: grad(grad.theta0))
-    prhs, nrhs = package_rhs(pb), package_rhs(pb, compiled=True)
-    per_pkg = time_call(prhs) if prhs is not None else np.nan
-    per_nb = time_call(nrhs) if nrhs is not None else np.nan
-    print(f"  one gradient: bench numpy {per_eval * 1e3:.2f} ms, package rhs numpy "
-          f"{per_pkg * 1e3:.2f} ms, numba {per_nb * 1e3:.2f} ms ({per_pkg / per_nb:.2f}x)",
-          flush=True)
-    if name == "large":
-        fl = grad.flops()
-        for label, t in (("numba", per_nb), ("numpy", per_pkg), ("bench numpy", per_eval)):
-            print(f"  FLOP rate of a gradient ({label}): {fl / t / 1e9:.1f} GFLOP/s = "
-                  f"{fl / t / rate:.0%} of GEMM ({rate / 1e9:.1f} GFLOP/s) [target >= 50 %]")
     rows = []
     for method in args.methods.split(","):
         method = method.strip()
@@ -622,6 +642,8 @@ def main(argv=None):
                     help="the package's methods, each scanned over rtol")
     ap.add_argument("--no-diffrax", dest="diffrax", action="store_false",
                     help="skip the diffrax (JAX) rows")
+    ap.add_argument("--rhs-only", action="store_true",
+                    help="time one gradient evaluation of each side, nothing else")
     ap.add_argument("--skip-numpy", action="store_true",
                     help="no second row with the numpy model at the rtol found")
     args = ap.parse_args(argv)

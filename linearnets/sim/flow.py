@@ -360,6 +360,10 @@ class PreparedFlow:
         X, Y, xp = self.X, self.Y, self.xp
         self._shared = self.model.shared(self.shapes, X, Y, self.options, xp)
         self._data = (X, Y) if xp is np else (xp.asarray(X), xp.asarray(Y))
+        self._layout = Layout(list(self.shapes)
+                              + [(s[0],) for s in self.shapes[:-1] if self.has_biases])
+        # rhs's model, its parameters at t = 0 (copies) and the last arguments validated
+        self._rhs_net = self._rhs_params = self._rhs_args = None
         if "modes" in self.record:
             U, s, Vt = np.linalg.svd(Y.T @ X / X.shape[0], full_matrices=False)
             self._modes = (U, s, Vt.T.copy())
@@ -404,23 +408,32 @@ class PreparedFlow:
             The state: ``W_1, ..., W_L`` row-major, then ``b_1, ..., b_{L-1}``.
         weights0, biases0 : list of ndarray, optional
             The parameters at t = 0 (a centered network's ``f_0``; default: those of ``y``).
+            The model is built at the first call, and again where a centered network's
+            parameters at t = 0 change (compared by value).
 
         Returns
         -------
         ndarray, shape (n,)
         """
-        L = len(self.shapes)
-        layout = Layout(list(self.shapes) + [(s[0],) for s in self.shapes[:-1] if self.has_biases])
-        y = np.array(as_float_array(y, "y", ndim=(1,)), dtype=np.float64)
+        layout, L, centered = self._layout, len(self.shapes), self.options.centered
+        y = as_float_array(y, "y", ndim=(1,))
         if y.shape != (layout.size,):
             raise ValueError(f"y must have shape ({layout.size},), got {y.shape}")
-        if weights0 is None:
-            parts = layout.unpack(y.copy())
+        if weights0 is None and (centered or self._rhs_net is None):
+            parts = layout.unpack(y)
             weights0, biases0 = parts[:L], parts[L:] or None
-        if self.options.centered or getattr(self, "_rhs_net", None) is None:
-            self._rhs_net = self._net(*self._parameters(weights0, biases0))
-        return np.array(_backend.to_numpy(self._rhs_net.rhs(self.xp.asarray(y))),
-                        dtype=np.float64, copy=True)
+        args = self._rhs_args
+        if weights0 is not None and (centered or args is None or weights0 is not args[0]
+                                     or biases0 is not args[1]):
+            ws, bs = self._parameters(weights0, biases0)
+            params = ws + (bs or [])
+            if self._rhs_net is None or (centered and not all(
+                    np.array_equal(a, b) for a, b in zip(params, self._rhs_params))):
+                self._rhs_net = self._net(ws, bs)
+                self._rhs_params = [a.copy() for a in params]
+            self._rhs_args = (weights0, biases0)
+        xp = self.xp
+        return _backend.to_numpy(self._rhs_net.rhs(xp.asarray(y), xp.empty(layout.size)))
 
     def run(self, weights0, biases0=None, *, report=True):
         """Integrate from ``weights0`` (and ``biases0``), the state at t = 0.
