@@ -38,6 +38,15 @@ once), timed in this run by compiled kernels that move exactly those bytes on al
 and do no other arithmetic: where the weights do not stay in one core's cache, no
 implementation of the gradient that reads them in those two passes takes less.
 
+Every side runs with BLAS on one thread by default (``--blas-threads``; both OpenBLAS builds
+that numpy and scipy load, through threadpoolctl, and torch's pool; the FLOP bound's GEMM
+rate too): on a shared machine the libraries' own pools make each evaluation several to
+tens of times dearer, by an amount that follows the load of the moment, not the method
+or the tolerance.  On the large network (2 shared cores at a load of 4-5, RK45 on numba,
+``benchmarks/studies/study_blas_threads.py --rounds 2``, one process): pinned, 5.9-6.1 ms
+of CPU per evaluation at rtol 1e-2 and 5.8-6.0 ms at rtol 1e-8 (its first 50 steps);
+unpinned, 50-69 ms and 48-166 ms (76-310 ms wall).
+
 Problems (seeded): small (20-32-32-1, P=200, sigma=1e-3, whitened scalar teacher
 s=1), medium (128-256-256-256-10, P=2000, sigma=0.03, singular values 1..0.5),
 large (512-1024-1024-10, P=4000, sigma=0.03, singular values 1..0.5); t_end is
@@ -47,6 +56,7 @@ Usage::
 
     python benchmarks/bench_flow.py [--problems small,medium,large] [--quick]
         [--methods RK45,auto] [--backends numba] [--no-extras] [--ref-cache FILE]
+        [--blas-threads N]
 """
 from __future__ import annotations
 
@@ -59,6 +69,7 @@ import time
 import numpy as np
 from numba import njit, prange
 from scipy.integrate import solve_ivp
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -577,13 +588,21 @@ def main(argv=None):
                     help="keep each problem's reference in FILE.<problem>.npz and reuse it")
     ap.add_argument("--no-extras", action="store_true",
                     help="skip the rows without the cap, with dense or tableau stages, and GD")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="threads of every BLAS library loaded (0: the libraries' own number)")
     args = ap.parse_args(argv)
+    if args.blas_threads > 0:
+        threadpool_limits(args.blas_threads)    # for the rest of the process
+        if importlib.util.find_spec("torch") is not None:
+            import torch                        # the GD baseline's own pool
+            torch.set_num_threads(args.blas_threads)
     names = [p.strip() for p in args.problems.split(",") if p.strip()]
     for p in names:
         if p not in PROBLEMS:
             ap.error(f"unknown problem {p!r}; choose from {', '.join(PROBLEMS)}")
     rate = gemm_rate()
-    print(f"float64 GEMM rate {rate / 1e9:.1f} GFLOP/s; backends: numpy"
+    print(f"float64 GEMM rate {rate / 1e9:.1f} GFLOP/s with BLAS on "
+          f"{args.blas_threads or 'its own number of'} thread(s); backends: numpy"
           f"{', numba' if B.numba_available() else ''}{', cupy' if B.gpu_available() else ''}; "
           f"target {TARGET:g} relative error of W(t_end)")
     split = (lambda a: tuple(x.strip() for x in a.split(",") if x.strip()))
