@@ -247,7 +247,7 @@ def test_mlp_member_route_is_gradient_flow_on_numba(case):
 @pytest.mark.parametrize("rtol", [1e-5, 1e-8])
 def test_mlp_members_take_their_serial_steps(rtol):
     """'auto' at kinks: each member runs the explicit pair its serial run starts (and, its
-    steps never capped, keeps): RK45 at rtol >= AUTO_PAIR_RTOL, DOP853 below; the same
+    steps never capped, keeps): SSPRK104 at rtol >= AUTO_PAIR_RTOL, DOP853 below; the same
     compiled loop in one process, so the same steps, kinks and evaluations."""
     X, y = _mlp_data(P=16, D=3)
     t = np.array([0.25, 0.5, 1.0])
