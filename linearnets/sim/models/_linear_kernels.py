@@ -168,28 +168,51 @@ def jvp(v, out, y, jdata):
 
 # --- factored Butcher stages --------------------------------------------------------------
 @njit(cache=True)
-def _apply(l, X, out, k, w, C, ints, bufs, y, right):
-    """``out = X W_l^st``, or with ``right`` ``X W_l^st^T`` (``linear.FactoredStages``)."""
+def _apply_left(l, A, out, k, w, C, ints, bufs, y):
+    """``out = A W_l^st`` (A: C x N_l, out: C x N_{l-1}; ``linear.FactoredStages``)."""
     rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
-    ut, vs, wst, tmp, tbuf = bufs[0], bufs[1], bufs[3], bufs[10], bufs[14]
+    ut, vs, wst, mbuf, tmp = bufs[0], bufs[1], bufs[3], bufs[8], bufs[10]
     r, c = rows[l], cols[l]
-    W = (wst if factored[l] == 0 else y)[offs[l]:offs[l + 1]].reshape((r, c))
-    if right:
-        times_transpose(X, W, out, tbuf)
-    else:
-        np.dot(X, W, out)
-    if factored[l] == 0 or k == 0:
+    if factored[l] == 0:
+        np.dot(A, wst[offs[l]:offs[l + 1]].reshape((r, c)), out)
+        return
+    np.dot(A, y[offs[l]:offs[l + 1]].reshape((r, c)), out)
+    if k == 0:
         return
     U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
     V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
-    M = bufs[9 if right else 8][:C * k * C].reshape((C, k * C))
-    np.dot(X, V.T if right else U.T, M)
+    M = mbuf[:C * k * C].reshape((C, k * C))
+    np.dot(A, U.T, M)
     for a in range(C):
         for q in range(k * C):
             M[a, q] *= w[q // C]
-    width = r if right else c
-    T = tmp[:C * width].reshape((C, width))
-    np.dot(M, U if right else V, T)
+    T = tmp[:C * c].reshape((C, c))
+    np.dot(M, V, T)
+    _add_into(out, T)
+
+
+@njit(cache=True)
+def _apply_right(l, G, out, k, w, C, ints, bufs, y):
+    """``out = G W_l^st^T`` (G: C x N_{l-1}, out: C x N_l), as :func:`_apply_left` (one
+    kernel for both sides was measured 25 % slower on the small bench problem)."""
+    rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
+    ut, vs, wst, nbuf, tmp, tbuf = bufs[0], bufs[1], bufs[3], bufs[9], bufs[10], bufs[14]
+    r, c = rows[l], cols[l]
+    if factored[l] == 0:
+        times_transpose(G, wst[offs[l]:offs[l + 1]].reshape((r, c)), out, tbuf)
+        return
+    times_transpose(G, y[offs[l]:offs[l + 1]].reshape((r, c)), out, tbuf)
+    if k == 0:
+        return
+    U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
+    V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
+    N = nbuf[:C * k * C].reshape((C, k * C))
+    np.dot(G, V.T, N)
+    for a in range(C):
+        for q in range(k * C):
+            N[a, q] *= w[q // C]
+    T = tmp[:C * r].reshape((C, r))
+    np.dot(N, U, T)
     _add_into(out, T)
 
 
@@ -224,10 +247,10 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
         for m in range(C * rows[L - 2]):
             At[m] = wst[offs[L - 1] + m]
         for l in range(L - 2, 0, -1):
-            _apply(l, abuf[aoff[l]:aoff[l + 1]].reshape((C, rows[l])),
-                   abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])), k, w, C, ints, bufs, y,
-                   False)
-        _apply(0, abuf[aoff[0]:aoff[1]].reshape((C, rows[0])), W, k, w, C, ints, bufs, y, False)
+            _apply_left(l, abuf[aoff[l]:aoff[l + 1]].reshape((C, rows[l])),
+                        abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])), k, w, C, ints, bufs,
+                        y)
+        _apply_left(0, abuf[aoff[0]:aoff[1]].reshape((C, rows[0])), W, k, w, C, ints, bufs, y)
     else:
         for m in range(C * D):
             wbuf[m] = wst[offs[0] + m]
@@ -246,8 +269,8 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
         r, c = rows[l], cols[l]
         G = gbuf[goff[l]:goff[l + 1]].reshape((C, c))
         if l > 0:
-            _apply(l - 1, gbuf[goff[l - 1]:goff[l]].reshape((C, cols[l - 1])), G, k, w, C, ints,
-                   bufs, y, True)
+            _apply_right(l - 1, gbuf[goff[l - 1]:goff[l]].reshape((C, cols[l - 1])), G, k, w, C,
+                         ints, bufs, y)
         eta = eta_l[l]
         if factored[l] != 0:
             Al = abuf[aoff[l]:aoff[l + 1]].reshape((C, r))
@@ -537,8 +560,8 @@ def gemm_acc(Q, w, At, G, blas):
 @njit(cache=True)
 def add_stage(q, c, k, store):
     """``q += c eta_i A_i^T G_i`` of slot ``k``, layer by layer (``linear.FactoredSlots.add``)."""
-    at, g, blas, eta_l = store[2][k], store[3][k], store[11], store[14][2]
-    rows, cols, offs, aoff, goff = store[15]
+    at, g, blas, eta_l = store[2][k], store[3][k], store[9], store[12][2]
+    rows, cols, offs, aoff, goff = store[13]
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
     for i in range(L):
@@ -581,39 +604,34 @@ def _block_sums(y, y_new, q1, m0, P, cnt, h, rtol, atol, e5, dd):
 
 @njit(cache=True)
 def error_sums(y, y_new, q1, h, rtol, atol, store):
-    """``(e5, dd)`` of ``linear.FactoredSlots.error_sums``."""
-    at, g, eslots, ew, pbuf, ubuf, vbuf = store[2:9]
-    block_entries, eta_l = store[12], store[14][2]
-    rows, cols, offs, aoff, goff = store[15]
+    """``(e5, dd)`` of ``linear.FactoredSlots.error_sums``: ``S`` of a block summed slot by
+    slot with :func:`gemm_acc` (products of inner size C, which BLAS runs on one thread)."""
+    at, g, eslots, ew, pbuf = store[2:7]
+    blas, block_entries, eta_l = store[9], store[10], store[12][2]
+    rows, cols, offs, aoff, goff = store[13]
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
-    q = eslots.shape[0]
     e5 = 0.0
     dd = 0.0
     for i in range(L):
         r, cl = rows[i], cols[i]
-        if i == L - 1:
-            pbuf[:r * cl] = 0.0
-            for j in range(q):
-                w = ew[j] * eta_l[i]
-                gj = g[eslots[j]]
-                for m in range(r * cl):
-                    pbuf[m] += w * gj[goff[i] + m]
-            e5, dd = _block_sums(y, y_new, q1, offs[i], pbuf, r * cl, h, rtol, atol, e5, dd)
-            continue
-        U = ubuf[:r * q * C].reshape((r, q * C))
-        V = vbuf[:q * C * cl].reshape((q * C, cl))
-        for j in range(q):
-            w = ew[j] * eta_l[i]
-            np.multiply(_top(at[eslots[j]], aoff, rows, i, C), w, U[:, j * C:(j + 1) * C])
-            V[j * C:(j + 1) * C, :] = _bottom(g[eslots[j]], goff, cols, i, C)
-        rb = max(1, block_entries // cl)
+        rb = r if i == L - 1 else max(1, block_entries // cl)
         for i0 in range(0, r, rb):
             i1 = min(r, i0 + rb)
             cnt = (i1 - i0) * cl
-            np.dot(U[i0:i1], V, pbuf[:cnt].reshape((i1 - i0, cl)))
-            e5, dd = _block_sums(y, y_new, q1, offs[i] + i0 * cl, pbuf, cnt, h, rtol, atol, e5,
-                                 dd)
+            P = pbuf[:cnt]
+            P[:] = 0.0
+            for j in range(eslots.shape[0]):
+                w = ew[j] * eta_l[i]
+                gj = g[eslots[j]]
+                if i == L - 1:
+                    for m in range(cnt):
+                        P[m] += w * gj[goff[i] + m]
+                else:
+                    At = _top(at[eslots[j]], aoff, rows, i, C)
+                    gemm_acc(P.reshape((i1 - i0, cl)), w, At[i0:i1], _bottom(gj, goff, cols, i, C),
+                             blas)
+            e5, dd = _block_sums(y, y_new, q1, offs[i] + i0 * cl, P, cnt, h, rtol, atol, e5, dd)
     return e5, dd
 
 
@@ -644,9 +662,9 @@ def _inner(Ap, Aq, Gp, Gq, gram):
 @njit(cache=True)
 def slot_stiffness_sums(last, prev, store):
     """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` (``linear.FactoredSlots``)."""
-    at, g, pbuf, gram, min_rel = store[2], store[3], store[6], store[9], store[10]
-    block_entries, eta_l = store[12], store[14][2]
-    rows, cols, _, aoff, goff = store[15]
+    at, g, pbuf, gram, min_rel = store[2], store[3], store[6], store[7], store[8]
+    block_entries, eta_l = store[10], store[12][2]
+    rows, cols, _, aoff, goff = store[13]
     L = rows.shape[0]
     C = (goff[1] - goff[0]) // cols[0]
     num = 0.0
@@ -683,8 +701,8 @@ def slot_stiffness_sums(last, prev, store):
 @njit(cache=True, nogil=True)
 def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
     """One SSPRK(10,4) step of ``h_try`` in low-storage form: ``y_new`` and its error norm."""
-    q1, q2, at, g, sums = store[0], store[1], store[2], store[3], store[13]
-    Sxx, Syx, _, rows, cols, offs, _, aoff, _, goff, WT, SW, tbuf = store[14]
+    q1, q2, at, g, sums = store[0], store[1], store[2], store[3], store[11]
+    Sxx, Syx, _, rows, cols, offs, _, aoff, _, goff, WT, SW, tbuf = store[12]
     n = y.shape[0]
     c6 = h_try / 6.0
     q1[:] = y
@@ -709,7 +727,7 @@ def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
 @njit(cache=True, nogil=True)
 def _ssp_stiffness(s, wd, store):
     """``(num, dd, ref)`` of the accepted step: ``|K_10 - K_9|^2``, ``|y_new - q1|^2 / h^2``."""
-    sums = store[13]
+    sums = store[11]
     num, ref_new = slot_stiffness_sums(10, 9, store)
     ref = sums[1]
     sums[1] = ref_new

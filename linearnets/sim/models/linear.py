@@ -658,19 +658,18 @@ class LowStorageStages(_LinearOps):
         self.problem = problem
         n = problem.size
         st = self.st = FactoredSlots(problem)
-        mx, C, q, args = problem.max_width, st.C, ERROR_SLOTS.size, self.rhs_args
+        mx, C, args = problem.max_width, st.C, self.rhs_args
         blas = (lk.DGEMM, np.zeros(8, dtype=np.int32), np.zeros(2))
         self.data = (np.empty(n), np.empty(n), st.at, st.g, ERROR_SLOTS, ERROR_WEIGHTS,
-                     np.empty(2 * max(BLOCK_ENTRIES, mx)), np.empty(mx * q * C),
-                     np.empty(q * C * mx), np.empty(2 * C * C), GRAM_MIN_REL, blas,
-                     BLOCK_ENTRIES, np.zeros(2), args, chain_layout(problem))
+                     np.empty(2 * max(BLOCK_ENTRIES, mx)), np.empty(2 * C * C), GRAM_MIN_REL,
+                     blas, BLOCK_ENTRIES, np.zeros(2), args, chain_layout(problem))
 
     def first(self, y):
         st = self.st
         # f(y) with slot 0 as the product buffers: the factors stay there
         lk.rhs_flat(y, self.f0, *self.rhs_args[:6], st.at[0], st.aoff, st.g[0], st.goff,
                     *self.rhs_args[10:])
-        self.data[13][1] = lk.slot_stiffness_sums(0, 0, self.data)[1]
+        self.data[11][1] = lk.slot_stiffness_sums(0, 0, self.data)[1]
         return self.f0
 
     def interpolate_many(self, thetas, y, y_new, h, batch):
