@@ -167,7 +167,7 @@ def jvp(v, out, y, jdata):
 
 
 # --- factored Butcher stages --------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _apply_left(l, A, out, k, w, C, ints, bufs, y):
     """``out = A W_l^st`` (A: C x N_l, out: C x N_{l-1}; ``linear.FactoredStages``)."""
     rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
@@ -191,7 +191,7 @@ def _apply_left(l, A, out, k, w, C, ints, bufs, y):
     _add_into(out, T)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _apply_right(l, G, out, k, w, C, ints, bufs, y):
     """``out = G W_l^st^T`` (G: C x N_{l-1}, out: C x N_l), as :func:`_apply_left` (one
     kernel for both sides was measured 25 % slower on the small bench problem)."""
@@ -557,7 +557,7 @@ def gemm_acc(Q, w, At, G, blas):
           Q.ctypes, ibuf[6:].ctypes)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def add_stage(q, c, k, store):
     """``q += c eta_i A_i^T G_i`` of slot ``k``, layer by layer (``linear.FactoredSlots.add``)."""
     at, g, blas, eta_l = store[2][k], store[3][k], store[9], store[12][2]
