@@ -1,0 +1,97 @@
+"""What a ``gradient_flow`` call costs besides its steps, on two source trees in one run.
+
+On ``bench_flow.py``'s small problem (20-32-32-1, P = 200, t_end = 1122.4) and its medium one
+(128-256-256-256-10, P = 2000, t_end = 1125.1), each tree given on the command line is timed
+in its own fresh process (``PYTHONPATH=<tree>``), the trees alternating over ``--rounds``:
+
+* ``run``: ``gradient_flow`` to t_end at bench_flow's winning tolerance (small: RK45 and auto
+  at rtol 3e-5; medium: SSPRK104 and auto at rtol 3e-3; atol = 1e-3 rtol; numba), best of
+  ``--repeats``;
+* ``fixed``: the same call to ``1e-9 t_end`` (one step), the fixed cost of a call: validation,
+  set-up, the first step and the outputs.
+
+BLAS runs on one thread.  What it showed on this machine (three rounds, small, idle): the
+issue's baseline commit be02454 took 1.51-1.56 ms for the RK45 run with a fixed cost of
+0.47-0.49 ms; main at 5bd25ad took 1.88-1.95 ms and 0.75-0.78 ms, the loop itself
+1.04-1.07 against 1.10-1.17 ms for the same 188 evaluations: the gap is the fixed cost.
+
+Run: ``python benchmarks/studies/study_call_cost.py TREE [TREE ...] [--problem small|medium]``
+(a tree is a directory holding ``linearnets/``, e.g. a ``git worktree`` of another commit).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+CHILD = r"""
+import json, sys, time
+import numpy as np
+from threadpoolctl import threadpool_limits
+import linearnets as ln
+from linearnets.data import scalar_teacher, teacher_task
+problem, repeats = sys.argv[1], int(sys.argv[2])
+if problem == "small":
+    X, y, _ = scalar_teacher(200, 20, 1.0, seed=0)
+    Y = y[:, None]
+    ws = ln.init_network((20, 32, 32, 1), 1e-3, seed=1)
+    t_end, runs = 1122.4, [("RK45", 3e-5), ("auto", 3e-5)]
+else:
+    X, Y = teacher_task(2000, 128, tuple(np.linspace(1.0, 0.5, 10)), seed=0)
+    ws = ln.init_network((128, 256, 256, 256, 10), 0.03, seed=1)
+    t_end, runs = 1125.1, [("SSPRK104", 3e-3), ("auto", 3e-3)]
+
+
+def best(f):
+    f()
+    b = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f()
+        b = min(b, time.perf_counter() - t0)
+    return b
+
+
+out = {}
+with threadpool_limits(1):
+    for m, r in runs:
+        call = lambda t: ln.gradient_flow(ws, X, Y, [0.0, t], rtol=r, atol=1e-3 * r,
+                                          backend="numba", method=m)
+        nfev = int(call(t_end).nfev)
+        out[m] = dict(run=best(lambda: call(t_end)), fixed=best(lambda: call(1e-9 * t_end)),
+                      nfev=nfev)
+print(json.dumps(out))
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("trees", nargs="+")
+    ap.add_argument("--problem", default="small", choices=("small", "medium"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=None)
+    a = ap.parse_args()
+    repeats = a.repeats or (60 if a.problem == "small" else 3)
+    for tree in a.trees:       # a first process per tree compiles (or loads) its kernels
+        _child(tree, a.problem, 1)
+    for k in range(a.rounds):
+        for tree in a.trees:
+            res = _child(tree, a.problem, repeats)
+            cells = "  ".join(f"{m} run {v['run'] * 1e3:8.3f} ms, fixed {v['fixed'] * 1e3:7.3f} ms,"
+                              f" loop {(v['run'] - v['fixed']) * 1e3:8.3f} ms ({v['nfev']} evals)"
+                              for m, v in res.items())
+            print(f"round {k + 1}  {tree}: {cells}", flush=True)
+
+
+def _child(tree, problem, repeats):
+    tree = os.path.abspath(tree)      # the child runs in it: ``-c`` puts the cwd first
+    done = subprocess.run([sys.executable, "-c", CHILD, problem, str(repeats)], cwd=tree,
+                          env=dict(os.environ, PYTHONPATH=tree), capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    main()
