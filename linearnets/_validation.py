@@ -5,6 +5,7 @@ a ``ValueError`` that names the offending argument instead of propagating a NaN.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -92,6 +93,8 @@ def as_float_array(x, name, *, finite=True, ndim=None):
 def check_positive(x, name, *, finite=True, ndim=None):
     """Cast to float64 and require every entry to be strictly positive (``ndim``: as in
     :func:`as_float_array`, 0 for a scalar)."""
+    if type(x) is float and x > 0 and x < math.inf and ndim in (None, 0):
+        return np.asarray(x)          # the common case, a positive Python float, quickly
     arr = as_float_array(x, name, finite=finite, ndim=ndim)
     if np.any(~(arr > 0)):
         raise ValueError(f"{name} must be > 0, got min {np.min(arr)!r}")

@@ -633,6 +633,14 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
     """
     shapes = shapes_of(layers)
     X, Y = check_data(X, Y, shapes)
+    given = {k: v for k, v in locals().items() if k not in ("X", "Y", "layers", "shapes")}
+    return _prepare(shapes, X, Y, **given)
+
+
+def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_steps, first_step,
+             dense, lr_scales, activation, biases, multipliers, alpha, centered, loss, stop,
+             kink_rtol, record, probe, model, raise_on_failure):
+    # prepare_flow on shapes and data already checked (check_data)
     t_eval = check_t_eval(t_eval)
     options = parse_options(len(shapes), activation=activation, multipliers=multipliers,
                             alpha=alpha, centered=centered, loss=loss, lr_scales=lr_scales,
@@ -753,9 +761,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     X, Y = check_data(X, Y, shapes)     # the data are named before the layer sizes
     bs = check_biases(biases, shapes)
     check_method(method, dense)
-    return prepare_flow(X, Y, shapes, t_eval, eta, rtol, atol, backend, method=method,
-                        max_steps=max_steps, first_step=first_step, dense=dense,
-                        lr_scales=lr_scales, activation=activation, biases=bs is not None,
-                        multipliers=multipliers, alpha=alpha, centered=centered, loss=loss,
-                        stop=stop, kink_rtol=kink_rtol, record=record, probe=probe,
-                        model=model, raise_on_failure=raise_on_failure).run(ws, bs)
+    return _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, method=method,
+                    max_steps=max_steps, first_step=first_step, dense=dense,
+                    lr_scales=lr_scales, activation=activation, biases=bs is not None,
+                    multipliers=multipliers, alpha=alpha, centered=centered, loss=loss,
+                    stop=stop, kink_rtol=kink_rtol, record=record, probe=probe,
+                    model=model, raise_on_failure=raise_on_failure).run(ws, bs)

@@ -2,8 +2,10 @@
 "Models"): a :class:`Model` subclass on a flat float64 state plus one :func:`register_model`."""
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Optional
 
 import numpy as np
@@ -29,8 +31,8 @@ class Layout:
 
     def __init__(self, shapes):
         self.shapes = tuple(tuple(int(s) for s in shp) for shp in shapes)
-        sizes = [int(np.prod(s, dtype=np.int64)) for s in self.shapes]
-        self.offsets = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
+        sizes = accumulate((math.prod(s) for s in self.shapes), initial=0)
+        self.offsets = np.array(list(sizes), dtype=np.int64)
 
     @property
     def size(self) -> int:

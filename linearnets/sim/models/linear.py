@@ -7,7 +7,9 @@ docs/simulator.md ("The linear network") derives the options' map and the factor
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import copy
+from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 from scipy.linalg import qr
@@ -52,8 +54,12 @@ _EPS = float(np.finfo(np.float64).eps)
 def layer_offsets(shapes):
     """Start offsets of each layer ``(N_l, N_{l-1})`` in the flat state, plus its size:
     int64 (L + 1,), layer ``i`` in ``y[offsets[i]:offsets[i + 1]]``."""
-    sizes = [int(r) * int(c) for r, c in shapes]
-    return np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
+    return _cumulative([int(r) * int(c) for r, c in shapes])
+
+
+def _cumulative(sizes):
+    # [0, s_0, s_0 + s_1, ...] as int64 (a Python sum: a call's set-up makes many of these)
+    return np.array(list(accumulate(sizes, initial=0)), dtype=np.int64)
 
 
 def pack(weights):
@@ -107,12 +113,31 @@ class FlowProblem:
     offsets: np.ndarray = field(init=False)
     white: bool = field(init=False)
     _summary: list = field(init=False, repr=False)
+    _layouts: dict = field(init=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "_summary", [])
+        object.__setattr__(self, "_layouts", {})
         object.__setattr__(self, "offsets", layer_offsets(self.shapes))
         object.__setattr__(self, "white",
                            bool(np.max(np.abs(self.Sxx - np.eye(len(self.Sxx)))) <= WHITE_TOL))
+
+    def retarget(self, Syx, eta_l):
+        """This problem with another ``Syx`` (C, D) and ``eta_l`` (L,); what is derived from
+        the shapes and ``Sxx`` is kept, not derived again."""
+        new = copy.copy(self)
+        object.__setattr__(new, "Syx", Syx)
+        object.__setattr__(new, "eta_l", eta_l)
+        object.__setattr__(new, "_summary", [])
+        return new
+
+    def layout_of(self, key, build):
+        """``build(self)``, formed once per problem and ``key`` (the kernels' index arrays,
+        read only)."""
+        lay = self._layouts.get(key)
+        if lay is None:
+            lay = self._layouts[key] = build(self)
+        return lay
 
     @property
     def size(self) -> int:
@@ -149,8 +174,8 @@ def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
     """A :class:`FlowProblem` from data ``X`` (P, D), ``Y`` (P, C), both float64 2-D: the
     statistics ``Sxx = X^T X / P`` (exactly symmetric, by syrk) and ``Syx = Y^T X / P``."""
     P, D = X.shape
-    upper = dsyrk(1.0 / P, X.T)
-    Sxx = np.ascontiguousarray(np.triu(upper) + np.triu(upper, 1).T)
+    upper = dsyrk(1.0 / P, X.T)                  # the lower triangle is zero
+    Sxx = np.ascontiguousarray(upper + np.triu(upper, 1).T)
     Syx = np.ascontiguousarray(dgemm(1.0 / P, Y.T, X.T, trans_b=1))
     L = len(shapes)
     scale = np.ones(L) if lr_scale is None else np.asarray(lr_scale, dtype=np.float64)
@@ -234,14 +259,17 @@ def loss_from_end_to_end(W, problem):
 
 def chain_layout(problem):
     """``(rows, cols, offs, aoff, goff)`` (int64): layer shapes, their offsets in the flat
-    state, and those of ``A_i^T`` and ``G_i`` in the buffers of ``_linear_kernels.chains``."""
+    state, and those of ``A_i^T`` and ``G_i`` in the buffers of ``_linear_kernels.chains``
+    (once per problem)."""
+    return problem.layout_of("chains", _chain_layout)
+
+
+def _chain_layout(problem):
     C = problem.Syx.shape[0]
-    rows = np.array([r for r, _ in problem.shapes], dtype=np.int64)
-    cols = np.array([c for _, c in problem.shapes], dtype=np.int64)
-    offs = np.ascontiguousarray(problem.offsets, dtype=np.int64)
-    aoff = np.concatenate(([0], np.cumsum(C * rows))).astype(np.int64)
-    goff = np.concatenate(([0], np.cumsum(C * cols))).astype(np.int64)
-    return rows, cols, offs, aoff, goff
+    rows, cols = [r for r, _ in problem.shapes], [c for _, c in problem.shapes]
+    return (np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64),
+            np.ascontiguousarray(problem.offsets, dtype=np.int64),
+            _cumulative([C * r for r in rows]), _cumulative([C * c for c in cols]))
 
 
 def numba_rhs_args(problem):
@@ -266,15 +294,20 @@ class StageLayout:
         self.rows, self.cols, self.offs, self.toff, self.goff = chain_layout(problem)
         fac = [l < L - 1 and min(r, c) > n_slots * C for l, (r, c) in enumerate(shapes)]
         self.factored = np.array(fac, dtype=np.int64)
-        cum = lambda a: np.concatenate(([0], np.cumsum(a))).astype(np.int64)  # noqa: E731
+        cum = _cumulative
         self.utoff = cum([n_slots * C * r if f else 0 for f, (r, _) in zip(fac, shapes)])
         self.vsoff = cum([n_slots * C * c if f else 0 for f, (_, c) in zip(fac, shapes)])
         self.kdoff = cum([0 if f else n_slots * r * c for f, (r, c) in zip(fac, shapes)])
 
 
+def stage_layout(problem, n_slots):
+    """The :class:`StageLayout` of ``problem`` for ``n_slots`` slots, formed once."""
+    return problem.layout_of(("stages", n_slots), lambda p: StageLayout(p, n_slots))
+
+
 def worth_factoring(problem, n_stages):
     """Whether any layer's stages are stored in factored form (:class:`StageLayout`)."""
-    return bool(StageLayout(problem, n_stages + 1).factored.any())
+    return bool(stage_layout(problem, n_stages + 1).factored.any())
 
 
 def factored_is_faster(problem):
@@ -617,7 +650,7 @@ class FactoredStageOps(_LinearOps):
         super().__init__(problem, lk.factored_advance)
         self.tab, self.s = tab, tab.n_stages
         n, D = problem.size, problem.Sxx.shape[0]
-        lay = StageLayout(problem, self.s + 1)
+        lay = stage_layout(problem, self.s + 1)
         C, mx, S1 = lay.C, problem.max_width, lay.S1
         ints = (lay.rows, lay.cols, lay.offs, lay.factored, lay.utoff, lay.vsoff, lay.kdoff,
                 lay.toff, lay.goff)
@@ -791,8 +824,8 @@ class LinearNet(Model):
             Syx = Syx + self._W0 @ base.Sxx
         self.base = base
         self._syy = 0.5 * float(np.sum(base.Y * base.Y)) / base.P
-        self.problem = replace(base, Syx=np.ascontiguousarray(Syx),
-                                           eta_l=np.ascontiguousarray(self.rates))
+        self.problem = base.retarget(np.ascontiguousarray(Syx),
+                                     np.ascontiguousarray(self.rates))
         xp = self.xp
         self._Sxx, self._Syx = xp.asarray(self.problem.Sxx), xp.asarray(self.problem.Syx)
         self._eta = [float(e) for e in self.rates]
@@ -862,7 +895,7 @@ class LinearNet(Model):
         if kind == "ssp" and not factored_is_faster(p):
             return "ssp", FactoredSlots(p)
         if kind in ("ssp", "erk") and worth_factoring(p, tab.n_stages):
-            return "erk", FactoredStages(p, StageLayout(p, tab.n_stages + 1))
+            return "erk", FactoredStages(p, stage_layout(p, tab.n_stages + 1))
         return kind, None
 
     def _mapped(self, W):
