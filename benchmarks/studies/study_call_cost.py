@@ -14,6 +14,9 @@ BLAS runs on one thread.  What it showed on this machine (three rounds, small, i
 issue's baseline commit be02454 took 1.51-1.56 ms for the RK45 run with a fixed cost of
 0.47-0.49 ms; main at 5bd25ad took 1.88-1.95 ms and 0.75-0.78 ms, the loop itself
 1.04-1.07 against 1.10-1.17 ms for the same 188 evaluations: the gap is the fixed cost.
+With the data checked once and the kernels' index arrays formed once per problem (caf2acf),
+on a slower day, quietest of three rounds: be02454 0.74 ms fixed, 2.30 ms RK45 run; 87a3576
+1.23 and 2.95 ms; caf2acf 0.88 and 2.56 ms.
 
 Run: ``python benchmarks/studies/study_call_cost.py TREE [TREE ...] [--problem small|medium]``
 (a tree is a directory holding ``linearnets/``, e.g. a ``git worktree`` of another commit).

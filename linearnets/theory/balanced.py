@@ -16,7 +16,7 @@ so M = QQᵀ obeys the matrix Riccati equation Ṁ = η(FM + MF − M²), solved
                        = \tfrac12 F^{-1}(e^{2\eta F t} - I)
 
 (Dominé, Anguita, Proca, Braun, Kunin, Mediano & Saxe 2024, "From lazy to rich:
-exact learning dynamics in deep linear networks"; the issue's
+exact learning dynamics in deep linear networks"; the form
 e^{Ft}F⁻¹e^{Ft} − F⁻¹ is 2G).  Derivation and sympy checks:
 ``theory/lambda_balanced.md``.  M holds W1ᵀW1 (top left, D × D), W2W1 (bottom
 left, C × D) and W2W2ᵀ (bottom right, C × C).

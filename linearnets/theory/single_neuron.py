@@ -18,7 +18,7 @@ whose solution, with roots u± = (−δ ± Δ)/2, Δ = √(δ² + 4η_aη_w s²)
            z_0 = \frac{u_0 - u_+}{u_0 - u_-},
 
 = ½[−δ + Δ tanh(Δt/2 + artanh((δ + 2u₀)/Δ))] when u₀ lies between the roots (the
-paper's and the issue's formula, written for η_a = η_w = 1).  The Möbius form above
+paper's tanh formula, written for η_a = η_w = 1).  The Möbius form above
 is finite for all t in that case and also covers u₀ < u₋, where ν passes through
 ±∞ (a crosses zero) once.
 
