@@ -193,9 +193,13 @@ def check_horizon(t_end, y0, f0, max_steps, xp=np):
     """``ValueError`` naming ``t_eval`` where ``t_end`` exceeds ``max_steps / eps`` initial time
     scales ``|y0| / |f0|`` of the flow (``y0``, ``f0``: (n,) or (B, n), the fastest counts)."""
     with np.errstate(all="ignore"):
-        ny = xp.sqrt(xp.sum(y0 * y0, axis=-1))
-        nf = xp.sqrt(xp.sum(f0 * f0, axis=-1))
-        rate = float(xp.max(xp.where(ny > 0, nf / xp.where(ny > 0, ny, 1.0), 0.0)))
+        if xp is np and y0.ndim == 1:     # one state: in floats (inf / inf is NaN)
+            ny, nf = math.sqrt(float(y0 @ y0)), math.sqrt(float(f0 @ f0))
+            rate = nf / ny if ny > 0 else 0.0
+        else:
+            ny = xp.sqrt(xp.sum(y0 * y0, axis=-1))
+            nf = xp.sqrt(xp.sum(f0 * f0, axis=-1))
+            rate = float(xp.max(xp.where(ny > 0, nf / xp.where(ny > 0, ny, 1.0), 0.0)))
     if math.isfinite(rate) and t_end * rate > max_steps / _EPS:
         raise ValueError(
             f"t_eval ends at {t_end:.6g}, {t_end * rate:.3g} initial time scales of the flow "
@@ -333,6 +337,11 @@ class _Guard:
         """True (``broken`` set) if one of the outputs ``k, k + 1, ...`` rose."""
         if self.loss0 is None:
             self.loss0 = float(loss[0])
+        if len(loss) == 1 and math.isfinite(self.loss0) and (   # one output: in floats
+                loss[0] - self.loss0 <= max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0)
+                or loss[0] - self.loss0 <= BREAKDOWN_ROUNDING * size[0]):
+            self.last_y = np.array(to_np(states[-1]), dtype=np.float64, copy=True)
+            return False
         with np.errstate(invalid="ignore"):
             bad = ~((loss - self.loss0 <= max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0))
                     | (loss - self.loss0 <= BREAKDOWN_ROUNDING * size))

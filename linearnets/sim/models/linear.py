@@ -247,11 +247,9 @@ def loss_from_end_to_end(W, problem):
     C, D = W.shape[-2:]
     maps = int(np.prod(W.shape[:-2], dtype=np.int64))
     if not problem._summary and maps * D * C < (D + C) ** 2:
-        losses = np.empty(maps)
-        for m, w in enumerate(W.reshape(maps, C, D)):
-            R = problem.Y - dgemm(1.0, problem.X.T, w.T, trans_a=1)
-            losses[m] = 0.5 * float(np.sum(R * R)) / problem.P
-        return losses.reshape(W.shape[:-2])[()]
+        P = problem.P
+        R = problem.Y[:, None, :] - (problem.X @ W.reshape(maps * C, D).T).reshape(P, maps, C)
+        return (0.5 * np.einsum("pmc,pmc->m", R, R) / P).reshape(W.shape[:-2])[()]
     R, Z, res0 = problem.loss_summary()
     M = Z - np.einsum("kd,...cd->...kc", R, W)
     return 0.5 * (res0 + np.sum(M * M, axis=(-2, -1))) / problem.P
@@ -919,11 +917,12 @@ class LinearNet(Model):
         """``(loss, size)`` (...) of maps ``F`` (..., C, D) from the statistics, ``(1/alpha^2)
         (1/2 tr F Sxx F^T - tr F Syx^T + 1/2 tr Syy)`` and the sum of the moduli of its
         terms: ``O(C D^2)`` a map, for the breakdown guard of every output."""
-        b = self.base
-        quad = 0.5 * np.sum((F @ b.Sxx) * F, axis=(-2, -1))
-        lin = np.sum(F * b.Syx, axis=(-2, -1))
+        b, lead = self.base, F.shape[:-2]
+        f = F.reshape(-1, 1, F.shape[-2] * F.shape[-1])     # one row a map: two products
+        quad = 0.5 * ((F @ b.Sxx).reshape(f.shape) @ f.transpose(0, 2, 1)).reshape(lead)
+        lin = (f @ b.Syx.reshape(-1)).reshape(lead)
         a2 = self.options.alpha ** 2
-        return (quad - lin + self._syy) / a2, (np.abs(quad) + np.abs(lin) + self._syy) / a2
+        return (quad - lin + self._syy) / a2, (abs(quad) + abs(lin) + self._syy) / a2
 
     def loss(self, y):
         return float(self.loss_of_map(self.end_to_end(y)))
