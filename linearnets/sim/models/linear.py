@@ -955,8 +955,10 @@ class LinearNetNumba(LinearNet):
         return out
 
     def velocity(self, y):
-        # the numpy gradient: the compiled one's data are needed by no compiled loop
-        return LinearNet.rhs(self, y)
+        # the kernel of the loops' own trial evaluations (rhs_flat is loaded only for a stop)
+        out = np.empty(self.layout.size)
+        lk.rhs(np.ascontiguousarray(y, dtype=np.float64), out, numba_rhs_args(self.problem))
+        return out
 
     def compiled_ops(self, kind, tab):
         """``(family, ops)``: the compiled loop of a method family and this model's ops on
