@@ -67,18 +67,21 @@ def as_float_array(x, name, *, finite=True, ndim=None):
     ndim : int or tuple of int, optional
         Allowed number(s) of dimensions.
     """
-    if _not_a_number(x):
-        raise ValueError(f"{name} must be a real number or array of real numbers, not a "
-                         f"string, boolean or None: got {x!r}")
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except OverflowError as exc:   # a Python int beyond the float64 range (10**400)
-        raise ValueError(f"{name} overflows float64 (an integer beyond 1.8e308)") from exc
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a real number or array of real numbers") from exc
-    if np.iscomplexobj(x):
-        raise ValueError(f"{name} must be real, got a complex value")
-    if finite and not np.all(np.isfinite(arr)):
+    if type(x) is np.ndarray and x.dtype == np.float64:
+        arr = x                        # the common case, a float64 array, without casts
+    else:
+        if _not_a_number(x):
+            raise ValueError(f"{name} must be a real number or array of real numbers, not a "
+                             f"string, boolean or None: got {x!r}")
+        try:
+            arr = np.asarray(x, dtype=np.float64)
+        except OverflowError as exc:   # a Python int beyond the float64 range (10**400)
+            raise ValueError(f"{name} overflows float64 (an integer beyond 1.8e308)") from exc
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} must be a real number or array of real numbers") from exc
+        if np.iscomplexobj(x):
+            raise ValueError(f"{name} must be real, got a complex value")
+    if finite and not np.isfinite(arr).all():
         raise ValueError(f"{name} must be finite (got NaN or inf)")
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
