@@ -6,7 +6,8 @@ in its own fresh process (``PYTHONPATH=<tree>``), the trees alternating over ``-
 
 * ``run``: ``gradient_flow`` to t_end at bench_flow's winning tolerance (small: RK45 and auto
   at rtol 3e-5; medium: SSPRK104 and auto at rtol 3e-3; atol = 1e-3 rtol; numba), best of
-  ``--repeats``;
+  ``--repeats``, with ``--outputs`` T output times evenly spaced from 0 to t_end (2: the
+  start and the end, as bench_flow);
 * ``fixed``: the same call to ``1e-9 t_end`` (one step), the fixed cost of a call: validation,
   set-up, the first step and the outputs.
 
@@ -18,7 +19,8 @@ With the data checked once and the kernels' index arrays formed once per problem
 on a slower day, quietest of three rounds: be02454 0.74 ms fixed, 2.30 ms RK45 run; 87a3576
 1.23 and 2.95 ms; caf2acf 0.88 and 2.56 ms.
 
-Run: ``python benchmarks/studies/study_call_cost.py TREE [TREE ...] [--problem small|medium]``
+Run: ``python benchmarks/studies/study_call_cost.py TREE [TREE ...] [--problem small|medium]
+[--rounds 3] [--outputs 2]``
 (a tree is a directory holding ``linearnets/``, e.g. a ``git worktree`` of another commit).
 """
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 import linearnets as ln
 from linearnets.data import scalar_teacher, teacher_task
-problem, repeats = sys.argv[1], int(sys.argv[2])
+problem, repeats, outputs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if problem == "small":
     X, y, _ = scalar_teacher(200, 20, 1.0, seed=0)
     Y = y[:, None]
@@ -60,10 +62,11 @@ def best(f):
 out = {}
 with threadpool_limits(1):
     for m, r in runs:
-        call = lambda t: ln.gradient_flow(ws, X, Y, [0.0, t], rtol=r, atol=1e-3 * r,
-                                          backend="numba", method=m)
-        nfev = int(call(t_end).nfev)
-        out[m] = dict(run=best(lambda: call(t_end)), fixed=best(lambda: call(1e-9 * t_end)),
+        call = lambda t, T=2: ln.gradient_flow(ws, X, Y, np.linspace(0.0, t, T), rtol=r,
+                                               atol=1e-3 * r, backend="numba", method=m)
+        nfev = int(call(t_end, outputs).nfev)
+        out[m] = dict(run=best(lambda: call(t_end, outputs)),
+                      fixed=best(lambda: call(1e-9 * t_end)),
                       nfev=nfev)
 print(json.dumps(out))
 """
@@ -75,24 +78,26 @@ def main():
     ap.add_argument("--problem", default="small", choices=("small", "medium"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--outputs", type=int, default=2,
+                    help="output times of the run, evenly spaced from 0 to t_end")
     a = ap.parse_args()
     repeats = a.repeats or (60 if a.problem == "small" else 3)
     for tree in a.trees:       # a first process per tree compiles (or loads) its kernels
-        _child(tree, a.problem, 1)
+        _child(tree, a.problem, 1, a.outputs)
     for k in range(a.rounds):
         for tree in a.trees:
-            res = _child(tree, a.problem, repeats)
+            res = _child(tree, a.problem, repeats, a.outputs)
             cells = "  ".join(f"{m} run {v['run'] * 1e3:8.3f} ms, fixed {v['fixed'] * 1e3:7.3f} ms,"
                               f" loop {(v['run'] - v['fixed']) * 1e3:8.3f} ms ({v['nfev']} evals)"
                               for m, v in res.items())
             print(f"round {k + 1}  {tree}: {cells}", flush=True)
 
 
-def _child(tree, problem, repeats):
+def _child(tree, problem, repeats, outputs):
     tree = os.path.abspath(tree)      # the child runs in it: ``-c`` puts the cwd first
-    done = subprocess.run([sys.executable, "-c", CHILD, problem, str(repeats)], cwd=tree,
-                          env=dict(os.environ, PYTHONPATH=tree), capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", CHILD, problem, str(repeats), str(outputs)],
+                          cwd=tree, env=dict(os.environ, PYTHONPATH=tree),
+                          capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

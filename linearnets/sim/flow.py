@@ -714,9 +714,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     backend : {"auto", "numpy", "numba", "cupy"}
         Where the run goes; results are numpy float64 arrays in any case.
     method : str
-        One of :data:`METHODS` (docs/methods.md): ``"auto"`` (SSPRK104 or the L-stable
-        ROS34PW2, whichever costs least per unit time), ``"DOP853"``, ``"RK45"``,
-        ``"SSPRK104"``, ``"ROS34PW2"``, ``"BS32"``, ``"HE21"``.
+        One of :data:`METHODS` (docs/methods.md): ``"auto"`` (the explicit pair, SSPRK104 or
+        the L-stable ROS34PW2, whichever costs least per unit time: docs/simulator.md, "The
+        auto rule"), ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``, ``"ROS34PW2"``, ``"BS32"``,
+        ``"HE21"``.
     record, probe : collection of str; ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,))
         Any of :data:`RECORDABLE`; the inputs (and targets) of the recorded NTK (implies
         ``"ntk"``; default: the training data).

@@ -437,11 +437,15 @@ def _gram_pair(X, Y, bufs):
     c = Y.shape[1]
     GX = gram[:q * q].reshape((q, q))
     GY = gram[q * q:2 * q * q].reshape((q, q))
-    Xt = usbuf[:r * q].reshape((r, q))
-    Xt[:, :] = X.T
+    Xt = usbuf[:r * q].reshape((r, q))      # loops: a slice assignment would copy first
+    for p in range(q):
+        for i in range(r):
+            Xt[i, p] = X[p, i]
     np.dot(X, Xt, GX)
     Yt = usbuf[:c * q].reshape((c, q))
-    Yt[:, :] = Y.T
+    for p in range(q):
+        for i in range(c):
+            Yt[i, p] = Y[p, i]
     np.dot(Y, Yt, GY)
     return GX, GY
 
@@ -508,15 +512,18 @@ def stage_fsal(s, store):
     C, ints, bufs = store[1].shape[0], store[4], store[5]
     rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
     ut, vs, kd = bufs[0], bufs[1], bufs[2]
-    for l in range(rows.shape[0]):
+    for l in range(rows.shape[0]):       # loops: a slice assignment would copy first
         if factored[l] != 0:
             nu = C * rows[l]
-            ut[utoff[l]:utoff[l] + nu] = ut[utoff[l] + s * nu:utoff[l] + (s + 1) * nu]
+            for m in range(nu):
+                ut[utoff[l] + m] = ut[utoff[l] + s * nu + m]
             nv = C * cols[l]
-            vs[vsoff[l]:vsoff[l] + nv] = vs[vsoff[l] + s * nv:vsoff[l] + (s + 1) * nv]
+            for m in range(nv):
+                vs[vsoff[l] + m] = vs[vsoff[l] + s * nv + m]
         else:
             size = rows[l] * cols[l]
-            kd[kdoff[l]:kdoff[l] + size] = kd[kdoff[l] + s * size:kdoff[l] + (s + 1) * size]
+            for m in range(size):
+                kd[kdoff[l] + m] = kd[kdoff[l] + s * size + m]
 
 
 @njit(cache=True, nogil=True)
