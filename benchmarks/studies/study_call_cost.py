@@ -17,7 +17,11 @@ issue's baseline commit be02454 took 1.51-1.56 ms for the RK45 run with a fixed 
 1.04-1.07 against 1.10-1.17 ms for the same 188 evaluations: the gap is the fixed cost.
 With the data checked once and the kernels' index arrays formed once per problem (caf2acf),
 on a slower day, quietest of three rounds: be02454 0.74 ms fixed, 2.30 ms RK45 run; 87a3576
-1.23 and 2.95 ms; caf2acf 0.88 and 2.56 ms.
+1.23 and 2.95 ms; caf2acf 0.88 and 2.56 ms.  With one output's guard in floats, the exact
+loss of a few maps in one product and the FSAL copy as loops (503b80f), on an idle day, eight
+rounds, min (median): be02454 RK45 run 1.44 (1.51) ms, fixed 0.46 (0.47); 503b80f auto 1.54
+(1.62), RK45 1.48 (1.58), fixed 0.49 (0.52); with ``--outputs 201`` (1,322 evaluations, six
+rounds) be02454 12.4 (12.5) ms against 12.9 (12.9) ms, from 14.8 ms at 705d19c.
 
 Run: ``python benchmarks/studies/study_call_cost.py TREE [TREE ...] [--problem small|medium]
 [--rounds 3] [--outputs 2]``
