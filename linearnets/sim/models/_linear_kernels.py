@@ -437,7 +437,7 @@ def _gram_pair(X, Y, bufs):
     c = Y.shape[1]
     GX = gram[:q * q].reshape((q, q))
     GY = gram[q * q:2 * q * q].reshape((q, q))
-    Xt = usbuf[:r * q].reshape((r, q))      # loops: a slice assignment would copy first
+    Xt = usbuf[:r * q].reshape((r, q))      # element loops: no slice assignment's overlap test
     for p in range(q):
         for i in range(r):
             Xt[i, p] = X[p, i]
@@ -512,7 +512,7 @@ def stage_fsal(s, store):
     C, ints, bufs = store[1].shape[0], store[4], store[5]
     rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
     ut, vs, kd = bufs[0], bufs[1], bufs[2]
-    for l in range(rows.shape[0]):       # loops: a slice assignment would copy first
+    for l in range(rows.shape[0]):       # element loops, as _gram_pair
         if factored[l] != 0:
             nu = C * rows[l]
             for m in range(nu):

@@ -955,7 +955,7 @@ class LinearNetNumba(LinearNet):
         return out
 
     def velocity(self, y):
-        # the kernel of the loops' own trial evaluations (rhs_flat is loaded only for a stop)
+        # f(y0) by the kernel of the explicit loops' trial evaluations (_LinearOps.rhs)
         out = np.empty(self.layout.size)
         lk.rhs(np.ascontiguousarray(y, dtype=np.float64), out, numba_rhs_args(self.problem))
         return out
