@@ -337,18 +337,19 @@ class _Guard:
         """True (``broken`` set) if one of the outputs ``k, k + 1, ...`` rose."""
         if self.loss0 is None:
             self.loss0 = float(loss[0])
-        if len(loss) == 1 and math.isfinite(self.loss0) and (   # one output: in floats
-                loss[0] - self.loss0 <= max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0)
-                or loss[0] - self.loss0 <= BREAKDOWN_ROUNDING * size[0]):
+        allowed = max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0)
+        if len(loss) == 1:                # one output: in floats
+            rise = float(loss[0]) - self.loss0
+            calm = rise <= allowed or rise <= BREAKDOWN_ROUNDING * float(size[0])
+        else:
+            with np.errstate(invalid="ignore"):
+                bad = ~((loss - self.loss0 <= allowed)
+                        | (loss - self.loss0 <= BREAKDOWN_ROUNDING * size))
+            calm = not bad.any()
+        if calm or not math.isfinite(self.loss0):
             self.last_y = np.array(to_np(states[-1]), dtype=np.float64, copy=True)
             return False
-        with np.errstate(invalid="ignore"):
-            bad = ~((loss - self.loss0 <= max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0))
-                    | (loss - self.loss0 <= BREAKDOWN_ROUNDING * size))
-        if not bad.any() or not np.isfinite(self.loss0):
-            self.last_y = np.array(to_np(states[-1]), dtype=np.float64, copy=True)
-            return False
-        i = int(np.argmax(bad))
+        i = 0 if len(loss) == 1 else int(np.argmax(bad))
         self.broken, self.loss_bad = k + i, float(loss[i])
         if i > 0:
             self.last_y = np.array(to_np(states[i - 1]), dtype=np.float64, copy=True)
