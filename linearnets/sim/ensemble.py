@@ -261,7 +261,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     ((8, 2), True)
     """
     B, shapes, nets, biases = _stack_members(weights_list, biases_list)
-    X, Y = _flow.check_data(X, Y, shapes)
+    X, Y = _flow.check_data(X, Y, shapes, loss)
     alphas = check_positive(alpha, "alpha", ndim=(0, 1))
     if alphas.ndim == 1 and alphas.size != B:
         raise ValueError(f"alpha must be a scalar or have shape ({B},) (one per member), got "

@@ -208,14 +208,27 @@ def check_horizon(t_end, y0, f0, max_steps, xp=np):
             f"max_steps = {max_steps} steps reaches in float64")
 
 
-def check_data(X, Y, shapes):
-    """``X`` (P, D) and ``Y`` (P, C) as float64, P >= 1, D and C those of ``shapes``."""
+def class_labels(Y, C):
+    """One-hot rows (P, C) of integer class labels ``Y`` (P,) in ``[0, C)`` (``ValueError``
+    naming ``Y``)."""
+    if not np.all(Y == np.floor(Y)) or Y.size and not (Y.min() >= 0 and Y.max() < C):
+        raise ValueError(f"Y: loss='cross_entropy' takes class labels as integers in [0, {C}) "
+                         f"(shape (P,)) or rows of C = {C} probabilities (shape (P, {C}))")
+    return np.ascontiguousarray(np.eye(C)[Y.astype(np.int64)])
+
+
+def check_data(X, Y, shapes, loss="mse"):
+    """``X`` (P, D) and ``Y`` (P, C) as float64, P >= 1, D and C those of ``shapes``; for
+    ``loss`` ``"cross_entropy"`` integer class labels ``Y`` (P,) become one-hot rows."""
     X = check_matrix(X, "X")
     if X.shape[0] < 1:
         raise ValueError("X must hold at least one sample (P >= 1 rows), got P = 0")
     Y = as_float_array(Y, "Y", ndim=(1, 2))
-    Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
     D, C = shapes[0][1], shapes[-1][0]
+    name = loss[0] if isinstance(loss, tuple) and loss else loss
+    if name == "cross_entropy" and Y.ndim == 1 and C >= 2:
+        Y = class_labels(Y, C)
+    Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
     if X.shape[1] != D:
         raise ValueError(f"X has {X.shape[1]} columns but weights[0] expects D={D}")
     if D < 1 or Y.shape[1] < 1:
@@ -280,24 +293,48 @@ def check_probe(probe, D, C):
     return Xp, Yp
 
 
+def check_labels(options, Y):
+    """The labels of a classification loss (``ValueError`` naming ``Y`` or ``loss``): +-1 and
+    one output for the soft hinge and the logistic; C >= 2 outputs and rows of
+    non-negative entries summing to 1 for the cross entropy.  Returns whether the labels are
+    hard (+-1, or one-hot rows)."""
+    loss, C = options.loss, Y.shape[1]
+    if loss in ("soft_hinge", "logistic"):
+        if C != 1:
+            raise ValueError(f"loss={loss!r} needs one output (C = 1), got C = {C}")
+        if not np.all(np.abs(Y) == 1.0):
+            raise ValueError(f"Y: loss={loss!r} needs labels +1 or -1")
+        return True
+    if loss == "cross_entropy":
+        if C < 2:
+            raise ValueError(f"loss='cross_entropy' needs C >= 2 outputs, got C = {C} (one "
+                             f"output with labels +-1: loss='logistic')")
+        if np.any(Y < 0) or np.any(np.abs(Y.sum(axis=1) - 1.0) > 1e-12 * C):
+            raise ValueError("Y: loss='cross_entropy' needs rows of non-negative entries "
+                             "summing to 1 (one-hot for hard labels) or integer class labels "
+                             "(P,)")
+        return bool(np.all((Y == 0.0) | (Y == 1.0)))
+    return False
+
+
 def check_stop(stop, options, Y):
-    """A stop rule: None, ``("margin", 1.0)`` or ``("loss", value)``; the soft hinge's one
-    output and labels +-1."""
-    if options.loss == "soft_hinge" and Y.shape[1] != 1:
-        raise ValueError(f"loss='soft_hinge' needs one output (C = 1), got C = {Y.shape[1]}")
-    if options.loss == "soft_hinge" and not np.all(np.abs(Y) == 1.0):
-        raise ValueError("Y: loss='soft_hinge' needs labels +1 or -1")
+    """A stop rule: None, ``"margin"`` (``("margin", 1.0)``), ``("margin", m)`` or ``("loss",
+    value)``; the labels of a classification loss (:func:`check_labels`)."""
+    hard = check_labels(options, Y)
     if stop is None:
         return None
     if isinstance(stop, str) and stop == "margin":
-        if options.loss != "soft_hinge":
-            raise ValueError("stop='margin' needs loss='soft_hinge'")
-        return ("margin", 1.0)
-    if (isinstance(stop, tuple) and len(stop) == 2 and stop[0] == "loss"
+        stop = ("margin", 1.0)
+    if (isinstance(stop, tuple) and len(stop) == 2 and stop[0] in ("loss", "margin")
             and isinstance(stop[1], numbers.Real) and not isinstance(stop[1], bool)
-            and np.isfinite(stop[1]) and stop[1] >= 0):
-        return ("loss", float(stop[1]))
-    raise ValueError(f"stop must be None, 'margin' or ('loss', value >= 0), got {stop!r}")
+            and np.isfinite(stop[1]) and (stop[1] >= 0 or stop[0] == "margin")):
+        if stop[0] == "margin" and not hard:
+            raise ValueError(f"stop='margin' needs a classification loss with hard labels "
+                             f"(soft_hinge, logistic; cross_entropy with one-hot rows), got "
+                             f"loss={options.loss!r}")
+        return (stop[0], float(stop[1]))
+    raise ValueError(f"stop must be None, 'margin', ('margin', m) or ('loss', value >= 0), "
+                     f"got {stop!r}")
 
 
 def check_method(method, dense):
@@ -603,7 +640,7 @@ class PreparedFlow:
         if rule is None:
             stop = None
         elif rule[0] == "margin":
-            stop = lambda y: 1.0 - float(xp.min(net.margins(y)))  # noqa: E731
+            stop = lambda y: rule[1] - float(xp.min(net.margins(y)))  # noqa: E731
         else:
             stop = lambda y: net.loss(y) - rule[1]  # noqa: E731
         if stop is not None:
@@ -642,7 +679,7 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
         ``prepared.run(weights0)`` is ``gradient_flow(weights0, X, Y, t_eval, ...)``.
     """
     shapes = shapes_of(layers)
-    X, Y = check_data(X, Y, shapes)
+    X, Y = check_data(X, Y, shapes, loss)
     given = {k: v for k, v in locals().items() if k not in ("X", "Y", "layers", "shapes")}
     return _prepare(shapes, X, Y, **given)
 
@@ -740,10 +777,14 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         Output scale, ``F = alpha f``; centered, ``F = alpha (f - f_0)`` with ``f_0`` the
         network at t = 0 (fixed).
     loss : str or tuple
-        ``"mse"`` or ``("soft_hinge", beta_h)`` (``"soft_hinge"``: beta_h = 20; C = 1, labels +-1).
-    stop : None, "margin" or ("loss", value)
-        Stop once every margin ``y F >= 1`` (soft hinge, as Geiger et al.) or once the loss
-        reaches ``value``, located inside the step (``Trajectory.t_stop``).
+        ``"mse"``, ``("soft_hinge", beta_h)`` (``"soft_hinge"``: beta_h = 20; C = 1, labels
+        +-1), ``"logistic"`` (``log(1 + e^{-y F})``; C = 1, labels +-1) or ``"cross_entropy"``
+        (``-sum_c y_c log softmax(F)_c``; C >= 2, ``Y`` rows of probabilities or integer
+        labels (P,)): docs/descent.md, "Losses".
+    stop : None, "margin", ("margin", m) or ("loss", value)
+        Stop once every margin reaches ``m`` (1 for ``"margin"``; ``y F`` on one output, ``F_y
+        - max_{c != y} F_c`` for hard labels of the cross entropy) or once the loss reaches
+        ``value``, located inside the step (``Trajectory.t_stop``).
     kink_rtol : float, optional
         rtol of the BS32 pair across and along kinks of ReLU-type nets (``max(rtol, KINK_RTOL)``).
     raise_on_failure : bool
@@ -769,7 +810,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     """
     ws = check_weights(weights)
     shapes = tuple(w.shape for w in ws)
-    X, Y = check_data(X, Y, shapes)     # the data are named before the layer sizes
+    X, Y = check_data(X, Y, shapes, loss)     # the data are named before the layer sizes
     bs = check_biases(biases, shapes)
     check_method(method, dense)
     return _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, method=method,

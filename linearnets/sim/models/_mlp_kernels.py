@@ -13,13 +13,13 @@ from ..._numba_cache import njit
 from ..methods._erk_kernels import make_erk_advance
 
 __all__ = ["ACT_CODES", "LOSS_CODES", "STOP_CODES", "activate", "mlp_forward", "mlp_rhs",
-           "mlp_loss", "mlp_outputs", "crossings", "keep_pattern", "stop_value",
+           "mlp_loss", "mlp_outputs", "loss_gradient", "crossings", "keep_pattern", "stop_value",
            "erk_advance_smooth", "erk_advance_kinks"]
 
 #: Activation name -> integer code of the kernels.
 ACT_CODES = {"linear": 0, "relu": 1, "leaky_relu": 2, "softplus": 3, "tanh": 4}
 #: Loss name -> integer code.
-LOSS_CODES = {"mse": 0, "soft_hinge": 1}
+LOSS_CODES = {"mse": 0, "soft_hinge": 1, "logistic": 2, "cross_entropy": 3}
 #: Stop rule -> integer code (``iopt[3]``; its value in ``fopt[3]``).
 STOP_CODES = {None: 0, "margin": 1, "loss": 2}
 
@@ -166,21 +166,76 @@ def mlp_loss(y, data):
 
 
 @njit(cache=True, nogil=True)
+def _log_sum_exp(F, f0, p, alpha):
+    """``(top, s)``: ``log sum_c e^{F_c} = top + log s`` for ``F = alpha (f[p] - f0[p])``."""
+    C = F.shape[1]
+    top = -np.inf
+    for i in range(C):
+        top = max(top, alpha * (F[p, i] - f0[p, i]))
+    s = 0.0
+    for i in range(C):
+        s += math.exp(alpha * (F[p, i] - f0[p, i]) - top)
+    return top, s
+
+
+@njit(cache=True, nogil=True)
 def _loss_of(data):
     """The training loss of ``F = alpha (f - f0)``, ``f`` in ``data``'s ``F`` (P, C)."""
     Y, f0, iopt, fopt, f = data[1], data[2], data[6], data[7], data[13]
     P, C = f.shape
-    alpha, beta = fopt[2], fopt[1]
+    alpha, beta, code = fopt[2], fopt[1], iopt[1]
     s = 0.0
     for p in range(P):
+        if code == 3:                     # -sum_c y_c log softmax(F)_c
+            top, se = _log_sum_exp(f, f0, p, alpha)
+            lse = top + math.log(se)
+            for i in range(C):
+                s += Y[p, i] * (lse - alpha * (f[p, i] - f0[p, i]))
+            continue
         for i in range(C):
             F = alpha * (f[p, i] - f0[p, i])
-            if iopt[1] == 0:
+            if code == 0:
                 s += 0.5 * (Y[p, i] - F) ** 2
-            else:
-                u = beta * (1.0 - Y[p, i] * F)
+            else:                         # log(1 + e^u), u = beta (1 - y F) or -y F
+                u = beta * (1.0 - Y[p, i] * F) if code == 1 else -Y[p, i] * F
                 s += max(u, 0.0) + math.log1p(math.exp(-abs(u)))
-    return (s if iopt[1] == 0 else s / beta) / (alpha * alpha * P)
+    return (s / beta if code == 1 else s) / (alpha * alpha * P)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sigmoid(u):
+    """``1 / (1 + e^{-u})`` without overflow."""
+    if u >= 0.0:
+        return 1.0 / (1.0 + math.exp(-u))
+    e = math.exp(u)
+    return e / (1.0 + e)
+
+
+@njit(cache=True, nogil=True)
+def loss_gradient(F, f0, Y, G, iopt, fopt):
+    """``G = l'(F, Y) / (alpha P)`` (P, C) for ``F = alpha (f - f0)``, ``f`` the network's
+    outputs in ``F`` (the top of the backpropagation)."""
+    P, C = F.shape
+    alpha, beta, code = fopt[2], fopt[1], iopt[1]
+    g = 1.0 / (alpha * P)
+    for p in range(P):
+        if code == 3:                     # (sum_c y_c) softmax(F) - y
+            top, se = _log_sum_exp(F, f0, p, alpha)
+            ys = 0.0
+            for i in range(C):
+                ys += Y[p, i]
+            for i in range(C):
+                sm = math.exp(alpha * (F[p, i] - f0[p, i]) - top) / se
+                G[p, i] = g * (ys * sm - Y[p, i])
+            continue
+        for i in range(C):
+            Fv = alpha * (F[p, i] - f0[p, i])
+            if code == 0:
+                G[p, i] = g * (Fv - Y[p, i])
+            elif code == 1:
+                G[p, i] = -g * Y[p, i] * _sigmoid(beta * (1.0 - Y[p, i] * Fv))
+            else:
+                G[p, i] = -g * Y[p, i] * _sigmoid(-Y[p, i] * Fv)
 
 
 @njit(cache=True, nogil=True)
@@ -190,20 +245,9 @@ def mlp_rhs(y, out, data):
     X, Y, f0, lay, m, scales, iopt, fopt, H, Dv, hoffs, G1, G2, F = data
     L = lay.shape[0]
     P, C = F.shape
-    alpha, beta = fopt[2], fopt[1]
     mlp_forward(y, X, data, True)
     G = G1[:P * C].reshape((P, C))         # G_L = l'(F, Y) / (alpha P), F = alpha (f - f0)
-    g = 1.0 / (alpha * P)
-    for p in range(P):
-        for i in range(C):
-            Fv = alpha * (F[p, i] - f0[p, i])
-            if iopt[1] == 0:
-                G[p, i] = g * (Fv - Y[p, i])
-            else:
-                u = beta * (1.0 - Y[p, i] * Fv)
-                sig = 1.0 / (1.0 + math.exp(-u)) if u >= 0.0 else (
-                    math.exp(u) / (1.0 + math.exp(u)))
-                G[p, i] = -g * Y[p, i] * sig
+    loss_gradient(F, f0, Y, G, iopt, fopt)
     for l in range(L - 1, -1, -1):
         o, r, c = lay[l, 0], lay[l, 1], lay[l, 2]
         hin = H[hoffs[l - 1]:hoffs[l - 1] + P * c].reshape((P, c)) if l > 0 else X
@@ -254,18 +298,30 @@ def keep_pattern(data, pat):
 
 @njit(cache=True, nogil=True)
 def stop_value(y, data):
-    """The stop function off the latest :func:`mlp_rhs` (at ``y``): ``1 - min_mu y_mu F(x_mu)``
-    (stop code 1, ``"margin"``), ``loss - value`` (2, ``"loss"``) or 1 (0, no stop)."""
+    """The stop function off the latest :func:`mlp_rhs` (at ``y``): ``value - min_mu
+    margin_mu`` (stop code 1, ``"margin"``: ``y F``, or ``F_y - max_{c != y} F_c`` on the cross
+    entropy), ``loss - value`` (2, ``"loss"``) or 1 (0, no stop)."""
     _, Y, f0, _, _, _, iopt, fopt, _, _, _, _, _, F = data
     if iopt[3] == 0:
         return 1.0
     if iopt[3] == 2:
         return _loss_of(data) - fopt[3]
     low = np.inf
+    alpha = fopt[2]
     for p in range(F.shape[0]):
+        if iopt[1] != 3:
+            for i in range(F.shape[1]):
+                low = min(low, Y[p, i] * alpha * (F[p, i] - f0[p, i]))
+            continue
+        fy, other = 0.0, -np.inf              # F_y - max_{c != y} F_c, one-hot labels
         for i in range(F.shape[1]):
-            low = min(low, Y[p, i] * fopt[2] * (F[p, i] - f0[p, i]))
-    return 1.0 - low
+            v = alpha * (F[p, i] - f0[p, i])
+            if Y[p, i] > 0.5:
+                fy = v
+            else:
+                other = max(other, v)
+        low = min(low, fy - other)
+    return fopt[3] - low
 
 
 _smooth_loop = make_erk_advance(mlp_rhs, stop=stop_value)

@@ -11,13 +11,16 @@ from typing import Optional
 import numpy as np
 
 __all__ = ["Layout", "Model", "ModelOptions", "parse_options", "register_model", "get_model",
-           "model_names", "select_model", "ACTIVATIONS", "LOSSES", "inverse_rates"]
+           "model_names", "select_model", "ACTIVATIONS", "LOSSES", "CLASSIFICATION_LOSSES",
+           "inverse_rates"]
 
 #: Activation names and the default of their parameter (None: no parameter).
 ACTIVATIONS = {"linear": None, "relu": None, "leaky_relu": 0.01, "softplus": 1.0, "tanh": None}
 
 #: Loss names and the default of their parameter.
-LOSSES = {"mse": None, "soft_hinge": 20.0}
+LOSSES = {"mse": None, "soft_hinge": 20.0, "logistic": None, "cross_entropy": None}
+#: The losses of classification: labels, margins (docs/descent.md, "Losses").
+CLASSIFICATION_LOSSES = ("soft_hinge", "logistic", "cross_entropy")
 
 
 class Layout:
@@ -72,7 +75,7 @@ class ModelOptions:
     loss : str
         A key of :data:`LOSSES`.
     loss_param : float or None
-        The soft hinge's ``beta_h``.
+        The soft hinge's ``beta_h``; None for the others.
     lr_scales : ndarray (L,)
         Layer l moves with ``eta * lr_scales[l - 1]``.
     eta : float

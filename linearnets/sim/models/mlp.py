@@ -142,25 +142,55 @@ class MLP(Model):
         return self._F_of_f(self.forward(y, self.X))
 
     def _dloss(self, F, order=1):
-        """The loss term of the outputs ``F`` (P, C): ``sum_mu l(F, Y)`` (``order`` 0), ``l'``
-        (1) or ``l''`` (2; None for mse, where it is 1), for labels Y = +-1 on the hinge."""
-        xp, Y = self.xp, self.Y
-        if self.options.loss == "mse":
-            return 0.5 * xp.sum((Y - F) ** 2) if order == 0 else (F - Y if order == 1 else None)
-        beta = self.options.loss_param
-        u = beta * (1.0 - Y * F)
+        """The loss term of the outputs ``F`` (P, C): ``sum_mu l(F, Y)`` (``order`` 0) or
+        ``dl/dF`` (1) (docs/descent.md, "Losses"; labels +-1 on the hinge and the logistic)."""
+        xp, Y, loss = self.xp, self.Y, self.options.loss
+        if loss == "mse":
+            return 0.5 * xp.sum((Y - F) ** 2) if order == 0 else F - Y
+        if loss == "cross_entropy":   # -sum_c y_c log softmax(F)_c, by the log-sum-exp
+            top = xp.max(F, axis=1, keepdims=True)
+            e = xp.exp(F - top)
+            s = xp.sum(e, axis=1, keepdims=True)
+            if order == 0:
+                return xp.sum(Y * ((top + xp.log(s)) - F))
+            return xp.sum(Y, axis=1, keepdims=True) * (e / s) - Y
+        beta = self.options.loss_param if loss == "soft_hinge" else 1.0
+        u = beta * (1.0 - Y * F) if loss == "soft_hinge" else -Y * F
         if order == 0:        # log(1 + e^u) = max(u, 0) + log1p(e^{-|u|})
             return xp.sum(xp.maximum(u, 0.0) + xp.log1p(xp.exp(-xp.abs(u)))) / beta
+        return -Y * (0.5 * (1.0 + xp.tanh(0.5 * u)))
+
+    def _d2loss(self, F, dF):
+        """The second derivative of the loss term at ``F`` (P, C) along ``dF`` (P, C)."""
+        xp, Y, loss = self.xp, self.Y, self.options.loss
+        if loss == "mse":
+            return dF
+        if loss == "cross_entropy":   # (sum_c y_c) (diag(p) - p p^T) dF per sample
+            e = xp.exp(F - xp.max(F, axis=1, keepdims=True))
+            p = e / xp.sum(e, axis=1, keepdims=True)
+            pd = p * dF
+            return xp.sum(Y, axis=1, keepdims=True) * (pd - p * xp.sum(pd, axis=1, keepdims=True))
+        beta = self.options.loss_param if loss == "soft_hinge" else 1.0
+        u = beta * (1.0 - Y * F) if loss == "soft_hinge" else -Y * F
         sig = 0.5 * (1.0 + xp.tanh(0.5 * u))
-        return -Y * sig if order == 1 else beta * sig * (1.0 - sig)
+        return (beta * Y * Y) * sig * (1.0 - sig) * dF
 
     def loss(self, y):
         return float(self._dloss(self._train_outputs(y), 0)) / (self.alpha ** 2 * self.P)
 
     def margins(self, y):
-        if self.options.loss != "soft_hinge":
-            raise ValueError("stop='margin' needs loss='soft_hinge'")
-        return (self.Y * self._train_outputs(y)).reshape(-1)
+        """The margins (P,) at ``y``: ``y F`` (one output, labels +-1), or ``F_y - max_{c !=
+        y} F_c`` for the hard labels ``y`` of the cross entropy."""
+        loss = self.options.loss
+        if loss not in ("soft_hinge", "logistic", "cross_entropy"):
+            raise ValueError(f"stop='margin' needs a classification loss, got loss={loss!r}")
+        F = self._train_outputs(y)
+        if loss != "cross_entropy":
+            return (self.Y * F).reshape(-1)
+        xp = self.xp
+        hot = self.Y > 0.5
+        Fy = xp.sum(xp.where(hot, F, 0.0), axis=1)
+        return Fy - xp.max(xp.where(hot, -xp.inf, F), axis=1)
 
     def _backprop(self, y):
         """``(F, Z, H, Gs)`` at ``y``: the forward pass and ``Gs[l] = dL/dZ_l`` (``dL/df`` at
@@ -275,9 +305,7 @@ class MLP(Model):
                 break
             dZ.append(dz + dbs[l] if dbs else dz)
             dH[l + 1] = dphis[l] * dZ[-1]
-        d2 = self._dloss(F, 2)
-        dF = self.alpha * dz
-        dG = (dF if d2 is None else d2 * dF) * (1.0 / (self.alpha * self.P))
+        dG = self._d2loss(F, self.alpha * dz) * (1.0 / (self.alpha * self.P))
         dGs = [None] * L
         for l in range(L - 1, -1, -1):
             dGs[l] = dG
