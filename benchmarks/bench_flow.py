@@ -496,7 +496,7 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
     W, nfev, nrej = as_called()
     dt = time_call(as_called, 0.3)
     err = rel_err(W, Wref)
-    report(f"default, default rtol", default_backend, (1e-8, dt, nfev, err, nrej), err <= TARGET)
+    report("default, default rtol", default_backend, (1e-8, dt, nfev, err, nrej), err <= TARGET)
     fixed_cost(ws, X, Y, t_end, rows_out)
     if not extras:
         summary(rows_out)

@@ -6,7 +6,7 @@ simulation), :mod:`linearnets.regimes` (diagnostics), :mod:`linearnets.compare` 
 against simulation) and :mod:`linearnets.sweep` (sweeps; the module is itself callable:
 ``ln.sweep(fn, grid, ...)`` is :func:`linearnets.sweep.sweep`).
 """
-from ._version import __version__
+from ._version import __version__  # noqa: F401  (the package's version)
 
 # one notice on stderr when this package's first numba kernel compiles (and a count of them)
 from . import _numba_cache

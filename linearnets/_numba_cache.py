@@ -23,7 +23,11 @@ numba keeps one index per function (signature -> data file); two processes that 
 different signatures of one function at once read the same index, pick the same data
 file, and leave an index entry pointing at the other signature's machine code (numba
 issues #4807, #10128). :func:`lock_cache` serialises a dispatcher's index updates and
-loads across processes with an exclusive ``flock`` on ``<index>.lock``.
+loads across processes with an exclusive ``flock`` on ``<index>.lock``.  numba has no
+public hook for this (its public cache settings are ``cache=True`` and
+``numba.config.CACHE_DIR``, both used above), so :func:`lock_cache` wraps the private
+index object's ``save``/``load``, and leaves a dispatcher alone where that object is not
+there; ``setup.cfg`` pins numba below the first minor release not tested with it (0.69).
 """
 from __future__ import annotations
 

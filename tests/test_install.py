@@ -37,6 +37,18 @@ def test_metadata_dependencies_and_license():
     assert os.path.isfile(os.path.join(ROOT, cfg["metadata"]["license_files"].strip()))
 
 
+def test_numba_pinned_below_an_untested_release_and_the_linter_configured():
+    """numba's cache index is patched (``_numba_cache.lock_cache``): an upper bound keeps a
+    release it was not tested with out; ruff (the dev extra) reads pyproject.toml."""
+    cfg = _cfg()
+    numba = [r for r in cfg["options"]["install_requires"].splitlines() if "numba" in r]
+    assert numba and "<" in numba[0], numba
+    assert "ruff" in _reqs(cfg["options.extras_require"]["dev"])
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        text = f.read()
+    assert "[tool.ruff]" in text and "line-length = 100" in text
+
+
 def test_runtime_does_not_import_sympy(tmp_path):
     code = ("import sys, linearnets as ln\n"
             "ln.mode_strength([0.0, 1.0], 1.0, 1e-3, depth=3)\n"

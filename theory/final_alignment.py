@@ -69,7 +69,7 @@ try:
     from linearnets.theory.kernels import kernel_alignment
     from linearnets.theory.ntk import final_alignment, final_ntk
     ok = True
-    for name, X, beta in cases:
+    for _name, X, beta in cases:
         Xn = np.array(X.evalf(30), dtype=float)
         bn = np.array(beta.evalf(30), dtype=float).ravel()
         n = min(Xn.shape)

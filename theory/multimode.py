@@ -2,7 +2,7 @@
 
 import sympy as sp
 
-from _check import check, check_zero, finish  # noqa: E402  (theory/_check.py, beside this script)
+from _check import check_zero, finish  # noqa: E402  (theory/_check.py, beside this script)
 
 
 eta, t = sp.symbols("eta t", positive=True)

@@ -101,7 +101,7 @@ def gaussian_expectation(expr, variances):
     total = 0
     for powers, coeff in poly.terms():
         term = coeff
-        for (var, v), k in zip(variances.items(), powers):
+        for (_var, v), k in zip(variances.items(), powers):
             if k % 2:
                 term = 0
                 break

@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
 
 import numpy as np
 from numba import njit

@@ -255,7 +255,7 @@ def plot_phase_one(res):
     a = res.arrays
     fig, (ax, ax2) = figure(2)
     t = a["t"]
-    for ax_, lg in ((ax, True), (ax2, False)):
+    for ax_, _log in ((ax, True), (ax2, False)):
         ax_.plot(t, a["q_sim"], lw=2.5, alpha=0.7, label="q (sim)")
         ax_.plot(t, a["r_sim"], lw=2.5, alpha=0.7, label="r (sim)")
         ax_.plot(t, a["q_full"], **THEORY, label="full path")

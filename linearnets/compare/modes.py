@@ -72,7 +72,7 @@ def compare_learning_curves(sigmas=(0.1, 0.03, 0.01, 0.003), D=20, N=20, P=40, s
         q0, r0 = _two_layer_qr(init_network((D, N, 1), sig, seed=seed + 1), beta)
         _small_init(0.5 * (q0 + r0), s, f"sigmas (sigma = {sig:g})")
     ts, sims, ths, errs, tols, q0s = [], [], [], [], [], []
-    for k, sig in enumerate(sigmas):
+    for sig in sigmas:
         w0 = init_network((D, N, 1), sig, seed=seed + 1)
         q0, r0 = _two_layer_qr(w0, beta)
         c0 = 0.5 * (q0 + r0)
@@ -480,7 +480,7 @@ def plot_half_time_scaling(res):
     """Half times against sigma: the power law for L >= 3, the log law for L = 2."""
     a = res.arrays
     fig, (ax, ax2) = figure(2)
-    for col, L, sg, th, p, coef in zip(colors(len(a["depths"])), a["depths"], a["sigmas"], a["half_times"],
+    for col, L, sg, th, p, _coef in zip(colors(len(a["depths"])), a["depths"], a["sigmas"], a["half_times"],
                                         a["theory_exponent"], a["coef"]):
         if L == 2:
             ax2.semilogx(sg, th, "o", color=col, label="L=2 (sim)")

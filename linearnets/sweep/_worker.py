@@ -5,7 +5,6 @@ Workers never touch the store; they return a plain tuple to the driver.
 from __future__ import annotations
 
 import inspect
-import math
 import os
 import socket
 import sys
@@ -143,7 +142,3 @@ def run_point(task):
     prov = dict(host=socket.gethostname(), pid=os.getpid(), started=started, finished=time.time(),
                 elapsed=elapsed)
     return key, status, result, error, prov
-
-
-def is_finite_number(v):  # pragma: no cover - helper for plots
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

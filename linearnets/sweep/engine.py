@@ -154,8 +154,6 @@ def run_sweep(spec, jobs=None, scheduler=None, progress=True, retry_failed=False
                     bar.close()
                     if own:
                         ex.close()
-                    if inflight and own and hasattr(ex, "pool"):
-                        pass
             final = store.statuses()
             keys = [k for k, _ in points]
             stats["done"] = sum(final.get(k) == "done" for k in keys)

@@ -100,7 +100,7 @@ def acquire_lock(store_path):
                     pass
                 continue
             raise StoreLocked(f"store {store_path!r} is in use by pid {pid} on {host} "
-                              f"(lock {lock!r}); remove it if that process is gone")
+                              f"(lock {lock!r}); remove it if that process is gone") from None
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(me)
             fh.flush()

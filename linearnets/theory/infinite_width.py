@@ -439,7 +439,6 @@ def _arccos_block(c1, c2, rows, cols, L, s, sig, alpha, tb, parts):
     """The kernels of the pairs rows × cols (each the samples' per-set indices) as full
     float arrays: (NNGP, NTK) or, with ``parts``, (NNGP, weight parts, bias parts)."""
     linear = s == 1.0
-    ns = 0.5 * (1 + s * s)
     al = _xfloat(alpha)
     sL = _xfloat(sig[L - 1])
     m2 = lambda v: v[0] * v[0]  # noqa: E731

@@ -31,15 +31,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import (UNIT_TOL, as_float_array, check_depth, check_int_array, check_matrix,
+from .._validation import (as_float_array, check_depth, check_int_array, check_matrix,
                            check_positive, check_unit_vector, ldexp_safe, pow2_normalise, pow2_power)
 from .multimode import task_modes
 
 __all__ = ['final_ntk', 'final_ntk_multi', 'final_alignment']
-
-# |‖β‖ − 1| above this is an error (β is the unit direction of the teacher): the
-# package-wide rule of ``_validation.UNIT_TOL`` (float32 unit vectors pass).
-BETA_NORM_TOL = UNIT_TOL
 
 
 def _check_pair(X1, X2):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import (UNIT_TOL, as_float_array, check_int, check_matrix, check_positive,
+from .._validation import (as_float_array, check_int, check_matrix, check_positive,
                            check_unit_vector, ldexp_safe, pow2_normalise)
 
 __all__ = [

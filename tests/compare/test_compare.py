@@ -158,7 +158,7 @@ def test_mode_strengths_pass_all_depths():
     assert r.passed, r.notes
     # from small init (L >= 2) the modes are learned in order of strength
     s = r.arrays["spectrum"]
-    for L, t, c in zip(r.arrays["depths"][1:], r.arrays["t"][1:], r.arrays["c_sim"][1:]):
+    for _L, t, c in zip(r.arrays["depths"][1:], r.arrays["t"][1:], r.arrays["c_sim"][1:]):
         t_half = [ln.regimes.crossing_time(t, c[:, k], s[k] / 2) for k in range(3)]
         assert t_half[0] < t_half[1] < t_half[2]
 

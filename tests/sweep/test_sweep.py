@@ -1,5 +1,4 @@
 """The sweep engine: specs, keys, seeding, the store, the serial and local-pool executors, the CLI."""
-import json
 import os
 import sqlite3
 import subprocess
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 
 import linearnets as ln
-from linearnets.sweep import SpecError, load_spec, point_rng, point_seed_sequence, stream, sweep_status
+from linearnets.sweep import SpecError, point_rng, point_seed_sequence, stream, sweep_status
 from linearnets.sweep.spec import build_spec, canonical, make_axis, point_key
 from linearnets.sweep.store import Store, StoreLocked, acquire_lock, release_lock
 

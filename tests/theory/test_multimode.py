@@ -143,7 +143,7 @@ def test_path_ntk_properties(depth, c0, t):
 @pytest.mark.parametrize("depth", [2, 3])
 def test_balanced_aligned_simulation_follows_modes_and_path_ntk(depth):
     """Exactly balanced, aligned init: theory and gradient flow agree to integrator accuracy."""
-    P, D, C = 30, 5, 3
+    P, D = 30, 5
     s_true = np.array([2.0, 1.0, 0.5])
     X, Y = teacher_task(P, D, s_true, seed=3)
     Syx = Y.T @ X / P

@@ -217,7 +217,7 @@ def trained_kernel_error(sigma, depth, X, Syx, widths, seed, X_eval):
 def test_gradient_flow_from_small_init_reaches_final_ntk(depth):
     """Whitened data, P >= D: relative Frobenius error O(σ²)."""
     rng = np.random.default_rng(7)
-    P, D, C = 6, 4, 2
+    P, D = 6, 4
     X = whitened(rng, P, D)
     Syx = np.array([[2.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]) @ orthonormal_columns(rng, D, D).T
     errs = [trained_kernel_error(sg, depth, X, Syx, [5] * (depth - 1), 0, X) for sg in (0.1, 0.03)]
