@@ -168,13 +168,30 @@ def _end_to_end_scaled(ws):
     return W, sum(e for _, e in scaled)
 
 
-def forward(weights, X):
-    """Network outputs ``f(x_mu) = W_L … W_1 x_mu`` for the rows of ``X``.
+def forward(weights, X, *, activation="linear", biases=None, multipliers=None, alpha=1.0,
+            centered=False, weights0=None, biases0=None):
+    """The network's outputs ``F(x_mu)`` for the rows of ``X``, as the simulator defines them.
+
+    ``h_0 = x``, ``z_l = m_l W_l h_{l-1} + b_l``, ``h_l = phi(z_l)`` for l < L, ``f(x) = m_L
+    W_L h_{L-1}``; ``F = alpha f``, or ``F = alpha (f - f_0)`` when ``centered``, ``f_0`` the
+    network of ``weights0`` and ``biases0`` (docs/conventions.md, "Beyond linear networks").
+    The defaults give the linear network ``F(x) = W_L ... W_1 x``.  The simulator's own
+    forward pass (``linearnets.sim.models.mlp.MLP``, that of ``record=("outputs",)``) computes
+    it; the default linear network by its end-to-end map, scaled by powers of two so that it
+    cannot overflow on the way.
 
     Parameters
     ----------
-    weights : list of ndarray
+    weights : list of ndarray (N_l, N_{l-1})
+        ``[W_1, ..., W_L]``, e.g. a :class:`~linearnets.Trajectory`'s ``weights``.
     X : array_like, shape (P, D)
+    activation, biases, multipliers, alpha, centered
+        As for :func:`linearnets.gradient_flow`: str or tuple, ``[b_1, ..., b_{L-1}]``
+        (N_l,) or None, L floats > 0 or None, float > 0, bool.
+    weights0, biases0 : list of ndarray, optional
+        The parameters at t = 0 that ``f_0`` is computed from (``Trajectory.weights0`` and
+        ``biases0``): required when ``centered`` (``biases0`` exactly when ``biases`` is
+        given), refused otherwise.
 
     Returns
     -------
@@ -185,10 +202,41 @@ def forward(weights, X):
     >>> forward([np.array([[1.0, 2.0]])], np.eye(2))
     array([[1.],
            [2.]])
+    >>> ws = [np.array([[1.0], [-1.0]]), np.array([[1.0, 1.0]])]
+    >>> forward(ws, np.array([[2.0]]), activation="relu", alpha=3.0)
+    array([[6.]])
     """
     X = check_matrix(X, "X")
-    W, e = _end_to_end_scaled(check_weights(weights))
-    if X.shape[1] != W.shape[1]:
-        raise ValueError(f"X has {X.shape[1]} columns but the network expects D={W.shape[1]}")
-    Xs, ex = pow2_normalise(X)
-    return ldexp_safe(Xs @ W.T, e + ex)
+    ws = check_weights(weights)
+    if X.shape[1] != ws[0].shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns but the network expects D={ws[0].shape[1]}")
+    if (isinstance(activation, str) and activation == "linear" and biases is None
+            and multipliers is None and not isinstance(alpha, bool) and alpha == 1.0
+            and centered is False and weights0 is None and biases0 is None):
+        W, e = _end_to_end_scaled(ws)
+        Xs, ex = pow2_normalise(X)
+        return ldexp_safe(Xs @ W.T, e + ex)
+    from .models import parse_options
+    from .models.mlp import MLP, check_biases
+
+    shapes = tuple(w.shape for w in ws)
+    options = parse_options(len(ws), activation=activation, multipliers=multipliers,
+                            alpha=alpha, centered=centered)
+    bs = check_biases(biases, shapes)
+    if options.centered:
+        if weights0 is None:
+            raise ValueError("weights0: centered=True needs the weights at t = 0 (F = alpha "
+                             "(f - f_0)), e.g. Trajectory.weights0")
+        ws0 = check_weights(weights0, "weights0")
+        if tuple(w.shape for w in ws0) != shapes:
+            raise ValueError(f"weights0 must have the layer shapes of weights {shapes}, got "
+                             f"{tuple(w.shape for w in ws0)}")
+        if (biases0 is None) != (bs is None):
+            raise ValueError("biases0: pass the biases at t = 0 exactly when biases are given")
+        bs0 = check_biases(biases0, shapes, "biases0")
+    elif weights0 is not None or biases0 is not None:
+        raise ValueError("weights0, biases0: f_0 is read only when centered=True")
+    else:
+        ws0, bs0 = ws, bs
+    net = MLP(ws0, bs0, options)
+    return net.outputs(net.layout.pack(ws + (bs or [])), X)
