@@ -5,11 +5,13 @@ A parameterisation is not a second model: it draws the weights and chooses the
 :func:`linearnets.gradient_flow`, ``z_l = m_l W_l h_{l-1} + b_l``, ``h_l = phi(z_l)``, ``f(x) =
 m_L W_L h_{L-1}``, ``F = alpha f`` (docs/conventions.md, "Beyond linear networks"; which
 quantity each paper calls alpha: docs/parameterisations.md).  Every helper returns a
-:class:`Parameterised`, whose ``flow_kwargs()`` and ``ntk_kwargs()`` are the keywords of
-``gradient_flow`` and ``empirical_ntk``::
+:class:`Parameterised`, whose ``flow_kwargs(**overrides)`` and ``ntk_kwargs(**overrides)``
+are the keywords of ``gradient_flow`` and ``empirical_ntk`` (the overrides merged in) and
+whose ``forward(X, **overrides)`` is the network's ``F``::
 
     p = init_parameterised((D, 256, 256, 1), "ntk", seed=0)
-    traj = ln.gradient_flow(p.weights, X, Y, t, activation="relu", **p.flow_kwargs())
+    traj = ln.gradient_flow(p.weights, X, Y, t, **p.flow_kwargs(activation="relu", alpha=10.0))
+    F = p.forward(X, weights=traj.weights, activation="relu", alpha=10.0)
 """
 from __future__ import annotations
 
@@ -63,20 +65,49 @@ class Parameterised:
     loss: object = None
     name: str = ""
 
-    def flow_kwargs(self):
-        """Keywords for :func:`linearnets.gradient_flow` (``eta`` included)."""
-        return self._kwargs(centered=self.centered, lr_scales=self.lr_scales, eta=self.eta,
-                            loss=self.loss)
+    def flow_kwargs(self, **overrides):
+        """Keywords for :func:`linearnets.gradient_flow` (``eta`` included), ``overrides``
+        merged in (they win), so ``gradient_flow(w, X, Y, t, **p.flow_kwargs(alpha=10.0))``
+        needs no second ``alpha``."""
+        return self._kwargs(overrides, centered=self.centered, lr_scales=self.lr_scales,
+                            eta=self.eta, loss=self.loss)
 
-    def ntk_kwargs(self):
-        """Keywords for :func:`linearnets.empirical_ntk`."""
-        return self._kwargs()
+    def ntk_kwargs(self, **overrides):
+        """Keywords for :func:`linearnets.empirical_ntk`, ``overrides`` merged in (they win)."""
+        return self._kwargs(overrides)
 
-    def _kwargs(self, **more):
-        """The model's keywords, less an activation or loss that the source leaves open."""
+    def forward(self, X, **overrides):
+        """The outputs ``F`` (P, C) of this network on ``X`` (:func:`linearnets.forward`).
+
+        Parameters
+        ----------
+        X : array_like, shape (P, D)
+        **overrides
+            Keywords of :func:`linearnets.forward` that replace this network's: ``weights``
+            and ``biases`` (e.g. a trajectory's final ones; by default those at t = 0),
+            ``activation``, ``multipliers``, ``alpha``, ``centered``. A centred network's
+            ``f_0`` is that of this network's weights and biases at t = 0.
+
+        Returns
+        -------
+        ndarray, shape (P, C)
+        """
+        from .network import forward
+        kw = self._kwargs(overrides, centered=self.centered)
+        weights = kw.pop("weights", self.weights)
+        if kw.get("centered"):
+            kw.setdefault("weights0", self.weights)
+            kw.setdefault("biases0", self.biases)
+        return forward(weights, X, **kw)
+
+    def _kwargs(self, overrides, **more):
+        """The model's keywords, less an activation or loss that the source leaves open, with
+        ``overrides`` merged in."""
         kw = dict(biases=self.biases, multipliers=self.multipliers, alpha=self.alpha,
                   activation=self.activation, **more)
-        return {k: v for k, v in kw.items() if v is not None or k not in ("activation", "loss")}
+        kw = {k: v for k, v in kw.items() if v is not None or k not in ("activation", "loss")}
+        kw.update(overrides)
+        return kw
 
 
 def _check_bool(value, name):

@@ -266,3 +266,40 @@ def test_geiger_forward_and_clock():
     code_model = RefMLP(pa.weights, activation=act, multipliers=pc.multipliers, alpha=alpha,
                         centered=True, loss=kw["loss"], eta=pc.eta)
     np.testing.assert_allclose(-code_model.rhs(th, X, y), g, rtol=0, atol=1e-7 * np.abs(g).max())
+
+
+@pytest.mark.parametrize("name", ["standard", "ntk", "mean_field"])
+def test_parameterised_forward_is_the_paper_formula(name):
+    """p.forward(X, activation=...) is the sources' formula (the same draws as above)."""
+    rng = np.random.default_rng(0)
+    p = init_parameterised((5, 8, 7, 2), name, sigma=1.3, seed=2, biases=True, bias_std=0.4)
+    X = rng.standard_normal((9, 5))
+    want = _paper_forward(name, p.weights, X, parse_activation("tanh"), p.biases)
+    np.testing.assert_allclose(p.forward(X, activation="tanh"), want, rtol=1e-13,
+                               atol=1e-14 * np.abs(want).max())
+    np.testing.assert_allclose(p.forward(X, activation="tanh", alpha=3.0), 3.0 * want,
+                               rtol=1e-13, atol=1e-14 * np.abs(want).max())
+
+
+def test_kwargs_overrides_merge_without_clash():
+    """flow_kwargs(**overrides) / ntk_kwargs(**overrides): the overrides win, the rest is the
+    parameterisation's; no call passes a keyword twice."""
+    p = geiger_parameterisation((3, 6, 1), 2.0)
+    kw = p.flow_kwargs(alpha=10.0, rtol=1e-6)
+    assert kw["alpha"] == 10.0 and kw["rtol"] == 1e-6 and kw["centered"] is True
+    assert kw["multipliers"] == p.multipliers and kw["loss"] == p.loss and kw["eta"] == p.eta
+    assert p.flow_kwargs() == {k: v for k, v in kw.items() if k != "rtol"} | {"alpha": 2.0}
+    nk = p.ntk_kwargs(alpha=10.0)
+    assert nk["alpha"] == 10.0 and "centered" not in nk and "eta" not in nk
+    q = init_parameterised((3, 6, 1), "ntk", seed=0)
+    assert "activation" not in q.flow_kwargs() and "loss" not in q.flow_kwargs()
+    assert q.flow_kwargs(activation="relu")["activation"] == "relu"
+    # used as the keywords of a call that also names alpha: the merged dict, once
+    X = np.random.default_rng(1).standard_normal((5, 3))
+    y = np.sign(X[:, 0])
+    tr = ln.gradient_flow(p.weights, X, y, [0.0, 0.1], backend="numpy", record=("outputs",),
+                          **p.flow_kwargs(alpha=10.0))
+    assert tr.success
+    F = p.forward(X, weights=tr.weights, alpha=10.0)
+    np.testing.assert_allclose(F, tr.outputs[-1], rtol=1e-10, atol=1e-12)
+    assert np.array_equal(p.forward(X, alpha=10.0), np.zeros((5, 1)))   # centred, at t = 0
