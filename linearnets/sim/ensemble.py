@@ -185,7 +185,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                            max_steps=None, first_step=None, activation="linear",
                            biases_list=None, multipliers=None, alpha=1.0, centered=False,
                            loss="mse", lr_scales=None, kink_rtol=None, model=None,
-                           raise_on_failure=False):
+                           stop=None, raise_on_failure=False):
     """Gradient flow of B initialisations of one network on one data set, in one call.
 
     Member b integrates ``d theta_b/dt = -eta lr_scales[l] dL_b/d theta_{b,l}`` from its
@@ -229,6 +229,9 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         Each member's trained hidden biases at t = 0.
     alpha : float or array_like, shape (B,)
         Output scale, one for all or one per member (each > 0).
+    stop : None, "margin", ("margin", m), ("loss", value) or ("relative_loss", r)
+        As for :func:`linearnets.gradient_flow`, for each member (``"relative_loss"``: ``r``
+        times that member's loss at t = 0).
     model : {None, "linear", "mlp"}
         As for :func:`linearnets.gradient_flow` (None: sufficient statistics where they
         express the network, else raw samples).
@@ -283,7 +286,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
             max_steps=_flow.DEFAULT_MAX_STEPS if max_steps is None else max_steps,
             first_step=first_step, lr_scales=lr_scales, activation=activation,
             biases=biases is not None, multipliers=multipliers, alpha=a, centered=centered,
-            loss=loss, kink_rtol=kink_rtol, record=tuple(rec), model=model)
+            loss=loss, kink_rtol=kink_rtol, record=tuple(rec), model=model, stop=stop)
         if Xo is not None:         # outputs on the probe (no NTK on this path)
             flows[a].Xo = Xo
     pf = flows[float(alphas[0])]

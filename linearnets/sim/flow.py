@@ -104,7 +104,12 @@ class Trajectory:
     Attributes
     ----------
     t, loss : ndarray, shape (T,)
-        The output times since initialisation; ``(1/2P) |Y - X W(t)^T|_F^2``.
+        The output times since initialisation; the training loss of the model and loss in
+        use, ``L = (1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)`` (``l`` of ``loss=``: ``1/2 |y -
+        F|^2`` for mse), the quantity gradient flow descends and ``stop=("loss", v)`` reads:
+        ``(1/2P) |Y - X W(t)^T|_F^2`` for the default linear network, ``(1/(2 alpha^2 P))
+        |Y - F|^2`` for any network on mse (so a centred net starts at ``|Y|^2 / (2 alpha^2
+        P)``).
     end_to_end : ndarray, shape (T, C, D)
         ``W_L(t) ... W_1(t)`` (linear activations without biases only).
     weights, biases, t_last : tuple of ndarray, tuple of ndarray (N_l,), float
@@ -318,11 +323,19 @@ def check_labels(options, Y):
 
 
 def check_stop(stop, options, Y):
-    """A stop rule: None, ``"margin"`` (``("margin", 1.0)``), ``("margin", m)`` or ``("loss",
-    value)``; the labels of a classification loss (:func:`check_labels`)."""
+    """A stop rule: None, ``"margin"`` (``("margin", 1.0)``), ``("margin", m)``, ``("loss",
+    value)`` or ``("relative_loss", r)`` (0 < r < 1); the labels of a classification loss
+    (:func:`check_labels`)."""
     hard = check_labels(options, Y)
     if stop is None:
         return None
+    if isinstance(stop, tuple) and len(stop) == 2 and stop[0] == "relative_loss":
+        r = stop[1]
+        if (isinstance(r, bool) or not isinstance(r, numbers.Real) or not np.isfinite(r)
+                or not 0.0 < r < 1.0):
+            raise ValueError(f"stop: ('relative_loss', r) needs 0 < r < 1 (stop once the loss "
+                             f"is r times its value at t = 0), got {stop!r}")
+        return ("relative_loss", float(r))
     if isinstance(stop, str) and stop == "margin":
         stop = ("margin", 1.0)
     if (isinstance(stop, tuple) and len(stop) == 2 and stop[0] in ("loss", "margin")
@@ -333,8 +346,8 @@ def check_stop(stop, options, Y):
                              f"(soft_hinge, logistic; cross_entropy with one-hot rows), got "
                              f"loss={options.loss!r}")
         return (stop[0], float(stop[1]))
-    raise ValueError(f"stop must be None, 'margin', ('margin', m) or ('loss', value >= 0), "
-                     f"got {stop!r}")
+    raise ValueError(f"stop must be None, 'margin', ('margin', m), ('loss', value >= 0) or "
+                     f"('relative_loss', r) with 0 < r < 1, got {stop!r}")
 
 
 def check_method(method, dense):
@@ -637,6 +650,9 @@ class PreparedFlow:
 
     def _integrate(self, net, observe):
         xp, rule = self.xp, self.stop
+        if rule is not None and rule[0] == "relative_loss":
+            # once, from the loss at t = 0: the loss stop of the same units
+            rule = ("loss", rule[1] * net.loss(net.y0))
         if rule is None:
             stop = None
         elif rule[0] == "margin":
@@ -781,10 +797,12 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         +-1), ``"logistic"`` (``log(1 + e^{-y F})``; C = 1, labels +-1) or ``"cross_entropy"``
         (``-sum_c y_c log softmax(F)_c``; C >= 2, ``Y`` rows of probabilities or integer
         labels (P,)): docs/descent.md, "Losses".
-    stop : None, "margin", ("margin", m) or ("loss", value)
+    stop : None, "margin", ("margin", m), ("loss", value) or ("relative_loss", r)
         Stop once every margin reaches ``m`` (1 for ``"margin"``; ``y F`` on one output, ``F_y
-        - max_{c != y} F_c`` for hard labels of the cross entropy) or once the loss reaches
-        ``value``, located inside the step (``Trajectory.t_stop``).
+        - max_{c != y} F_c`` for hard labels of the cross entropy), once the loss reaches
+        ``value`` (the units of ``Trajectory.loss``: ``(1/(alpha^2 P)) sum_mu l(F(x_mu),
+        y_mu)``), or once it reaches ``r`` times its value at t = 0 (``0 < r < 1``), located
+        inside the step (``Trajectory.t_stop``).
     kink_rtol : float, optional
         rtol of the BS32 pair across and along kinks of ReLU-type nets (``max(rtol, KINK_RTOL)``).
     raise_on_failure : bool
