@@ -154,6 +154,9 @@ from .sim.parameterisations import (
 # --- simulation: the ensemble axis (B initialisations of one network in one call) ------
 from .sim.ensemble import EnsembleTrajectory, gradient_flow_ensemble
 
+# --- simulation: gradient descent, mini-batches, the sharpness of the loss ------------
+from .sim.descent import gradient_descent, sharpness
+
 #: The public names, exactly (``from linearnets import *``; tests check it against the namespace).
 __all__ = [
     "half_time",
@@ -267,4 +270,6 @@ __all__ = [
     "zhou_parameterisation",
     "EnsembleTrajectory",
     "gradient_flow_ensemble",
+    "gradient_descent",
+    "sharpness",
 ]

@@ -81,11 +81,11 @@ def _outside_stacklevel():
     return level
 
 
-def report_failure(result, failure, raise_on_failure):
+def report_failure(result, failure, raise_on_failure, what="gradient flow"):
     """``result``; with a ``failure`` message, warn (:class:`FlowWarning`) or raise first."""
     if failure is None:
         return result
-    msg = f"gradient flow failed: {failure}"
+    msg = f"{what} failed: {failure}"
     if raise_on_failure:
         raise FlowError(msg, result)
     warnings.warn(f"{msg} (the outputs reached are kept, later ones are NaN; "
@@ -139,6 +139,10 @@ class Trajectory:
     kinks, sliding_time, fallback_steps : int, float, int
         ReLU-type networks: switches of training pre-activations crossed by accepted
         steps, the time spent sliding along kinks, the steps of the low-order pair there.
+    steps, sharpness : ndarray (T,) of int, ndarray (T, k)
+        :func:`linearnets.gradient_descent`: the step counts of the outputs (``t = steps *
+        lr``); the k largest Hessian eigenvalues of the training loss (record
+        ``"sharpness"``; :func:`linearnets.sharpness`).
     """
 
     t: np.ndarray
@@ -173,6 +177,8 @@ class Trajectory:
     fallback_steps: int = 0
     weights0: Optional[tuple] = None
     biases0: Optional[tuple] = None
+    steps: Optional[np.ndarray] = None
+    sharpness: Optional[np.ndarray] = None
 
     def __post_init__(self):
         for value in vars(self).values():
@@ -379,15 +385,19 @@ class _Guard:
     """The breakdown guard: ``broken``, the first output whose loss rose (or None), and
     ``last_y``, a copy of the last state before it."""
 
-    def __init__(self, loss0, y0):
+    def __init__(self, loss0, y0, rise=BREAKDOWN_RISE):
         self.loss0, self.last_y = (None if loss0 is None else float(loss0)), y0
         self.loss_bad = self.broken = None
+        self.rise = rise
 
     def rose(self, k, loss, size, states, to_np):
-        """True (``broken`` set) if one of the outputs ``k, k + 1, ...`` rose."""
+        """True (``broken`` set) if one of the outputs ``k, k + 1, ...`` rose (never for a
+        guard without a ``rise``: None)."""
+        if self.rise is None:
+            return False
         if self.loss0 is None:
             self.loss0 = float(loss[0])
-        allowed = max((BREAKDOWN_RISE - 1.0) * self.loss0, 0.0)
+        allowed = max((self.rise - 1.0) * self.loss0, 0.0)
         if len(loss) == 1:                # one output: in floats
             rise = float(loss[0]) - self.loss0
             calm = rise <= allowed or rise <= BREAKDOWN_ROUNDING * float(size[0])
@@ -414,6 +424,10 @@ class PreparedFlow:
     inputs of ``"outputs"``); :meth:`run` takes the parameters at t = 0.
     ``gradient_flow(weights, ...)`` is ``prepare_flow(...).run(weights)``.
     """
+
+    #: What runs (in failure messages); the breakdown guard's rise (None: no guard); whether
+    #: a run first tests its horizon (:func:`check_horizon`).
+    what, breakdown_rise, horizon_test = "gradient flow", BREAKDOWN_RISE, True
 
     def __init__(self, **settings):
         vars(self).update(settings)
@@ -513,7 +527,7 @@ class PreparedFlow:
         """
         ws, bs = self._parameters(weights0, biases0)
         net = self._net(ws, bs)
-        if self.t_eval[-1] > 0.0:
+        if self.t_eval[-1] > 0.0 and self.horizon_test:
             with np.errstate(all="ignore"):   # (an overflowing start is the run's to report)
                 f0 = net.velocity(net.y0)
             check_horizon(float(self.t_eval[-1]), net.y0, f0, self.max_steps, self.xp)
@@ -521,7 +535,7 @@ class PreparedFlow:
             # a state that overflows is reported through the status, not through warnings
             traj = self._trajectory(net, ws, bs)
         return report_failure(traj, None if traj.success or not report else traj.message,
-                              self.raise_on_failure)
+                              self.raise_on_failure, self.what)
 
     def _trajectory(self, net, ws, bs):
         rec, t_eval, xp = self.record, self.t_eval, self.xp
@@ -557,7 +571,9 @@ class PreparedFlow:
                 lossv[k] = size[k] = net.loss(y)
 
         if t_eval[0] == 0.0:
-            guard = _Guard(None, net.y0)     # the loss at t = 0 is the first output's
+            guard = _Guard(None, net.y0, self.breakdown_rise)  # t = 0: the first output's loss
+        elif self.breakdown_rise is None:
+            guard = _Guard(None, net.y0, None)
         elif terms is not None:
             guard = _Guard(terms(to_np(net.end_to_end(net.y0)))[0], net.y0)
         else:
@@ -702,7 +718,7 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
 
 def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_steps, first_step,
              dense, lr_scales, activation, biases, multipliers, alpha, centered, loss, stop,
-             kink_rtol, record, probe, model, raise_on_failure):
+             kink_rtol, record, probe, model, raise_on_failure, prepared=None):
     # prepare_flow on shapes and data already checked (check_data)
     t_eval = check_t_eval(t_eval)
     options = parse_options(len(shapes), activation=activation, multipliers=multipliers,
@@ -735,11 +751,12 @@ def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_step
         # a model's compiled twin; a model without one runs its numpy reference
         cls, concrete = (cls.numba_model, "numba") if cls.numba_model is not None \
             else (cls, "numpy")
-    return PreparedFlow(shapes=shapes, X=X, Y=Y, t_eval=t_eval, model=cls, options=options,
-                        has_biases=has_biases, method=method, backend=concrete, xp=xp,
-                        rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
-                        dense=dense, stop=stop, kink_rtol=kink_rtol, record=rec, probe=probe,
-                        Xo=Xo, raise_on_failure=bool(raise_on_failure))
+    return (prepared or PreparedFlow)(
+        shapes=shapes, X=X, Y=Y, t_eval=t_eval, model=cls, options=options,
+        has_biases=has_biases, method=method, backend=concrete, xp=xp, rtol=rtol, atol=atol,
+        max_steps=max_steps, first_step=first_step, dense=dense, stop=stop,
+        kink_rtol=kink_rtol, record=rec, probe=probe, Xo=Xo,
+        raise_on_failure=bool(raise_on_failure))
 
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,

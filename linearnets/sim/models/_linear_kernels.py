@@ -12,6 +12,7 @@ import numpy as np
 from numba.extending import get_cython_function_address
 
 from ..._numba_cache import njit
+from ..methods._descent_kernels import make_gd_advance
 from ..methods._erk_kernels import error_norm, make_erk_advance, sumsq
 from ..methods._rosw_kernels import make_rosw_advance
 
@@ -19,7 +20,8 @@ __all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains",
            "jvp_flat", "rhs", "jvp", "stage", "combination", "combinations", "step_end",
            "stage_stiffness_sums", "stage_fsal", "gemm_acc", "add_stage", "hermite_states",
            "error_sums", "slot_stiffness_sums", "ssp_advance", "end_to_end",
-           "balance_drift", "probe_ntk", "erk_advance", "factored_advance", "rosw_advance"]
+           "balance_drift", "probe_ntk", "erk_advance", "factored_advance", "rosw_advance",
+           "gd_advance"]
 
 #: Largest layer (bytes) whose ``G W^T`` is formed as ``(W G^T)^T`` (docs/simulator.md).
 TRANSPOSED_PRODUCT_MAX_BYTES = 1 << 21
@@ -836,6 +838,14 @@ _erk_loop = make_erk_advance(rhs)
 _factored_loop = make_erk_advance(rhs, store=(_store_attempt, stage_stiffness_sums, stage_fsal))
 _ssp_loop = make_erk_advance(rhs, store=(_ssp_attempt, _ssp_stiffness, _ssp_fsal))
 _rosw_loop, _ = make_rosw_advance(rhs, jvp)
+_gd_loop = make_gd_advance(rhs)
+
+
+@njit(cache=True, nogil=True)
+def gd_advance(y, g, n, lr, data):
+    """Up to ``n`` steps of gradient descent (``_descent_kernels.make_gd_advance``; ``data``
+    as for :func:`rhs`)."""
+    return _gd_loop(y, g, n, lr, data)
 
 
 @njit(cache=True, nogil=True)

@@ -10,11 +10,12 @@ from numba import types
 from numba.extending import intrinsic
 
 from ..._numba_cache import njit
+from ..methods._descent_kernels import make_gd_advance
 from ..methods._erk_kernels import make_erk_advance
 
 __all__ = ["ACT_CODES", "LOSS_CODES", "STOP_CODES", "activate", "mlp_forward", "mlp_rhs",
            "mlp_loss", "mlp_outputs", "loss_gradient", "crossings", "keep_pattern", "stop_value",
-           "erk_advance_smooth", "erk_advance_kinks"]
+           "erk_advance_smooth", "erk_advance_kinks", "gd_advance"]
 
 #: Activation name -> integer code of the kernels.
 ACT_CODES = {"linear": 0, "relu": 1, "leaky_relu": 2, "softplus": 3, "tanh": 4}
@@ -326,6 +327,14 @@ def stop_value(y, data):
 
 _smooth_loop = make_erk_advance(mlp_rhs, stop=stop_value)
 _kink_loop = make_erk_advance(mlp_rhs, switches=(crossings, keep_pattern), stop=stop_value)
+_gd_loop = make_gd_advance(mlp_rhs)
+
+
+@njit(cache=True, nogil=True)
+def gd_advance(y, g, n, lr, data):
+    """Up to ``n`` steps of gradient descent on the MLP (``_descent_kernels.make_gd_advance``;
+    ``data`` as for :func:`mlp_rhs`)."""
+    return _gd_loop(y, g, n, lr, data)
 
 
 @njit(cache=True, nogil=True)

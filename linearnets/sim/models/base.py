@@ -190,6 +190,9 @@ class Model:
     smooth = True
     jvp = None
     metric = None
+    #: ``descent_ops()`` -> ``(advance, data)``: a compiled gradient-descent loop
+    #: (``methods._descent_kernels.make_gd_advance``) on this model, or None (a Python loop).
+    descent_ops = None
     #: The twin of this class that ``backend="numba"`` runs (compiled operations), or None.
     numba_model = None
 

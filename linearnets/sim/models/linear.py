@@ -960,6 +960,13 @@ class LinearNetNumba(LinearNet):
         lk.rhs(np.ascontiguousarray(y, dtype=np.float64), out, numba_rhs_args(self.problem))
         return out
 
+    def descent_ops(self):
+        """``(advance, data)``: the compiled gradient-descent loop on :meth:`rhs`'s kernel and
+        its data tuple (``_descent_kernels``)."""
+        if self._rhs_args is None:
+            self._rhs_args = numba_rhs_args(self.problem)
+        return lk.gd_advance, self._rhs_args
+
     def compiled_ops(self, kind, tab):
         """``(family, ops)``: the compiled loop of a method family and this model's ops on
         it (the choice of stages as :meth:`stores`)."""

@@ -394,6 +394,11 @@ class MLPNumba(MLP):
         np.equal(self._data[9], 1.0, out=self._pat)
         return self._pat
 
+    def descent_ops(self):
+        """``(advance, data)``: the compiled gradient-descent loop on this model's right-hand
+        side and its data tuple (after :meth:`prepare`; ``_descent_kernels``)."""
+        return self._K.gd_advance, self._data
+
     def compiled_ops(self, kind, tab, stop=None):
         """``(family, ops)`` for ``methods.compiled.erk`` (after :meth:`prepare`): this model's
         loop with the stop event of ``stop`` (None, ``("margin", 1.0)`` or ``("loss", value)``);

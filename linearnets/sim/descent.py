@@ -1,0 +1,282 @@
+"""Gradient descent and stochastic gradient descent through the simulator's models, and the
+sharpness of the training loss (docs/descent.md): the front end of the flow
+(:mod:`.flow`: validation, the models, the trajectory) with a fixed-step loop in place of
+the adaptive integrator."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .. import backend as _backend
+from .._validation import as_float_array, check_int, check_positive, check_seed
+from .curvature import HessianProducts, top_eigenvalues
+from .flow import (RECORDABLE, PreparedFlow, _prepare, check_data, check_labels, check_record,
+                   report_failure)
+from .methods import FlowStatus
+from .methods.base import Result
+from .models import get_model, parse_options
+from .models.mlp import check_biases
+from .network import check_weights
+
+__all__ = ["gradient_descent", "sharpness", "minibatches", "check_steps", "PreparedDescent",
+           "DESCENT_RECORDABLE"]
+
+#: What ``record=`` of :func:`gradient_descent` takes: a flow's quantities and the sharpness.
+DESCENT_RECORDABLE = RECORDABLE + ("sharpness",)
+
+
+def minibatches(P, batch_size, seed=0):
+    """The mini-batches of the contract, step after step (an endless generator).
+
+    ``rng = np.random.default_rng(seed)``; epoch e = 0, 1, ... draws ``perm =
+    rng.permutation(P)`` (one call per epoch, in order) and yields ``perm[j*b:(j+1)*b]`` for
+    j = 0 ... P//b - 1 (a last partial batch is dropped): step k uses batch k mod (P//b) of
+    epoch k // (P//b).
+    """
+    rng = np.random.default_rng(seed)
+    count = P // batch_size
+    while True:
+        perm = rng.permutation(P)
+        for j in range(count):
+            yield perm[j * batch_size:(j + 1) * batch_size]
+
+
+def check_steps(steps):
+    """``steps`` as an int64 (T,) array: strictly increasing integers ``>= 0``."""
+    arr = as_float_array(steps, "steps", ndim=(0, 1)).reshape(-1)
+    if arr.size == 0:
+        raise ValueError("steps must contain at least one step count")
+    if np.any(arr != np.round(arr)) or np.any(arr < 0) or np.any(arr > 2.0 ** 62):
+        raise ValueError(f"steps must be integers >= 0 (step counts), got {steps!r}")
+    if arr.size > 1 and not np.all(np.diff(arr) > 0):
+        raise ValueError("steps must be strictly increasing")
+    return arr.astype(np.int64)
+
+
+def _model_keywords(shapes, activation, multipliers, alpha, centered, loss, lr_scales):
+    return parse_options(len(shapes), activation=activation, multipliers=multipliers,
+                         alpha=alpha, centered=centered, loss=loss, lr_scales=lr_scales)
+
+
+class PreparedDescent(PreparedFlow):
+    """:class:`~.flow.PreparedFlow` whose run is gradient descent with step ``lr`` at the step
+    counts ``steps`` (full batch, or the :func:`minibatches` of ``batch_size`` and ``seed``);
+    no breakdown guard (a loss may rise: large steps), no horizon test."""
+
+    what, breakdown_rise, horizon_test = "gradient descent", None, False
+
+    def configure(self, steps, lr, batch_size, seed, sharpness_k):
+        self.steps, self.lr = steps, lr
+        self.batch_size, self.seed, self.sharpness_k = batch_size, seed, sharpness_k
+        self.method = "GD" if batch_size is None else "SGD"
+        return self
+
+    def _net(self, ws, bs):
+        self._params = (ws, bs)
+        return super()._net(ws, bs)
+
+    def _sharpness_of(self, net):
+        ws, bs = self._params
+        hnet = get_model("mlp")(ws, bs, self.options).prepare(self.X, self.Y)
+        products = HessianProducts(hnet)
+        return lambda y: top_eigenvalues(products, _backend.to_numpy(y), self.sharpness_k)
+
+    def _advance(self, net):
+        """``advance(y, n) -> steps taken`` (fewer than n where the next state is not
+        finite; ``y`` the last finite state, updated in place)."""
+        xp, lr = self.xp, self.lr
+        if self.batch_size is None and getattr(net, "descent_ops", None) is not None:
+            loop, data = net.descent_ops()            # compiled: no Python per step
+            g = np.empty(net.layout.size)
+            return lambda y, n: int(loop(y, g, n, lr, data))
+        if self.batch_size is None:
+            step_net = net
+            batches = None
+        else:
+            step_net = self.model(*self._params, self.options, xp=xp)
+            batches = minibatches(self.X.shape[0], self.batch_size, self.seed)
+            Xd, Yd = self._data
+        g = xp.empty(net.layout.size)
+
+        def advance(y, n):
+            for i in range(n):
+                if batches is not None:
+                    idx = next(batches)
+                    step_net.prepare(Xd[idx], Yd[idx])
+                step_net.rhs(y, g)
+                new = y + lr * g
+                if not bool(xp.all(xp.isfinite(new))):
+                    return i
+                y[...] = new
+            return n
+        return advance
+
+    def _integrate(self, net, observe):
+        steps, lr, T = self.steps, self.lr, self.steps.size
+        sharp = None
+        if self.sharpness_k:
+            sharp = self._sharp = np.full((T, self.sharpness_k), np.nan)
+            curvature = self._sharpness_of(net)
+
+            def look(k, y, plain=observe):
+                plain(k, y)
+                sharp[k] = curvature(y)
+        else:
+            look = observe
+        y = net.xp.array(net.y0, dtype=net.xp.float64, copy=True)
+        advance = self._advance(net)
+        done = k = 0
+        status = FlowStatus.SUCCESS
+        while k < T:
+            n = int(steps[k]) - done
+            taken = advance(y, n) if n > 0 else 0
+            done += taken
+            if taken < n:
+                status = FlowStatus.NONFINITE
+                break
+            look(k, y)
+            k += 1
+        nfev = done + (status is not FlowStatus.SUCCESS)
+        if status.success:
+            message = f"reached the last recorded step ({done})"
+        else:
+            message = (f"{status.message}: the weights after step {done + 1} (t = "
+                       f"{(done + 1) * lr:.6g}) are not finite; the state of step {done} is kept")
+        self._done = done
+        return Result(n_done=k, t_last=done * lr, y_last=y, nfev=nfev, nsteps=done,
+                      nrejected=0, status=status, message=message)
+
+    def run(self, weights0, biases0=None, *, report=True):
+        traj = super().run(weights0, biases0, report=False)
+        extra = dict(steps=self.steps.copy(), t_last=self._done * self.lr)
+        if self.sharpness_k:
+            extra["sharpness"] = self._sharp
+        traj = dataclasses.replace(traj, **extra)
+        if report and not traj.success:
+            return report_failure(traj, traj.message, self.raise_on_failure, self.what)
+        return traj
+
+
+def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
+                     activation="linear", biases=None, multipliers=None, alpha=1.0,
+                     centered=False, loss="mse", lr_scales=None, record=(), probe=None,
+                     raise_on_failure=False, backend="auto", model=None, sharpness_k=1):
+    """Train a network by gradient descent, full batch or mini-batch, from ``weights``.
+
+    ``theta_{k+1} = theta_k - lr lr_scales[l-1] dL_{B_k}/dtheta_l(theta_k)`` with ``L_B =
+    (1/(alpha^2 |B|)) sum_{mu in B} l(F(x_mu), y_mu)`` (DESIGN.md, "Beyond gradient flow";
+    docs/descent.md), through the models of :func:`linearnets.gradient_flow` and its
+    network keywords: lr -> 0 with ``k lr = t`` gives the flow at time t (eta = 1).
+
+    Parameters
+    ----------
+    weights : list of ndarray (N_l, N_{l-1})
+        ``[W_1, ..., W_L]`` at step 0; never modified.
+    X, Y : array_like
+        As for :func:`linearnets.gradient_flow` (integer labels (P,) for the cross entropy).
+    steps : array_like of int, shape (T,)
+        Strictly increasing step counts ``>= 0`` at which the state is recorded.
+    lr : float
+        The step ``> 0``.
+    batch_size : int, optional
+        None: full batch (every step on all P samples).  Otherwise ``1 <= batch_size <= P``:
+        step k uses the batch :func:`minibatches` gives it: ``rng =
+        np.random.default_rng(seed)``, one ``rng.permutation(P)`` per epoch, its batches in
+        order, a last partial batch dropped.
+    seed : int
+        The seed of the batch order (mini-batch only).
+    activation, biases, multipliers, alpha, centered, loss, lr_scales, model
+        The network, as for :func:`linearnets.gradient_flow`.
+    record, probe
+        As for :func:`linearnets.gradient_flow`, and ``"sharpness"``: the
+        ``sharpness_k`` largest eigenvalues of the full-batch loss's Hessian
+        (:func:`sharpness`, with ``lr_scales``) at every recorded step, ``traj.sharpness``
+        (T, sharpness_k).
+    raise_on_failure : bool
+        A run whose weights stop being finite raises :class:`~linearnets.FlowError`
+        instead of warning (:class:`~linearnets.FlowWarning`).
+    backend : {"auto", "numpy", "numba", "cupy"}
+        numba: full-batch steps run in one compiled loop between recorded steps (the
+        model's compiled gradient); mini-batch steps call the compiled gradient from Python.
+    sharpness_k : int
+        How many eigenvalues ``"sharpness"`` records.
+
+    Returns
+    -------
+    Trajectory
+        As :func:`linearnets.gradient_flow`'s, with ``steps`` (T,) and ``t = steps * lr``;
+        ``loss`` is the full-training-set loss; ``method`` "GD" or "SGD"; ``nfev`` the
+        gradients evaluated.  A divergent run has ``success`` False, the step in its
+        message and NaN rows from the first recorded step it did not reach.
+
+    Examples
+    --------
+    >>> from linearnets.data import scalar_teacher
+    >>> from linearnets.sim.network import init_network
+    >>> X, y, beta = scalar_teacher(20, 3, 1.0)
+    >>> ws = init_network((3, 4, 1), 0.1)
+    >>> traj = gradient_descent(ws, X, y, [0, 10, 2000], lr=0.1, backend="numpy")
+    >>> traj.t.tolist(), bool(traj.loss[-1] < 1e-10)
+    ([0.0, 1.0, 200.0], True)
+    """
+    ws = check_weights(weights)
+    shapes = tuple(w.shape for w in ws)
+    X, Y = check_data(X, Y, shapes, loss)
+    bs = check_biases(biases, shapes)
+    steps = check_steps(steps)
+    lr = float(check_positive(lr, "lr", ndim=0))
+    if batch_size is not None:
+        batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=X.shape[0])
+    seed = check_seed(seed)
+    rec = check_record(record, DESCENT_RECORDABLE)
+    k = check_int(sharpness_k, "sharpness_k", minimum=1) if "sharpness" in rec else 0
+    prepared = _prepare(
+        shapes, X, Y, steps * lr, 1.0, 1e-8, 1e-12, backend, method="auto",
+        max_steps=1, first_step=None, dense=False, lr_scales=lr_scales, activation=activation,
+        biases=bs is not None, multipliers=multipliers, alpha=alpha, centered=centered,
+        loss=loss, stop=None, kink_rtol=None, record=tuple(rec - {"sharpness"}), probe=probe,
+        model=model, raise_on_failure=raise_on_failure, prepared=PreparedDescent)
+    return prepared.configure(steps, lr, batch_size, seed, k).run(ws, bs)
+
+
+def sharpness(weights, X, Y, *, k=1, biases=None, activation="linear", multipliers=None,
+              alpha=1.0, centered=False, loss="mse", lr_scales=None):
+    """The ``k`` largest eigenvalues of the Hessian of the full-batch training loss in θ.
+
+    ``L(θ) = (1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)`` with θ the weights and biases; with
+    ``lr_scales`` Λ, the eigenvalues of ``Λ^{1/2} H Λ^{1/2}`` (those of ``Λ H``), which set
+    the stability of gradient descent: a minimum is linearly stable iff ``lr λ_max < 2``
+    (Cohen et al. 2021 call λ_max the sharpness).  Exact Hessian-vector products (the R-op
+    of the backpropagation, Pearlmutter 1994; for ReLU-type activations the pattern of the
+    state, away from kinks), Lanczos (``scipy.sparse.linalg.eigsh``) above
+    :data:`~linearnets.sim.curvature.DENSE_MAX` parameters, the Hessian formed column by
+    column below.
+
+    Parameters
+    ----------
+    weights, X, Y, biases, activation, multipliers, alpha, centered, loss, lr_scales
+        As for :func:`linearnets.gradient_flow` (``centered``: ``f_0`` at these weights).
+    k : int
+        How many eigenvalues, ``1 <= k <= n`` (the number of parameters).
+
+    Returns
+    -------
+    ndarray, shape (k,)
+        Descending.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.eye(2); Y = np.array([1.0, 0.0])
+    >>> float(sharpness([np.array([[0.0, 0.0]])], X, Y)[0])   # H = X^T X / P
+    0.5
+    """
+    ws = check_weights(weights)
+    shapes = tuple(w.shape for w in ws)
+    X, Y = check_data(X, Y, shapes, loss)
+    bs = check_biases(biases, shapes)
+    options = _model_keywords(shapes, activation, multipliers, alpha, centered, loss, lr_scales)
+    check_labels(options, Y)
+    net = get_model("mlp")(ws, bs, options).prepare(X, Y)
+    return top_eigenvalues(HessianProducts(net), net.y0, k)
