@@ -86,8 +86,9 @@ def top_eigenvalues(products, y, k=1, seed=0):
 
 class ModifiedFlow:
     """The model of the modified flow of gradient descent with step ``h`` (Barrett & Dherin
-    2021, with rates): ``dθ/dt = f + (h / (2 eta)) J f``, ``f = -eta Λ grad L`` the flow's
-    right-hand side and ``J f`` its exact directional derivative (the R-op), that is
+    2021, with rates): ``dθ/dt = f - (h / (2 eta)) J f``, ``f = -eta Λ grad L`` the flow's
+    right-hand side and ``J f = eta^2 Λ H Λ grad L`` its exact directional derivative (the
+    R-op): the backward error of Euler's step, that is
     ``-eta Λ grad L - (eta h / 2) Λ H Λ grad L``; every other member is the wrapped model's.
     No ``jvp`` of its own (a Rosenbrock method differentiates it by finite differences)."""
 
@@ -99,15 +100,16 @@ class ModifiedFlow:
         self._c = 0.5 * self._h / float(net.options.eta)
 
     def __getattr__(self, name):
-        if name in ("stores", "compiled_ops", "descent_ops", "loss_terms"):
+        if name in ("stores", "compiled_ops", "descent_ops"):
             raise AttributeError(name)
         return getattr(self._net, name)
 
     def rhs(self, y, out=None):
         net = self._net
         f = net.rhs(y)
+        jf = net.jvp(y, f) if net.jvp is not None else net.linearize(y)[0](f)
         out = net.xp.empty_like(f) if out is None else out
-        out[...] = f + self._c * net.jvp(y, f)
+        out[...] = f - self._c * jf
         return out
 
     def velocity(self, y):

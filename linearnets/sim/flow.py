@@ -19,6 +19,7 @@ from .methods import run as run_method
 from .methods.base import STABILITY_SAFETY
 from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
+from .curvature import ModifiedFlow
 from .models.base import Layout
 from .models.mlp import check_biases
 from .network import check_layer_sizes, check_weights
@@ -470,7 +471,8 @@ class PreparedFlow:
             net.prepare(*self._data, self._shared)
         else:
             net.prepare(*self._data)
-        return net
+        gd_lr = getattr(self, "gd_lr", None)
+        return net if gd_lr is None else ModifiedFlow(net, gd_lr)
 
     def rhs(self, y, weights0=None, biases0=None):
         """``dy/dt = -eta R grad L(y)`` (``R`` the rates ``lr_scales``), the vector field that
@@ -687,7 +689,8 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
                  method=None, max_steps=DEFAULT_MAX_STEPS, first_step=None,
                  dense=False, lr_scales=None, activation="linear", biases=False,
                  multipliers=None, alpha=1.0, centered=False, loss="mse", stop=None,
-                 kink_rtol=None, record=(), probe=None, model=None, raise_on_failure=False):
+                 kink_rtol=None, record=(), probe=None, model=None, raise_on_failure=False,
+                 gd_lr=None):
     """Validate and summarise the data once, for many gradient-flow runs of one network.
 
     The flow of :func:`gradient_flow` (for a linear network ``dW_l/dt = eta (W_L...W_{l+1})^T
@@ -702,7 +705,7 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
         Layer sizes ``(D, N_1, ..., C)`` or the weight shapes.
     biases : bool
         Whether the network has trained hidden biases (their values go to :meth:`run`).
-    eta, rtol, atol, backend, method, ..., raise_on_failure
+    eta, rtol, atol, backend, method, ..., raise_on_failure, gd_lr
         As for :func:`gradient_flow` (``method=None``: its default).
 
     Returns
@@ -718,7 +721,7 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
 
 def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_steps, first_step,
              dense, lr_scales, activation, biases, multipliers, alpha, centered, loss, stop,
-             kink_rtol, record, probe, model, raise_on_failure, prepared=None):
+             kink_rtol, record, probe, model, raise_on_failure, gd_lr=None, prepared=None):
     # prepare_flow on shapes and data already checked (check_data)
     t_eval = check_t_eval(t_eval)
     options = parse_options(len(shapes), activation=activation, multipliers=multipliers,
@@ -736,6 +739,11 @@ def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_step
     _backend.check_backend(backend)
     rec = check_record(record)
     cls = select_model(options, has_biases) if model is None else get_model(model)
+    if gd_lr is not None:
+        gd_lr = float(check_positive(gd_lr, "gd_lr", ndim=0))
+        if getattr(cls, "jvp", None) is None and not hasattr(cls, "linearize"):
+            raise ValueError(f"gd_lr: the {cls.name!r} model has no exact Jacobian-vector "
+                             f"product for the modified flow")
     if (rec & {"modes", "conservation"}) and not (cls.linear and options.activation == "linear"
                                                   and not has_biases):
         bad = "modes" if "modes" in rec else "conservation"
@@ -747,6 +755,8 @@ def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_step
     Xo = X if probe is None else probe[0]
     concrete = _backend.resolve_backend(backend, max(max(s) for s in shapes), _backend.BACKENDS)
     xp = _backend.get_cupy() if concrete == "cupy" else np
+    if concrete == "numba" and gd_lr is not None:
+        concrete = "numpy"          # the modified flow: the numpy model's exact products
     if concrete == "numba":
         # a model's compiled twin; a model without one runs its numpy reference
         cls, concrete = (cls.numba_model, "numba") if cls.numba_model is not None \
@@ -756,14 +766,14 @@ def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_step
         has_biases=has_biases, method=method, backend=concrete, xp=xp, rtol=rtol, atol=atol,
         max_steps=max_steps, first_step=first_step, dense=dense, stop=stop,
         kink_rtol=kink_rtol, record=rec, probe=probe, Xo=Xo,
-        raise_on_failure=bool(raise_on_failure))
+        raise_on_failure=bool(raise_on_failure), gd_lr=gd_lr)
 
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
                   method=DEFAULT_METHOD, record=(), probe=None, max_steps=DEFAULT_MAX_STEPS,
                   first_step=None, dense=False, activation="linear", biases=None,
                   multipliers=None, alpha=1.0, centered=False, loss="mse", lr_scales=None,
-                  stop=None, kink_rtol=None, raise_on_failure=False, model=None):
+                  stop=None, kink_rtol=None, raise_on_failure=False, model=None, gd_lr=None):
     """Integrate gradient flow of a network from ``weights``, the state at t = 0.
 
     A deep linear network on the squared loss by default, ``dW_l/dt = eta (W_L...W_{l+1})^T
@@ -826,6 +836,12 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         A failed run raises :class:`FlowError` instead of warning (:class:`FlowWarning`).
     model : str, optional
         A registered model (``linearnets.sim.models``) instead of the first taking the options.
+    gd_lr : float, optional
+        Integrate the modified flow that gradient descent with step ``gd_lr`` follows to
+        second order (Barrett & Dherin 2021; docs/descent.md): ``dtheta/dt = -eta Lambda grad
+        L - (eta gd_lr / 2) Lambda H Lambda grad L`` (``Lambda`` the ``lr_scales``, ``H`` the
+        loss's Hessian, exact Hessian-vector products), which GD with step ``gd_lr / eta``
+        after k steps matches at ``t = k gd_lr / eta`` to ``O(gd_lr^2)``.  Runs on numpy.
 
     Returns
     -------
@@ -853,4 +869,4 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
                     lr_scales=lr_scales, activation=activation, biases=bs is not None,
                     multipliers=multipliers, alpha=alpha, centered=centered, loss=loss,
                     stop=stop, kink_rtol=kink_rtol, record=record, probe=probe,
-                    model=model, raise_on_failure=raise_on_failure).run(ws, bs)
+                    model=model, raise_on_failure=raise_on_failure, gd_lr=gd_lr).run(ws, bs)
