@@ -17,7 +17,11 @@ __all__ = [
     "check_depth",
     "check_int",
     "check_int_array",
+    "check_layer_sizes",
+    "check_nonempty",
+    "broadcast_args",
     "check_seed",
+    "fresh_seed",
     "rng_from_seed",
     "check_matrix",
     "check_unit_vector",
@@ -113,12 +117,19 @@ def check_nonnegative(x, name, *, finite=True, ndim=None):
     return arr
 
 
+#: The largest integer any count, size, depth or index may be: numpy's array sizes and
+#: indices are int64, so a larger integer (``P=1e300``, ``10**30``) can only fail later,
+#: and less clearly.
+INT_MAX = 2 ** 63 - 1
+
+
 def check_int(x, name, minimum=0, maximum=None):
     """Return ``x`` as a Python int in ``[minimum, maximum]``: the one rule for integer
     arguments (counts, sizes, depths, layer indices).
 
     Accepts Python and numpy integers and integral floats (``3.0``, as a TOML spec may
-    write them); rejects booleans, strings, fractions, NaN/inf, None and arrays with a
+    write them); rejects booleans, strings, fractions, NaN/inf, None, arrays and
+    integers beyond int64 (:data:`INT_MAX`: ``1e300`` is integral but no count) with a
     ``ValueError`` naming ``name``.
     """
     bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
@@ -131,6 +142,9 @@ def check_int(x, name, minimum=0, maximum=None):
     n = int(x)
     if n < minimum or (maximum is not None and n > maximum):
         raise ValueError(msg)
+    if n > INT_MAX:
+        raise ValueError(f"{name} must be an integer {bound} that fits in int64 (at most "
+                         f"2**63 - 1), got {x!r}")
     return n
 
 
@@ -151,32 +165,96 @@ def check_depth(depth, name="depth"):
     return check_int(depth, name, minimum=1)
 
 
+def check_layer_sizes(layer_sizes, name="layer_sizes", length=None):
+    """Validate ``(D, N_1, ..., N_{L-1}, C)``: a sequence of at least two (exactly
+    ``length``, if given) positive integers, each by :func:`check_int`; returns a tuple.
+
+    None, a number, a string (``'abc'``, ``'341'``) or an array that is not 1-D is a
+    ``ValueError`` naming ``name``.
+    """
+    what = "(D, ..., C)" if length is None else "(" + ", ".join(["D", "N", "C"][:length]) + ")"
+    if (layer_sizes is None or isinstance(layer_sizes, (str, bytes, numbers.Number))
+            or (isinstance(layer_sizes, np.ndarray) and layer_sizes.ndim != 1)):
+        raise ValueError(f"{name} must be a sequence {what} of positive integers, "
+                         f"got {layer_sizes!r}")
+    try:
+        items = list(layer_sizes)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence {what} of positive integers, "
+                         f"got {layer_sizes!r}") from None
+    sizes = tuple(check_int(n, f"{name}[{i}]", minimum=1) for i, n in enumerate(items))
+    if (length is None and len(sizes) < 2) or (length is not None and len(sizes) != length):
+        need = "at least two entries (D, C)" if length is None else f"{length} entries {what}"
+        raise ValueError(f"{name} needs {need}, got {layer_sizes!r}")
+    return sizes
+
+
+def check_nonempty(x, name, what="entry"):
+    """Return ``x`` unless it has no entries (``len(x) == 0`` or an array of size 0): the
+    one rule for arguments a result needs at least one of (layers, samples, modes); else a
+    ``ValueError`` naming ``name``.  ``what`` names one entry in the message."""
+    n = x.size if isinstance(x, np.ndarray) else len(x)
+    if n == 0:
+        raise ValueError(f"{name} must hold at least one {what}, got an empty {type(x).__name__}")
+    return x
+
+
+def broadcast_args(**named):
+    """``numpy.broadcast_arrays`` of the named arguments (in the order given), with a
+    ``ValueError`` that names them and their shapes when they do not broadcast: the one
+    rule for array arguments that combine elementwise.
+
+    Examples
+    --------
+    >>> broadcast_args(P=[10.0, 20.0], D=[5.0, 6.0, 7.0])
+    Traceback (most recent call last):
+    ...
+    ValueError: arguments P, D cannot be broadcast together: P (2,), D (3,)
+    """
+    try:
+        return np.broadcast_arrays(*named.values())
+    except ValueError:
+        shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
+        raise ValueError(f"arguments {', '.join(named)} cannot be broadcast together: "
+                         f"{shapes}") from None
+
+
 def _is_seed_int(x):
     return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_)) and x >= 0
+
+
+def fresh_seed():
+    """A seed drawn from the operating system's entropy (``numpy.random.SeedSequence()``),
+    as a Python int in ``[0, 2**63)``: what ``seed=None`` means, recorded as an int so that
+    the run can be repeated (and stored wherever an int64 is)."""
+    return int(np.random.SeedSequence().entropy) >> 65     # 128 bits of entropy -> 63
 
 
 def check_seed(seed, name="seed"):
     """Validate a random seed: an int >= 0 (or a non-empty sequence of them, numpy's
     entropy), a ``numpy.random.SeedSequence``, a ``BitGenerator`` or a ``Generator``
-    (returned as given; ints as Python ints).
+    (returned as given; ints as Python ints), or None: fresh entropy, as
+    ``numpy.random.default_rng(None)``, returned as the int :func:`fresh_seed` drew (so
+    that a run can record the seed it used).
 
-    Everything else -- negative or fractional numbers, NaN, booleans, strings, None (a
-    seed drawn from the operating system would not be reproducible) -- is a
+    Everything else -- negative or fractional numbers, NaN, booleans, strings -- is a
     ``ValueError`` naming ``name``.
     """
+    if seed is None:
+        return fresh_seed()
     if isinstance(seed, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
         return seed
     if _is_seed_int(seed):
         return int(seed)
     if (isinstance(seed, (list, tuple)) and seed and all(_is_seed_int(s) for s in seed)):
         return [int(s) for s in seed]
-    raise ValueError(f"{name} must be an int >= 0, a numpy SeedSequence or a Generator, "
+    raise ValueError(f"{name} must be None, an int >= 0, a numpy SeedSequence or a Generator, "
                      f"got {seed!r}")
 
 
 def rng_from_seed(seed, name="seed"):
     """``numpy.random.default_rng`` of a seed checked by :func:`check_seed` (a Generator
-    passed in is returned itself, so its stream continues)."""
+    passed in is returned itself, so its stream continues; None: fresh entropy)."""
     return np.random.default_rng(check_seed(seed, name))
 
 

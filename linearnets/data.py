@@ -37,7 +37,7 @@ def whitened_inputs(P, D, seed=0):
     ----------
     P, D : int
         Number of samples and input dimension, ``P >= D``.
-    seed : int >= 0, numpy.random.SeedSequence or Generator
+    seed : int >= 0, numpy.random.SeedSequence, Generator or None (fresh entropy)
 
     Returns
     -------
@@ -75,7 +75,7 @@ def teacher_task(P, D, singular_values, seed=0, whiten=True):
     P, D : int
     singular_values : array_like, shape (C,)
         Nonnegative; ``C = len(singular_values) <= D``.
-    seed : int >= 0, numpy.random.SeedSequence or Generator
+    seed : int >= 0, numpy.random.SeedSequence, Generator or None (fresh entropy)
     whiten : bool
         If True, ``X`` is exactly whitened (``Syx = B``); otherwise i.i.d. N(0, 1).
 
@@ -116,7 +116,7 @@ def scalar_teacher(P, D, s, seed=0, whiten=True):
     P, D : int
     s : float
         Teacher strength, ``s >= 0``.
-    seed : int >= 0, numpy.random.SeedSequence or Generator
+    seed : int >= 0, numpy.random.SeedSequence, Generator or None (fresh entropy)
     whiten : bool
 
     Returns

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ._validation import as_float_array, check_positive, ldexp_safe, pow2_normalise
+from ._validation import as_float_array, check_nonempty, check_positive, ldexp_safe, pow2_normalise
 
 __all__ = ["kernel_drift", "relative_change", "rd_slope", "condensation", "output_variance", "variance_slope",
            "laziness_ratio", "phase_coordinates", "scaling_exponent", "RD_Z", "CONDENSE_EPS",
@@ -85,6 +85,7 @@ def _layer_params(weights, biases, name):
         weights = list(weights)
     except TypeError:
         raise ValueError(f"{name} must be a list of layers [W_1, ..., W_L]") from None
+    check_nonempty(weights, name, "layer")
     ws = [as_float_array(w, f"{name}[{i}]") for i, w in enumerate(weights)]
     if biases is None:
         return ws

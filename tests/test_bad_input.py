@@ -51,7 +51,7 @@ SEEDED = {
     "geiger_parameterisation": lambda seed: ln.geiger_parameterisation((3, 4, 1), 1.0,
                                                                        seed=seed).weights,
 }
-BAD_SEEDS = [-1, 1.5, "abc", math.nan, True, None, np.float64(2.0), [1, -2], []]
+BAD_SEEDS = [-1, 1.5, "abc", math.nan, True, np.float64(2.0), [1, -2], []]
 
 
 def _flat(out):
@@ -63,8 +63,34 @@ def _flat(out):
 @pytest.mark.parametrize("name", sorted(SEEDED))
 @pytest.mark.parametrize("seed", BAD_SEEDS, ids=repr)
 def test_every_seed_argument_rejects_bad_seeds_naming_seed(name, seed):
-    with pytest.raises(ValueError, match=r"^seed must be an int >= 0"):
+    with pytest.raises(ValueError, match=r"^seed must be None, an int >= 0"):
         SEEDED[name](seed)
+
+
+@pytest.mark.parametrize("name", sorted(SEEDED))
+def test_every_seed_argument_takes_none_as_fresh_entropy(name):
+    # as numpy.random.default_rng(None): two calls draw from fresh entropy (the chance that
+    # two 63-bit seeds coincide is 2**-63)
+    a, b = _flat(SEEDED[name](None)), _flat(SEEDED[name](None))
+    assert all(np.all(np.isfinite(x)) for x in a + b)
+    assert any(not np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_check_seed_none_draws_a_recordable_int():
+    seeds = {check_seed(None) for _ in range(4)}
+    assert len(seeds) == 4 and all(type(s) is int and 0 <= s < 2 ** 63 for s in seeds)
+    # the drawn int reproduces the run
+    s = check_seed(None)
+    np.testing.assert_array_equal(ln.init_network((3, 4, 1), 0.1, seed=s)[0],
+                                  ln.init_network((3, 4, 1), 0.1, seed=s)[0])
+
+
+def test_compare_routines_record_the_seed_drawn_for_none():
+    row = ln.compare_initial_moments(width=5, input_dim=6, n_samples=200, seed=None)
+    seed = row.params["seed"]
+    assert type(seed) is int and 0 <= seed < 2 ** 63
+    again = ln.compare_initial_moments(width=5, input_dim=6, n_samples=200, seed=seed)
+    assert again.error == row.error      # the same seed, the same draws, the same arithmetic
 
 
 @pytest.mark.parametrize("name", sorted(SEEDED))
@@ -167,7 +193,7 @@ def test_gradient_flow_with_no_inputs_or_outputs_names_the_data():
         ln.gradient_flow([np.zeros((4, 0)), W2], np.zeros((6, 0)), X @ BETA, [0.0, 1.0])
     with pytest.raises(ValueError, match=r"^X and Y need at least one column each"):
         ln.gradient_flow([W1, np.zeros((0, 4))], X, np.zeros((6, 0)), [0.0, 1.0])
-    with pytest.raises(ValueError, match=r"^layers must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^layers\[2\] must be an integer >= 1, got 0"):
         ln.prepare_flow(X, np.zeros((6, 0)), (3, 4, 0), [0.0, 1.0])
 
 
@@ -522,3 +548,78 @@ def test_mlp_ensemble_horizon_names_t_eval(backend):
     with pytest.raises(ValueError, match=r"^t_eval ends at"):
         ln.gradient_flow_ensemble(ws, X, X @ BETA, [0.0, 1e150], activation="relu",
                                   method="RK45", backend=backend)
+
+
+# ------------------------------------------------- the classes of the adversarial sweep
+
+@pytest.mark.parametrize("call", [
+    lambda P: ln.whitened_inputs(P, 3), lambda P: ln.teacher_task(P, 3, [2.0, 1.0]),
+    lambda P: ln.scalar_teacher(P, 3, 1.0)], ids=["whitened_inputs", "teacher_task",
+                                                  "scalar_teacher"])
+@pytest.mark.parametrize("P", [1e300, 10 ** 30, 2 ** 63], ids=repr)
+def test_counts_beyond_int64_name_the_argument(call, P):
+    with pytest.raises(ValueError, match=r"^P must be an integer >= 1 that fits in int64"):
+        call(P)
+
+
+@pytest.mark.parametrize("sizes", [None, math.nan, "abc", "341", 3, (3, 1.5, 1), (3, 1),
+                                   (3, 1, 1, 1), (3, 0, 1), np.ones((3, 1))], ids=repr)
+def test_layer_sizes_are_validated_by_one_rule(sizes):
+    with pytest.raises(ValueError, match=r"^layer_sizes"):
+        ln.init_lambda_balanced(sizes, 0.1, 0.1)
+    if not isinstance(sizes, tuple) or len(sizes) == 3:   # (3, 1), (3, 1, 1, 1): init_network's
+        with pytest.raises(ValueError, match=r"^layer_sizes"):
+            ln.init_network(sizes, 0.1)
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: ln.transfer_kappa(P=[10.0, 20.0], D=[5.0, 6.0, 7.0], A=1.0), "P, D, A, ridge"),
+    (lambda: ln.transfer_error(P=[10.0, 20.0], D=5.0, A=1.0, alpha=[0.1, 0.2, 0.3]),
+     "P, D, A, alpha, ridge, noise"),
+    (lambda: ln.mode_strength([0.0, 1.0], [1.0, 2.0, 3.0], 1e-3), "t, s, c0, eta"),
+    (lambda: ln.qr_trajectory([0.0, 1.0], [1.0, 2.0, 3.0], 1e-3, 0.0), "t, s, q0, r0, eta"),
+], ids=["transfer_kappa", "transfer_error", "mode_strength", "qr_trajectory"])
+def test_shapes_that_do_not_broadcast_name_every_argument(call, names):
+    with pytest.raises(ValueError, match=rf"^arguments {names} cannot be broadcast together"):
+        call()
+
+
+def test_transfer_kappa_broadcasts_its_arguments():
+    k = ln.transfer_kappa(P=[[10.0], [20.0]], D=[5.0, 30.0, 70.0], A=1.0)
+    assert k.shape == (2, 3)
+    assert k[1, 2] == ln.transfer_kappa(20.0, 70.0, 1.0)
+
+
+@pytest.mark.parametrize("theta0, theta", [([], []), ([], [W1]), ([W1], [])])
+def test_relative_change_of_no_layers_names_the_argument(theta0, theta):
+    name = "theta0" if not len(theta0) else "theta"
+    with pytest.raises(ValueError, match=rf"^{name} must hold at least one layer"):
+        ln.relative_change(theta0, theta)
+
+
+@pytest.mark.parametrize("act", [np.zeros(0), [], None, 5, ("relu",), ("softplus", -1.0),
+                                 ("bogus", 1.0)], ids=repr)
+def test_activation_normalisation_parses_activations_as_the_simulator(act):
+    with pytest.raises(ValueError, match=r"^activation"):
+        ln.activation_normalisation(act)
+    assert ln.activation_normalisation(["softplus", 5.0]) == \
+        ln.activation_normalisation(("softplus", 5.0))
+
+
+def test_transfer_error_trained_at_a_tiny_s_names_no_internal_argument():
+    # s^(2-2/L) underflows: the ridge relative to the kernel is beyond the float range,
+    # where kernel regression predicts 0: the error is |w|^2 = 1 (to rounding)
+    e = ln.transfer_error_trained(40.0, 100.0, 3, 1.0, s=1e-300, ridge=0.1)
+    assert abs(float(e) - 1.0) <= 1e-12
+    # ridge 0 stays 0 whatever the scale: the ridgeless error, 1 - P/D on isotropic...
+    # ... of the spiked kernel, the same as at s = 1 (the scale drops out)
+    assert ln.transfer_error_trained(40.0, 100.0, 3, 1.0, s=1e-300) == \
+        ln.transfer_error_trained(40.0, 100.0, 3, 1.0, s=1.0)
+
+
+def test_register_model_errors_name_its_arguments():
+    with pytest.raises(ValueError, match=r"^register_model: cls must be a subclass"):
+        ln.register_model("x", 5)
+    for name in (5, "", None):
+        with pytest.raises(ValueError, match=r"^register_model: name must be a non-empty"):
+            ln.register_model(name, ln.Model)

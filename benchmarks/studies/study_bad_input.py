@@ -112,8 +112,9 @@ def _with(value):
 
 
 PALETTES = {
+    # None: fresh entropy, as numpy.random.default_rng(None)
     "seed": [("-1", -1, R), ("1.5", 1.5, R), ("'abc'", "abc", R), ("nan", math.nan, R),
-             ("True", True, R), ("np.int64(3)", np.int64(3), E),
+             ("True", True, R), ("np.int64(3)", np.int64(3), E), ("None", None, E),
              ("SeedSequence(1)", lambda b: np.random.SeedSequence(1), E),
              ("default_rng(1)", lambda b: np.random.default_rng(1), E)],
     "int": [("'3'", "3", R), ("True", True, R), ("2.5", 2.5, R), ("-1", -1, R), ("0", 0, R),
@@ -433,6 +434,47 @@ def _special_cases():
     for name in ("compare_phase_one", "compare_kernel_path", "compare_kernel_gap",
                  "compare_silent_alignment"):
         case(name, "sigma=10", lambda d: dict(sigma=10.0), E, timeout=COMPARE_TIMEOUT)
+    # extreme scales, against 50-digit quadrature of the mode ODE dc/dt = L c^(2-2/L) (s - c)
+    # (mpmath, ``tests/theory/test_dynamics.py``): a wrong finite value, 0 or inf is bad
+    for fn in ("half_time", "plateau_time"):
+        for s, c0, L, ref in ((1e300, 1e-300, 20, 5.5555555555555551e-32),
+                              (1e300, 1e-300, 3, 9.9999999999999994e-201),
+                              (1e200, 1e-200, 5, 3.3333333333333335e-81),
+                              (1e300, 1e-300, 2, 6.9077552789821367e-298)):
+            case(fn, f"s={s:g}, c0={c0:g}, depth={L}",
+                 lambda d, s=s, c0=c0, L=L: dict(s=s, c0=c0, depth=L), E,
+                 check=lambda r, ref=ref: abs(float(r) / ref - 1.0) < 1e-2)
+    # counts that must be ints: a count beyond any array size
+    for fn, base in (("whitened_inputs", dict(D=3)),
+                     ("teacher_task", dict(D=3, singular_values=[2.0, 1.0])),
+                     ("scalar_teacher", dict(D=3, s=1.0))):
+        case(fn, "P=1e300", lambda d, base=base: dict(base, P=1e300), R)
+        case(fn, "P=10**30", lambda d, base=base: dict(base, P=10 ** 30), R)
+    for label, v in (("None", None), ("nan", math.nan), ("'abc'", "abc"), ("(3, 1.5, 1)", (3, 1.5, 1)),
+                     ("(3, 1)", (3, 1))):
+        case("init_lambda_balanced", f"layer_sizes={label}",
+             lambda d, v=v: dict(layer_sizes=v, lam=0.1, sigma=0.1), R)
+    # shapes that must broadcast
+    case("transfer_kappa", "P=[10, 20], D=[5, 6, 7]",
+         lambda d: dict(P=[10.0, 20.0], D=[5.0, 6.0, 7.0], A=1.0), R)
+    case("transfer_error", "P=[10, 20], alpha=[0.1, 0.2, 0.3]",
+         lambda d: dict(P=[10.0, 20.0], D=5.0, A=1.0, alpha=[0.1, 0.2, 0.3]), R)
+    case("mode_strength", "t=[0, 1], s=[1, 2, 3]",
+         lambda d: dict(t=[0.0, 1.0], s=[1.0, 2.0, 3.0], c0=1e-3), R)
+    # empty inputs
+    case("relative_change", "theta0=[], theta=[]", lambda d: dict(theta0=[], theta=[]), R)
+    case("activation_normalisation", "activation=zeros(0)",
+         lambda d: dict(activation=np.zeros(0)), R)
+    case("activation_normalisation", "activation=[]", lambda d: dict(activation=[]), R)
+    case("activation_normalisation", "activation=None", lambda d: dict(activation=None), R)
+    # the message names the argument the user passed, not an internal one
+    case("transfer_error_trained", "s=1e-300 [depth=3]",
+         lambda d: dict(P=40.0, D=100.0, depth=3, alpha=1.0, s=1e-300, ridge=0.1), E)
+    case("transfer_error_trained", "s=1e-300 [ridge=0]",
+         lambda d: dict(P=40.0, D=100.0, depth=3, alpha=1.0, s=1e-300), E)
+    case("register_model", "cls=5", lambda d: dict(name="x", cls=5), R)
+    case("register_model", "name=5", lambda d: dict(name=5, cls=__import__("linearnets").Model), R)
+    case("register_model", "name=''", lambda d: dict(name="", cls=__import__("linearnets").Model), R)
     case("run_checks", "names=5", lambda d: dict(names=5), R, timeout=COMPARE_TIMEOUT)
     case("run_checks", "backend='bogus'", lambda d: dict(names=["initial_moments"], backend="bogus"),
          R, timeout=COMPARE_TIMEOUT)

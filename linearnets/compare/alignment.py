@@ -19,6 +19,7 @@ from ..theory.dynamics import half_time, loss_curve, mode_time
 from ..theory.kernels import kernel_alignment
 from ..theory.ntk import final_alignment
 from .common import (
+    _seeded,
     N_TIMES,
     SAFETY,
     Z_SCORE,
@@ -41,6 +42,7 @@ __all__ = ["compare_phase_one", "compare_initial_moments", "compare_silent_align
 # =============================================================================
 # phase I: q(t), r(t) (Fig. C.3) and the initial moments
 # =============================================================================
+@_seeded
 def compare_phase_one(D=25, N=10, P=50, s=1.0, sigma=0.01, eta=1.0, seed=0, backend="auto"):
     """Phase-I alignment variables q(t), r(t) of a two-layer net vs the closed forms (Fig. C.3).
 
@@ -92,6 +94,7 @@ def compare_phase_one(D=25, N=10, P=50, s=1.0, sigma=0.01, eta=1.0, seed=0, back
                f"error {err_I:.3g} <= SAFETY*sqrt(q0/s) = {tol_I:.3g} on the window q <= sqrt(q0 s)"))
 
 
+@_seeded
 def compare_initial_moments(width=10, input_dim=25, sigma=0.1, n_samples=2000, seed=0):
     """``qr_initial_moments`` against the Monte Carlo moments over independent initialisations.
 
@@ -143,6 +146,7 @@ MAX_SILENT_DEPTH = 6
 MAX_SILENT_SIGMA = 0.1
 
 
+@_seeded
 def compare_silent_alignment(depth=2, D=20, N=20, P=40, s=1.0, sigma=0.01, eta=1.0, seed=0,
                              backend="auto"):
     """Kernel-target alignment, kernel norm and loss along the flow: the silent alignment effect (Fig. 2).

@@ -8,11 +8,14 @@ module imports only the closed forms (:mod:`linearnets.theory`), the simulator
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Mapping
 
 import numpy as np
 
-from .._validation import as_float_array, check_depth, check_int, check_nonnegative, check_positive
+from .._validation import (as_float_array, check_depth, check_int, check_nonnegative, check_positive,
+                           fresh_seed)
 from ..backend import check_backend
 from ..sim.flow import gradient_flow
 from ..theory.dynamics import half_time
@@ -279,6 +282,21 @@ _RULES = {
 }
 #: Arguments whose default None means "the routine picks" (not validated when None).
 _OPTIONAL = ("sigmas", "scales", "alphas")
+
+
+def _seeded(fn):
+    """Decorator of a ``compare_*`` taking ``seed``: ``seed=None`` is fresh entropy, as for
+    ``numpy.random.default_rng(None)``, drawn here as an int (:func:`fresh_seed`) and passed
+    on, so that the row's ``params`` record the seed the run used and it can be repeated."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        if bound.arguments.get("seed", sig.parameters["seed"].default) is None:
+            bound.arguments["seed"] = fresh_seed()
+        return fn(*bound.args, **bound.kwargs)
+    return run
 
 
 def _check_args(args, **overrides):

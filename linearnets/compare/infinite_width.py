@@ -19,7 +19,7 @@ from ..sim.ntk import empirical_ntk
 from ..sim.parameterisations import init_parameterised
 from ..theory.infinite_width import infinite_width_kernels
 from ..theory.lazy import lazy_prediction
-from .common import Z_SCORE, _check_args, _loglog_slope
+from .common import Z_SCORE, _check_args, _loglog_slope, _seeded
 from .plotting import THEORY, figure
 from .registry import Comparison
 
@@ -46,6 +46,7 @@ def _slope_tolerance(per_rep, m_min, floor=0.0):
 NTK_BIAS_STD = 0.5
 
 
+@_seeded
 def compare_ntk_at_init(widths=(64, 256, 1024, 4096), depth=3, P=6, D=5, reps=4, activation="relu",
                         biases=True, sigma=1.0, seed=0):
     """``empirical_ntk`` of ``init_parameterised(..., "ntk")`` networks against ``infinite_width_kernels``.
@@ -90,6 +91,7 @@ def compare_ntk_at_init(widths=(64, 256, 1024, 4096), depth=3, P=6, D=5, reps=4,
         kind="ntk_at_init")
 
 
+@_seeded
 def compare_infinite_width_lazy(widths=(128, 512, 2048, 8192), P=6, Q=6, D=8, reps=6, sigma=1.0,
                                 lam_time=3.0, seed=0, backend="auto"):
     """A wide "ntk" ReLU network under gradient flow (mse) against ``lazy_prediction`` with K_∞.

@@ -17,6 +17,7 @@ from ..sim.network import end_to_end, init_network
 from ..theory.dynamics import half_time, loss_curve, mode_strength
 from ..theory.multimode import mode_learning_times, multimode_dynamics, path_ntk, task_modes
 from .common import (
+    _seeded,
     N_TIMES,
     RTOL,
     SAFETY,
@@ -44,6 +45,7 @@ __all__ = ["compare_learning_curves", "compare_mode_strengths", "compare_half_ti
 # =============================================================================
 # two-layer learning curves vs the Saxe sigmoid (Fig. C.2)
 # =============================================================================
+@_seeded
 def compare_learning_curves(sigmas=(0.1, 0.03, 0.01, 0.003), D=20, N=20, P=40, s=1.0, eta=1.0,
                             seed=0, backend="auto"):
     """Two-layer learning curves against the Saxe sigmoid, for several sigma (Fig. C.2).
@@ -104,6 +106,7 @@ def compare_learning_curves(sigmas=(0.1, 0.03, 0.01, 0.003), D=20, N=20, P=40, s
 # =============================================================================
 # deep mode strengths, several modes learned in order
 # =============================================================================
+@_seeded
 def compare_mode_strengths(depths=(2, 3, 4, 5, 6), spectrum=(3.0, 2.0, 1.0), D=6, N=8, P=12,
                            sigma=0.3, eta=1.0, seed=0, backend="auto"):
     """Mode strengths c_alpha(t) of deep multi-output networks vs ``mode_strength``.
@@ -203,6 +206,7 @@ def _half_time_sigmas(sigmas, L):
     return _check_sigmas(sigmas if sigmas is not None else np.geomspace(*_HALF_TIME_SIGMAS[min(L, 5)], 5))
 
 
+@_seeded
 def compare_half_time_scaling(depths=(2, 3, 4, 5), sigmas=None, D=8, N=16, P=16, s=1.0, eta=1.0,
                               seed=0, backend="auto"):
     """Half-time t_1/2 (c reaches s/2) against sigma from random initialisation (Fig. 3).
@@ -307,6 +311,7 @@ def _half_times(w0, X, Y, U, S, Vt, L, eta, backend, t_guess, n=200, n_fine=100,
     return np.array([crossing_time(fine, c[:, a], 0.5 * S[a]) for a in range(len(S))])
 
 
+@_seeded
 def compare_path_ntk(depths=(2, 3), spectrum=(2.0, 1.0, 0.5), c0=(1e-3, 5e-3, 2e-2), D=5, N=7, P=30,
                      n_probe=3, n_times=100, random_depths=(2, 3), sigmas=(0.02, 0.01, 0.005), random_width=10,
                      eta=1.0, seed=0, backend="auto"):

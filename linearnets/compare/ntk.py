@@ -20,6 +20,7 @@ from ..theory.kernels import kernel_alignment, kernel_regression
 from ..theory.multimode import final_ntk_finite_sigma
 from ..theory.ntk import final_alignment, final_ntk, final_ntk_multi
 from .common import (
+    _seeded,
     MIN_SLOPE_TOL,
     RTOL,
     SAFETY,
@@ -51,6 +52,7 @@ KERNEL_GAP_MAX_COND = 100.0
 # =============================================================================
 # final NTK and final alignment (Figs. E.1, E.3)
 # =============================================================================
+@_seeded
 def compare_final_ntk(depths=(2, 3, 4, 5, 6), sigmas=(0.2, 0.1), D=8, N=16, P=16, s=1.0, eta=1.0,
                       multi_spectrum=(2.0, 1.0), seed=0, backend="auto"):
     """Empirical NTK of the trained network vs ``final_ntk`` and the final alignment (Figs. E.1, E.3).
@@ -133,6 +135,7 @@ def compare_final_ntk(depths=(2, 3, 4, 5, 6), sigmas=(0.2, 0.1), D=8, N=16, P=16
 # =============================================================================
 # the final NTK at finite sigma (App. H.2)
 # =============================================================================
+@_seeded
 def compare_finite_sigma_ntk(sigmas=(0.05, 0.025, 0.0125), D=6, N=10, P=40, s=1.5, n_probe=5, eta=1.0,
                              seed=0, backend="auto"):
     """Final NTK of a trained two-layer network vs ``final_ntk_finite_sigma`` and ``final_ntk``.
@@ -193,6 +196,7 @@ def compare_finite_sigma_ntk(sigmas=(0.05, 0.025, 0.0125), D=6, N=10, P=40, s=1.
 # =============================================================================
 # intermediate-layer kernels (App. E.3)
 # =============================================================================
+@_seeded
 def compare_intermediate_kernels(depth=3, sigmas=(0.1, 0.05, 0.025), spectrum=(3.0, 1.5, 0.8), D=5, N=8, P=30,
                                  eta=1.0, seed=0, backend="auto"):
     """Kernels ``h_l(x).h_l(x')`` of every layer of a trained deep net vs ``intermediate_kernel``.
@@ -280,6 +284,7 @@ def compare_intermediate_kernels(depth=3, sigmas=(0.1, 0.05, 0.025), spectrum=(3
 # =============================================================================
 # the trained network against kernel regression with its final NTK
 # =============================================================================
+@_seeded
 def compare_kernel_gap(gammas=(0.0, 0.5, 1.0), Ps=(20, 10), D=20, N=20, s=1.0, sigma=0.01, depth=2,
                        eta=1.0, n_test=50, seed=0, backend="auto"):
     """Test-set gap between the trained network and kernel regression with its final NTK.
@@ -368,6 +373,7 @@ def compare_kernel_gap(gammas=(0.0, 0.5, 1.0), Ps=(20, 10), D=20, N=20, s=1.0, s
 # =============================================================================
 # appendix G: kernel regression with the NTK at any time gives the same function
 # =============================================================================
+@_seeded
 def compare_kernel_path(D=20, N=20, P=10, s=1.0, sigma=0.01, eta=1.0, n_test=50, n_probe=8, seed=0,
                         backend="auto"):
     """Kernel regression with the empirical NTK K(t) at any time reproduces the pseudo-inverse function.

@@ -27,7 +27,8 @@ from ..theory.diagonal import diagonal_implicit_bias
 from ..theory.kernels import kernel_regression
 from ..theory.lazy import lazy_prediction
 from ..theory.single_neuron import single_neuron_delta, single_neuron_implicit_bias, single_neuron_nu
-from .common import ATOL, GLOBAL_RTOL_FACTOR, RTOL, SAFETY, Z_SCORE, _check_args, _flow, _fmt_array, _loglog_slope, _require
+from .common import (ATOL, GLOBAL_RTOL_FACTOR, RTOL, SAFETY, Z_SCORE, _check_args, _flow, _fmt_array,
+                     _loglog_slope, _require, _seeded)
 from .plotting import THEORY, colors, figure
 from .registry import Comparison
 
@@ -49,6 +50,7 @@ def _task(D, C, P, seed):
 # =============================================================================
 # 1. lambda-balanced exact flow (Dominé et al. 2024)
 # =============================================================================
+@_seeded
 def compare_lambda_balanced(lams=(-2.0, 0.0, 2.0), D=4, N=3, C=3, P=20, sigma=0.3, t_max=30.0,
                             n_times=60, eta=1.0, seed=0, backend="auto"):
     """``lambda_balanced_flow`` against ``gradient_flow`` from λ-balanced weights.
@@ -92,6 +94,7 @@ def compare_lambda_balanced(lams=(-2.0, 0.0, 2.0), D=4, N=3, C=3, P=20, sigma=0.
 # =============================================================================
 # 2. NTK drift over lambda
 # =============================================================================
+@_seeded
 def compare_balanced_ntk_drift(lams=(16.0, 32.0, 64.0, 128.0), D=3, N=3, C=3, P=12, sigma=0.3,
                                t_end=1e3, seed=0, backend="auto"):
     """The NTK of the λ-balanced network moves by O(1/λ) (relative O(1/λ²)) for large λ.
@@ -193,6 +196,7 @@ def _relu_kink_alpha(w0, X, Xall, Y, t):
     return float(np.max(np.abs(dz) / np.abs(z0)))
 
 
+@_seeded
 def compare_lazy_limit(alphas=None, D=6, N=40, P=4, Q=3, t_max=30.0, n_times=8, seed=0,
                        backend="auto", activation="linear"):
     r"""A centered network F = α(f − f₀) approaches ``lazy_prediction`` as 1/α (linear or ReLU).
@@ -269,6 +273,7 @@ def compare_lazy_limit(alphas=None, D=6, N=40, P=4, Q=3, t_max=30.0, n_times=8, 
 # =============================================================================
 # 4. the single neuron (Kunin et al. 2024)
 # =============================================================================
+@_seeded
 def compare_single_neuron(eta_a=0.25, eta_w=2.0, D=5, P=30, a0=0.1, w_scale=0.5, t_max=15.0, n_times=60,
                           P_under=3, D_under=7, seed=0, backend="auto"):
     """Kunin's ν(t) and the underdetermined implicit bias against a width-1 network with η_a ≠ η_w.
@@ -373,6 +378,7 @@ def _diagonal_budget(X, beta, alpha):
             int(max(DIAG_MIN_STEPS, DIAG_STEP_MARGIN * lam[-1] / lam[0] * decay)))
 
 
+@_seeded
 def compare_diagonal_bias(alphas=(3.0, 1.0, 0.3, 0.1, 0.03, 0.01), P=5, D=12, seed=0, rtol=1e-10):
     """Woodworth's implicit bias against the simulated diagonal network over α, ℓ² → ℓ¹.
 
@@ -459,6 +465,7 @@ def _jacobian(weights, X, activation="linear"):
 LAZINESS_MIN_SCALE = 1e-9
 
 
+@_seeded
 def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=20, t_max=0.2, n_times=21,
                            seed=0, backend="auto", activation="linear"):
     """(|d∇f/dt|/|∇f|)·(L/|dL/dt|) ~ σ^{−L} at small σ (silent alignment, App. I), L = 2, 3.
@@ -588,6 +595,7 @@ def _relu_gap_run(Xg, Xt, y, w0, t_max, rtol, backend):
     return gaps[0], gaps[1], ratio, kinks
 
 
+@_seeded
 def compare_relu_kernel_gap(gammas=(0.5,), sigmas=(1e-3,), gamma=0.5, n_draws=7, classes=(0, 1), P=30,
                             Q=100, N=20, t_max=1e4, rtol=1e-6, kernel="final", seed=0, backend="auto"):
     r"""Two-layer ReLU network vs kernel regression with its final NTK, digits partially whitened.
@@ -727,6 +735,7 @@ def compare_relu_kernel_gap(gammas=(0.5,), sigmas=(1e-3,), gamma=0.5, n_draws=7,
 # =============================================================================
 # 8. output fluctuations against width (Geiger et al. 2019)
 # =============================================================================
+@_seeded
 def compare_output_variance(widths=(16, 32, 64, 128, 256), n_seeds=48, D=8, P=4, Q=8, alpha=10.0, t_end=200.0,
                             activation="softplus", centered=True, seed=0, backend="auto"):
     """Var F of the trained centered network across seeds falls as 1/h (Geiger et al. 2019).

@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import check_int, fresh_seed
 from ..backend import check_backend
 from .plotting import figure, title
 
@@ -303,8 +303,10 @@ def run_checks(names=None, full=False, seed=0, backend="auto", progress=False, p
         One check, or a subset of :data:`CHECKS` (default: all, in registry order).
     full : bool
         Shorthand for ``preset="full"``.
-    seed : int
-        An int >= 0: every check derives its own seeds from it (``seed + k``).
+    seed : int or None
+        An int >= 0: every check derives its own seeds from it (``seed + k``); None draws
+        a fresh int, which the rows' ``params["seed"]`` record (so that the run can be
+        repeated with it).
     backend : str
         One of :data:`linearnets.backend.BACKENDS`, passed to :func:`linearnets.gradient_flow`.
     progress : bool
@@ -326,7 +328,7 @@ def run_checks(names=None, full=False, seed=0, backend="auto", progress=False, p
         raise ValueError(f"full=True contradicts preset={preset!r}")
     if not isinstance(preset, str) or preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
-    seed = check_int(seed, "seed", 0)
+    seed = fresh_seed() if seed is None else check_int(seed, "seed", 0)
     check_backend(backend)
     if names is None:
         names = list(CHECKS)

@@ -16,6 +16,7 @@ from ..theory.dynamics import half_time
 from ..theory.kernels import kernel_regression
 from ..theory.transfer import trained_ntk_spike, transfer_error
 from .common import (
+    _seeded,
     SAFETY,
     Z_SCORE,
     _C0_GUESS,
@@ -74,6 +75,7 @@ def _spike_of(M, beta):
     return float(beta @ M @ beta / scale - 1.0), float(scale)
 
 
+@_seeded
 def compare_transfer(P=40, D=100, As=(0.0, 1.0, 2.0, 4.0, 9.0), alphas=(0.0, 1.0), ridge=0.0, n_draw=300,
                      depths=(2, 3), sigma=0.05, net_D=8, net_N=16, net_P=16, s=1.0, eta=1.0, seed=0,
                      backend="auto"):

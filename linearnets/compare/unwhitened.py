@@ -12,6 +12,7 @@ from .._validation import check_positive
 from ..sim.network import init_network
 from ..theory.unwhitened import unwhitened_init_stats, unwhitened_kernel_matrix, unwhitened_phase1
 from .common import (
+    _seeded,
     MIN_SLOPE_TOL,
     SAFETY,
     _check_args,
@@ -36,6 +37,7 @@ def _top_eigvec(M):
 # =============================================================================
 # unwhitened phase I (App. C.3, Sec. 4)
 # =============================================================================
+@_seeded
 def compare_unwhitened_phase1(sigmas=(0.02, 0.01, 0.005), D=4, N=6, P=300, s=1.0, scales=None,
                               eta=1.0, n_times=60, seed=0, backend="auto"):
     """Six phase-I statistics of a two-layer net on non-whitened inputs vs ``unwhitened_phase1``.

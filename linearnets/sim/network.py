@@ -7,22 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import (as_float_array, check_depth, check_matrix, check_positive, ldexp_safe,
-                           pow2_normalise, rng_from_seed)
+from .._validation import (as_float_array, check_depth, check_layer_sizes, check_matrix,
+                           check_positive, ldexp_safe, pow2_normalise, rng_from_seed)
 
 __all__ = ["init_network", "init_balanced", "forward", "end_to_end", "check_weights",
            "check_layer_sizes"]
-
-
-def check_layer_sizes(layer_sizes, name="layer_sizes"):
-    """Validate ``(D, N_1, ..., N_{L-1}, C)``: at least two positive integers; returns a tuple."""
-    try:
-        sizes = tuple(check_depth(n, name) for n in layer_sizes)
-    except TypeError as exc:
-        raise ValueError(f"{name} must be a sequence of positive integers") from exc
-    if len(sizes) < 2:
-        raise ValueError(f"{name} needs at least two entries (D, C), got {layer_sizes!r}")
-    return sizes
 
 
 def check_weights(weights, name="weights"):
@@ -54,7 +43,7 @@ def init_network(layer_sizes, sigma, seed=0):
         ``(D, N_1, ..., N_{L-1}, C)``, depth ``L = len(layer_sizes) - 1``.
     sigma : float
         Scale, ``> 0``: entries of standard deviation ``sigma / sqrt(N_{l-1})``.
-    seed : int >= 0, numpy.random.SeedSequence or Generator
+    seed : int >= 0, numpy.random.SeedSequence, Generator or None (fresh entropy)
         Reproducible: the same seed gives the same weights.
 
     Returns
@@ -93,7 +82,7 @@ def init_balanced(layer_sizes, sigma, seed=0, rank=None, left=None, right=None):
         ``(D, N_1, ..., C)``.
     sigma : float
         Per-layer scale (every nonzero singular value of every ``W_l``), ``> 0``.
-    seed : int >= 0, numpy.random.SeedSequence or Generator
+    seed : int >= 0, numpy.random.SeedSequence, Generator or None (fresh entropy)
     rank : int, optional
         r, at most (and by default) the narrowest layer.
     left, right : array_like, shape (C, r) and (D, r), optional

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from .._validation import check_nonnegative, check_positive, rng_from_seed
+from .models.base import ACTIVATIONS, _named_choice
 from .network import check_layer_sizes, init_network
 
 __all__ = [
@@ -138,7 +139,7 @@ def init_parameterised(layer_sizes, parameterisation="standard", sigma=1.0, seed
     parameterisation : {"standard", "ntk", "mean_field"}
     sigma : float
         Weight scale, ``> 0``.
-    seed : int >= 0, numpy.random.SeedSequence or Generator
+    seed : int >= 0, numpy.random.SeedSequence, Generator or None (fresh entropy)
     biases : bool
         Trained hidden biases ``b_l`` (N_l,), l < L.
     bias_std : float
@@ -198,7 +199,7 @@ def zhou_parameterisation(layer_sizes, betas, alpha, seed=0, *, form="direct", b
         ``(beta_1, ..., beta_L)``: per-layer init standard deviations (``beta_L`` of ``a``).
     alpha : float
         Their scaling factor ``alpha_Z > 0`` (the output is divided by it).
-    seed : int >= 0, numpy.random.SeedSequence or Generator
+    seed : int >= 0, numpy.random.SeedSequence, Generator or None (fresh entropy)
     form : {"direct", "init_network"}
     biases : bool
         Their expanded-input biases ``b^[l]``, trained, drawn ``N(0, beta_l^2)``; ``form=
@@ -292,19 +293,17 @@ def activation_normalisation(activation):
     -------
     float
     """
-    name, par = activation if isinstance(activation, (tuple, list)) else (activation, None)
+    if isinstance(activation, list):
+        activation = tuple(activation)
+    name, par = _named_choice(activation, ACTIVATIONS, "activation")   # the simulator's rule
     if name in ("linear", "relu", "leaky_relu"):        # E[phi^2] = (1 + a^2)/2, slope a
-        a = {"linear": 1.0, "relu": 0.0}.get(name, 0.01 if par is None else float(par))
+        a = {"linear": 1.0, "relu": 0.0}.get(name, par)
         return math.sqrt(2.0 / (1.0 + a * a))
-    if name not in ("tanh", "softplus"):
-        raise ValueError(f"activation must be linear, relu, leaky_relu, tanh or softplus, "
-                         f"got {activation!r}")
     z, w = _grid()
     if name == "tanh":
         v = np.tanh(z)
     else:
-        b = 1.0 if par is None else float(check_positive(par, "activation beta", ndim=0))
-        v = np.logaddexp(0.0, b * z) / b
+        v = np.logaddexp(0.0, par * z) / par
     return float(1.0 / math.sqrt(np.dot(w, v * v)))
 
 
@@ -329,7 +328,7 @@ def geiger_parameterisation(layer_sizes, alpha, activation=("softplus", 5.0), si
         Default their Softplus with beta 5 (feature_lazy ``--spbeta``).
     sigma : float
         ``sigma_w``, ``> 0`` (1 in their experiments).
-    seed : int >= 0, numpy.random.SeedSequence or Generator
+    seed : int >= 0, numpy.random.SeedSequence, Generator or None (fresh entropy)
     loss : str or tuple
         Default their soft hinge with beta_h = 20 (``--lossbeta``).
     clock : {"paper", "code"}

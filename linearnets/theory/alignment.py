@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_int_array, check_nonnegative, check_positive
+from .._validation import (as_float_array, broadcast_args, check_int_array, check_nonnegative,
+                           check_positive)
 
 __all__ = ['qr_trajectory', 'qr_initial_moments', 'qr_full_path']
 
@@ -38,20 +39,11 @@ _DIRECT_TAU = 1.0
 def _check_qr(q0, r0):
     q0 = check_positive(q0, "q0")
     r0 = as_float_array(r0, "r0")
-    q0b, r0b = _broadcast(q0=q0, r0=r0)
+    q0b, r0b = broadcast_args(q0=q0, r0=r0)
     if np.any(np.abs(r0b) > q0b):
         raise ValueError("r0 must satisfy |r0| <= q0 (q >= |r| holds for every two-layer "
                          "network, by AM-GM and Cauchy-Schwarz)")
     return q0, r0
-
-
-def _broadcast(**named):
-    """np.broadcast_arrays with an error message that names the arguments."""
-    try:
-        return np.broadcast_arrays(*named.values())
-    except ValueError:
-        shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
-        raise ValueError(f"arguments cannot be broadcast together: {shapes}") from None
 
 
 def _scaled_exp(c, x):
@@ -141,7 +133,7 @@ def qr_trajectory(t, s, q0, r0, eta=1.0):
     s = check_positive(s, "s")
     q0, r0 = _check_qr(q0, r0)
     eta = check_positive(eta, "eta")
-    t, s, q0, r0, eta = _broadcast(t=t, s=s, q0=q0, r0=r0, eta=eta)
+    t, s, q0, r0, eta = broadcast_args(t=t, s=s, q0=q0, r0=r0, eta=eta)
     with np.errstate(over="ignore"):
         tau = 2.0 * eta * s * t          # may be +inf for astronomically large t
     p0, m0 = q0 + r0, q0 - r0            # both >= 0: the growing / decaying combinations
@@ -209,7 +201,7 @@ def qr_initial_moments(width, input_dim, sigma):
     n = check_int_array(width, "width", minimum=1)
     d = check_int_array(input_dim, "input_dim", minimum=1)
     sigma = check_positive(sigma, "sigma")
-    n, d, sigma = _broadcast(width=n, input_dim=d, sigma=sigma)
+    n, d, sigma = broadcast_args(width=n, input_dim=d, sigma=sigma)
     with np.errstate(over="ignore"):   # +inf where sigma^2 exceeds the float range
         sig2 = sigma * sigma
         q0_mean = 0.5 * sig2 * (1.0 + n / d)
@@ -288,7 +280,7 @@ def qr_full_path(t, s, q0, r0=0.0, eta=1.0):
     s = check_positive(s, "s")
     q0, r0 = _check_qr(q0, r0)
     eta = check_positive(eta, "eta")
-    t, s, q0, r0, eta = _broadcast(t=t, s=s, q0=q0, r0=r0, eta=eta)
+    t, s, q0, r0, eta = broadcast_args(t=t, s=s, q0=q0, r0=r0, eta=eta)
 
     # Everything in units of s and as logarithms (no under- or overflow for tiny q0,
     # huge q0/s or huge t): x0 = p0/s, y0 = m0/s, d2 = δ²/s² = x0·y0,

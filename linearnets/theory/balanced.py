@@ -37,8 +37,8 @@ import math
 
 import numpy as np
 
-from .._validation import (as_float_array, check_matrix, check_nonnegative, check_positive, ldexp_safe,
-                           pow2_normalise, rng_from_seed)
+from .._validation import (as_float_array, check_layer_sizes, check_matrix, check_nonnegative,
+                           check_positive, ldexp_safe, pow2_normalise, rng_from_seed)
 
 __all__ = ["lambda_balanced_flow", "lambda_balanced_ntk", "init_lambda_balanced", "balance_lambda"]
 
@@ -292,16 +292,13 @@ def init_lambda_balanced(layer_sizes, lam, sigma, seed=0):
         λ (any real number the shape admits).
     sigma : float > 0
         Scale of the base singular values.
-    seed : int >= 0, numpy.random.SeedSequence or Generator
+    seed : int >= 0, numpy.random.SeedSequence, Generator or None (fresh entropy)
 
     Returns
     -------
     [W1 (N, D), W2 (C, N)] : list of ndarray
     """
-    sizes = tuple(int(n) for n in layer_sizes)
-    if len(sizes) != 3 or min(sizes) < 1 or any(n != m for n, m in zip(sizes, layer_sizes)):
-        raise ValueError(f"layer_sizes must be (D, N, C) of positive integers, got {layer_sizes!r}")
-    D, N, C = sizes
+    D, N, C = check_layer_sizes(layer_sizes, length=3)
     lam = float(as_float_array(lam, "lam", ndim=0))
     sigma = float(check_positive(sigma, "sigma", ndim=0))
     if lam > 0 and N > C:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_depth, check_nonnegative, check_positive
+from .._validation import broadcast_args, check_depth, check_nonnegative, check_positive
 from . import _kernels, _special
 from ._special import softplus
 
@@ -48,15 +48,6 @@ _DW_EXPM1_MAX = 700.0
 
 
 # --------------------------------------------------------------------------- helpers
-
-def _broadcast(names, *arrays):
-    try:
-        return np.broadcast_arrays(*arrays)
-    except ValueError as exc:
-        shapes = ", ".join(f"{n} {np.shape(a)}" for n, a in zip(names, arrays))
-        raise ValueError(f"arguments {', '.join(names)} cannot be broadcast together: "
-                         f"{shapes}") from exc
-
 
 def _log_ratio(a, b):
     """log(a/b) for positive arrays: log1p where a ~ b, no overflow where a/b is huge."""
@@ -99,7 +90,7 @@ def _validate_common(s, c0, depth, eta):
 def _tau_scale(s, eta, L):
     """eta * s^(2-2/L): converts t into the natural time tau (may overflow to inf)."""
     with np.errstate(over="ignore"):
-        return eta * np.exp((2.0 - 2.0 / L) * np.log(s))
+        return eta * np.power(s, 2.0 - 2.0 / L)
 
 
 def _natural_time(t, scale):
@@ -114,12 +105,20 @@ def _natural_time(t, scale):
     return np.where(t == 0.0, 0.0, T)
 
 
-def _physical_time(T, scale):
-    """t = T / scale, the inverse of :func:`_natural_time`: 0 at T = 0, inf at T = inf."""
-    T, scale = np.broadcast_arrays(np.asarray(T, dtype=np.float64), np.asarray(scale, dtype=np.float64))
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+def _physical_time(T, logT, s, eta, L):
+    """t = T / (eta s^(2-2/L)), the inverse of :func:`_natural_time`: 0 at T = 0, inf where
+    log T = inf.  Directly where the scale and the quotient are normal floats; elsewhere
+    (the scale or T beyond the float range, the quotient subnormal) from the logarithms,
+    ``exp(log T - log eta - (2 - 2/L) log s)``, so that t is 0 or +inf only where t itself
+    leaves the float range (``T`` may be +inf where ``logT`` is finite)."""
+    scale = _tau_scale(s, eta, L)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         t = T / scale
-    return np.where(T == 0.0, 0.0, np.where(np.isinf(T), np.inf, t))
+        bad = ~(np.isfinite(t) & (t >= np.finfo(np.float64).tiny) & np.isfinite(scale))
+        if np.any(bad):
+            logt = logT - np.log(eta) - (2.0 - 2.0 / L) * np.log(s)
+            t = np.where(bad, np.exp(logt), t)
+    return np.where(T == 0.0, 0.0, np.where(logT == np.inf, np.inf, t))
 
 
 # ------------------------------------------------------------- L >= 3: rising branch
@@ -425,7 +424,9 @@ def _expit(x):
 
 
 def _time_core(c, s, c0, L):
-    """Natural time T at which the mode reaches c (validated: c between c0 and s)."""
+    """Natural time T at which the mode reaches c (validated: c between c0 and s), and
+    log T: T is +inf where it exceeds the float range (a plateau longer than 1e308, from
+    c0/s below ~1e-308 L/(L-2)), log T stays finite there."""
     n = c.size
     T = np.empty(n)
     start = c == c0
@@ -434,7 +435,9 @@ def _time_core(c, s, c0, L):
     T[never] = np.inf
     m = ~start & ~never
     if not np.any(m):
-        return T
+        with np.errstate(divide="ignore"):
+            return T, np.log(T)
+    log_big = np.full(n, np.nan)     # log T where T overflows (the rising plateau term)
     cm, sm, c0m = c[m], s[m], c0[m]
     if L == 1:
         T[m] = np.log1p((c0m - cm) / (cm - sm))
@@ -460,16 +463,22 @@ def _time_core(c, s, c0, L):
             if branch:
                 a = L - 2
                 v = np.exp(lv)
+                log_dh = -a * st["lv0"] + np.log(-np.expm1(-a * delta)) - np.log(a)
                 with np.errstate(over="ignore"):
-                    d_h = np.exp(-a * st["lv0"] + np.log(-np.expm1(-a * delta)) - np.log(a))
+                    d_h = np.exp(log_dh)
                 out[b] = d_h + S / L + _special.phi_rest(v, 1, L) - st["r0"]
+                # where d_h overflows (log d_h > 709) the O(log) rest is below its rounding
+                idx = np.flatnonzero(m)[np.flatnonzero(b)]
+                log_big[idx] = np.where(np.isfinite(d_h), np.nan, log_dh)
             else:
                 z = np.exp(lv)
                 w = lv - np.log(-np.expm1(lv))
                 phi, _ = _phi_dec(z, w, L)
                 out[b] = phi - st["phi0"]
         T[m] = out
-    return T
+    with np.errstate(divide="ignore"):
+        logT = np.where(np.isnan(log_big), np.log(T), log_big)
+    return T, logT
 
 
 # ------------------------------------------------------------------------- public
@@ -523,7 +532,7 @@ def mode_strength(t, s, c0, depth=2, eta=1.0):
     """
     s, c0, L, eta = _validate_common(s, c0, depth, eta)
     t = check_nonnegative(t, "t")
-    shape = _broadcast(("t", "s", "c0", "eta"), t, s, c0, eta)[0].shape
+    shape = broadcast_args(t=t, s=s, c0=c0, eta=eta)[0].shape
     # the time unit is computed before broadcasting (once per mode, not per point);
     # c(0) = c0 exactly, also where eta s^(2-2/L) overflows
     T = np.broadcast_to(_natural_time(t, _tau_scale(s, eta, L)), shape).ravel()
@@ -556,6 +565,9 @@ def mode_time(c, s, c0, depth=2, eta=1.0):
     Returns
     -------
     t : ndarray of float64, the broadcast shape of (c, s, c0, eta)
+        Where :math:`\eta s^{2-2/L}` or the natural time leaves the float range (s =
+        1e300, c0 = 1e-300), t is taken from logarithms: finite wherever t itself is
+        (relative error ~ |log t| eps), 0 or +inf only beyond the range.
 
     Raises
     ------
@@ -572,7 +584,7 @@ def mode_time(c, s, c0, depth=2, eta=1.0):
     """
     s, c0, L, eta = _validate_common(s, c0, depth, eta)
     c = check_positive(c, "c")
-    c, s, c0, eta = _broadcast(("c", "s", "c0", "eta"), c, s, c0, eta)
+    c, s, c0, eta = broadcast_args(c=c, s=s, c0=c0, eta=eta)
     rise = c0 < s
     dec = c0 > s
     bad = (rise & ((c < c0) | (c > s))) | (dec & ((c > c0) | (c < s))) | (~rise & ~dec & (c != s))
@@ -582,8 +594,8 @@ def mode_time(c, s, c0, depth=2, eta=1.0):
         raise ValueError(f"c = {cv!r} is never reached by a mode with s = {sv!r}, c0 = {c0v!r}: "
                          "c must lie between c0 and s")
     shape = c.shape
-    T = _time_core(c.ravel(), s.ravel(), c0.ravel(), L)
-    t = _physical_time(T, _tau_scale(s.ravel(), eta.ravel(), L))
+    T, logT = _time_core(c.ravel(), s.ravel(), c0.ravel(), L)
+    t = _physical_time(T, logT, s.ravel(), eta.ravel(), L)
     return t.reshape(shape)
 
 
@@ -617,7 +629,7 @@ def half_time(s, c0, depth=2, eta=1.0):
     4.60512
     """
     s, c0, L, eta = _validate_common(s, c0, depth, eta)
-    s, c0, eta = _broadcast(("s", "c0", "eta"), s, c0, eta)
+    s, c0, eta = broadcast_args(s=s, c0=c0, eta=eta)
     if np.any(c0 >= 0.5 * s):
         raise ValueError("c0 must be < s/2 for half_time: a mode starting at or above s/2 "
                          "never passes through s/2 while rising")
@@ -660,7 +672,7 @@ def plateau_time(s, c0, depth=2, eta=1.0):
     500.0
     """
     s, c0, L, eta = _validate_common(s, c0, depth, eta)
-    s, c0, eta = _broadcast(("s", "c0", "eta"), s, c0, eta)
+    s, c0, eta = broadcast_args(s=s, c0=c0, eta=eta)
     if np.any(c0 >= s):
         raise ValueError("c0 must be < s for plateau_time: a mode starting at or above s has no "
                          "plateau to escape (it decays or stays), as for half_time")
@@ -724,7 +736,7 @@ def loss_curve(t, s, c0, depth=2, eta=1.0):
     if s.ndim > 1 or c0.ndim > 1:
         raise ValueError(f"s and c0 must be scalars or 1-D over modes, got shapes {s.shape}, "
                          f"{c0.shape}")
-    s, c0 = _broadcast(("s", "c0"), np.atleast_1d(s), np.atleast_1d(c0))
+    s, c0 = broadcast_args(s=np.atleast_1d(s), c0=np.atleast_1d(c0))
     if s.size == 0:   # no modes: the empty sum
         return np.zeros(t.shape)
     tt = t.ravel()[:, None]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
-from .._validation import as_float_array, check_depth, check_nonnegative, check_positive
+from .._validation import (as_float_array, broadcast_args, check_depth, check_nonnegative,
+                           check_positive)
 
 __all__ = ["transfer_kappa", "transfer_error", "trained_ntk_spike", "transfer_error_trained"]
 
@@ -29,7 +30,7 @@ def _check_common(P, D, A, ridge):
     if np.any(~(A > -1)):
         raise ValueError(f"A must be > -1 (positive-definite kernel), got min {np.min(A)!r}")
     ridge = check_nonnegative(ridge, "ridge")
-    return P, D, A, ridge
+    return broadcast_args(P=P, D=D, A=A, ridge=ridge)
 
 
 def _kappa_scalar(P, D, A, ridge):
@@ -198,6 +199,8 @@ def transfer_error(P, D, A, alpha, ridge=0.0, noise=0.0):
     if np.any(np.abs(alpha) > 1):
         raise ValueError("alpha must lie in [-1, 1]")
     noise = check_nonnegative(noise, "noise")
+    P, D, A, alpha, ridge, noise = broadcast_args(P=P, D=D, A=A, alpha=alpha, ridge=ridge,
+                                                  noise=noise)
     out = np.vectorize(_error_scalar, otypes=[np.float64])(P, D, A, alpha, ridge, noise)
     return np.asarray(out, dtype=np.float64)
 
@@ -265,4 +268,10 @@ def transfer_error_trained(P, D, depth, alpha, s=1.0, ridge=0.0, noise=0.0):
     """
     A, scale = trained_ntk_spike(depth, s)
     ridge = check_nonnegative(ridge, "ridge")
-    return transfer_error(P, D, A, alpha, ridge / scale, noise)
+    # the ridge relative to the kernel's scale: 0 stays 0 (also where the scale underflows to
+    # 0 or overflows to inf), and a quotient beyond the float range is the largest float, at
+    # which the regression predicts 0 to rounding, as at an infinite ridge
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        eff = np.where(ridge == 0.0, 0.0, ridge / scale)
+    eff = np.minimum(eff, np.finfo(np.float64).max)
+    return transfer_error(P, D, A, alpha, eff, noise)

@@ -229,6 +229,57 @@ def test_half_time_is_mode_time_of_half(L):
     assert abs(c - s / 2) <= 1e-13 * L * (1 + kappa) * s / 2
 
 
+#: (s, c0, L) -> t_1/2 at scales where eta s^(2-2/L) or the natural plateau time leaves the
+#: float range, from ``theory._reference_modes.t_ref`` (mpmath quadrature of
+#: dc/dt = L c^(2-2/L) (s - c), 30 digits; the same to 20 digits at 50):
+#: ``test_extreme_half_times_are_the_quadratures`` recomputes them (slow).
+EXTREME_HALF_TIMES = {
+    (1e300, 1e-300, 20): 5.5555555555555551386e-32,
+    (1e300, 1e-300, 3): 9.9999999999999993914e-201,
+    (1e200, 1e-200, 5): 3.33333333333333347e-81,
+    (1e300, 1e-300, 2): 6.9077552789821366895e-298,
+}
+
+
+@pytest.mark.parametrize("key", list(EXTREME_HALF_TIMES), ids=str)
+def test_half_and_plateau_time_at_extreme_scales(key):
+    """Where s^(2-2/L) and the natural time T overflow, t = T / (eta s^(2-2/L)) is taken
+    from logarithms: exp of a logarithm of magnitude m carries a relative error ~ m eps,
+    m <= 1400 here (log T and log s^(2-2/L) each below 700), so rtol 1400 * 4 eps; the
+    plateau time differs from the half time by the relative (c0/s)^((L-2)/L) (L >= 3),
+    1/log(s/c0) (L = 2)."""
+    s, c0, L = key
+    ref = EXTREME_HALF_TIMES[key]
+    with np.errstate(over="raise", divide="raise", invalid="raise"):
+        th = float(ln.half_time(s, c0, depth=L))
+        tp = float(ln.plateau_time(s, c0, depth=L))
+    assert abs(th / ref - 1.0) <= 1400 * 4 * np.finfo(float).eps
+    gap = 1.0 / math.log(s / c0) if L == 2 else (c0 / s) ** ((L - 2) / L)
+    assert abs(tp / ref - 1.0) <= 2 * gap + 1e-12
+
+
+def test_half_time_scales_exactly_with_eta_at_extreme_scales():
+    # t_1/2 is 1/eta times the eta = 1 value, also where eta s^(2-2/L) overflows
+    for eta in (1e-300, 1e-200, 1e100):
+        with np.errstate(over="raise", divide="raise", invalid="raise"):
+            t = float(ln.half_time(1e300, 1e-300, depth=3, eta=eta))
+        assert abs(t * eta / 9.9999999999999993914e-201 - 1) <= 1400 * 4 * np.finfo(float).eps
+    # eta s^(2-2/L) = 1e300 * 1e-375 underflows in steps: t_ref = 4.9999733575012318863e+79
+    t = float(ln.half_time(1e-250, 1e-260, depth=4, eta=1e300))
+    assert abs(t / 4.9999733575012318863e+79 - 1) <= 1400 * 4 * np.finfo(float).eps
+    # beyond the float range: inf and 0 without a warning
+    with np.errstate(over="raise", divide="raise", invalid="raise"):
+        assert ln.half_time(1e-300, 1e-310, depth=3, eta=1e-300) == np.inf
+        assert ln.half_time(1e300, 1e-300, depth=2, eta=1e300) == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", list(EXTREME_HALF_TIMES), ids=str)
+def test_extreme_half_times_are_the_quadratures(key):
+    s, c0, L = key
+    assert abs(float(t_ref(s / 2, s, c0, L)) / EXTREME_HALF_TIMES[key] - 1) < 1e-15
+
+
 @pytest.mark.parametrize("L", [1, 2, 3, 4, 5, 8])
 def test_plateau_time_is_leading_term_of_half_time(L):
     """Relative error -> 0 at the predicted rate: c0/s (L=1), 1/log(s/c0) (L=2),

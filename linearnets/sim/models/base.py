@@ -248,8 +248,11 @@ _REGISTRY: dict = {}
 
 def register_model(name, cls):
     """Register the model class ``cls`` under ``name`` (a new model's one registry line)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"register_model: name must be a non-empty string, got {name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Model)):
-        raise ValueError(f"register_model: {cls!r} is not a Model subclass")
+        raise ValueError(f"register_model: cls must be a subclass of linearnets.Model, "
+                         f"got {cls!r}")
     _REGISTRY[name] = cls
     return cls
 
