@@ -126,6 +126,15 @@ from .theory.infinite_width import infinite_width_kernels
 from .theory.balanced import init_lambda_balanced, lambda_balanced_flow, lambda_balanced_ntk
 from .theory.single_neuron import single_neuron_delta, single_neuron_implicit_bias, single_neuron_nu
 from .theory.diagonal import diagonal_implicit_bias, diagonal_potential, diagonal_q
+
+# --- theory: the discrete step (gradient descent's exact answers) ---------------------
+from .theory.discrete import (
+    catapult_map,
+    gd_mode_strength,
+    gd_stability_threshold,
+    lazy_prediction_gd,
+    max_margin_direction,
+)
 from .regimes import (
     condensation,
     kernel_drift,
@@ -249,6 +258,11 @@ __all__ = [
     "diagonal_implicit_bias",
     "diagonal_potential",
     "diagonal_q",
+    "gd_mode_strength",
+    "gd_stability_threshold",
+    "catapult_map",
+    "lazy_prediction_gd",
+    "max_margin_direction",
     "condensation",
     "kernel_drift",
     "laziness_ratio",

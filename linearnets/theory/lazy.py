@@ -47,6 +47,60 @@ def _flatten_kernel(K, name, P1=None):
     return K.transpose(0, 2, 1, 3).reshape(P1_ * C1, P2_ * C1), C1
 
 
+def _f0(F0, n, C, name):
+    """F at the start on n points: (n, C), zeros when None."""
+    if F0 is None:
+        return np.zeros((n, C))
+    F0 = as_float_array(F0, name, ndim=(1, 2))
+    F0 = F0.reshape(len(F0), -1)
+    if F0.shape != (n, C):
+        raise ValueError(f"{name} must have shape ({n},) or ({n}, {C}), got {F0.shape}")
+    return F0
+
+
+def _eigen_setup(K_train, Y, F0_train):
+    """The checked training inputs of a linearised model and K's eigendecomposition.
+
+    Returns ``(lam, V, ek, Y2, F0, P, C)``: the eigenvalues of K_train 2^-ek (0 on its
+    null space, >= 0), its eigenvectors, the exact power-of-two scale ek, the targets
+    and starting outputs as (P, C), P and C (also for :mod:`.discrete`).
+    """
+    Kf, C = _flatten_kernel(K_train, "K_train")
+    P = Kf.shape[0] // C
+    if Kf.shape != (P * C, P * C):
+        raise ValueError(f"K_train must be square, got shape {np.shape(K_train)}")
+    Y = as_float_array(Y, "Y", ndim=(1, 2))
+    Y2 = Y.reshape(len(Y), -1) if len(Y) == P else Y
+    if Y2.shape != (P, C):
+        raise ValueError(f"Y must have shape ({P},) or ({P}, {C}) to match K_train, got {Y.shape}")
+    F0 = _f0(F0_train, P, C, "F0_train")
+    # K_train enters through K tau (or lr K) only: take its scale 2^ek out exactly (and put it on
+    # tau in the products below), so that no norm or product overflows on the way
+    Kf, ek = pow2_normalise(Kf)
+    norm = np.linalg.norm(Kf)
+    if np.linalg.norm(Kf - Kf.T) > SYMMETRY_RTOL * norm:
+        raise ValueError("K_train must be symmetric")
+    Kf = 0.5 * (Kf + Kf.T)
+    lam, V = np.linalg.eigh(Kf)
+    lmax = float(np.max(np.abs(lam))) if lam.size else 0.0
+    if lam.size and lam[0] < -PSD_RTOL * lmax:
+        raise ValueError(f"K_train must be positive semidefinite (smallest eigenvalue {lam[0]:.3g})")
+    lam = np.where(np.abs(lam) <= NULL_FACTOR * Kf.shape[0] * np.finfo(float).eps * lmax, 0.0, lam)
+    lam = np.maximum(lam, 0.0)
+    return lam, V, ek, Y2, F0, P, C
+
+
+def _test_setup(K_test_train, F0_test, P, C):
+    """The checked test kernel, flattened (Q C, P C), F at the start on the test points
+    (Q, C) and Q."""
+    Kq, Cq = _flatten_kernel(K_test_train, "K_test_train")
+    if Cq != C or Kq.shape[1] != P * C:
+        raise ValueError(f"K_test_train must have shape (Q, {P})" + ("" if C == 1 else f" + ({C}, {C})")
+                         + f" to match K_train, got {np.shape(K_test_train)}")
+    Q = Kq.shape[0] // C
+    return Kq, _f0(F0_test, Q, C, "F0_test"), Q
+
+
 def lazy_prediction(t, K_train, K_test_train, Y, F0_train=None, F0_test=None, eta=1.0, alpha=1.0):
     r"""Outputs of the linearised (lazy-limit) model along gradient flow, on training and test points.
 
@@ -104,38 +158,7 @@ def lazy_prediction(t, K_train, K_test_train, Y, F0_train=None, F0_test=None, et
     t = np.atleast_1d(t)
     eta = float(check_positive(eta, "eta", ndim=0))
     alpha = float(check_positive(alpha, "alpha", ndim=0))
-    Kf, C = _flatten_kernel(K_train, "K_train")
-    P = Kf.shape[0] // C
-    if Kf.shape != (P * C, P * C):
-        raise ValueError(f"K_train must be square, got shape {np.shape(K_train)}")
-    Y = as_float_array(Y, "Y", ndim=(1, 2))
-    Y2 = Y.reshape(len(Y), -1) if len(Y) == P else Y
-    if Y2.shape != (P, C):
-        raise ValueError(f"Y must have shape ({P},) or ({P}, {C}) to match K_train, got {Y.shape}")
-
-    def _f0(F0, n, name):
-        if F0 is None:
-            return np.zeros((n, C))
-        F0 = as_float_array(F0, name, ndim=(1, 2))
-        F0 = F0.reshape(len(F0), -1)
-        if F0.shape != (n, C):
-            raise ValueError(f"{name} must have shape ({n},) or ({n}, {C}), got {F0.shape}")
-        return F0
-
-    F0 = _f0(F0_train, P, "F0_train")
-    # K_train enters through K tau only: take its scale 2^ek out exactly (and put it on tau
-    # in the products below), so that no norm or product overflows on the way
-    Kf, ek = pow2_normalise(Kf)
-    norm = np.linalg.norm(Kf)
-    if np.linalg.norm(Kf - Kf.T) > SYMMETRY_RTOL * norm:
-        raise ValueError("K_train must be symmetric")
-    Kf = 0.5 * (Kf + Kf.T)
-    lam, V = np.linalg.eigh(Kf)
-    lmax = float(np.max(np.abs(lam))) if lam.size else 0.0
-    if lam.size and lam[0] < -PSD_RTOL * lmax:
-        raise ValueError(f"K_train must be positive semidefinite (smallest eigenvalue {lam[0]:.3g})")
-    lam = np.where(np.abs(lam) <= NULL_FACTOR * Kf.shape[0] * np.finfo(float).eps * lmax, 0.0, lam)
-    lam = np.maximum(lam, 0.0)
+    lam, V, ek, Y2, F0, P, C = _eigen_setup(K_train, Y, F0_train)
     with np.errstate(over="ignore"):
         tau = eta * t / (alpha ** 2 * P)                   # (T,), +inf beyond the range
     with np.errstate(invalid="ignore"):
@@ -146,12 +169,7 @@ def lazy_prediction(t, K_train, K_test_train, Y, F0_train=None, F0_test=None, et
     Ftr = Ftr.reshape(len(t), P, C)
     if K_test_train is None:
         return Ftr, None
-    Kq, Cq = _flatten_kernel(K_test_train, "K_test_train")
-    if Cq != C or Kq.shape[1] != P * C:
-        raise ValueError(f"K_test_train must have shape (Q, {P})" + ("" if C == 1 else f" + ({C}, {C})")
-                         + f" to match K_train, got {np.shape(K_test_train)}")
-    Q = Kq.shape[0] // C
-    F0q = _f0(F0_test, Q, "F0_test")
+    Kq, F0q, Q = _test_setup(K_test_train, F0_test, P, C)
     # test: F_t(x) = F0(x) + K(x,X) V diag(tau phi(lam tau)) V^T (Y - F0), where
     # tau phi(lam tau) = (1 - e^{-z}) / lam (tau where lam = 0: the t-linear null space);
     # K(x, X) and the coefficients at unit scale, their scales back on at the end
