@@ -165,9 +165,9 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
     """Train a network by gradient descent, full batch or mini-batch, from ``weights``.
 
     ``theta_{k+1} = theta_k - lr lr_scales[l-1] dL_{B_k}/dtheta_l(theta_k)`` with ``L_B =
-    (1/(alpha^2 |B|)) sum_{mu in B} l(F(x_mu), y_mu)`` (DESIGN.md, "Beyond gradient flow";
-    docs/descent.md), through the models of :func:`linearnets.gradient_flow` and its
-    network keywords: lr -> 0 with ``k lr = t`` gives the flow at time t (eta = 1).
+    (1/(alpha^2 |B|)) sum_{mu in B} l(F(x_mu), y_mu)`` (docs/descent.md), through the models
+    of :func:`linearnets.gradient_flow` and its network keywords: lr -> 0 with ``k lr = t``
+    gives the flow at time t (eta = 1).
 
     Parameters
     ----------
