@@ -83,7 +83,7 @@ from linearnets.sim.methods.erk import ExplicitRK  # noqa: E402
 from linearnets.sim.methods.tableaux import TABLEAUX  # noqa: E402
 from linearnets.sim.models import parse_options  # noqa: E402
 from linearnets.sim.models.linear import LinearNet  # noqa: E402
-from problems import gemm_rate  # noqa: E402  the float64 GEMM rate, measured in this run
+from problems import busy_core, gemm_rate  # noqa: E402  one core busy; the GEMM rate
 from linearnets.sim.flow import DEFAULT_METHOD  # noqa: E402
 
 #: Relative accuracy of the end-to-end map at t_end that a run must reach.
@@ -589,7 +589,10 @@ def main(argv=None):
     ap.add_argument("--no-extras", action="store_true",
                     help="skip the rows without the cap, with dense or tableau stages, and GD")
     ap.add_argument("--blas-threads", type=int, default=1,
-                    help="threads of every BLAS library loaded (0: the libraries' own number)")
+                    help="threads of every BLAS library loaded (0: the libraries' own number, "
+                         "and the package's own choice of threads: what a user gets)")
+    ap.add_argument("--busy", action="store_true",
+                    help="one core busy with an unrelated process for the whole run")
     args = ap.parse_args(argv)
     if args.blas_threads > 0:
         threadpool_limits(args.blas_threads)    # for the rest of the process
@@ -606,9 +609,12 @@ def main(argv=None):
           f"{', numba' if B.numba_available() else ''}{', cupy' if B.gpu_available() else ''}; "
           f"target {TARGET:g} relative error of W(t_end)")
     split = (lambda a: tuple(x.strip() for x in a.split(",") if x.strip()))
-    for p in names:
-        bench(p, args.quick, rate, split(args.methods), split(args.backends), not args.no_extras,
-              args.ref_cache)
+    with busy_core(args.busy):
+        print(f"one core busy with another process: {'yes' if args.busy else 'no'}; load "
+              f"average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        for p in names:
+            bench(p, args.quick, rate, split(args.methods), split(args.backends),
+                  not args.no_extras, args.ref_cache)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import linearnets as ln  # noqa: E402
-from problems import gemm_rate  # noqa: E402  the float64 GEMM rate, measured in this run
+from problems import busy_core, gemm_rate  # noqa: E402  one core busy; the GEMM rate
 
 TARGET = 1e-4
 RTOLS = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 1e-7)
@@ -646,6 +646,8 @@ def main(argv=None):
                     help="time one gradient evaluation of each side, nothing else")
     ap.add_argument("--skip-numpy", action="store_true",
                     help="no second row with the numpy model at the rtol found")
+    ap.add_argument("--busy", action="store_true",
+                    help="one core busy with an unrelated process for the whole run")
     args = ap.parse_args(argv)
     args.t_end = {k: float(v) for k, v in (item.split("=") for item in args.t_end)}
     if os.environ.get("OMP_NUM_THREADS") == "1":
@@ -660,8 +662,11 @@ def main(argv=None):
           f"torch {'yes' if importlib.util.find_spec('torch') else 'absent'}; diffrax "
           f"{'yes' if diffrax_available() else 'absent'}; times are "
           f"{'CPU' if clock is time.process_time else 'wall'} seconds")
-    for name in args.only.split(","):
-        bench(name.strip(), args.quick, rate, args)
+    with busy_core(args.busy):
+        print(f"one core busy with another process: {'yes' if args.busy else 'no'}; load "
+              f"average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        for name in args.only.split(","):
+            bench(name.strip(), args.quick, rate, args)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,12 @@ when the script runs) or ``benchmarks/studies/`` (which put ``benchmarks/`` ther
   member can slide along kinks for thousands of steps.
 * :func:`gemm_rate`: this machine's float64 GEMM rate, measured in the calling run (the
   FLOP bound of ``bench_flow.py`` and ``bench_mlp.py``).
+* :func:`busy_core`: one core kept busy by an unrelated process while a benchmark times (the
+  ``--busy`` case of ``bench_flow.py`` and ``bench_mlp.py``), as a user's other work would.
 """
+import contextlib
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -47,3 +52,18 @@ def gemm_rate():
             a @ a
             best = max(best, 2 * n ** 3 / (time.perf_counter() - t0))
     return best
+
+
+@contextlib.contextmanager
+def busy_core(busy=True):
+    """Keep one core busy with another Python process (a spin loop) inside the block."""
+    if not busy:
+        yield None
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    time.sleep(0.3)                    # (the spinner up and running before any timing)
+    try:
+        yield spinner
+    finally:
+        spinner.kill()
+        spinner.wait()

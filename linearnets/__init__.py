@@ -166,6 +166,9 @@ from .sim.ensemble import EnsembleTrajectory, gradient_flow_ensemble
 # --- simulation: gradient descent, mini-batches, the sharpness of the loss ------------
 from .sim.descent import gradient_descent, sharpness
 
+# --- the BLAS threads of every call (one for small products, free cores for large) -----
+from ._threads import threads
+
 #: The public names, exactly (``from linearnets import *``; tests check it against the namespace).
 __all__ = [
     "half_time",
@@ -286,4 +289,5 @@ __all__ = [
     "gradient_flow_ensemble",
     "gradient_descent",
     "sharpness",
+    "threads",
 ]

@@ -2,7 +2,6 @@
 (docs/simulator.md, "The ensemble")."""
 from __future__ import annotations
 
-import functools
 import numbers
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -10,6 +9,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import _threads
 from .._validation import check_positive
 from . import flow as _flow
 from .methods import STEPPERS
@@ -295,7 +295,9 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         return flows[float(alphas[b])].run(nets[b], None if biases is None else biases[b],
                                            report=False)
     if pf.backend == "numba" and B > 1:
-        with _blas().limit(limits=1), ThreadPoolExecutor(batch_threads(B)) as pool:
+        # members on threads, each on one BLAS thread (none changes the libraries' setting)
+        with _threads.threads(1), _threads.limited(0), \
+                ThreadPoolExecutor(batch_threads(B)) as pool:
             trs = list(pool.map(run, range(B)))
     else:
         trs = [run(b) for b in range(B)]
@@ -315,13 +317,6 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     return _flow.report_failure(
         ens, f"{bad.size} of {B} members: {summary}{more}" if bad.size else None,
         raise_on_failure)
-
-
-@functools.lru_cache(maxsize=None)
-def _blas():
-    """threadpoolctl's controller of the loaded BLAS (made once: it scans the libraries)."""
-    from threadpoolctl import ThreadpoolController
-    return ThreadpoolController()
 
 
 def warm():

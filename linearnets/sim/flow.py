@@ -12,6 +12,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import _threads
 from .. import backend as _backend
 from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
 from .methods import METHODS, FlowStatus, StepperOptions
@@ -442,6 +443,11 @@ class PreparedFlow:
         if "modes" in self.record:
             U, s, Vt = np.linalg.svd(Y.T @ X / X.shape[0], full_matrices=False)
             self._modes = (U, s, Vt.T.copy())
+        # the largest product of an evaluation: rows (samples, or the widest layer on
+        # sufficient statistics; the probe's for "ntk") times a layer's size
+        widths = [self.shapes[0][1]] + [s[0] for s in self.shapes]
+        rows = max(widths) if self.model.linear else max(X.shape[0], self.Xo.shape[0])
+        self._work = rows * max(a * b for a, b in zip(widths, widths[1:]))
 
     def _check(self, arrays, shapes, name):
         if len(arrays) != len(shapes):
@@ -528,14 +534,15 @@ class PreparedFlow:
             As :func:`linearnets.gradient_flow` returns it.
         """
         ws, bs = self._parameters(weights0, biases0)
-        net = self._net(ws, bs)
-        if self.t_eval[-1] > 0.0 and self.horizon_test:
-            with np.errstate(all="ignore"):   # (an overflowing start is the run's to report)
-                f0 = net.velocity(net.y0)
-            check_horizon(float(self.t_eval[-1]), net.y0, f0, self.max_steps, self.xp)
-        with np.errstate(over="ignore", invalid="ignore"):
-            # a state that overflows is reported through the status, not through warnings
-            traj = self._trajectory(net, ws, bs)
+        with _threads.limited(self._work):    # BLAS threads for this size (docs/methods.md)
+            net = self._net(ws, bs)
+            if self.t_eval[-1] > 0.0 and self.horizon_test:
+                with np.errstate(all="ignore"):   # (an overflowing start: the run's to report)
+                    f0 = net.velocity(net.y0)
+                check_horizon(float(self.t_eval[-1]), net.y0, f0, self.max_steps, self.xp)
+            with np.errstate(over="ignore", invalid="ignore"):
+                # a state that overflows is reported through the status, not through warnings
+                traj = self._trajectory(net, ws, bs)
         return report_failure(traj, None if traj.success or not report else traj.message,
                               self.raise_on_failure, self.what)
 

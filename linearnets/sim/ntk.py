@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _threads
 from .._validation import check_matrix, ldexp_safe, pow2_normalise
 from .network import check_weights
 
@@ -68,6 +69,14 @@ def empirical_ntk(weights, X1, X2, *, activation="linear", biases=None, multipli
     for X, nm in ((X1, "X1"), (X2, "X2")):
         if X.shape[1] != D:
             raise ValueError(f"{nm} has {X.shape[1]} columns but the network expects D={D}")
+    widths = [D] + [w.shape[0] for w in ws]
+    # the largest products: samples by a layer, and the (P1, N) @ (N, P2) Gram
+    work = max(X1.shape[0], X2.shape[0]) * max(widths) * max(max(widths), X2.shape[0])
+    with _threads.limited(work):
+        return _ntk(ws, X1, X2, activation, biases, multipliers, alpha)
+
+
+def _ntk(ws, X1, X2, activation, biases, multipliers, alpha):
     if (isinstance(activation, str) and activation == "linear" and biases is None
             and multipliers is None and not isinstance(alpha, bool) and alpha == 1.0):
         K = _ntk_blocks(ws, X1, X2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from .. import _threads
 from .._validation import as_float_array, check_matrix, check_nonnegative, ldexp_safe, pow2_normalise
 
 __all__ = ['kernel_regression', 'kernel_alignment']
@@ -99,7 +100,8 @@ def kernel_regression(K_train, K_test_train, Y, ridge=0.0):
     if np.linalg.norm(K - K.T) > SYMMETRY_RTOL * norm:
         raise ValueError("K_train must be symmetric")
     K = 0.5 * (K + K.T)
-    eig = np.linalg.eigvalsh(K)
+    with _threads.limited(P ** 3):     # BLAS threads for this size (eigvalsh, Cholesky)
+        eig = np.linalg.eigvalsh(K)
     scale = max(np.max(np.abs(eig)), float(ridge))
     if eig[0] < -PSD_RTOL * scale:
         raise ValueError(f"K_train must be positive semidefinite, smallest eigenvalue "
@@ -113,7 +115,8 @@ def kernel_regression(K_train, K_test_train, Y, ridge=0.0):
         raise ValueError(msg)
     A = K + float(ridge) * np.eye(P)
     try:
-        factor = scipy.linalg.cho_factor(A, lower=True, check_finite=False)
+        with _threads.limited(P ** 3):
+            factor = scipy.linalg.cho_factor(A, lower=True, check_finite=False)
     except np.linalg.LinAlgError as exc:   # eigenvalues passed but pivots broke down
         raise ValueError("K_train + ridge*I is numerically singular; increase ridge") from exc
     alpha = scipy.linalg.cho_solve(factor, Y, check_finite=False)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _threads
 from .._validation import as_float_array, check_nonnegative, check_positive, ldexp_safe, pow2_normalise
 
 __all__ = ["lazy_prediction"]
@@ -81,7 +82,8 @@ def _eigen_setup(K_train, Y, F0_train):
     if np.linalg.norm(Kf - Kf.T) > SYMMETRY_RTOL * norm:
         raise ValueError("K_train must be symmetric")
     Kf = 0.5 * (Kf + Kf.T)
-    lam, V = np.linalg.eigh(Kf)
+    with _threads.limited(Kf.shape[0] ** 3):     # BLAS threads for this size
+        lam, V = np.linalg.eigh(Kf)
     lmax = float(np.max(np.abs(lam))) if lam.size else 0.0
     if lam.size and lam[0] < -PSD_RTOL * lmax:
         raise ValueError(f"K_train must be positive semidefinite (smallest eigenvalue {lam[0]:.3g})")
