@@ -1,5 +1,4 @@
 """The BLAS threads of the package's calls (linearnets._threads; docs/methods.md, "Threads")."""
-import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 

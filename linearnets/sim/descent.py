@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 
+from .. import _threads
 from .. import backend as _backend
 from .._validation import as_float_array, check_int, check_positive, check_seed
 from .curvature import HessianProducts, top_eigenvalues
@@ -279,4 +280,6 @@ def sharpness(weights, X, Y, *, k=1, biases=None, activation="linear", multiplie
     options = _model_keywords(shapes, activation, multipliers, alpha, centered, loss, lr_scales)
     check_labels(options, Y)
     net = get_model("mlp")(ws, bs, options).prepare(X, Y)
-    return top_eigenvalues(HessianProducts(net), net.y0, k)
+    widths = [shapes[0][1]] + [s[0] for s in shapes]
+    with _threads.limited(X.shape[0] * max(a * b for a, b in zip(widths, widths[1:]))):
+        return top_eigenvalues(HessianProducts(net), net.y0, k)
