@@ -13,12 +13,13 @@ import inspect
 import sys
 import types
 
-from .engine import results_frame, run_sweep, sweep, sweep_status
+from .engine import SweepInterrupted, results_frame, run_sweep, sweep, sweep_status
+from .executors import MainGuardError
 from .seeding import point_rng, point_seed_sequence, stream
 from .spec import SpecError, load_spec
 
 __all__ = ["sweep", "run_sweep", "results_frame", "sweep_status", "load_spec", "SpecError",
-           "point_rng", "point_seed_sequence", "stream"]
+           "SweepInterrupted", "MainGuardError", "point_rng", "point_seed_sequence", "stream"]
 
 
 class _CallableModule(types.ModuleType):

@@ -1,7 +1,9 @@
 """``python -m linearnets sweep run | status | export | plot SPEC.toml``.
 
 Errors in a spec (an unknown function, an unknown axis form, a missing store
-folder, ...) print one line naming the problem and exit with status 2.
+folder, ...) print one line naming the problem and exit with status 2.  Ctrl-C
+(SIGINT) during ``run`` prints one line, "interrupted: N of M points stored in STORE;
+run the same command to resume", and exits with status 130.
 """
 from __future__ import annotations
 
@@ -116,11 +118,18 @@ def _run(args):
 
 def main(args):
     """Run a parsed ``sweep`` command; returns the exit status (2 for a bad spec)."""
+    from .engine import SweepInterrupted
     from .spec import SpecError
     from .store import StoreLocked
 
     try:
         return _run(args)
+    except SweepInterrupted as exc:   # Ctrl-C: one line, the shell's status for SIGINT
+        print(exc, file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:         # before any point ran (reading the spec, the imports)
+        print(f"sweep {args.sweep_command}: interrupted", file=sys.stderr)
+        return 130
     except (SpecError, StoreLocked, FileNotFoundError, RuntimeError) as exc:
         print(f"sweep {args.sweep_command}: {exc}", file=sys.stderr)
         return 2

@@ -2,18 +2,59 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
-from .executors import make_executor
+from .executors import check_main_guard, make_executor
 from .spec import SpecError, build_spec, function_name, resolve_function
 from .store import Store, acquire_lock, release_lock
 
-__all__ = ["sweep", "run_sweep", "results_frame", "sweep_status", "provenance"]
+__all__ = ["sweep", "run_sweep", "results_frame", "sweep_status", "provenance", "SweepInterrupted"]
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped a sweep: every point completed before it is in the store, and
+    running the same sweep again computes the rest.
+
+    A ``KeyboardInterrupt``, so that a script still stops; ``python -m linearnets sweep run``
+    prints its one line and exits with status 130.
+
+    Attributes
+    ----------
+    stored, total : int
+        Points of this sweep in the store (done or failed), and in its grid.
+    store : str
+        The store's path.
+    """
+
+    def __init__(self, stored, total, store):
+        self.stored, self.total, self.store = stored, total, store
+        super().__init__(f"interrupted: {stored} of {total} points stored in {store}; "
+                         f"run the same command to resume")
+
+    def __str__(self):
+        return self.args[0]
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while an interrupted sweep stops its workers (a second Ctrl-C would
+    leave them running); only in the main thread, where signals are handled."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 _GIT = {}
 
@@ -101,10 +142,10 @@ def run_sweep(spec, jobs=None, scheduler=None, progress=True, retry_failed=False
     """
     if jobs is not None and scheduler is not None:
         raise ValueError("jobs and scheduler are mutually exclusive")
+    check_main_guard()       # in a worker importing an unguarded script: say so, not "locked"
     points = spec.points()
     lock = acquire_lock(spec.store)
     t0 = time.perf_counter()
-    ex = None
     try:
         store = Store(spec.store)
         try:
@@ -115,45 +156,13 @@ def run_sweep(spec, jobs=None, scheduler=None, progress=True, retry_failed=False
             already = len(points) - len(todo)
             stats = dict(total=len(points), ran=0, stored=0, resubmitted=0)
             if todo:
-                prov0 = provenance()
-                own = executor is None
-                ex = executor if executor is not None else make_executor(jobs, scheduler, warmup=spec.warmup)
-                prov0["executor"] = ex.describe()
-                fn_ref = spec.raw.get("_callable") or spec.function
-                bar = _progress_bar(len(points), already, progress)
-                inflight = {}
-                attempts = collections.Counter()
-                params_of = dict(todo)
                 try:
-                    while todo or inflight:
-                        while todo and len(inflight) < ex.slots:
-                            key, params = todo.popleft()
-                            inflight[ex.submit((key, fn_ref, params, spec.entropy))] = key
-                        for h in ex.wait(list(inflight)):
-                            key = inflight.pop(h)
-                            kind, value = ex.outcome(h)
-                            if kind == "lost":
-                                attempts[key] += 1
-                                if attempts[key] < max_attempts:
-                                    todo.appendleft((key, params_of[key]))
-                                    stats["resubmitted"] += 1
-                                    continue
-                                value = (key, "failed", None, f"worker died {attempts[key]} times: {value}", {})
-                            elif kind == "fatal":
-                                value = (key, "failed", None, value, {})
-                            _, st, result, error, prov = value
-                            prov = dict(prov0, **prov, attempts=attempts[key] + 1)
-                            wrote = store.put(key, spec.function, spec.version,
-                                              json.dumps(params_of[key]), st, result=result, error=error,
-                                              provenance=prov, started=prov.get("started"),
-                                              finished=prov.get("finished"))
-                            stats["ran"] += 1
-                            stats["stored"] += int(wrote)
-                            bar.update(1)
-                finally:
-                    bar.close()
-                    if own:
-                        ex.close()
+                    _dispatch(spec, todo, already, len(points), store, stats, jobs, scheduler,
+                              progress, max_attempts, executor)
+                except KeyboardInterrupt:
+                    final = store.statuses()
+                    n = sum(final.get(k) in ("done", "failed") for k, _ in points)
+                    raise SweepInterrupted(n, len(points), spec.store) from None
             final = store.statuses()
             keys = [k for k, _ in points]
             stats["done"] = sum(final.get(k) == "done" for k in keys)
@@ -164,6 +173,61 @@ def run_sweep(spec, jobs=None, scheduler=None, progress=True, retry_failed=False
             store.close()
     finally:
         release_lock(lock)
+
+
+def _dispatch(spec, todo, already, total, store, stats, jobs, scheduler, progress, max_attempts,
+              executor):
+    """The dispatch loop of :func:`run_sweep`: keep the executor's slots full, store each
+    outcome as it arrives.  On Ctrl-C the queued points are cancelled and the workers
+    stopped at once (their running points are not stored), then the ``KeyboardInterrupt``
+    goes on."""
+    prov0 = provenance()
+    own = executor is None
+    ex = None
+    interrupted = False
+    bar = None
+    try:
+        ex = executor if executor is not None else make_executor(jobs, scheduler, warmup=spec.warmup)
+        prov0["executor"] = ex.describe()
+        fn_ref = spec.raw.get("_callable") or spec.function
+        bar = _progress_bar(total, already, progress)
+        inflight = {}
+        attempts = collections.Counter()
+        params_of = dict(todo)
+        while todo or inflight:
+            while todo and len(inflight) < ex.slots:
+                key, params = todo.popleft()
+                inflight[ex.submit((key, fn_ref, params, spec.entropy))] = key
+            for h in ex.wait(list(inflight)):
+                key = inflight.pop(h)
+                kind, value = ex.outcome(h)
+                if kind == "lost":
+                    attempts[key] += 1
+                    if attempts[key] < max_attempts:
+                        todo.appendleft((key, params_of[key]))
+                        stats["resubmitted"] += 1
+                        continue
+                    value = (key, "failed", None, f"worker died {attempts[key]} times: {value}", {})
+                elif kind == "fatal":
+                    value = (key, "failed", None, value, {})
+                _, st, result, error, prov = value
+                prov = dict(prov0, **prov, attempts=attempts[key] + 1)
+                wrote = store.put(key, spec.function, spec.version,
+                                  json.dumps(params_of[key]), st, result=result, error=error,
+                                  provenance=prov, started=prov.get("started"),
+                                  finished=prov.get("finished"))
+                stats["ran"] += 1
+                stats["stored"] += int(wrote)
+                bar.update(1)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        with _sigint_ignored() if interrupted else contextlib.nullcontext():
+            if bar is not None:
+                bar.close()
+            if own and ex is not None:
+                (ex.abort if interrupted else ex.close)()
 
 
 def _frame_rows(spec, rows):
@@ -290,6 +354,12 @@ def sweep(fn, grid, fixed=None, store="sweep.sqlite", jobs=None, scheduler=None,
     ValueError
         (:class:`~linearnets.sweep.spec.SpecError`) for a bad grid, an unknown
         function, a missing store folder, or both ``jobs`` and ``scheduler``.
+    MainGuardError
+        A process pool started from a script that does not call ``sweep`` under
+        ``if __name__ == "__main__":`` (each worker imports the script again).
+    SweepInterrupted
+        Ctrl-C (a ``KeyboardInterrupt``): the completed points are stored, the message
+        counts them; calling ``sweep`` again computes the rest.
     """
     if jobs is not None and scheduler is not None:
         raise ValueError("jobs and scheduler are mutually exclusive")

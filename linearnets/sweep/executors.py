@@ -13,18 +13,84 @@ import concurrent.futures as cf
 import contextlib
 import multiprocessing as mp
 import os
+import re
+import signal
+import sys
+import threading
 from concurrent.futures.process import BrokenProcessPool
 
 from ._worker import THREAD_VARS, init_worker, run_point
 from .spec import SpecError
 
-__all__ = ["SerialExecutor", "LocalExecutor", "DaskExecutor", "make_executor"]
+__all__ = ["SerialExecutor", "LocalExecutor", "DaskExecutor", "make_executor", "check_main_guard",
+           "MainGuardError"]
+
+
+class MainGuardError(RuntimeError):
+    """A process pool started from a script without an ``if __name__ == "__main__":`` guard."""
+
+
+_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
+
+
+def _guard_message(script):
+    return (f"a sweep with a process pool (jobs >= 1) needs the script that starts it "
+            f"({script}) to call it under an `if __name__ == \"__main__\":` guard: each worker "
+            f"process imports the script again, and without the guard would start the sweep again. "
+            f"Put the call under `if __name__ == \"__main__\":` (or pass jobs=0 to run in this "
+            f"process); docs/sweeps.md shows the pattern")
+
+
+def _rerun_main_script():
+    """The path of the ``__main__`` script that a spawned worker runs again before it works
+    (multiprocessing's own rule: a script by path or a module by name, but not a package's
+    ``__main__.py`` nor IPython's launcher), or None."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    path = getattr(main, "__file__", None)
+    if name is not None and (name == "__main__" or name.endswith(".__main__")):
+        return None
+    if path is None or os.path.splitext(os.path.basename(path))[0] == "ipython":
+        return None
+    return path
+
+
+def check_main_guard():
+    """Raise :class:`MainGuardError` where a spawned process pool would re-run the sweep.
+
+    In a worker that is still importing the main script (the sweep call was not under the
+    guard), and in the driver when the call comes from a ``__main__`` script that has no
+    ``if __name__ == "__main__":`` at all: every worker would run the script's sweep again
+    (and find the store locked by this driver)."""
+    if getattr(mp.current_process(), "_inheriting", False):
+        raise MainGuardError(_guard_message(getattr(sys.modules.get("__main__"), "__file__", None)
+                                            or "the main module"))
+    path = _rerun_main_script()
+    if path is None:
+        return
+    main_globals = sys.modules["__main__"].__dict__
+    f = sys._getframe(1)
+    while f is not None and f.f_globals is not main_globals:
+        f = f.f_back
+    if f is None:          # not called from the script (a library, a test runner)
+        return
+    try:
+        with open(path, encoding="utf-8") as fh:
+            guarded = _GUARD.search(fh.read()) is not None
+    except (OSError, UnicodeDecodeError):
+        return
+    if not guarded:
+        raise MainGuardError(_guard_message(path))
 
 
 @contextlib.contextmanager
 def _one_thread_env():
-    """Spawned children inherit one-thread BLAS / OpenMP / numba settings from the environment."""
+    """Spawned children inherit one-thread BLAS / OpenMP / numba settings from the environment,
+    and an ignored SIGINT (Python keeps SIGINT ignored when its parent ignored it): Ctrl-C
+    reaches the whole process group, and the driver alone handles it (it stops the workers)."""
     saved = {v: os.environ.get(v) for v in THREAD_VARS}
+    main = threading.current_thread() is threading.main_thread()
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         for v in THREAD_VARS:
             os.environ[v] = "1"
@@ -35,6 +101,8 @@ def _one_thread_env():
                 os.environ.pop(v, None)
             else:
                 os.environ[v] = old
+        if main:
+            signal.signal(signal.SIGINT, old_int)
 
 
 class _Done:
@@ -66,6 +134,9 @@ class SerialExecutor:
     def close(self):
         pass
 
+    def abort(self):
+        pass
+
     def describe(self):
         return "in-process"
 
@@ -90,6 +161,7 @@ class LocalExecutor:
     def __init__(self, jobs, warmup=None):
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
+        check_main_guard()
         self.jobs = jobs
         self.warmup = warmup
         self.slots = 2 * jobs
@@ -144,6 +216,16 @@ class LocalExecutor:
 
     def close(self):
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def abort(self):
+        """Stop at once (an interrupted sweep): cancel the queued points and terminate the
+        workers, whose running points are lost (not stored: the next run computes them)."""
+        procs = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.join(timeout=10)
 
     def describe(self):
         return f"local pool, {self.jobs} worker(s)"
@@ -219,6 +301,9 @@ class DaskExecutor:
     def close(self):
         if self._own:
             self.client.close()
+
+    def abort(self):
+        self.close()
 
     def describe(self):
         return f"Dask scheduler {self.address}"

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import socket
 import sqlite3
@@ -53,6 +54,23 @@ def _pid_alive(pid):
     except PermissionError:
         return True
     return True
+
+
+def _locked_message(store_path, lock, pid, host):
+    """Why the store is locked, and what to do: never "remove the lock" while its driver runs."""
+    if host != socket.gethostname():
+        return (f"store {store_path!r} is in use by pid {pid} on host {host} (lock {lock!r}), "
+                f"which this host cannot check: if no sweep runs there any more, remove the lock")
+    parent = mp.parent_process()
+    if parent is not None and parent.pid == pid:
+        return (f"store {store_path!r} is locked by this process's parent, pid {pid}, a sweep "
+                f"driver: a worker process imported the script that started the sweep and ran "
+                f"it again. Call the sweep under `if __name__ == \"__main__\":` "
+                f"(docs/sweeps.md)")
+    return (f"store {store_path!r} is in use by a sweep that is running: pid {pid} on this host "
+            f"is alive and holds the lock {lock!r}. Wait for it to finish, or stop it (Ctrl-C, "
+            f"or kill {pid}; what it stored stays), then run again; do not remove the lock "
+            f"while pid {pid} runs")
 
 
 def acquire_lock(store_path):
@@ -99,8 +117,7 @@ def acquire_lock(store_path):
                 except FileNotFoundError:
                     pass
                 continue
-            raise StoreLocked(f"store {store_path!r} is in use by pid {pid} on {host} "
-                              f"(lock {lock!r}); remove it if that process is gone") from None
+            raise StoreLocked(_locked_message(store_path, lock, pid, host)) from None
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(me)
             fh.flush()
