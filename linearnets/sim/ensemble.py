@@ -19,8 +19,8 @@ from .network import check_weights
 
 __all__ = ["gradient_flow_ensemble", "EnsembleTrajectory", "ENSEMBLE_RECORDABLE", "warm"]
 
-#: What ``record=`` can ask for on the ensemble path.
-ENSEMBLE_RECORDABLE = ("weights", "outputs")
+#: What ``record=`` can ask for on the ensemble path: what a flow records.
+ENSEMBLE_RECORDABLE = _flow.RECORDABLE
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +59,12 @@ class EnsembleTrajectory:
     message : tuple of str
     kinks, fallback_steps : ndarray of int (B,); sliding_time : ndarray (B,)
         As :class:`~linearnets.sim.flow.Trajectory`, per member.
+    ntk, ntk_norm, ntk_alignment : ndarray (B, T, Q, Q[, C, C]), (B, T), (B, T), or None
+        With ``record=("ntk",)`` or a probe, as :class:`~linearnets.sim.flow.Trajectory`.
+    modes, mode_s, mode_u, mode_v, conservation : ndarray (B, ...), or None
+        With ``record=("modes",)`` / ``("conservation",)`` (linear networks).
+    t_stop : ndarray, shape (B,), or None
+        With ``stop=``: the time each member met the stop (NaN where it did not).
     method, backend, model : str
     """
 
@@ -86,6 +92,15 @@ class EnsembleTrajectory:
     fallback_steps: Optional[np.ndarray] = None
     weights0: Optional[tuple] = None
     biases0: Optional[tuple] = None
+    ntk: Optional[np.ndarray] = None
+    ntk_norm: Optional[np.ndarray] = None
+    ntk_alignment: Optional[np.ndarray] = None
+    modes: Optional[np.ndarray] = None
+    mode_s: Optional[np.ndarray] = None
+    mode_u: Optional[np.ndarray] = None
+    mode_v: Optional[np.ndarray] = None
+    conservation: Optional[np.ndarray] = None
+    t_stop: Optional[np.ndarray] = None
 
     def __post_init__(self):
         for name in ("t", "alpha") + _STACKED:
@@ -115,6 +130,8 @@ class EnsembleTrajectory:
             a = getattr(self, name)
             if isinstance(a, tuple):
                 return tuple(np.array(x[b]) for x in a)
+            if name == "t_stop":
+                return None if a is None or np.isnan(a[b]) else float(a[b])
             return None if a is None else a[b].item() if a.ndim == 1 else np.array(a[b])
         return _flow.Trajectory(t=self.t.copy(), status=self.status[b], message=self.message[b],
                                 method=self.method, backend=self.backend,
@@ -124,7 +141,8 @@ class EnsembleTrajectory:
 #: The fields of :class:`EnsembleTrajectory`: the members' ``Trajectory`` fields, stacked.
 _STACKED = ("loss", "end_to_end", "weights", "t_last", "nfev", "nsteps", "nrejected",
             "success", "biases", "weights_t", "biases_t", "outputs", "kinks", "sliding_time",
-            "fallback_steps", "weights0", "biases0")
+            "fallback_steps", "weights0", "biases0", "ntk", "ntk_norm", "ntk_alignment",
+            "modes", "mode_s", "mode_u", "mode_v", "conservation", "t_stop")
 
 
 def _unstack(arrays, name, ndim, count=None, shapes=None):
@@ -185,7 +203,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                            max_steps=None, first_step=None, activation="linear",
                            biases_list=None, multipliers=None, alpha=1.0, centered=False,
                            loss="mse", lr_scales=None, kink_rtol=None, model=None,
-                           stop=None, raise_on_failure=False):
+                           stop=None, raise_on_failure=False, dense=False, gd_lr=None):
     """Gradient flow of B initialisations of one network on one data set, in one call.
 
     Member b integrates ``d theta_b/dt = -eta lr_scales[l] dL_b/d theta_{b,l}`` from its
@@ -217,14 +235,17 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     method : {"auto", "DOP853", "RK45", "SSPRK104", "BS32", "HE21"}
         As for :func:`linearnets.gradient_flow` (``"auto"``, default: its default).
     record : collection of str
-        Any of ``"weights"``, ``"outputs"``.
+        What :func:`linearnets.gradient_flow` records: any of ``"weights"``,
+        ``"outputs"``, ``"ntk"``, ``"modes"``, ``"conservation"``, member by member.
     probe : ndarray, shape (Q, D), optional
-        Inputs on which ``"outputs"`` are recorded (training inputs by default).
+        Inputs on which ``"outputs"`` and the NTK are recorded (training inputs by default),
+        as for :func:`linearnets.gradient_flow` (a probe records both).
     max_steps : int, optional
         Budget of attempted steps per member.
     first_step : float, optional
-    activation, multipliers, centered, loss, lr_scales, kink_rtol
-        As for :func:`linearnets.gradient_flow`, shared by all members.
+    activation, multipliers, centered, loss, lr_scales, kink_rtol, stop, dense, gd_lr
+        As for :func:`linearnets.gradient_flow`, shared by all members (a stop ends each
+        member where it meets it).
     biases_list : None, sequence of B lists ``[b_1, ..., b_{L-1}]``, or L - 1 arrays (B, N_l)
         Each member's trained hidden biases at t = 0.
     alpha : float or array_like, shape (B,)
@@ -278,7 +299,6 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                              f"{value!r}")
     rec = _flow.check_record(record, ENSEMBLE_RECORDABLE) | (set() if probe is None
                                                               else {"outputs"})
-    Xo = None if probe is None else _flow.check_probe(probe, shapes[0][1], shapes[-1][0])[0]
     flows = {}
     for a in dict.fromkeys(map(float, alphas)):
         flows[a] = _flow.prepare_flow(
@@ -286,9 +306,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
             max_steps=_flow.DEFAULT_MAX_STEPS if max_steps is None else max_steps,
             first_step=first_step, lr_scales=lr_scales, activation=activation,
             biases=biases is not None, multipliers=multipliers, alpha=a, centered=centered,
-            loss=loss, kink_rtol=kink_rtol, record=tuple(rec), model=model, stop=stop)
-        if Xo is not None:         # outputs on the probe (no NTK on this path)
-            flows[a].Xo = Xo
+            loss=loss, kink_rtol=kink_rtol, record=tuple(rec), model=model, stop=stop,
+            probe=probe, dense=dense, gd_lr=gd_lr)
     pf = flows[float(alphas[0])]
 
     def run(b):
@@ -303,6 +322,9 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         trs = [run(b) for b in range(B)]
 
     def stack(name):
+        if name == "t_stop":
+            return None if stop is None else np.array(
+                [np.nan if tr.t_stop is None else tr.t_stop for tr in trs])
         first = getattr(trs[0], name)
         if isinstance(first, tuple):
             return tuple(np.stack(a) for a in zip(*(getattr(tr, name) for tr in trs)))

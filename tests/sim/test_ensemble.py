@@ -352,7 +352,7 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match=r"weights_list\[0\]\[1\] has shape"):
         gradient_flow_ensemble([stacked[0], np.zeros((3, 1, 7))], X, y, t)
     with pytest.raises(ValueError, match="record"):
-        gradient_flow_ensemble(nets, X, y, t, record=("ntk",))
+        gradient_flow_ensemble(nets, X, y, t, record=("kernel",))
     with pytest.raises(ValueError, match="t_eval"):
         gradient_flow_ensemble(nets, X, y, [-1.0, 1.0])
     with pytest.raises(ValueError, match="rtol"):
@@ -435,3 +435,39 @@ def test_compiled_loops_release_the_gil():
                           for name in dir(mod) if "advance" in name
                           and hasattr(getattr(mod, name), "targetoptions")})
     assert len(found) >= 4 and all(found.values()), found
+
+
+@pytest.mark.parametrize("kw", [
+    dict(record=("ntk", "modes", "conservation")),
+    dict(stop=("relative_loss", 0.01), probe="Q"),
+    dict(activation="relu", probe="Q", stop=("loss", 1e-3)),
+    dict(dense=True, method="RK45"),
+    dict(gd_lr=0.05, backend="numpy")])
+def test_every_option_of_gradient_flow_member_by_member(kw):
+    """What gradient_flow records of a member with ``record``, ``probe`` (outputs and NTK),
+    ``stop``, ``dense`` and ``gd_lr``, the ensemble records of it: at the serial call's
+    accuracy (same method and rtol: within K_GLOBAL rtol of the quantity's size)."""
+    X, y = _linear_data()
+    nets = [ln.init_network((6, 5, 1), 0.5, seed=s) for s in range(3)]
+    if kw.get("probe") == "Q":
+        kw = dict(kw, probe=np.random.default_rng(1).standard_normal((4, 6)))
+    t = [0.5, 5.0, 50.0]
+    ens = gradient_flow_ensemble(nets, X, y, t, rtol=RTOL, atol=ATOL, **kw)
+    serial = dict(kw, method=kw.get("method", "auto"))
+    if "probe" in kw:                      # the ensemble's probe records the outputs too
+        serial["record"] = tuple(kw.get("record", ())) + ("outputs",)
+    for b in range(3):
+        tr = ln.gradient_flow(nets[b], X, y, t, rtol=RTOL, atol=ATOL, **serial)
+        m = ens.member(b)
+        assert m.success == tr.success
+        for name in ("loss", "ntk", "ntk_norm", "outputs", "modes", "conservation", "t_stop"):
+            a, c = getattr(m, name), getattr(tr, name)
+            assert (a is None) == (c is None), name
+            if a is not None:
+                scale = np.nanmax(np.abs(c)) if np.ndim(c) else abs(c)
+                np.testing.assert_allclose(a, c, rtol=0, atol=K_GLOBAL * RTOL * scale,
+                                           equal_nan=True, err_msg=name)
+    if "stop" in kw:
+        assert ens.t_stop.shape == (3,) and np.all(ens.t_stop < t[-1])
+    else:
+        assert ens.t_stop is None
