@@ -20,11 +20,31 @@ from .models import get_model, parse_options
 from .models.mlp import check_biases
 from .network import check_weights
 
-__all__ = ["gradient_descent", "sharpness", "minibatches", "check_steps", "PreparedDescent",
-           "DESCENT_RECORDABLE"]
+__all__ = ["gradient_descent", "sharpness", "minibatches", "BatchOrder", "check_steps",
+           "PreparedDescent", "DESCENT_RECORDABLE", "CHUNK"]
 
 #: What ``record=`` of :func:`gradient_descent` takes: a flow's quantities and the sharpness.
 DESCENT_RECORDABLE = RECORDABLE + ("sharpness",)
+
+
+class BatchOrder:
+    """The mini-batches of the contract, drawn in order (:func:`minibatches`): ``take(n)``
+    gives the next ``n`` batches as an int64 array (n, b), one permutation per epoch."""
+
+    def __init__(self, P, batch_size, seed=0):
+        self.rng = np.random.default_rng(seed)
+        self.P, self.b, self.count = P, batch_size, P // batch_size
+        self.perm, self.j = None, self.count       # the epoch's permutation, next batch
+
+    def take(self, n):
+        b, out, k = self.b, np.empty((n, self.b), dtype=np.int64), 0
+        while k < n:
+            if self.j == self.count:
+                self.perm, self.j = self.rng.permutation(self.P), 0
+            m = min(n - k, self.count - self.j)
+            out[k:k + m] = self.perm[self.j * b:(self.j + m) * b].reshape(m, b)
+            k, self.j = k + m, self.j + m
+        return out
 
 
 def minibatches(P, batch_size, seed=0):
@@ -35,12 +55,13 @@ def minibatches(P, batch_size, seed=0):
     j = 0 ... P//b - 1 (a last partial batch is dropped): step k uses batch k mod (P//b) of
     epoch k // (P//b).
     """
-    rng = np.random.default_rng(seed)
-    count = P // batch_size
+    order = BatchOrder(P, batch_size, seed)
     while True:
-        perm = rng.permutation(P)
-        for j in range(count):
-            yield perm[j * batch_size:(j + 1) * batch_size]
+        yield order.take(1)[0]
+
+
+#: Steps of one compiled mini-batch call (the batch indices of a call: CHUNK x b ints).
+CHUNK = 4096
 
 
 def check_steps(steps):
@@ -92,18 +113,33 @@ class PreparedDescent(PreparedFlow):
             g = np.empty(net.layout.size)
             return lambda y, n: int(loop(y, g, n, lr, data))
         if self.batch_size is None:
-            step_net = net
-            batches = None
+            step_net, order = net, None
         else:
             step_net = self.model(*self._params, self.options, xp=xp)
-            batches = minibatches(self.X.shape[0], self.batch_size, self.seed)
+            order = BatchOrder(self.X.shape[0], self.batch_size, self.seed)
             Xd, Yd = self._data
+            first = np.arange(self.batch_size)
+            step_net.prepare(Xd[first], Yd[first])
+            if getattr(step_net, "batch_ops", None) is not None:
+                loop, data, full = step_net.batch_ops(net)      # compiled: Python per chunk
+                g = np.empty(net.layout.size)
+
+                def compiled(y, n):
+                    done = 0
+                    while done < n:
+                        m = min(n - done, CHUNK)
+                        taken = int(loop(y, g, order.take(m), lr, data, full))
+                        done += taken
+                        if taken < m:
+                            break
+                    return done
+                return compiled
         g = xp.empty(net.layout.size)
 
         def advance(y, n):
             for i in range(n):
-                if batches is not None:
-                    idx = next(batches)
+                if order is not None:
+                    idx = order.take(1)[0]
                     step_net.prepare(Xd[idx], Yd[idx])
                 step_net.rhs(y, g)
                 new = y + lr * g
@@ -198,8 +234,10 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
         A run whose weights stop being finite raises :class:`~linearnets.FlowError`
         instead of warning (:class:`~linearnets.FlowWarning`).
     backend : {"auto", "numpy", "numba", "cupy"}
-        numba: full-batch steps run in one compiled loop between recorded steps (the
-        model's compiled gradient); mini-batch steps call the compiled gradient from Python.
+        numba: the steps between recorded steps run in one compiled loop on the model's
+        compiled gradient (mini-batch: the MLP, its batches loaded in the loop, their
+        indices drawn in Python per chunk of steps; a linear network's mini-batch steps
+        form the batch's statistics in Python, one call per step).
     sharpness_k : int
         How many eigenvalues ``"sharpness"`` records.
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import linearnets as ln
-from linearnets.sim.descent import minibatches
+from linearnets.sim import descent
+from linearnets.sim.descent import BatchOrder, minibatches
 from linearnets.sim.network import init_network
 
 BACKENDS = ["numpy", "numba"]
@@ -120,6 +121,23 @@ def test_minibatch_order_is_the_contracts():
     for g_, w_ in zip(got, want[:8]):
         np.testing.assert_array_equal(g_, w_)
     assert all(len(g_) == b for g_ in got)
+    order = BatchOrder(P, b, seed)           # in chunks, as the compiled loop takes them
+    np.testing.assert_array_equal(np.concatenate([order.take(5), order.take(1),
+                                                  order.take(3)]), np.array(want[:9]))
+
+
+def test_compiled_sgd_in_chunks_against_numpy(monkeypatch):
+    """The compiled mini-batch loop, its batches taken CHUNK = 3 at a time (a chunk ends
+    inside an epoch and at recorded steps), against the numpy loop: 1e-10."""
+    monkeypatch.setattr(descent, "CHUNK", 3)
+    X, Y, W1, b1, W2 = _tanh_problem("logistic", P=17)
+    kw = dict(activation="tanh", biases=[b1], loss="logistic", alpha=0.5, centered=True,
+              batch_size=5, seed=3, record=("weights",))
+    a = ln.gradient_descent([W1, W2], X, Y, [0, 4, 11, 12, 25], 0.2, backend="numpy", **kw)
+    b = ln.gradient_descent([W1, W2], X, Y, [0, 4, 11, 12, 25], 0.2, backend="numba", **kw)
+    for wa, wb in zip(a.weights_t + a.biases_t, b.weights_t + b.biases_t):
+        assert np.max(np.abs(wa - wb)) <= 1e-10 * np.max(np.abs(wa))
+    np.testing.assert_allclose(b.loss, a.loss, rtol=1e-10)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

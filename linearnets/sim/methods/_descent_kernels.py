@@ -7,15 +7,36 @@ Gradient descent is the explicit Euler method with a fixed step and no error con
 returned ``@njit(nogil=True)`` dispatcher is not cached by itself: a model calls it from a
 module-level ``@njit(cache=True, nogil=True)`` entry point of its own module
 (``models/_mlp_kernels.gd_advance``, ``models/_linear_kernels.gd_advance``).
+:func:`make_sgd_advance` is the mini-batch loop: a model's ``load(data, full, idx)`` puts a
+batch's samples into its data before each step (``models/_mlp_kernels.sgd_advance``).
 """
 from __future__ import annotations
 
 from ..._numba_cache import njit
 
-__all__ = ["make_gd_advance", "GD_ADVANCE_ARGS"]
+__all__ = ["make_gd_advance", "make_sgd_advance", "euler_step", "GD_ADVANCE_ARGS",
+           "SGD_ADVANCE_ARGS"]
 
 #: The arguments of a loop built by :func:`make_gd_advance`, in order.
 GD_ADVANCE_ARGS = ("y", "g", "n", "lr", "data")
+#: The arguments of a loop built by :func:`make_sgd_advance`, in order.
+SGD_ADVANCE_ARGS = ("y", "g", "batches", "lr", "data", "full")
+
+
+@njit(cache=True, nogil=True, inline="always")
+def euler_step(y, g, lr):
+    """``y <- y + lr g`` in place where every entry of the result is finite (True); else
+    ``y`` untouched (False)."""
+    size = y.shape[0]
+    bad = 0.0                   # v - v is 0 for a finite v, NaN otherwise
+    for i in range(size):
+        v = y[i] + lr * g[i]
+        bad += v - v
+    if not bad == 0.0:
+        return False
+    for i in range(size):
+        y[i] += lr * g[i]
+    return True
 
 
 def make_gd_advance(rhs):
@@ -25,17 +46,28 @@ def make_gd_advance(rhs):
 
     @njit(nogil=True)
     def advance(y, g, n, lr, data):
-        size = y.shape[0]
         for k in range(n):
             rhs(y, g, data)
-            bad = 0.0                   # v - v is 0 for a finite v, NaN otherwise
-            for i in range(size):
-                v = y[i] + lr * g[i]
-                bad += v - v
-            if not bad == 0.0:
+            if not euler_step(y, g, lr):
                 return k
-            for i in range(size):
-                y[i] += lr * g[i]
         return n
+
+    return advance
+
+
+def make_sgd_advance(rhs, load):
+    """``advance(y, g, batches, lr, data, full) -> int``: a step on each row of ``batches``
+    (m, b) (sample indices) in turn: ``load(data, full, idx)`` puts the samples ``idx`` of the
+    full data ``full`` into the model's batch-sized ``data``, then the step of
+    :func:`make_gd_advance`; returns the steps taken."""
+
+    @njit(nogil=True)
+    def advance(y, g, batches, lr, data, full):
+        for k in range(batches.shape[0]):
+            load(data, full, batches[k])
+            rhs(y, g, data)
+            if not euler_step(y, g, lr):
+                return k
+        return batches.shape[0]
 
     return advance

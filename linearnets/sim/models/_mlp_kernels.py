@@ -10,12 +10,13 @@ from numba import types
 from numba.extending import intrinsic
 
 from ..._numba_cache import njit
-from ..methods._descent_kernels import make_gd_advance
+from ..methods._descent_kernels import make_gd_advance, make_sgd_advance
 from ..methods._erk_kernels import make_erk_advance
 
 __all__ = ["ACT_CODES", "LOSS_CODES", "STOP_CODES", "activate", "mlp_forward", "mlp_rhs",
            "mlp_loss", "mlp_outputs", "loss_gradient", "crossings", "keep_pattern", "stop_value",
-           "erk_advance_smooth", "erk_advance_kinks", "gd_advance"]
+           "erk_advance_smooth", "erk_advance_kinks", "gd_advance",
+           "load_batch", "sgd_advance"]
 
 #: Activation name -> integer code of the kernels.
 ACT_CODES = {"linear": 0, "relu": 1, "leaky_relu": 2, "softplus": 3, "tanh": 4}
@@ -328,6 +329,30 @@ def stop_value(y, data):
 _smooth_loop = make_erk_advance(mlp_rhs, stop=stop_value)
 _kink_loop = make_erk_advance(mlp_rhs, switches=(crossings, keep_pattern), stop=stop_value)
 _gd_loop = make_gd_advance(mlp_rhs)
+
+
+@njit(cache=True, nogil=True)
+def load_batch(data, full, idx):
+    """The samples ``idx`` (b,) of the full data ``full = (X, Y, f0)`` into a batch-sized
+    ``data``'s ``X``, ``Y`` and ``f0`` (rows in the order of ``idx``)."""
+    X, Y, f0 = data[0], data[1], data[2]
+    Xf, Yf, f0f = full
+    for i in range(idx.shape[0]):
+        j = idx[i]
+        X[i, :] = Xf[j, :]
+        Y[i, :] = Yf[j, :]
+        f0[i, :] = f0f[j, :]
+
+
+_sgd_loop = make_sgd_advance(mlp_rhs, load_batch)
+
+
+@njit(cache=True, nogil=True)
+def sgd_advance(y, g, batches, lr, data, full):
+    """A mini-batch step of the MLP on each row of ``batches`` (``_descent_kernels.
+    make_sgd_advance``; ``data`` of a model prepared on ``b`` samples, ``full`` the full data's
+    ``(X, Y, f0)``)."""
+    return _sgd_loop(y, g, batches, lr, data, full)
 
 
 @njit(cache=True, nogil=True)

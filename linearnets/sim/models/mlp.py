@@ -399,6 +399,13 @@ class MLPNumba(MLP):
         side and its data tuple (after :meth:`prepare`; ``_descent_kernels``)."""
         return self._K.gd_advance, self._data
 
+    def batch_ops(self, full):
+        """``(advance, data, full_data)``: the compiled mini-batch loop on this model, prepared
+        on a batch's number of samples, with the full data of ``full`` (a prepared model of
+        the same network on all samples) to draw from (``_descent_kernels``)."""
+        d = full._data
+        return self._K.sgd_advance, self._data, (d[0], d[1], d[2])
+
     def compiled_ops(self, kind, tab, stop=None):
         """``(family, ops)`` for ``methods.compiled.erk`` (after :meth:`prepare`): this model's
         loop with the stop event of ``stop`` (None, ``("margin", 1.0)`` or ``("loss", value)``);
