@@ -44,6 +44,7 @@ from .sim.ntk import empirical_ntk
 from .sim.network import end_to_end, forward, init_balanced
 from .sim.flow import FlowError, FlowStatus, FlowWarning, Trajectory
 from .data import (
+    load_digits,
     partially_whitened,
     scalar_teacher,
     sufficient_statistics,
@@ -194,6 +195,7 @@ __all__ = [
     "FlowStatus",
     "FlowWarning",
     "Trajectory",
+    "load_digits",
     "partially_whitened",
     "scalar_teacher",
     "sufficient_statistics",

@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
+import linearnets as ln
+
 from linearnets.data import (partially_whitened, scalar_teacher, sufficient_statistics,
                              teacher_task, whitened_inputs)
 
@@ -103,3 +105,104 @@ def test_partially_whitened_keeps_rounding_level_directions_at_zero():
     assert np.all(s[2:] < 1e-12)
     # its rows span the same space as X's
     assert np.allclose(X0 @ np.linalg.pinv(X) @ X, X0, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------ digits
+
+def _parity_by_hand(n_train, n_test, pca, split_seed):
+    """The experiments' hand-written preparation (geiger.py before ln.load_digits): parity
+    labels, a seeded permutation, per-pixel standardisation on the training set, PCA."""
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    X = d.data.astype(np.float64)
+    y = np.where(d.target % 2 == 0, 1.0, -1.0)
+    perm = np.random.default_rng(split_seed).permutation(len(y))
+    tr, te = perm[:n_train], perm[n_train:n_train + n_test]
+    mu, sd = X[tr].mean(0), X[tr].std(0)
+    sd[sd == 0] = 1.0
+    Xs = (X - mu) / sd
+    _, _, Vt = np.linalg.svd(Xs[tr], full_matrices=False)
+    Xs = Xs @ Vt[:pca].T
+    Xs /= np.sqrt((Xs[tr] ** 2).sum(1).mean())
+    Xs *= np.sqrt(pca)
+    return Xs[tr], y[tr], Xs[te], y[te]
+
+
+def test_load_digits_is_the_experiments_preparation():
+    pytest.importorskip("sklearn")
+    got = ln.load_digits(((0, 2, 4, 6, 8), (1, 3, 5, 7, 9)), 300, 200, pca=10, seed=3)
+    # the same operations in the same order: the same bits (experiments' results unchanged)
+    for a, b in zip(got, _parity_by_hand(300, 200, 10, 3)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_load_digits_two_classes_labels_split_and_standardisation():
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    raw = {tuple(x): t for x, t in zip(d.data, d.target)}
+    Xtr, ytr, Xte, yte = ln.load_digits((3, 8), n_train=120, n_test=80, standardize=False, seed=1)
+    assert Xtr.shape == (120, 64) and Xte.shape == (80, 64) and ytr.shape == (120,)
+    # +1 is classes[0]; every image is one of those two digits; the sets are disjoint
+    for X, y in ((Xtr, ytr), (Xte, yte)):
+        assert [raw[tuple(x)] for x in X] == [3 if v == 1 else 8 for v in y]
+    assert not {tuple(x) for x in Xtr} & {tuple(x) for x in Xte}
+    Str, _, Ste, _ = ln.load_digits((3, 8), n_train=120, n_test=80, seed=1)
+    # standardised with the training set's statistics: mean 0, std 1 (or 0 for a pixel that
+    # is constant on it), to rounding of sums of 120 numbers of order 1
+    assert np.abs(Str.mean(0)).max() <= 1e-13
+    sd = Str.std(0)
+    assert np.all((np.abs(sd - 1) <= 1e-13) | (sd == 0))
+    mu, s = Xtr.mean(0), Xtr.std(0)
+    np.testing.assert_allclose(Ste, (Xte - mu) / np.where(s == 0, 1, s), rtol=1e-15, atol=1e-14)
+    C, _, _, _ = ln.load_digits((3, 8), n_train=120, n_test=80, standardize="center", seed=1)
+    np.testing.assert_allclose(C, Xtr - mu, rtol=0, atol=1e-13)
+    # the seed decides the split
+    again = ln.load_digits((3, 8), n_train=120, n_test=80, standardize=False, seed=1)
+    np.testing.assert_array_equal(again[0], Xtr)
+    other = ln.load_digits((3, 8), n_train=120, n_test=80, standardize=False, seed=2)
+    assert not np.array_equal(other[0], Xtr)
+    fresh = ln.load_digits((3, 8), n_train=120, n_test=80, seed=None)
+    assert fresh[0].shape == (120, 64)
+
+
+def test_load_digits_sizes_labels_and_pca():
+    pytest.importorskip("sklearn")
+    Xtr, ytr, Xte, yte = ln.load_digits((0, 1, 2))                  # a fifth test
+    n = len(ytr) + len(yte)
+    assert len(yte) == n // 5 and set(ytr) == {0, 1, 2} and ytr.dtype == np.int64
+    _, ytr, _, _ = ln.load_digits((0, 1, 2), n_train=50, labels="onehot")
+    assert ytr.shape == (50, 3) and np.all(ytr.sum(1) == 1)
+    Xtr, _, Xte, _ = ln.load_digits(None, n_train=1000, n_test=797, pca=7)
+    assert Xtr.shape == (1000, 7) and Xte.shape == (797, 7)
+    assert abs((Xtr ** 2).sum(1).mean() - 7) <= 1e-12 * 7
+    _, _, Xte, _ = ln.load_digits((0, 1), n_train=300)              # the rest test
+    assert Xte.shape[0] == 360 - 300
+
+
+@pytest.mark.parametrize("kw, arg", [
+    (dict(classes=(3, 3)), "classes"), (dict(classes="abc"), "classes"),
+    (dict(classes=(1, 11)), "classes"), (dict(classes=(1,)), "classes"),
+    (dict(classes=((1, 2), (2, 3))), "classes"), (dict(classes=None, labels="pm1"), "labels"),
+    (dict(n_train=400), "n_train"), (dict(n_train=300, n_test=100), "n_train"),
+    (dict(n_train=0), "n_train"), (dict(n_test=-1), "n_test"), (dict(pca=0), "pca"),
+    (dict(pca=65), "pca"), (dict(standardize="yes"), "standardize"),
+    (dict(labels="bogus"), "labels"), (dict(source="mnist"), "source"),
+    (dict(seed=-1), "seed")])
+def test_load_digits_bad_input_names_the_argument(kw, arg):
+    pytest.importorskip("sklearn")
+    with pytest.raises(ValueError, match=rf"^{arg}"):
+        ln.load_digits(**kw)
+
+
+def test_load_digits_mnist1d():
+    try:
+        import mnist1d  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match=r"pip install mnist1d"):
+            ln.load_digits(source="mnist1d")
+        return
+    state = np.random.get_state()[1].copy()
+    Xtr, ytr, Xte, yte = ln.load_digits((0, 1), n_train=200, n_test=100, source="mnist1d")
+    assert Xtr.shape == (200, 40) and set(ytr) == {-1.0, 1.0}
+    np.testing.assert_array_equal(np.random.get_state()[1], state)   # global state untouched

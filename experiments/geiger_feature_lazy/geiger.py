@@ -60,23 +60,9 @@ def digits_parity(n_train, n_test, pca=10, split_seed=0):
     """``(Xtr, ytr, Xte, yte)``: standardised (PCA-``pca``) digits, labels +-1 by parity."""
     key = (n_train, n_test, pca, split_seed)
     if key not in _DATA:
-        from sklearn.datasets import load_digits
-        d = load_digits()
-        X = d.data.astype(np.float64)
-        y = np.where(d.target % 2 == 0, 1.0, -1.0)
-        perm = np.random.default_rng(split_seed).permutation(len(y))
-        if n_train + n_test > len(y):
-            raise ValueError(f"n_train + n_test must be <= {len(y)}, got {n_train + n_test}")
-        tr, te = perm[:n_train], perm[n_train:n_train + n_test]
-        mu, sd = X[tr].mean(0), X[tr].std(0)
-        sd[sd == 0] = 1.0
-        Xs = (X - mu) / sd
-        if pca:
-            _, _, Vt = np.linalg.svd(Xs[tr], full_matrices=False)
-            Xs = Xs @ Vt[:pca].T
-            Xs /= np.sqrt((Xs[tr] ** 2).sum(1).mean())  # unit mean squared norm
-            Xs *= math.sqrt(pca)
-        _DATA[key] = (Xs[tr], y[tr], Xs[te], y[te])
+        import linearnets as ln
+        _DATA[key] = ln.load_digits(((0, 2, 4, 6, 8), (1, 3, 5, 7, 9)), n_train, n_test,
+                                    pca=pca or None, seed=split_seed)
     return _DATA[key]
 
 

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from .. import regimes as _regimes
-from ..data import whitened_inputs
+from ..data import _digit_images, whitened_inputs
 from ..sim.ensemble import gradient_flow_ensemble
 from ..sim.flow import gradient_flow
 from ..sim.network import init_network
@@ -533,15 +533,10 @@ def compare_laziness_ratio(depths=(2, 3), sigmas=(0.2, 0.1, 0.05), D=6, N=8, P=2
 def _digits_pool(classes):
     """All images of two digit classes of scikit-learn's bundled ``load_digits`` (64 pixels),
     centred on their mean, with +-1 targets (``classes[0]`` is +1)."""
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("compare_relu_kernel_gap needs scikit-learn (the 'data' extra: "
-                          "pip install linearnets[data]) for its bundled digits data set") from exc
-    d = load_digits()
-    mask = np.isin(d.target, classes)
-    X = d.data[mask].astype(np.float64)
-    return X - X.mean(axis=0), np.where(d.target[mask] == classes[0], 1.0, -1.0)
+    images, target = _digit_images("sklearn")
+    mask = np.isin(target, classes)
+    X = images[mask]
+    return X - X.mean(axis=0), np.where(target[mask] == classes[0], 1.0, -1.0)
 
 
 def _partial_whitening(X, gamma):
