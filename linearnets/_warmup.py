@@ -98,6 +98,18 @@ def _mlp():
         gradient_flow_ensemble(nets, X, y, [0.1, 0.2], activation=act, backend="numba")
 
 
+def _descent():
+    """Gradient descent (``methods/_descent_kernels.py`` through the models' entry points): a
+    linear network's and an MLP's full-batch loop, the MLP's mini-batch loop."""
+    from .sim.descent import gradient_descent
+
+    weights, X, y = _problem((4, 6, 5, 1))
+    gradient_descent(weights, X, y, [0, 3], 0.01, backend="numba")
+    gradient_descent(weights, X, y, [0, 3], 0.01, backend="numba", activation="tanh")
+    gradient_descent(weights, X, y, [0, 3], 0.01, backend="numba", activation="tanh",
+                     batch_size=4)
+
+
 _SMALL = (4, 5, 5, 2)         # every layer narrower than (stages + 1) C: dense stages
 _WIDE = (4, 64, 64, 1)        # wider than 14 C: the factored (rank-C) stage updates
 _LARGE = (8, 600, 600, 1)     # a state over 4 MiB: SSPRK104 as factored Butcher stages
@@ -126,6 +138,7 @@ TASKS = (
     ("observations, auto", _flow(_SMALL, "auto", t_end=1e4, record=_RECORD)),
     ("ensemble", _ensemble),
     ("MLP", _mlp),
+    ("gradient descent", _descent),
 )
 
 
