@@ -404,6 +404,27 @@ ax.semilogx(alphas, res.arrays["l1_theory"], "-", label="‖β‖₁ of argmin Q
 ax.axhline(np.abs(bt).sum(), color="k", ls=":", label="min ℓ¹ (the teacher)")
 ax.axhline(np.abs(b2).sum(), color="grey", ls="--", label="min ℓ²")
 ax.set(xlabel="α (initial scale)", ylabel="‖β‖₁", title="implicit bias of the diagonal network"); ax.legend(fontsize=7)"""),
+        new_markdown_cell("""\
+## 4. On real data: digits, lazy and rich
+
+`ln.load_digits` gives the bundled 8×8 digits ready to train on: two classes (labels ±1),
+a seeded split, pixels standardised with the training set's statistics, here projected on
+its top 10 principal components. A centred two-layer ReLU network, $F = \\alpha(f - f_0)$,
+trained on the soft hinge until every margin $yF \\geq 1$: at large α the kernel on the
+test digits hardly moves (lazy), at small α it moves by more than its own size (rich)."""),
+        new_code_cell("""\
+Xtr, ytr, Xte, yte = ln.load_digits((3, 5), n_train=100 if not SMOKE else 30,
+                                    n_test=200 if not SMOKE else 40, pca=10, seed=0)
+q = ln.init_parameterised((10, 128 if not SMOKE else 16, 1), "ntk", 1.0, seed=0)
+for a in (1e2, 1.0, 0.1):
+    r = ln.gradient_flow(q.weights, Xtr, ytr, [0.0, 1e9], rtol=1e-6, loss="soft_hinge", stop="margin",
+                         **q.flow_kwargs(activation="relu", alpha=a, centered=True))
+    F = q.forward(Xte, weights=list(r.weights), activation="relu", alpha=a, centered=True)[:, 0]
+    nk = q.ntk_kwargs(activation="relu", alpha=a)
+    drift = ln.kernel_drift(ln.empirical_ntk(q.weights, Xte, Xte, **nk),
+                            ln.empirical_ntk(list(r.weights), Xte, Xte, **nk))
+    print(f"alpha = {a:g}: margins reached at t = {r.t_stop:.3g}, test error "
+          f"{np.mean(np.sign(F) != yte):.3f}, kernel drift on the test digits {drift:.3g}")"""),
     ]
 
 
