@@ -42,7 +42,7 @@ from .sim.ntk import empirical_ntk
 
 # --- simulation: networks, trajectories, data helpers, backends (extensions) ------
 from .sim.network import end_to_end, forward, init_balanced
-from .sim.flow import FlowError, FlowStatus, FlowWarning, Trajectory
+from .sim.flow import FlowError, FlowInterrupted, FlowStatus, FlowWarning, Trajectory
 from .data import (
     load_digits,
     partially_whitened,
@@ -192,6 +192,7 @@ __all__ = [
     "forward",
     "init_balanced",
     "FlowError",
+    "FlowInterrupted",
     "FlowStatus",
     "FlowWarning",
     "Trajectory",

@@ -60,7 +60,7 @@ def capture(ws, X, Y, t_end, method, rtol):
     box = {}
     original = compiled.advance_in_chunks
 
-    def spy(advance, counts, max_steps, n, s):
+    def spy(advance, counts, max_steps, n, s, *rest):
         if not box:
             cells = [c.cell_contents for c in (advance.__closure__ or ())]
             arrays = []
@@ -68,7 +68,7 @@ def capture(ws, X, Y, t_end, method, rtol):
             box["saved"] = [(a, a.copy()) for a in arrays]
             box["call"] = (advance, counts, max_steps, n, s)
             box["ops"] = next((c for c in cells if hasattr(c, "advance")), None)
-        return original(advance, counts, max_steps, n, s)
+        return original(advance, counts, max_steps, n, s, *rest)
 
     compiled.advance_in_chunks = spy
     try:

@@ -2,8 +2,10 @@
 (docs/simulator.md, "The ensemble")."""
 from __future__ import annotations
 
+import dataclasses
 import numbers
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Optional
 
@@ -12,10 +14,11 @@ import numpy as np
 from .. import _threads
 from .._validation import check_positive
 from . import flow as _flow
-from .methods import STEPPERS
+from .methods import STEPPERS, FlowStatus
 from .methods.compiled import batch_threads
 from .models.mlp import check_biases
 from .network import check_weights
+from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow_ensemble", "EnsembleTrajectory", "ENSEMBLE_RECORDABLE", "warm"]
 
@@ -203,7 +206,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                            max_steps=None, first_step=None, activation="linear",
                            biases_list=None, multipliers=None, alpha=1.0, centered=False,
                            loss="mse", lr_scales=None, kink_rtol=None, model=None,
-                           stop=None, raise_on_failure=False, dense=False, gd_lr=None):
+                           stop=None, raise_on_failure=False, dense=False, gd_lr=None,
+                           progress=None):
     """Gradient flow of B initialisations of one network on one data set, in one call.
 
     Member b integrates ``d theta_b/dt = -eta lr_scales[l] dL_b/d theta_{b,l}`` from its
@@ -260,6 +264,9 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         As for :func:`linearnets.gradient_flow`: a failed member warns once
         (:class:`~.flow.FlowWarning`) or, with True, raises :class:`~.flow.FlowError`
         (its ``trajectory`` the :class:`EnsembleTrajectory`).
+    progress : None, True or False
+        As for :func:`linearnets.gradient_flow`: one bar for the ensemble, at the mean of
+        the members' positions.
 
     Returns
     -------
@@ -270,6 +277,10 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
 
     Raises
     ------
+    FlowInterrupted
+        On Ctrl-C: its ``trajectory`` is the :class:`EnsembleTrajectory` of what was
+        computed (finished members whole, the others up to the interrupt, NaN after, and
+        ``success`` False; members that had not started are NaN throughout).
     ValueError
         Members of different shapes (naming ``weights_list[b]``), ``alpha`` of the wrong
         length or not > 0, a ``biases_list`` entry of the wrong shape, and every bad
@@ -286,6 +297,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     """
     B, shapes, nets, biases = _stack_members(weights_list, biases_list)
     X, Y = _flow.check_data(X, Y, shapes, loss)
+    check_progress(progress)
     alphas = check_positive(alpha, "alpha", ndim=(0, 1))
     if alphas.ndim == 1 and alphas.size != B:
         raise ValueError(f"alpha must be a scalar or have shape ({B},) (one per member), got "
@@ -309,17 +321,68 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
             loss=loss, kink_rtol=kink_rtol, record=tuple(rec), model=model, stop=stop,
             probe=probe, dense=dense, gd_lr=gd_lr)
     pf = flows[float(alphas[0])]
+    threaded = pf.backend == "numba" and B > 1
+    bar = progress_for(progress, pf.t_eval, members=B)
+    cancel = threading.Event()
+
+    def tick_for(b):
+        # member b's hook in the loops: the bar, and (on threads) the stop on Ctrl-C, which
+        # Python delivers to the main thread only
+        if bar is None and not threaded:
+            return None
+
+        def tick(t):
+            if cancel.is_set():
+                raise KeyboardInterrupt
+            if bar is not None:
+                bar.update(t, b)
+        return tick
 
     def run(b):
-        return flows[float(alphas[b])].run(nets[b], None if biases is None else biases[b],
-                                           report=False)
-    if pf.backend == "numba" and B > 1:
-        # members on threads, each on one BLAS thread (none changes the libraries' setting)
-        with _threads.threads(1), _threads.limited(0), \
-                ThreadPoolExecutor(batch_threads(B)) as pool:
-            trs = list(pool.map(run, range(B)))
-    else:
-        trs = [run(b) for b in range(B)]
+        return flows[float(alphas[b])]._run(nets[b], None if biases is None else biases[b],
+                                            tick_for(b))
+    trs, interrupt = [None] * B, None
+    try:
+        if threaded:
+            # members on threads, each on one BLAS thread (none changes the libraries' setting)
+            with _threads.threads(1), _threads.limited(0), \
+                    ThreadPoolExecutor(batch_threads(B)) as pool:
+                futures = [pool.submit(run, b) for b in range(B)]
+                try:
+                    wait(futures)
+                except KeyboardInterrupt as exc:
+                    interrupt = exc
+                    cancel.set()           # the running members stop at their next chunk
+                    for f in futures:
+                        f.cancel()
+                    wait(futures)
+                for b, f in enumerate(futures):
+                    if f.cancelled():
+                        continue
+                    exc = f.exception()
+                    if exc is not None and not isinstance(exc, KeyboardInterrupt):
+                        raise exc
+                    trs[b] = getattr(exc, "trajectory", None) if exc else f.result()
+        else:
+            for b in range(B):
+                try:
+                    trs[b] = run(b)
+                except KeyboardInterrupt as exc:
+                    interrupt, trs[b] = exc, getattr(exc, "trajectory", None)
+                    break
+        if bar is not None and interrupt is None:
+            bar.update_all(float(pf.t_eval[-1]))
+    finally:
+        if bar is not None:
+            bar.close()
+    if interrupt is not None:
+        done = [tr for tr in trs if tr is not None]
+        if not done:
+            raise interrupt
+        finished = sum(bool(tr.success) for tr in done)
+        trs = [tr if tr is not None else _unstarted(done[0], nets[b],
+                                                     None if biases is None else biases[b])
+               for b, tr in enumerate(trs)]
 
     def stack(name):
         if name == "t_stop":
@@ -333,12 +396,35 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         t=trs[0].t.copy(), status=tuple(tr.status for tr in trs),
         message=tuple(tr.message for tr in trs), method=method, backend=trs[0].backend,
         model=pf.model.name, alpha=alphas, **{name: stack(name) for name in _STACKED})
+    if interrupt is not None:
+        raise _flow.FlowInterrupted(
+            f"gradient flow ensemble interrupted (KeyboardInterrupt): {finished} of {B} "
+            f"members finished, the outputs of the others up to the interrupt are kept", ens) \
+            from None
     bad = np.flatnonzero(~ens.success)
     summary = "; ".join(f"member {b}: {ens.message[b]}" for b in bad[:3])
     more = f" (and {bad.size - 3} more)" if bad.size > 3 else ""
     return _flow.report_failure(
         ens, f"{bad.size} of {B} members: {summary}{more}" if bad.size else None,
         raise_on_failure)
+
+
+def _unstarted(template, ws, bs):
+    """The trajectory of a member that an interrupt kept from starting: ``template``'s
+    fields, NaN, with this member's parameters at t = 0."""
+    def nan(a):
+        if isinstance(a, tuple):
+            return tuple(np.full_like(x, np.nan) for x in a)
+        return np.full_like(a, np.nan) if isinstance(a, np.ndarray) else a
+    st = FlowStatus.INTERRUPTED
+    fields = {name: nan(getattr(template, name)) for name in _STACKED
+              if name not in ("mode_s", "mode_u", "mode_v")}     # (the task's, shared)
+    fields.update(weights=tuple(ws), weights0=tuple(ws), t_last=0.0, nfev=0, nsteps=0,
+                  nrejected=0, success=False, kinks=0, sliding_time=0.0, fallback_steps=0,
+                  biases=None if bs is None else tuple(bs), t_stop=None, status=st,
+                  biases0=None if bs is None else tuple(bs),
+                  message=f"{st.message} before this member started")
+    return dataclasses.replace(template, **fields)
 
 
 def warm():

@@ -17,17 +17,18 @@ from .. import backend as _backend
 from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
 from .methods import METHODS, FlowStatus, StepperOptions
 from .methods import run as run_method
-from .methods.base import STABILITY_SAFETY
+from .methods.base import STABILITY_SAFETY, Result
 from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
 from .curvature import ModifiedFlow
 from .models.base import Layout
 from .models.mlp import check_biases
 from .network import check_layer_sizes, check_weights
+from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowStatus",
-           "FlowWarning", "FlowError", "RECORDABLE", "DEFAULT_MAX_STEPS", "DEFAULT_METHOD",
-           "DENSE_METHODS", "METHODS", "KINK_RTOL"]
+           "FlowWarning", "FlowError", "FlowInterrupted", "RECORDABLE", "DEFAULT_MAX_STEPS",
+           "DEFAULT_METHOD", "DENSE_METHODS", "METHODS", "KINK_RTOL"]
 
 #: Quantities that ``record=`` can ask for (``"modes"``, ``"conservation"``: linear networks).
 RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation")
@@ -68,6 +69,25 @@ class FlowWarning(RuntimeWarning):
 class FlowError(RuntimeError):
     """Raised by ``gradient_flow(..., raise_on_failure=True)`` for a failed run; the
     :class:`Trajectory` (outputs reached, status, message) is its ``trajectory``."""
+
+    def __init__(self, message, trajectory):
+        super().__init__(message)
+        self.trajectory = trajectory
+
+
+class FlowInterrupted(KeyboardInterrupt):
+    """Raised by :func:`gradient_flow` (and :func:`~linearnets.gradient_flow_ensemble`) on
+    Ctrl-C: a ``KeyboardInterrupt``, so that a script still stops, that carries what was
+    computed.
+
+    Attributes
+    ----------
+    trajectory : Trajectory or EnsembleTrajectory
+        The outputs recorded before the interrupt (later rows NaN), ``success`` False,
+        ``status`` ``FlowStatus.INTERRUPTED``, a message saying where; its ``weights`` are
+        those at the last recorded output (``t_last``).  The step counters of an
+        interrupted loop are not kept (0).
+    """
 
     def __init__(self, message, trajectory):
         super().__init__(message)
@@ -517,7 +537,7 @@ class PreparedFlow:
         xp = self.xp
         return _backend.to_numpy(self._rhs_net.rhs(xp.asarray(y), xp.empty(layout.size)))
 
-    def run(self, weights0, biases0=None, *, report=True):
+    def run(self, weights0, biases0=None, *, report=True, progress=None):
         """Integrate from ``weights0`` (and ``biases0``), the state at t = 0.
 
         Parameters
@@ -527,12 +547,32 @@ class PreparedFlow:
             the flow was prepared with biases; never modified.
         report : bool
             Whether a failed run warns or raises here (False: the caller reports it).
+        progress : None, True or False
+            As for :func:`linearnets.gradient_flow`.
 
         Returns
         -------
         Trajectory
             As :func:`linearnets.gradient_flow` returns it.
+
+        Raises
+        ------
+        FlowInterrupted
+            On Ctrl-C, with the outputs recorded so far.
         """
+        bar = progress_for(progress, self.t_eval)
+        try:
+            traj = self._run(weights0, biases0, None if bar is None else bar.update)
+            if bar is not None and traj.success:
+                bar.update_all(float(self.t_eval[-1]))
+        finally:
+            if bar is not None:
+                bar.close()
+        return report_failure(traj, None if traj.success or not report else traj.message,
+                              self.raise_on_failure, self.what)
+
+    def _run(self, weights0, biases0, tick=None):
+        # run() less the report and the bar; tick(t): the loops' progress hook
         ws, bs = self._parameters(weights0, biases0)
         with _threads.limited(self._work):    # BLAS threads for this size (docs/methods.md)
             net = self._net(ws, bs)
@@ -542,11 +582,9 @@ class PreparedFlow:
                 check_horizon(float(self.t_eval[-1]), net.y0, f0, self.max_steps, self.xp)
             with np.errstate(over="ignore", invalid="ignore"):
                 # a state that overflows is reported through the status, not through warnings
-                traj = self._trajectory(net, ws, bs)
-        return report_failure(traj, None if traj.success or not report else traj.message,
-                              self.raise_on_failure, self.what)
+                return self._trajectory(net, ws, bs, tick)
 
-    def _trajectory(self, net, ws, bs):
+    def _trajectory(self, net, ws, bs, tick=None):
         rec, t_eval, xp = self.record, self.t_eval, self.xp
         T, L, C, D = t_eval.size, len(self.shapes), self.Y.shape[1], self.X.shape[1]
         to_np = _backend.to_numpy if xp is not np else (lambda a: a)
@@ -588,6 +626,9 @@ class PreparedFlow:
         else:
             guard = _Guard(net.loss(net.y0), net.y0)
 
+        # (outputs recorded in full, the state of the last): what an interrupted run keeps
+        done = [0, net.y0]
+
         def observe(k, y):
             if guard.broken is not None:
                 return  # nothing is recorded once step control has broken down
@@ -610,6 +651,7 @@ class PreparedFlow:
                     Kmat = K if C == 1 else K.transpose(0, 2, 1, 3).reshape(Q * C, Q * C)
                     denom = ntk_norm[k] * (yflat @ yflat)
                     ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else nan
+            done[:] = k + 1, guard.last_y
 
         def observe_many(k, states):
             # the outputs k, k + 1, ... of one step (dense output): the maps in one call
@@ -623,23 +665,38 @@ class PreparedFlow:
             m = states.shape[0]
             e2e[k:k + m] = net.end_to_end_many(states)
             losses(k, m, None)
-            guard.rose(k, lossv[k:k + m], size[k:k + m], states, to_np)
+            if not guard.rose(k, lossv[k:k + m], size[k:k + m], states, to_np):
+                done[:] = k + m, guard.last_y
 
         observe.many = observe_many
-        raw = self._integrate(net, observe)
+        observe.tick = tick
+
+        def unrecorded(n):
+            for a in (lossv, e2e, outs, cons, ntk, ntk_norm, ntk_align) + (wt or ()) + (bt or ()):
+                if a is not None:
+                    a[n:] = nan
+        try:
+            raw, interrupt = self._integrate(net, observe), None
+        except KeyboardInterrupt as exc:
+            # the outputs recorded in full are kept (a row being written is not), the
+            # state the last of them
+            interrupt, n, st = exc, done[0], FlowStatus.INTERRUPTED
+            t_n = float(t_eval[n - 1]) if n > 0 else 0.0
+            raw = Result(n_done=n, t_last=t_n, y_last=done[1], nfev=0, nsteps=0, nrejected=0,
+                         status=st, message=(f"{st.message}: the outputs up to t = {t_n:.6g} "
+                                             f"({n} of {T}) are kept, later ones are NaN"))
+            unrecorded(n)
         n, status, message = raw.n_done, raw.status, raw.message
         t_last = float(t_eval[-1]) if status.success else float(raw.t_last)
         y_last = to_np(raw.y_last)
-        if guard.broken is not None:
+        if guard.broken is not None and interrupt is None:
             n = guard.broken
             status, y_last = FlowStatus.BREAKDOWN, guard.last_y
             t_last = float(t_eval[n - 1]) if n > 0 else 0.0
             message = (f"{status.message}: the loss rose from {guard.loss0:.6g} at t=0 to "
                        f"{guard.loss_bad:.6g} at t={t_eval[n]:.6g}; the outputs from there on "
                        f"are not recorded (a tighter rtol or atol keeps control)")
-            for a in (lossv, e2e, outs, cons, ntk, ntk_norm, ntk_align) + (wt or ()) + (bt or ()):
-                if a is not None:
-                    a[n:] = nan
+            unrecorded(n)
         if terms is not None:
             lossv[:n] = net.loss_of_map(e2e[:n])
         tab, auto = TABLEAUX.get(self.method), _AUTO_HINT
@@ -661,7 +718,7 @@ class PreparedFlow:
         host = net.layout.unpack(np.array(y_last, dtype=np.float64, copy=True))
         U, s_modes, V = self._modes if "modes" in rec else (None, None, None)
         modes = (np.einsum("ca,tcd,da->ta", U, e2e, V) if "modes" in rec else None)
-        return Trajectory(
+        traj = Trajectory(
             t=t_eval.copy(), loss=lossv, end_to_end=e2e, weights=tuple(host[:L]),
             t_last=t_last, nfev=int(raw.nfev), nsteps=int(raw.nsteps),
             nrejected=int(raw.nrejected), success=status.success, status=status,
@@ -672,6 +729,10 @@ class PreparedFlow:
             t_stop=raw.t_stop, kinks=int(raw.kinks), sliding_time=float(raw.sliding_time),
             fallback_steps=int(raw.fallback_steps),
             weights0=tuple(ws), biases0=tuple(bs) if bs is not None else None)
+        if interrupt is not None:
+            # (the frames below, inside the loops, say nothing to the user)
+            raise FlowInterrupted(f"{self.what} {message}", traj) from None
+        return traj
 
     def _integrate(self, net, observe):
         xp, rule = self.xp, self.stop
@@ -780,7 +841,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
                   method=DEFAULT_METHOD, record=(), probe=None, max_steps=DEFAULT_MAX_STEPS,
                   first_step=None, dense=False, activation="linear", biases=None,
                   multipliers=None, alpha=1.0, centered=False, loss="mse", lr_scales=None,
-                  stop=None, kink_rtol=None, raise_on_failure=False, model=None, gd_lr=None):
+                  stop=None, kink_rtol=None, raise_on_failure=False, model=None, gd_lr=None,
+                  progress=None):
     """Integrate gradient flow of a network from ``weights``, the state at t = 0.
 
     A deep linear network on the squared loss by default, ``dW_l/dt = eta (W_L...W_{l+1})^T
@@ -849,12 +911,23 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         L - (eta gd_lr / 2) Lambda H Lambda grad L`` (``Lambda`` the ``lr_scales``, ``H`` the
         loss's Hessian, exact Hessian-vector products), which GD with step ``gd_lr / eta``
         after k steps matches at ``t = k gd_lr / eta`` to ``O(gd_lr^2)``.  Runs on numpy.
+    progress : None, True or False
+        A tqdm bar over the flow time, from 0 to ``t_eval[-1]`` (its position on a log scale
+        of time where the positive output times span 3 decades or more), on stderr. None
+        (automatic): shown once the run has lasted 2 s, where stderr is a terminal; True:
+        always; False: never.
 
     Returns
     -------
     Trajectory
         ``success`` False, with a message, for a failed run: the outputs reached are kept,
         later rows are NaN.
+
+    Raises
+    ------
+    FlowInterrupted
+        On Ctrl-C (a ``KeyboardInterrupt``): its ``trajectory`` holds the outputs recorded
+        so far, ``success`` False.
 
     Examples
     --------
@@ -871,9 +944,11 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     X, Y = check_data(X, Y, shapes, loss)     # the data are named before the layer sizes
     bs = check_biases(biases, shapes)
     check_method(method, dense)
+    check_progress(progress)
     return _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, method=method,
                     max_steps=max_steps, first_step=first_step, dense=dense,
                     lr_scales=lr_scales, activation=activation, biases=bs is not None,
                     multipliers=multipliers, alpha=alpha, centered=centered, loss=loss,
                     stop=stop, kink_rtol=kink_rtol, record=record, probe=probe,
-                    model=model, raise_on_failure=raise_on_failure, gd_lr=gd_lr).run(ws, bs)
+                    model=model, raise_on_failure=raise_on_failure,
+                    gd_lr=gd_lr).run(ws, bs, progress=progress)

@@ -63,6 +63,7 @@ class FlowStatus(enum.Enum):
     NONFINITE = (-2, "the right-hand side or the state became non-finite (NaN or inf)")
     MAX_STEPS = (-3, "step budget max_steps exhausted")
     BREAKDOWN = (-4, "step control broke down")
+    INTERRUPTED = (-5, "interrupted (KeyboardInterrupt)")
 
     def __init__(self, code, message):
         self.code, self.message = code, message
@@ -446,7 +447,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         A :class:`Stepper` subclass, or a factory of one.
     options : StepperOptions
     observe : callable ``observe(k, y)``
-        Called once for each reached output time, in order.
+        Called once for each reached output time, in order; its attribute ``tick``, where
+        it has one (the run's progress hook), is called with ``t`` before every step.
     fallback : type, optional
         The low-order stepper for kinks (used only with ``switches``).
     switches : callable ``() -> ndarray of bool``, optional
@@ -553,7 +555,10 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     active = main
     kink_rejections = calm = 0
     last_cross, rejected = None, False
+    tick = getattr(observe, "tick", None)
     while k < T:
+        if tick is not None:
+            tick(t)
         # with dense output only the last output time ends a step
         target = float(t_eval[-1] if dense else t_eval[k])
         if attempts >= options.max_steps:

@@ -53,14 +53,20 @@ def chunk_budget(attempted, max_steps, n, s):
     return min(int(max_steps), int(attempted) + chunk)
 
 
-def advance_in_chunks(advance, counts, max_steps, n, s):
+def advance_in_chunks(advance, counts, max_steps, n, s, tick=None, th=None):
     """Call ``advance(budget)`` (a compiled loop returning ``FlowStatus.MAX_STEPS.code`` once
     its attempted steps ``counts[1] + counts[2]`` reach ``budget``, ready to resume) until it
-    returns anything else or ``max_steps`` is spent; its last return code."""
+    returns anything else or ``max_steps`` is spent; its last return code.  ``n``: the work
+    of one evaluation in state entries (``ops.eval_work`` where the model gives it).
+
+    ``tick(t)`` (the run's progress hook, ``observe.tick``) is called after each call with
+    ``t = th[0]``, the loop's time."""
     exhausted = FlowStatus.MAX_STEPS.code
     while True:
         budget = chunk_budget(counts[1] + counts[2], max_steps, n, s)
         code = advance(budget)
+        if tick is not None:
+            tick(float(th[0]))
         if code != exhausted or budget >= max_steps:
             return code
 
@@ -191,6 +197,7 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
             th[TH_T_STOP] = t0
             return _result(STOPPED, k, y, th, stats, low, t_eval, observe)
     y_new = np.empty(n)
+    tick = getattr(observe, "tick", None)
     # the states of the outputs inside a step (observe_step passes at most this many)
     batch = np.empty((dense_batch_rows(n), n)) if dense else None
     while k < t_eval.size:
@@ -201,7 +208,7 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
         with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
             code = advance_in_chunks(
                 lambda budget: ops.advance(y, y_new, th, t_target, t_out, stats, budget),
-                stats, int(options.max_steps), n, s)
+                stats, int(options.max_steps), getattr(ops, "eval_work", n), s, tick, th)
         if code == PENDING:
             # the outputs inside the held step, then the step completed as the loop would
             h_step = float(th[5])
@@ -343,6 +350,7 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
                                    SWITCH_BACK_MARGIN * sb.n_stages, switch_steps)
                                   if sb is not None else (0.0, 0.0, 0.0))], dtype=np.float64)
     code = 0
+    tick = getattr(observe, "tick", None)
     while k < t_eval.size:
         # in chunks (advance_in_chunks), a step counted as ROSW_CHUNK_EVALS evaluations
         with np.errstate(all="ignore"):
@@ -350,7 +358,7 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
                 lambda chunk, t_k=float(t_eval[k]): ops.rosw_advance(
                     y, f0, U, work, th, counts, t_k, chunk, a, c, m, e, float(tab.gamma), ctl,
                     ops.rhs_args, ops.scratch_args, ops.jvp_args),
-                counts, int(options.max_steps), n, ROSW_CHUNK_EVALS)
+                counts, int(options.max_steps), n, ROSW_CHUNK_EVALS, tick, th)
         if code != 0:
             break
         observe(k, y)

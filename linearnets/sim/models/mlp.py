@@ -416,10 +416,14 @@ class MLPNumba(MLP):
         K = self._K
         kind_, value = (None, 0.0) if stop is None else stop
         self._data[6][3], self._data[7][3] = K.STOP_CODES[kind_], float(value)
-        return "erk", DenseStages(K.erk_advance_smooth if self.smooth else K.erk_advance_kinks,
-                                  K.mlp_rhs, self._data, self.layout.size,
-                                  switches=None if self.smooth else (K.crossings, K.keep_pattern),
-                                  n_switches=self._pat.size, stop=K.stop_value)
+        ops = DenseStages(K.erk_advance_smooth if self.smooth else K.erk_advance_kinks,
+                          K.mlp_rhs, self._data, self.layout.size,
+                          switches=None if self.smooth else (K.crossings, K.keep_pattern),
+                          n_switches=self._pat.size, stop=K.stop_value)
+        # an evaluation works on the P samples: the chunks of the compiled loop (and the
+        # delay of a Ctrl-C) scale with it (methods.compiled.advance_in_chunks)
+        ops.eval_work = self.P * self.layout.size
+        return "erk", ops
 
 
 #: The compiled twin that ``backend="numba"`` (and ``"auto"``) runs.
