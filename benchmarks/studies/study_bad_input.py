@@ -161,6 +161,8 @@ PALETTES = {
 # "array?": None is the documented default; "array*": any number of dimensions
 PALETTES["array?"] = [v for v in PALETTES["array"] if v[0] != "None"]
 PALETTES["array*"] = [v for v in PALETTES["array"] if v[0] != "3-D"]
+# an index or count that may be 0, None its default
+PALETTES["int0?"] = [v for v in PALETTES["int0"] if v[0] != "None"]
 
 # ------------------------------------------------------------------------ registry
 # name -> (callable path, base kwargs (values or "@key" from _data, or callables of d),
@@ -289,6 +291,9 @@ def _registry():
         dict(P="int", D="int", singular_values="nonneg", seed="seed"))
     add("scalar_teacher", dict(P=6, D=3, s=1.0, seed=0),
         dict(P="int", D="int", s="nonneg", seed="seed"))
+    add("load_digits", dict(classes=(0, 1), n_train=20, n_test=10, seed=0),
+        dict(n_train="int?", n_test="int0?", pca="int?", seed="seed", labels="c_str",
+             source="str"))
     add("partially_whitened", dict(X="@X2", gamma=0.5), dict(X=A, gamma="nonneg"))
     add("sufficient_statistics", dict(X="@X", Y="@Y2"), dict(X=A, Y=A))
     # networks
