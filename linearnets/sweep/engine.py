@@ -142,7 +142,7 @@ def run_sweep(spec, jobs=None, scheduler=None, progress=True, retry_failed=False
     """
     if jobs is not None and scheduler is not None:
         raise ValueError("jobs and scheduler are mutually exclusive")
-    check_main_guard()       # in a worker importing an unguarded script: say so, not "locked"
+    check_main_guard(pool=False)   # a worker importing an unguarded script: say so, not "locked"
     points = spec.points()
     lock = acquire_lock(spec.store)
     t0 = time.perf_counter()

@@ -55,16 +55,19 @@ def _rerun_main_script():
     return path
 
 
-def check_main_guard():
+def check_main_guard(pool=True):
     """Raise :class:`MainGuardError` where a spawned process pool would re-run the sweep.
 
     In a worker that is still importing the main script (the sweep call was not under the
-    guard), and in the driver when the call comes from a ``__main__`` script that has no
-    ``if __name__ == "__main__":`` at all: every worker would run the script's sweep again
-    (and find the store locked by this driver)."""
+    guard), and, with ``pool`` (the driver is about to start a local pool), when the call
+    comes from a ``__main__`` script that has no ``if __name__ == "__main__":`` at all:
+    every worker would run the script's sweep again (and find the store locked by this
+    driver)."""
     if getattr(mp.current_process(), "_inheriting", False):
         raise MainGuardError(_guard_message(getattr(sys.modules.get("__main__"), "__file__", None)
                                             or "the main module"))
+    if not pool:
+        return
     path = _rerun_main_script()
     if path is None:
         return

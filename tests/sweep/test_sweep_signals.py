@@ -112,8 +112,14 @@ def test_pool_from_an_unguarded_script_names_the_main_guard(tmp_path):
     assert "MainGuardError" in r.stderr and "StoreLocked" not in r.stderr
     assert "remove" not in r.stderr
     assert not os.path.exists(store + ".lock")
+    # in this process (jobs=0) the script needs no guard
+    script.write_text(UNGUARDED.format(store=store).replace("jobs=1", "jobs=0"))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env=_env(), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "rows 3" in r.stdout
     # the same call under the guard runs every point in the worker pool
-    script.write_text(GUARDED.format(store=store))
+    script.write_text(GUARDED.format(store=str(tmp_path / "g2.sqlite")))
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                        env=_env(), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
