@@ -228,11 +228,6 @@ pair takes almost every step. Between the plateau and the stop the units' input 
 $(w_k, b_k)$ turn: the function becomes piecewise linear with a few kinks, placed where
 the units have condensed."""),
         new_code_cell("""\
-def net(weights, biases, x):
-    \"\"\"F(x) of the two-layer ReLU network (the model's keywords: multipliers, alpha).\"\"\"
-    (W1, W2), (b1,), (m1, m2) = weights, biases, p.multipliers
-    return p.alpha * m2 * (np.maximum(m1 * x @ W1.T + b1, 0.0) @ W2.T)[:, 0]
-
 xs = np.linspace(-1.5, 1.5, 301)[:, None]
 W1t, W2t = tr.weights_t
 b1t, = tr.biases_t
@@ -241,7 +236,8 @@ ax1.loglog(t[1:], tr.loss[1:])
 ax1.axvline(tr.t_stop, color="k", ls=":", label="t_stop")
 ax1.set(xlabel="t", ylabel="loss", title="loss, stopped at 1e-4"); ax1.legend()
 for k, lab in zip(np.searchsorted(t, [1.0, 0.3 * tr.t_stop, tr.t_stop]), ("t ≈ 1", "t ≈ 0.3 t_stop", "stopped")):
-    ax2.plot(xs[:, 0], net([W1t[k], W2t[k]], [b1t[k]], xs), label=lab)
+    # F(x) as the simulator defines it, with the parameterisation's keywords
+    ax2.plot(xs[:, 0], p.forward(xs, weights=[W1t[k], W2t[k]], biases=[b1t[k]])[:, 0], label=lab)
 ax2.plot(X[:, 0], y, "ko")
 ax2.set(xlabel="x", title="F(x) along the flow"); ax2.legend(fontsize=7)
 for k, lab in ((0, "t = 0"), (-1, "stopped")):
@@ -283,12 +279,12 @@ Xc = rng.standard_normal((24 if not SMOKE else 12, 2))
 yc = np.sign(Xc[:, 0] * Xc[:, 1])                        # XOR-like labels
 q = ln.init_parameterised((2, 64 if not SMOKE else 16, 1), "ntk", 1.0, seed=0, biases=True, bias_std=1.0)
 for a in (1e2, 1.0, 0.1):
-    kw = dict(q.flow_kwargs(), activation="relu", alpha=a, centered=True)
     r = ln.gradient_flow(q.weights, Xc, yc, [0.0, 1e9], rtol=1e-6, loss="soft_hinge", stop="margin",
-                         record=("outputs",), **kw)
-    nk = dict(q.ntk_kwargs(), activation="relu", alpha=a)
-    K0 = ln.empirical_ntk(q.weights, Xc, Xc, **nk)
-    K1 = ln.empirical_ntk(list(r.weights), Xc, Xc, **dict(nk, biases=list(r.biases)))
+                         record=("outputs",),
+                         **q.flow_kwargs(activation="relu", alpha=a, centered=True))
+    K0 = ln.empirical_ntk(q.weights, Xc, Xc, **q.ntk_kwargs(activation="relu", alpha=a))
+    K1 = ln.empirical_ntk(list(r.weights), Xc, Xc,
+                          **q.ntk_kwargs(activation="relu", alpha=a, biases=list(r.biases)))
     F = r.outputs[-1, :, 0]                                   # F on the training inputs at the stop
     print(f"alpha = {a:g}: margins reached at t = {r.t_stop:.4g}, min y F = {np.min(yc * F):.4f}, "
           f"kernel drift {ln.kernel_drift(K0, K1):.3g}, kinks {r.kinks}")"""),

@@ -228,14 +228,13 @@ def test_geiger_point_feature_and_lazy_ends():
     assert math.isnan(lazy["t1"])
     for r in (feat, lazy):
         assert r["F_test"].shape == (40,) and 0.0 <= r["test_err"] < 0.5
-    # network_output is the model's f: alpha (f - f_0) on the training points is the recorded F
+    # p.forward (F_test's) is the model's F = alpha (f - f_0): on the training points the recorded F
     Xtr, ytr, _, _ = geiger.digits_parity(40, 40)
     alpha = 1e-2 / 4.0
     p = geiger_parameterisation((10, 16, 16, 16, 1), alpha, seed=0)
     tr = ln.gradient_flow(p.weights, Xtr, ytr, [1e-3, 1e3], rtol=1e-6, atol=1e-9, stop="margin",
                           record=("outputs",), **p.flow_kwargs())
-    F = alpha * (geiger.network_output(list(tr.weights), Xtr, p.multipliers, p.activation)
-                 - geiger.network_output(p.weights, Xtr, p.multipliers, p.activation))
+    F = p.forward(Xtr, weights=list(tr.weights))[:, 0]
     np.testing.assert_allclose(F, tr.outputs[-1, :, 0], rtol=1e-10, atol=1e-12)
     assert np.min(ytr * F) >= 1.0 - 1e-6
 

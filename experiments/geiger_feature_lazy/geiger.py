@@ -66,18 +66,6 @@ def digits_parity(n_train, n_test, pca=10, split_seed=0):
     return _DATA[key]
 
 
-def network_output(weights, X, multipliers, activation):
-    """``f(x)`` (Q,) of the one-output network of the package's model (no biases):
-    ``h_l = phi(m_l W_l h_{l-1})``, ``f = m_L W_L h_{L-1}``, phi a Softplus ``(name, beta)``."""
-    name, beta = activation
-    if name != "softplus":
-        raise ValueError(f"activation must be ('softplus', beta), got {activation!r}")
-    h = X
-    for W, m in zip(weights[:-1], multipliers[:-1]):
-        h = np.logaddexp(0.0, beta * m * (h @ W.T)) / beta
-    return (multipliers[-1] * (h @ weights[-1].T))[:, 0]
-
-
 def lazy_outputs(p, t, Xtr, ytr, Xte, rtol=1e-9):
     """F on ``Xte`` at time ``t`` of the linear model with the infinite-width NTK (the lazy end).
 
@@ -133,9 +121,7 @@ def point(alpha_sqrt_h, h, seed, n_hidden=3, n_train=200, n_test=200, n_kernel=6
                           record=("weights",), **p.flow_kwargs())
     if tr.t_stop is None:
         raise RuntimeError(f"margins not all >= 1 by t = {t_max:g}: {tr.message}")
-    act = p.activation
-    f0 = network_output(p.weights, Xte, p.multipliers, act)
-    F_test = alpha * (network_output(list(tr.weights), Xte, p.multipliers, act) - f0)
+    F_test = p.forward(Xte, weights=list(tr.weights))[:, 0]     # alpha (f - f_0), centred
     F_lazy = lazy_outputs(p, tr.t_stop, Xtr, ytr, Xte)
     lazy_dist = float(np.linalg.norm(F_test - F_lazy) / np.linalg.norm(F_lazy))
     Xk = Xte[:n_kernel]
