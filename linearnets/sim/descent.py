@@ -9,10 +9,9 @@ import dataclasses
 import numpy as np
 
 from .. import _threads
-from .. import backend as _backend
 from .._validation import as_float_array, check_int, check_positive, check_seed
 from .curvature import HessianProducts, top_eigenvalues
-from .flow import (RECORDABLE, PreparedFlow, _prepare, check_data, check_labels, check_record,
+from .flow import (PreparedFlow, _prepare, check_data, check_labels, check_record,
                    report_failure)
 from .methods import FlowStatus
 from .methods.base import Result
@@ -21,10 +20,7 @@ from .models.mlp import check_biases
 from .network import check_weights
 
 __all__ = ["gradient_descent", "sharpness", "minibatches", "BatchOrder", "check_steps",
-           "PreparedDescent", "DESCENT_RECORDABLE", "CHUNK"]
-
-#: What ``record=`` of :func:`gradient_descent` takes: a flow's quantities and the sharpness.
-DESCENT_RECORDABLE = RECORDABLE + ("sharpness",)
+           "PreparedDescent", "CHUNK"]
 
 
 class BatchOrder:
@@ -95,14 +91,8 @@ class PreparedDescent(PreparedFlow):
         return self
 
     def _net(self, ws, bs):
-        self._params = (ws, bs)
+        self._params = (ws, bs)        # the batch model's (one PreparedDescent a call)
         return super()._net(ws, bs)
-
-    def _sharpness_of(self, net):
-        ws, bs = self._params
-        hnet = get_model("mlp")(ws, bs, self.options).prepare(self.X, self.Y)
-        products = HessianProducts(hnet)
-        return lambda y: top_eigenvalues(products, _backend.to_numpy(y), self.sharpness_k)
 
     def _advance(self, net):
         """``advance(y, n) -> steps taken`` (fewer than n where the next state is not
@@ -151,16 +141,7 @@ class PreparedDescent(PreparedFlow):
 
     def _integrate(self, net, observe):
         steps, lr, T = self.steps, self.lr, self.steps.size
-        sharp = None
-        if self.sharpness_k:
-            sharp = self._sharp = np.full((T, self.sharpness_k), np.nan)
-            curvature = self._sharpness_of(net)
-
-            def look(k, y, plain=observe):
-                plain(k, y)
-                sharp[k] = curvature(y)
-        else:
-            look = observe
+        look = self._observer(net, observe)
         y = net.xp.array(net.y0, dtype=net.xp.float64, copy=True)
         advance = self._advance(net)
         done = k = 0
@@ -186,10 +167,7 @@ class PreparedDescent(PreparedFlow):
 
     def run(self, weights0, biases0=None, *, report=True):
         traj = super().run(weights0, biases0, report=False)
-        extra = dict(steps=self.steps.copy(), t_last=self._done * self.lr)
-        if self.sharpness_k:
-            extra["sharpness"] = self._sharp
-        traj = dataclasses.replace(traj, **extra)
+        traj = dataclasses.replace(traj, steps=self.steps.copy(), t_last=self._done * self.lr)
         if report and not traj.success:
             return report_failure(traj, traj.message, self.raise_on_failure, self.what)
         return traj
@@ -268,13 +246,13 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
     if batch_size is not None:
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=X.shape[0])
     seed = check_seed(seed)
-    rec = check_record(record, DESCENT_RECORDABLE)
-    k = check_int(sharpness_k, "sharpness_k", minimum=1) if "sharpness" in rec else 0
+    rec = check_record(record)
+    k = check_int(sharpness_k, "sharpness_k", minimum=1)
     prepared = _prepare(
         shapes, X, Y, steps * lr, 1.0, 1e-8, 1e-12, backend, method="auto",
         max_steps=1, first_step=None, dense=False, lr_scales=lr_scales, activation=activation,
         biases=bs is not None, multipliers=multipliers, alpha=alpha, centered=centered,
-        loss=loss, stop=None, kink_rtol=None, record=tuple(rec - {"sharpness"}), probe=probe,
+        loss=loss, stop=None, kink_rtol=None, record=tuple(rec), probe=probe,
         model=model, raise_on_failure=raise_on_failure, prepared=PreparedDescent)
     return prepared.configure(steps, lr, batch_size, seed, k).run(ws, bs)
 

@@ -22,8 +22,8 @@ from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow_ensemble", "EnsembleTrajectory", "ENSEMBLE_RECORDABLE", "warm"]
 
-#: What ``record=`` can ask for on the ensemble path: what a flow records.
-ENSEMBLE_RECORDABLE = _flow.RECORDABLE
+#: What ``record=`` can ask for on the ensemble path: what a flow records, the sharpness aside.
+ENSEMBLE_RECORDABLE = tuple(r for r in _flow.RECORDABLE if r != "sharpness")
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,7 +7,7 @@ import numbers
 import os
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -20,7 +20,7 @@ from .methods import run as run_method
 from .methods.base import STABILITY_SAFETY, Result
 from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
-from .curvature import ModifiedFlow
+from .curvature import HessianProducts, ModifiedFlow, top_eigenvalues
 from .models.base import Layout
 from .models.mlp import check_biases
 from .network import check_layer_sizes, check_weights
@@ -30,8 +30,9 @@ __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowS
            "FlowWarning", "FlowError", "FlowInterrupted", "RECORDABLE", "DEFAULT_MAX_STEPS",
            "DEFAULT_METHOD", "DENSE_METHODS", "METHODS", "KINK_RTOL"]
 
-#: Quantities that ``record=`` can ask for (``"modes"``, ``"conservation"``: linear networks).
-RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation")
+#: Quantities that ``record=`` can ask for (``"modes"``, ``"conservation"``: linear networks;
+#: ``"sharpness"``: the networks of the contract, models ``"mlp"`` and ``"linear"``).
+RECORDABLE = ("weights", "outputs", "ntk", "modes", "conservation", "sharpness")
 #: Methods with a continuous extension for ``dense=True`` (``Tableau.dense_P``).
 DENSE_METHODS = tuple(name for name, tab in TABLEAUX.items() if tab.dense_P is not None)
 #: Every method name (``"auto"``: see :data:`DEFAULT_METHOD`).
@@ -450,6 +451,8 @@ class PreparedFlow:
     #: What runs (in failure messages); the breakdown guard's rise (None: no guard); whether
     #: a run first tests its horizon (:func:`check_horizon`).
     what, breakdown_rise, horizon_test = "gradient flow", BREAKDOWN_RISE, True
+    #: How many eigenvalues ``record=("sharpness",)`` keeps.
+    sharpness_k = 1
 
     def __init__(self, **settings):
         vars(self).update(settings)
@@ -576,13 +579,18 @@ class PreparedFlow:
         ws, bs = self._parameters(weights0, biases0)
         with _threads.limited(self._work):    # BLAS threads for this size (docs/methods.md)
             net = self._net(ws, bs)
+            sharp = self._sharpness_recorder(net, ws, bs)
             if self.t_eval[-1] > 0.0 and self.horizon_test:
                 with np.errstate(all="ignore"):   # (an overflowing start: the run's to report)
                     f0 = net.velocity(net.y0)
                 check_horizon(float(self.t_eval[-1]), net.y0, f0, self.max_steps, self.xp)
             with np.errstate(over="ignore", invalid="ignore"):
                 # a state that overflows is reported through the status, not through warnings
-                return self._trajectory(net, ws, bs, tick)
+                traj = self._trajectory(net, ws, bs, tick)
+        if sharp is not None:             # rows of outputs not reached are NaN
+            sharp[np.isnan(traj.loss)] = np.nan
+            traj = replace(traj, sharpness=sharp)
+        return traj
 
     def _trajectory(self, net, ws, bs, tick=None):
         rec, t_eval, xp = self.record, self.t_eval, self.xp
@@ -734,7 +742,37 @@ class PreparedFlow:
             raise FlowInterrupted(f"{self.what} {message}", traj) from None
         return traj
 
+    def _sharpness_recorder(self, net, ws, bs):
+        """For ``record=("sharpness",)``: the (T, k) array of the :attr:`sharpness_k` largest
+        eigenvalues of the loss's Hessian at each output (exact products on the MLP model
+        of numpy: :func:`linearnets.sharpness`), filled by :meth:`_observer` through
+        ``net.sharpness_at``; None otherwise."""
+        if "sharpness" not in self.record:
+            return None
+        products = HessianProducts(get_model("mlp")(ws, bs, self.options).prepare(self.X,
+                                                                                  self.Y))
+        sharp = np.full((self.t_eval.size, self.sharpness_k), np.nan)
+
+        def at(k, y):
+            sharp[k] = top_eigenvalues(products, _backend.to_numpy(y), self.sharpness_k)
+        net.sharpness_at = at
+        return sharp
+
+    @staticmethod
+    def _observer(net, observe):
+        """``observe``, and the sharpness at each output where it is recorded."""
+        at = getattr(net, "sharpness_at", None)
+        if at is None:
+            return observe
+
+        def look(k, y):
+            observe(k, y)
+            at(k, y)
+        look.tick = getattr(observe, "tick", None)      # (one output at a time: no many)
+        return look
+
     def _integrate(self, net, observe):
+        observe = self._observer(net, observe)
         xp, rule = self.xp, self.stop
         if rule is not None and rule[0] == "relative_loss":
             # once, from the loss at t = 0: the loss stop of the same units
@@ -807,6 +845,9 @@ def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_step
     _backend.check_backend(backend)
     rec = check_record(record)
     cls = select_model(options, has_biases) if model is None else get_model(model)
+    if "sharpness" in rec and cls.name not in ("mlp", "linear"):
+        raise ValueError(f"record: 'sharpness' exists for the networks of the 'mlp' and "
+                         f"'linear' models, got model={cls.name!r}")
     if gd_lr is not None:
         gd_lr = float(check_positive(gd_lr, "gd_lr", ndim=0))
         if getattr(cls, "jvp", None) is None and not hasattr(cls, "linearize"):
@@ -869,7 +910,9 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         auto rule"), ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``, ``"ROS34PW2"``, ``"BS32"``,
         ``"HE21"``.
     record, probe : collection of str; ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,))
-        Any of :data:`RECORDABLE`; the inputs (and targets) of the recorded NTK (implies
+        Any of :data:`RECORDABLE` (``"sharpness"``: ``Trajectory.sharpness`` (T, 1), the
+        largest eigenvalue of the loss's Hessian, :func:`linearnets.sharpness`, with the
+        ``lr_scales``); the inputs (and targets) of the recorded NTK (implies
         ``"ntk"``; default: the training data).
     max_steps, first_step : int, float or None
         The budget of attempted steps; the initial step (None: chosen automatically).

@@ -91,6 +91,21 @@ def test_record_sharpness_along_descent():
                                    rtol=1e-12)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_record_sharpness_along_the_flow(backend):
+    """gradient_flow's record=("sharpness",): (T, 1), the top eigenvalue at each output (with
+    lr_scales: of Lambda^(1/2) H Lambda^(1/2)), linear net and tanh MLP."""
+    ws, bs, X, Y = _problem("mse", (3, 4, 4, 1), biases=False)
+    for kw in (dict(), dict(activation="tanh", lr_scales=(1.0, 2.0, 0.5))):
+        tr = ln.gradient_flow(ws, X, Y, [0.0, 0.5, 2.0], record=("sharpness", "weights"),
+                              backend=backend, **kw)
+        assert tr.success and tr.sharpness.shape == (3, 1)
+        for k in range(3):
+            w = [a[k] for a in tr.weights_t]
+            np.testing.assert_allclose(tr.sharpness[k], ln.sharpness(w, X, Y, **kw),
+                                       rtol=1e-12)
+
+
 def test_sharpness_bad_input():
     ws, bs, X, Y = _problem("mse", (3, 2, 1), biases=False)
     with pytest.raises(ValueError, match="k"):

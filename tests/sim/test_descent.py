@@ -257,3 +257,21 @@ def test_success_does_not_warn():
         warnings.simplefilter("error")
         tr = ln.gradient_descent(init_network((3, 2, 1), 0.5), X, np.ones(3), [0, 5], 0.1)
     assert tr.success
+
+
+def test_numba_steps_never_call_the_python_gradient(monkeypatch):
+    """On numba the steps run in the compiled loops: the models' Python rhs/gradient entry
+    points are never called (full batch: linear net and MLP; mini-batch: MLP)."""
+    from linearnets.sim.models.linear import LinearNetNumba
+    from linearnets.sim.models.mlp import MLPNumba
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a step went through Python")
+    for cls in (MLPNumba, LinearNetNumba):
+        monkeypatch.setattr(cls, "rhs", forbidden)
+    monkeypatch.setattr(MLPNumba, "gradient", forbidden)
+    X, Y, W1, b1, W2 = _tanh_problem("mse")
+    for kw in (dict(), dict(activation="tanh", biases=[b1]),
+               dict(activation="tanh", biases=[b1], batch_size=5)):
+        tr = ln.gradient_descent([W1, W2], X, Y, [0, 20, 50], 0.05, backend="numba", **kw)
+        assert tr.success and tr.backend == "numba" and tr.nfev == 50
