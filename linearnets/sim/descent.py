@@ -56,7 +56,8 @@ def minibatches(P, batch_size, seed=0):
         yield order.take(1)[0]
 
 
-#: Steps of one compiled mini-batch call (the batch indices of a call: CHUNK x b ints).
+#: Steps of one compiled call (a mini-batch call's indices: CHUNK x b ints); Ctrl-C
+#: (``FlowInterrupted``) is seen between calls.
 CHUNK = 4096
 
 
@@ -99,9 +100,19 @@ class PreparedDescent(PreparedFlow):
         finite; ``y`` the last finite state, updated in place)."""
         xp, lr = self.xp, self.lr
         if self.batch_size is None and getattr(net, "descent_ops", None) is not None:
-            loop, data = net.descent_ops()            # compiled: no Python per step
+            loop, data = net.descent_ops()            # compiled: Python per CHUNK steps
             g = np.empty(net.layout.size)
-            return lambda y, n: int(loop(y, g, n, lr, data))
+
+            def full_batch(y, n):
+                done = 0
+                while done < n:        # chunks: Ctrl-C is seen between them
+                    m = min(n - done, CHUNK)
+                    taken = int(loop(y, g, m, lr, data))
+                    done += taken
+                    if taken < m:
+                        break
+                return done
+            return full_batch
         if self.batch_size is None:
             step_net, order = net, None
         else:
@@ -141,7 +152,7 @@ class PreparedDescent(PreparedFlow):
 
     def _integrate(self, net, observe):
         steps, lr, T = self.steps, self.lr, self.steps.size
-        look = self._observer(net, observe)
+        look, tick = self._observer(net, observe), getattr(observe, "tick", None)
         y = net.xp.array(net.y0, dtype=net.xp.float64, copy=True)
         advance = self._advance(net)
         done = k = 0
@@ -154,6 +165,8 @@ class PreparedDescent(PreparedFlow):
                 status = FlowStatus.NONFINITE
                 break
             look(k, y)
+            if tick is not None:
+                tick(float(steps[k]) * lr)
             k += 1
         nfev = done + (status is not FlowStatus.SUCCESS)
         if status.success:

@@ -131,13 +131,14 @@ def test_compiled_sgd_in_chunks_against_numpy(monkeypatch):
     inside an epoch and at recorded steps), against the numpy loop: 1e-10."""
     monkeypatch.setattr(descent, "CHUNK", 3)
     X, Y, W1, b1, W2 = _tanh_problem("logistic", P=17)
-    kw = dict(activation="tanh", biases=[b1], loss="logistic", alpha=0.5, centered=True,
-              batch_size=5, seed=3, record=("weights",))
-    a = ln.gradient_descent([W1, W2], X, Y, [0, 4, 11, 12, 25], 0.2, backend="numpy", **kw)
-    b = ln.gradient_descent([W1, W2], X, Y, [0, 4, 11, 12, 25], 0.2, backend="numba", **kw)
-    for wa, wb in zip(a.weights_t + a.biases_t, b.weights_t + b.biases_t):
-        assert np.max(np.abs(wa - wb)) <= 1e-10 * np.max(np.abs(wa))
-    np.testing.assert_allclose(b.loss, a.loss, rtol=1e-10)
+    for batch in (5, None):                  # (and the full-batch loop in chunks)
+        kw = dict(activation="tanh", biases=[b1], loss="logistic", alpha=0.5, centered=True,
+                  batch_size=batch, seed=3, record=("weights",))
+        a = ln.gradient_descent([W1, W2], X, Y, [0, 4, 11, 12, 25], 0.2, backend="numpy", **kw)
+        b = ln.gradient_descent([W1, W2], X, Y, [0, 4, 11, 12, 25], 0.2, backend="numba", **kw)
+        for wa, wb in zip(a.weights_t + a.biases_t, b.weights_t + b.biases_t):
+            assert np.max(np.abs(wa - wb)) <= 1e-10 * np.max(np.abs(wa))
+        np.testing.assert_allclose(b.loss, a.loss, rtol=1e-10)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
