@@ -77,7 +77,7 @@ ok = True
 for f0, l0, yv, lrv, xv in ((sp.Rational(1, 2), 2, 0, sp.Rational(1, 10), sp.Rational(1, 100)),
                             (sp.Rational(-3, 10), sp.Rational(3, 2), sp.Rational(1, 5), sp.Rational(2), sp.Rational(1, 20))):
     fv, lv, ref_f, ref_l = f0, sp.Rational(l0), [], []
-    for k in range(7):
+    for _k in range(7):
         ref_f.append(float(fv))
         ref_l.append(float(lv))
         rv = fv - yv

@@ -85,7 +85,7 @@ for L, a0, sv, lrv in ((2, sp.Rational(1, 2), sp.Rational(3, 2), sp.Rational(1, 
                        (3, sp.Rational(1, 3), 1, sp.Rational(3, 10)),
                        (2, sp.Rational(9, 10), 1, sp.Rational(11, 10))):     # above lr* = 1: oscillates
     av, ref = a0, []
-    for k in range(7):
+    for _k in range(7):
         ref.append(float(av ** L))
         av = av + lrv * (sv - av ** L) * av ** (L - 1)
     got = ln.gd_mode_strength(np.arange(7), float(sv), float(a0 ** L), depth=L, lr=float(lrv))

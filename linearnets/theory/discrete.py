@@ -25,6 +25,7 @@ import scipy.optimize
 
 from .._validation import (
     as_float_array,
+    broadcast_args,
     check_depth,
     check_int_array,
     check_positive,
@@ -42,14 +43,6 @@ DOMAIN_RTOL = 1e-12
 #: ``max_margin_direction``: the separator must reach y_μ w·x_μ ≥ 1 − FEASIBILITY_RTOL
 #: (in units of the margin's scale) or the data are not separable through the origin.
 FEASIBILITY_RTOL = 1e-8
-
-
-def _broadcast(names, *arrays):
-    try:
-        return np.broadcast_arrays(*arrays)
-    except ValueError as exc:
-        shapes = ", ".join(f"{n} {np.shape(a)}" for n, a in zip(names, arrays))
-        raise ValueError(f"arguments {', '.join(names)} cannot be broadcast together: {shapes}") from exc
 
 
 def _steps(k, name):
@@ -113,8 +106,8 @@ def gd_mode_strength(k, s, c0, depth=2, lr=0.1):
     s = check_positive(s, "s")
     c0 = check_positive(c0, "c0")
     lr = check_positive(lr, "lr")
-    shape = _broadcast(("k", "s", "c0", "lr"), k, s, c0, lr)[0].shape
-    ps, pc, pl = _broadcast(("s", "c0", "lr"), s, c0, lr)
+    shape = broadcast_args(k=k, s=s, c0=c0, lr=lr)[0].shape
+    ps, pc, pl = broadcast_args(s=s, c0=c0, lr=lr)
     pshape = ps.shape
     a = pc ** (1.0 / L) if L > 1 else pc.copy()
     a = np.array(a, dtype=np.float64)
@@ -268,7 +261,7 @@ def catapult_map(steps, f0, ntk0, y, lr, x_sq=1.0):
     lr = check_positive(lr, "lr")
     x_sq = check_positive(x_sq, "x_sq")
     f, lam, y, lr, x_sq = (np.array(a, dtype=np.float64) for a in
-                           _broadcast(("f0", "ntk0", "y", "lr", "x_sq"), f0, ntk0, y, lr, x_sq))
+                           broadcast_args(f0=f0, ntk0=ntk0, y=y, lr=lr, x_sq=x_sq))
     with np.errstate(over="ignore"):
         lower = 2.0 * np.sqrt(x_sq) * np.abs(f)
     if np.any(lam < lower * (1.0 - DOMAIN_RTOL)):

@@ -133,7 +133,7 @@ def _gd_two_layer(W1, W2, x, y, lr, steps):
     """GD on f = W2 W1 x, loss (f - y)^2 / 2, on the explicit matrices: f and the NTK
     |W1 x|^2 + |x|^2 |W2|^2 at every step."""
     fs, ntks = [], []
-    for k in range(steps + 1):
+    for _k in range(steps + 1):
         h = W1 @ x
         f = (W2 @ h)[0]
         fs.append(f)
