@@ -21,6 +21,7 @@ Layout (imports run one way: this table -> topic modules -> ``common``,
 - :mod:`~linearnets.compare.unwhitened` — phase I on non-whitened inputs;
 - :mod:`~linearnets.compare.regimes` — lazy and rich: balanced flows, lazy limit, implicit biases, Var F;
 - :mod:`~linearnets.compare.infinite_width` — finite networks against the infinite-width NTK (at t = 0 and trained);
+- :mod:`~linearnets.compare.descent` — gradient descent against the closed forms of the discrete step;
 - :mod:`~linearnets.compare.common` — tolerances, the flow helper ``_flow``, log-log slopes,
   initial conditions, argument validation (crossing times: :func:`linearnets.regimes.crossing_time`);
 - :mod:`~linearnets.compare.registry` — :class:`Comparison`, :class:`Check`, :data:`CHECKS`,
@@ -60,9 +61,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alignment, infinite_width, modes, ntk, regimes, transfer, unwhitened
+from . import alignment, descent, infinite_width, modes, ntk, regimes, transfer, unwhitened
 from .alignment import compare_initial_moments, compare_phase_one, compare_silent_alignment
 from .common import ATOL, RTOL, SAFETY, Z_SCORE
+from .descent import (
+    compare_catapult,
+    compare_gd_mode_map,
+    compare_gd_stability,
+    compare_lazy_gd,
+    compare_logistic_max_margin,
+    compare_modified_flow,
+)
 from .infinite_width import compare_infinite_width_lazy, compare_ntk_at_init
 from .modes import compare_half_time_scaling, compare_learning_curves, compare_mode_strengths, compare_path_ntk
 from .ntk import (
@@ -95,6 +104,8 @@ __all__ = [
     "compare_transfer", "compare_finite_sigma_ntk", "compare_lambda_balanced", "compare_balanced_ntk_drift",
     "compare_lazy_limit", "compare_single_neuron", "compare_diagonal_bias", "compare_laziness_ratio",
     "compare_output_variance", "compare_relu_kernel_gap", "compare_ntk_at_init", "compare_infinite_width_lazy",
+    "compare_gd_mode_map", "compare_gd_stability", "compare_catapult", "compare_lazy_gd",
+    "compare_logistic_max_margin", "compare_modified_flow",
 ]
 
 _PAPER = dict(D=30, N=50, P=60)          # Atanasov et al. (2022), Figs. 3, E.1, E.3
@@ -204,4 +215,22 @@ register(
     Check("infinite_width_lazy", "wide 'ntk' ReLU net under gradient flow -> lazy_prediction(K_inf), ~ m^-1/2",
           infinite_width.compare_infinite_width_lazy, infinite_width.plot_infinite_width_lazy,
           presets=dict(full=dict(widths=(128, 512, 2048, 8192, 32768), reps=8))),
+    # --- the discrete step (Lewkowycz et al. 2020; Soudry et al. 2018; Barrett & Dherin 2021) --
+    Check("gd_mode_map", "GD on a balanced, aligned deep linear net = gd_mode_strength, exact to rounding",
+          descent.compare_gd_mode_map, descent.plot_gd_mode_map,
+          presets=dict(full=dict(depth=4, n_steps=2000))),
+    Check("gd_stability", "onset of oscillation of GD bracketed by lr* = 2/(L s^(2-2/L)), L = 2, 3",
+          descent.compare_gd_stability, descent.plot_gd_stability,
+          presets=dict(full=dict(depths=(2, 3, 4), fractions=(0.9, 0.99, 1.01, 1.1)))),
+    Check("catapult", "two-layer net, one sample: GD = catapult_map; lazy / catapult / divergent at large width",
+          descent.compare_catapult, descent.plot_catapult,
+          presets=dict(full=dict(widths=(4, 64, 1024), etas=(0.5, 1.5, 2.5, 3.0, 3.5, 4.5, 6.0)))),
+    Check("lazy_gd", "wide 'ntk' ReLU net under GD -> lazy_prediction_gd(K_inf), distance ~ m^-1/2",
+          descent.compare_lazy_gd, descent.plot_lazy_gd,
+          presets=dict(full=dict(widths=(128, 512, 2048, 8192, 32768), reps=8))),
+    Check("logistic_max_margin", "logistic loss: direction -> max_margin_direction like 1/log t (Soudry et al.)",
+          descent.compare_logistic_max_margin, descent.plot_logistic_max_margin,
+          presets=dict(full=dict(n_steps=1_000_000))),
+    Check("modified_flow", "GD vs flow O(h), vs modified flow O(h^2), tanh MLP (Barrett & Dherin)",
+          descent.compare_modified_flow, descent.plot_modified_flow),
 )

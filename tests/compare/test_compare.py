@@ -101,7 +101,7 @@ def test_every_check_has_its_figure_and_presets():
 
 def test_every_compare_routine_is_exported():
     names = [n for n in dir(compare) if n.startswith("compare_")]
-    assert len(names) == 24
+    assert len(names) == 30
     for n in names:
         assert getattr(ln, n) is getattr(compare, n) and n in compare.__all__
 

@@ -14,7 +14,8 @@ SEEDS = tuple(range(10))
 CHEAP = ("learning_curve", "phase_one", "initial_moments", "mode_strengths", "final_ntk", "silent_alignment",
          "silent_alignment_L3", "kernel_gap", "kernel_path", "unwhitened_phase1", "path_ntk",
          "intermediate_kernels", "transfer", "finite_sigma_ntk", "lambda_balanced", "balanced_ntk_drift",
-         "lazy_limit", "lazy_limit_relu", "single_neuron", "laziness_ratio", "laziness_ratio_relu")
+         "lazy_limit", "lazy_limit_relu", "single_neuron", "laziness_ratio", "laziness_ratio_relu",
+         "gd_mode_map", "gd_stability", "catapult", "modified_flow")
 
 
 def _check_seed(names, seed):
