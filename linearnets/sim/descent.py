@@ -78,6 +78,21 @@ def _model_keywords(shapes, activation, multipliers, alpha, centered, loss, lr_s
                          alpha=alpha, centered=centered, loss=loss, lr_scales=lr_scales)
 
 
+def _in_chunks(call):
+    """``advance(y, n)`` from ``call(y, m) -> steps taken`` (a compiled loop of ``m <= CHUNK``
+    steps): Python between chunks only, where Ctrl-C is seen."""
+    def advance(y, n):
+        done = 0
+        while done < n:
+            m = min(n - done, CHUNK)
+            taken = call(y, m)
+            done += taken
+            if taken < m:
+                break
+        return done
+    return advance
+
+
 class PreparedDescent(PreparedFlow):
     """:class:`~.flow.PreparedFlow` whose run is gradient descent with step ``lr`` at the step
     counts ``steps`` (full batch, or the :func:`minibatches` of ``batch_size`` and ``seed``);
@@ -102,17 +117,7 @@ class PreparedDescent(PreparedFlow):
         if self.batch_size is None and getattr(net, "descent_ops", None) is not None:
             loop, data = net.descent_ops()            # compiled: Python per CHUNK steps
             g = np.empty(net.layout.size)
-
-            def full_batch(y, n):
-                done = 0
-                while done < n:        # chunks: Ctrl-C is seen between them
-                    m = min(n - done, CHUNK)
-                    taken = int(loop(y, g, m, lr, data))
-                    done += taken
-                    if taken < m:
-                        break
-                return done
-            return full_batch
+            return _in_chunks(lambda y, m: int(loop(y, g, m, lr, data)))
         if self.batch_size is None:
             step_net, order = net, None
         else:
@@ -122,19 +127,9 @@ class PreparedDescent(PreparedFlow):
             first = np.arange(self.batch_size)
             step_net.prepare(Xd[first], Yd[first])
             if getattr(step_net, "batch_ops", None) is not None:
-                loop, data, full = step_net.batch_ops(net)      # compiled: Python per chunk
+                loop, data, full = step_net.batch_ops(net)
                 g = np.empty(net.layout.size)
-
-                def compiled(y, n):
-                    done = 0
-                    while done < n:
-                        m = min(n - done, CHUNK)
-                        taken = int(loop(y, g, order.take(m), lr, data, full))
-                        done += taken
-                        if taken < m:
-                            break
-                    return done
-                return compiled
+                return _in_chunks(lambda y, m: int(loop(y, g, order.take(m), lr, data, full)))
         g = xp.empty(net.layout.size)
 
         def advance(y, n):
