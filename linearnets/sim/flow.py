@@ -468,7 +468,7 @@ class PreparedFlow:
             self._modes = (U, s, Vt.T.copy())
         # the largest product of an evaluation: rows (samples, or the widest layer on
         # sufficient statistics; the probe's for "ntk") times a layer's size
-        widths = [self.shapes[0][1]] + [s[0] for s in self.shapes]
+        widths = [self.shapes[0][-1]] + [s[0] for s in self.shapes]     # (diagonal: (D,))
         rows = max(widths) if self.model.linear else max(X.shape[0], self.Xo.shape[0])
         self._work = rows * max(a * b for a, b in zip(widths, widths[1:]))
 
