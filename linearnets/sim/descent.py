@@ -121,13 +121,17 @@ class PreparedDescent(PreparedFlow):
         if self.batch_size is None:
             step_net, order = net, None
         else:
-            step_net = self.model(*self._params, self.options, xp=xp)
+            cls = self.model
+            if self.backend == "numba" and cls.name == "linear":
+                # a batch's samples, not its statistics: the compiled loop of the MLP model
+                cls = get_model("mlp").numba_model
+            step_net = cls(*self._params, self.options, xp=xp)
             order = BatchOrder(self.X.shape[0], self.batch_size, self.seed)
             Xd, Yd = self._data
             first = np.arange(self.batch_size)
             step_net.prepare(Xd[first], Yd[first])
             if getattr(step_net, "batch_ops", None) is not None:
-                loop, data, full = step_net.batch_ops(net)
+                loop, data, full = step_net.batch_ops(self.X, self.Y)
                 g = np.empty(net.layout.size)
                 return _in_chunks(lambda y, m: int(loop(y, g, order.take(m), lr, data, full)))
         g = xp.empty(net.layout.size)
@@ -220,10 +224,9 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
         A run whose weights stop being finite raises :class:`~linearnets.FlowError`
         instead of warning (:class:`~linearnets.FlowWarning`).
     backend : {"auto", "numpy", "numba", "cupy"}
-        numba: the steps between recorded steps run in one compiled loop on the model's
-        compiled gradient (mini-batch: the MLP, its batches loaded in the loop, their
-        indices drawn in Python per chunk of steps; a linear network's mini-batch steps
-        form the batch's statistics in Python, one call per step).
+        numba: the steps between recorded steps run in compiled loops on the model's
+        compiled gradient, Python between chunks of :data:`CHUNK` steps only (mini-batch:
+        the MLP model, a linear network's too, its batches loaded in the loop).
     sharpness_k : int
         How many eigenvalues ``"sharpness"`` records.
 

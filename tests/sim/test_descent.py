@@ -262,7 +262,7 @@ def test_success_does_not_warn():
 
 def test_numba_steps_never_call_the_python_gradient(monkeypatch):
     """On numba the steps run in the compiled loops: the models' Python rhs/gradient entry
-    points are never called (full batch: linear net and MLP; mini-batch: MLP)."""
+    points are never called (full batch and mini-batch, linear net and MLP)."""
     from linearnets.sim.models.linear import LinearNetNumba
     from linearnets.sim.models.mlp import MLPNumba
 
@@ -272,7 +272,7 @@ def test_numba_steps_never_call_the_python_gradient(monkeypatch):
         monkeypatch.setattr(cls, "rhs", forbidden)
     monkeypatch.setattr(MLPNumba, "gradient", forbidden)
     X, Y, W1, b1, W2 = _tanh_problem("mse")
-    for kw in (dict(), dict(activation="tanh", biases=[b1]),
+    for kw in (dict(), dict(activation="tanh", biases=[b1]), dict(batch_size=5),
                dict(activation="tanh", biases=[b1], batch_size=5)):
         tr = ln.gradient_descent([W1, W2], X, Y, [0, 20, 50], 0.05, backend="numba", **kw)
         assert tr.success and tr.backend == "numba" and tr.nfev == 50

@@ -193,8 +193,9 @@ class Model:
     #: ``descent_ops()`` -> ``(advance, data)``: a compiled gradient-descent loop
     #: (``methods._descent_kernels.make_gd_advance``) on this model, or None (a Python loop).
     descent_ops = None
-    #: ``batch_ops(full)`` -> ``(advance, data, full_data)``: a compiled mini-batch loop
-    #: (``make_sgd_advance``) on this model prepared on a batch, or None (a Python loop).
+    #: ``batch_ops(X, Y)`` -> ``(advance, data, full)``: a compiled mini-batch loop
+    #: (``make_sgd_advance``) on this model prepared on a batch, drawing from the full data,
+    #: or None (a Python loop).
     batch_ops = None
     #: The twin of this class that ``backend="numba"`` runs (compiled operations), or None.
     numba_model = None

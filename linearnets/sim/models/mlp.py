@@ -399,12 +399,14 @@ class MLPNumba(MLP):
         side and its data tuple (after :meth:`prepare`; ``_descent_kernels``)."""
         return self._K.gd_advance, self._data
 
-    def batch_ops(self, full):
-        """``(advance, data, full_data)``: the compiled mini-batch loop on this model, prepared
-        on a batch's number of samples, with the full data of ``full`` (a prepared model of
-        the same network on all samples) to draw from (``_descent_kernels``)."""
-        d = full._data
-        return self._K.sgd_advance, self._data, (d[0], d[1], d[2])
+    def batch_ops(self, X, Y):
+        """``(advance, data, full)``: the compiled mini-batch loop on this model, prepared on
+        a batch's number of samples, and the full data ``(X, Y, f0)`` it draws the batches
+        from (``f0`` the network at t = 0 on ``X`` when centered, else zeros;
+        ``_descent_kernels``)."""
+        f0 = (self.forward(self.y0, X) if self.options.centered
+              else np.zeros((X.shape[0], self.Y.shape[1])))
+        return self._K.sgd_advance, self._data, (X, Y, np.ascontiguousarray(f0))
 
     def compiled_ops(self, kind, tab, stop=None):
         """``(family, ops)`` for ``methods.compiled.erk`` (after :meth:`prepare`): this model's
