@@ -293,3 +293,43 @@ def test_provenance_dirty_flag_counts_code_not_figures(tmp_path):
     assert engine._git_dirty(str(tmp_path), ("*.py", "*.toml")) is True
     engine._GIT.clear()
     assert engine._git_dirty() in (True, False, None)         # the package's own sources
+
+
+# -- experiment 5: the catapult (Lewkowycz et al. 2020) ------------------------------------------
+
+def test_catapult_spec_and_a_small_point(tmp_path):
+    spec = load_spec(str(EXP / "catapult" / "spec.toml"))
+    assert [a.name for a in spec.axes] == ["activation", "eta", "m", "seed"]
+    cat = _module("catapult", "catapult")
+    rows = {}
+    for act in ("linear", "relu"):
+        for eta in (1.0, 3.0, 5.0):
+            rows[(act, eta, 512, 0)] = cat.point(act, eta, 512, 0, n_steps=600)
+    lin = {e: r for (a, e, _, _), r in rows.items() if a == "linear"}
+    # the exact map at the run's own width: GD and catapult_map agree to rounding
+    assert abs(lin[1.0]["eta_end"] - lin[1.0]["eta_map"]) < 1e-10
+    assert abs(lin[1.0]["eta_end"] - 1.0) < 0.05                     # lazy
+    assert lin[3.0]["eta_end"] < 2.0 and lin[3.0]["loss_end"] < 1e-10  # catapult: converged below 2/lr
+    assert lin[5.0]["diverged"] == 1.0
+    df = _frame(("activation", "eta", "m", "seed"), rows)
+    out = tmp_path / "catapult.png"
+    cat.plot(df, spec, str(out))
+    assert out.stat().st_size > 0
+    table = {(r["activation"], r["m"]): r for r in cat.table(df)}
+    assert table[("linear", 512)]["divergent_min"] == 5.0
+
+
+# -- experiment 6: the edge of stability (Cohen et al. 2021) -------------------------------------
+
+def test_edge_of_stability_spec_and_a_small_point(tmp_path):
+    spec = load_spec(str(EXP / "edge_of_stability" / "spec.toml"))
+    assert [a.name for a in spec.axes] == ["lr", "seed"]
+    eos = _module("edge_of_stability", "eos")
+    r = eos.point(0.4, 0, P=32, D=4, width=16, n_steps=300, every=10, init_scale=0.5)
+    assert r["success"] == 1.0 and r["S0_ratio"] < 1.0 and r["steps"].shape == r["sharpness"].shape == (31,)
+    assert r["loss_end"] < r["loss0"]
+    df = _frame(("lr", "seed"), {(0.4, 0): r})
+    out = tmp_path / "eos.png"
+    eos.plot(df, spec, str(out))
+    assert out.stat().st_size > 0
+    assert eos.table(df)[0]["two_over_lr"] == 5.0
