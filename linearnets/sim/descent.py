@@ -11,13 +11,14 @@ import numpy as np
 from .. import _threads
 from .._validation import as_float_array, check_int, check_positive, check_seed
 from .curvature import HessianProducts, top_eigenvalues
-from .flow import (PreparedFlow, _prepare, check_data, check_labels, check_record,
-                   report_failure)
+from .flow import (FlowInterrupted, PreparedFlow, _prepare, check_data, check_labels,
+                   check_record, report_failure)
 from .methods import FlowStatus
 from .methods.base import Result
 from .models import get_model, parse_options
 from .models.mlp import check_biases
 from .network import check_weights
+from .progress import check_progress, progress_for
 
 __all__ = ["gradient_descent", "sharpness", "minibatches", "BatchOrder", "check_steps",
            "PreparedDescent", "CHUNK"]
@@ -78,21 +79,6 @@ def _model_keywords(shapes, activation, multipliers, alpha, centered, loss, lr_s
                          alpha=alpha, centered=centered, loss=loss, lr_scales=lr_scales)
 
 
-def _in_chunks(call):
-    """``advance(y, n)`` from ``call(y, m) -> steps taken`` (a compiled loop of ``m <= CHUNK``
-    steps): Python between chunks only, where Ctrl-C is seen."""
-    def advance(y, n):
-        done = 0
-        while done < n:
-            m = min(n - done, CHUNK)
-            taken = call(y, m)
-            done += taken
-            if taken < m:
-                break
-        return done
-    return advance
-
-
 class PreparedDescent(PreparedFlow):
     """:class:`~.flow.PreparedFlow` whose run is gradient descent with step ``lr`` at the step
     counts ``steps`` (full batch, or the :func:`minibatches` of ``batch_size`` and ``seed``);
@@ -111,13 +97,13 @@ class PreparedDescent(PreparedFlow):
         return super()._net(ws, bs)
 
     def _advance(self, net):
-        """``advance(y, n) -> steps taken`` (fewer than n where the next state is not
-        finite; ``y`` the last finite state, updated in place)."""
+        """``advance(y, n) -> steps taken`` for ``n <= CHUNK`` (fewer than n where the next
+        state is not finite; ``y`` the last finite state, updated in place)."""
         xp, lr = self.xp, self.lr
         if self.batch_size is None and getattr(net, "descent_ops", None) is not None:
             loop, data = net.descent_ops()            # compiled: Python per CHUNK steps
             g = np.empty(net.layout.size)
-            return _in_chunks(lambda y, m: int(loop(y, g, m, lr, data)))
+            return lambda y, m: int(loop(y, g, m, lr, data))
         if self.batch_size is None:
             step_net, order = net, None
         else:
@@ -133,7 +119,7 @@ class PreparedDescent(PreparedFlow):
             if getattr(step_net, "batch_ops", None) is not None:
                 loop, data, full = step_net.batch_ops(self.X, self.Y)
                 g = np.empty(net.layout.size)
-                return _in_chunks(lambda y, m: int(loop(y, g, order.take(m), lr, data, full)))
+                return lambda y, m: int(loop(y, g, order.take(m), lr, data, full))
         g = xp.empty(net.layout.size)
 
         def advance(y, n):
@@ -157,15 +143,18 @@ class PreparedDescent(PreparedFlow):
         done = k = 0
         status = FlowStatus.SUCCESS
         while k < T:
-            n = int(steps[k]) - done
-            taken = advance(y, n) if n > 0 else 0
-            done += taken
-            if taken < n:
-                status = FlowStatus.NONFINITE
+            while done < steps[k]:             # Python between chunks: Ctrl-C, the bar
+                m = min(int(steps[k]) - done, CHUNK)
+                taken = advance(y, m)
+                done += taken
+                if taken < m:
+                    status = FlowStatus.NONFINITE
+                    break
+                if tick is not None:
+                    tick(float(done))
+            if status is not FlowStatus.SUCCESS:
                 break
             look(k, y)
-            if tick is not None:
-                tick(float(steps[k]) * lr)
             k += 1
         nfev = done + (status is not FlowStatus.SUCCESS)
         if status.success:
@@ -177,8 +166,16 @@ class PreparedDescent(PreparedFlow):
         return Result(n_done=k, t_last=done * lr, y_last=y, nfev=nfev, nsteps=done,
                       nrejected=0, status=status, message=message)
 
-    def run(self, weights0, biases0=None, *, report=True):
-        traj = super().run(weights0, biases0, report=False)
+    def _bar(self, progress):
+        return progress_for(progress, self.steps, label="step", desc=self.what)
+
+    def run(self, weights0, biases0=None, *, report=True, progress=None):
+        self._done = 0
+        try:
+            traj = super().run(weights0, biases0, report=False, progress=progress)
+        except FlowInterrupted as exc:     # the steps of what was recorded
+            exc.trajectory = dataclasses.replace(exc.trajectory, steps=self.steps.copy())
+            raise
         traj = dataclasses.replace(traj, steps=self.steps.copy(), t_last=self._done * self.lr)
         if report and not traj.success:
             return report_failure(traj, traj.message, self.raise_on_failure, self.what)
@@ -188,7 +185,8 @@ class PreparedDescent(PreparedFlow):
 def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
                      activation="linear", biases=None, multipliers=None, alpha=1.0,
                      centered=False, loss="mse", lr_scales=None, record=(), probe=None,
-                     raise_on_failure=False, backend="auto", model=None, sharpness_k=1):
+                     raise_on_failure=False, backend="auto", model=None, sharpness_k=1,
+                     progress=None):
     """Train a network by gradient descent, full batch or mini-batch, from ``weights``.
 
     ``theta_{k+1} = theta_k - lr lr_scales[l-1] dL_{B_k}/dtheta_l(theta_k)`` with ``L_B =
@@ -229,6 +227,9 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
         the MLP model, a linear network's too, its batches loaded in the loop).
     sharpness_k : int
         How many eigenvalues ``"sharpness"`` records.
+    progress : None, True or False
+        A bar over the steps, as :func:`linearnets.gradient_flow`'s over time (None: on a
+        terminal once the run has lasted a few seconds).
 
     Returns
     -------
@@ -237,6 +238,11 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
         ``loss`` is the full-training-set loss; ``method`` "GD" or "SGD"; ``nfev`` the
         gradients evaluated.  A divergent run has ``success`` False, the step in its
         message and NaN rows from the first recorded step it did not reach.
+
+    Raises
+    ------
+    FlowInterrupted
+        On Ctrl-C, with the steps recorded so far (``trajectory.steps`` included).
 
     Examples
     --------
@@ -257,6 +263,7 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
     if batch_size is not None:
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=X.shape[0])
     seed = check_seed(seed)
+    check_progress(progress)
     rec = check_record(record)
     k = check_int(sharpness_k, "sharpness_k", minimum=1)
     prepared = _prepare(
@@ -265,7 +272,7 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
         biases=bs is not None, multipliers=multipliers, alpha=alpha, centered=centered,
         loss=loss, stop=None, kink_rtol=None, record=tuple(rec), probe=probe,
         model=model, raise_on_failure=raise_on_failure, prepared=PreparedDescent)
-    return prepared.configure(steps, lr, batch_size, seed, k).run(ws, bs)
+    return prepared.configure(steps, lr, batch_size, seed, k).run(ws, bs, progress=progress)
 
 
 def sharpness(weights, X, Y, *, k=1, biases=None, activation="linear", multipliers=None,

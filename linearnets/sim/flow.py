@@ -563,16 +563,20 @@ class PreparedFlow:
         FlowInterrupted
             On Ctrl-C, with the outputs recorded so far.
         """
-        bar = progress_for(progress, self.t_eval)
+        bar = self._bar(progress)
         try:
             traj = self._run(weights0, biases0, None if bar is None else bar.update)
             if bar is not None and traj.success:
-                bar.update_all(float(self.t_eval[-1]))
+                bar.update_all(bar.end)
         finally:
             if bar is not None:
                 bar.close()
         return report_failure(traj, None if traj.success or not report else traj.message,
                               self.raise_on_failure, self.what)
+
+    def _bar(self, progress):
+        # the progress bar over flow time (None: none shows)
+        return progress_for(progress, self.t_eval)
 
     def _run(self, weights0, biases0, tick=None):
         # run() less the report and the bar; tick(t): the loops' progress hook

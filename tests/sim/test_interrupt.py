@@ -148,3 +148,36 @@ def test_ensemble_interrupt_keeps_every_member(backend, monkeypatch):
         if n == 0:      # never started: its parameters at t = 0
             assert "before this member started" in ens.message[b]
             np.testing.assert_array_equal(ens.weights[0][b], nets[b][0])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_interrupted_descent_keeps_its_steps(backend, monkeypatch):
+    """Ctrl-C in gradient descent (between chunks of steps): FlowInterrupted whose trajectory
+    has the recorded steps (and t = steps lr), NaN rows after the last one reached."""
+    from linearnets.sim import descent as _descent
+    X, Y, ws = _problem()
+    steps = np.array([0, 5000, 10000, 15000])
+    monkeypatch.setattr(_descent.PreparedDescent, "_bar", lambda self, progress: _Bar())
+    with pytest.raises(ln.FlowInterrupted) as info:
+        ln.gradient_descent(ws, X, Y, steps, 0.01, backend=backend, activation="tanh")
+    tr = info.value.trajectory
+    np.testing.assert_array_equal(tr.steps, steps)
+    n = int(np.sum(~np.isnan(tr.loss)))
+    assert 1 <= n < steps.size and tr.status is ln.FlowStatus.INTERRUPTED
+
+
+class _Bar:
+    """A bar whose update raises KeyboardInterrupt at its third call (a chunk of steps)."""
+    end = 0.0
+
+    def __init__(self):
+        self.hook = _Interrupt(3)
+
+    def update(self, clock):
+        self.hook(clock)
+
+    def update_all(self, clock):
+        pass
+
+    def close(self):
+        pass

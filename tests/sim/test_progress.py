@@ -79,3 +79,14 @@ def test_bad_progress_names_it(bad):
         ln.gradient_flow(ws, X, Y, [0.0, 1.0], progress=bad)
     with pytest.raises(ValueError, match="progress"):
         ln.gradient_flow_ensemble([ws], X, Y, [0.0, 1.0], progress=bad)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_gradient_descent_bar_counts_steps(backend, capsys):
+    X, Y, ws = _problem()
+    tr = ln.gradient_descent(ws, X, Y, [0, 10, 9000], 0.05, backend=backend, progress=True,
+                             activation="tanh")
+    assert tr.success
+    lines = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()
+    assert "gradient descent" in lines[-1] and "100%" in lines[-1]
+    assert "step = 9000 / 9000" in lines[-1]
