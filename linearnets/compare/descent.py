@@ -26,7 +26,7 @@ from ..theory.discrete import (_max_margin, catapult_map, gd_mode_strength, gd_s
                                max_margin_direction)
 from ..theory.infinite_width import infinite_width_kernels
 from .common import _balanced_aligned_init, _check_args, _loglog_slope, _require, _seeded
-from .infinite_width import _slope_tolerance
+from .infinite_width import _plot_loglog, _slope_tolerance
 from .plotting import THEORY, colors, figure
 from .registry import Comparison
 
@@ -392,17 +392,7 @@ def compare_lazy_gd(widths=(128, 512, 2048, 8192), P=6, Q=6, D=8, reps=6, sigma=
 
 def plot_lazy_gd(res):
     """End-of-training distance from the infinite-width lazy GD prediction against the width."""
-    a = res.arrays
-    fig, axes = figure(1)
-    ax = axes[0]
-    w, v = a["widths"], a["distance"]
-    for row in a["distances"]:
-        ax.loglog(w, row, "-", color="0.75", lw=0.8)
-    ax.loglog(w, v, "o-", label=r"$\|F_k - F^{lazy}_k(K_\infty)\| / \|Y\|$ (mean)")
-    ax.loglog(w, v[0] * (w / w[0]) ** -0.5, **THEORY, label=r"$\propto m^{-1/2}$")
-    ax.set(xlabel="width m")
-    ax.legend(fontsize=8)
-    return fig
+    return _plot_loglog(res, "distance", r"$\|F_k - F^{lazy}_k(K_\infty)\| / \|Y\|$")
 
 
 # =============================================================================
