@@ -425,7 +425,7 @@ def compare_logistic_max_margin(depth=3, N=4, n_far=6, lr=1.0, n_steps=100_000, 
 
     Planar separable data with two support vectors z_1, z_2 (z = y x) and ``n_far`` samples
     farther out; loss "logistic", full-batch gradient descent from a small random start.
-    Soudry et al. (2018), Theorem 3: w(t) = w* log t + w̃ + ρ(t), ρ → 0, with w̃ fixed on
+    Soudry et al. (2018): w(t) = w* log t + w̃ + ρ(t), ρ → 0, with w̃ fixed on
     the support vectors by e^{−z_s·w̃} ∝ α_s (the SVM duals). In the plane the component of
     w̃ orthogonal to ŵ is along z_1 − z_2 and has length |log(α_1/α_2)|/‖z_1 − z_2‖, so the
     distance d = ‖w/‖w‖ − ŵ‖ falls like 1/log t with the exact constant

@@ -194,7 +194,7 @@ def catapult_map(steps, f0, ntk0, y, lr, x_sq=1.0):
         f_{k+1} = f_k - \mathrm{lr}\,\lambda_k r_k + \mathrm{lr}^2 r_k^2\, x_{sq}\, f_k, \qquad
         \lambda_{k+1} = \lambda_k + \mathrm{lr}\, x_{sq}\, r_k\,(\mathrm{lr}\,\lambda_k r_k - 4 f_k)
 
-    (Lewkowycz et al. 2020, eq. 3-4 with y = 0 and their 1/√n; here in the package's
+    (Lewkowycz et al. 2020, with y = 0, x = 1 and their 1/√n; here in the package's
     conventions, ``theory/catapult.md``).
 
     **Phases.**  The width enters only through the initial condition: at fixed lr λ_0,
@@ -332,7 +332,7 @@ def lazy_prediction_gd(steps, K_train, K_test_train, Y, F0_train=None, F0_test=N
     singular K gives finite outputs.  As lr → 0 with k·lr = t this tends to
     ``lazy_prediction(t, ..., eta=1)`` (e^{−Kτ} = lim (I − cK)^k).  The eigen-mode λ
     converges iff 0 < cλ < 2, i.e. lr < 2α²P/λ_max for all modes (Lee et al. 2019,
-    Sec. 2.4: their η_critical = 2/λ_max of K/P).
+    their critical rate 2/λ_max of K/P).
 
     Parameters
     ----------
@@ -359,7 +359,7 @@ def lazy_prediction_gd(steps, K_train, K_test_train, Y, F0_train=None, F0_test=N
     -----
     Derivation and sympy check: ``theory/lazy_gd.md``.  Source: Lee et al. (2019),
     "Wide neural networks of any depth evolve as linear models under gradient
-    descent", Sec. 2 (their discrete-time linearised dynamics, with our 1/(α²P)).
+    descent" (their discrete-time linearised dynamics, with our 1/(α²P)).
 
     Examples
     --------
@@ -417,8 +417,8 @@ def _max_margin(X, y):
     """The hard-margin separator through the origin: (w, alpha) with w = Σ α_μ y_μ x_μ,
     α ≥ 0, min |w|² subject to y_μ w·x_μ ≥ 1 (the un-normalised SVM solution and its dual).
 
-    Lawson & Hanson's least-distance programming (their ch. 23): with Z = diag(y) X, the
-    problem min |w| s.t. Z w ≥ 1 is solved by the NNLS min_{u ≥ 0} |E u − f|,
+    Lawson & Hanson's least-distance programming (Solving Least Squares Problems, 1974):
+    with Z = diag(y) X, the problem min |w| s.t. Z w ≥ 1 is solved by the NNLS min_{u ≥ 0} |E u − f|,
     E = [Zᵀ; 1ᵀ], f = e_{D+1}: with the residual ρ = E u − f, w = −ρ_{1:D}/ρ_{D+1} and
     α = −u/ρ_{D+1}; ρ = 0 means no w satisfies the constraints.
     """
@@ -464,7 +464,7 @@ def max_margin_direction(X, y):
     equivalently the maximiser of min_μ y_μ w·x_μ / ‖w‖.  A linear model trained by
     gradient descent (small enough step) or gradient flow on the logistic loss
     Σ log(1 + e^{−y_μ w·x_μ}) of separable data has w(t)/‖w(t)‖ → ŵ, at the rate
-    1/log t (Soudry et al. 2018, Theorem 3); the end-to-end map of a deep linear net
+    1/log t (Soudry et al. 2018); the end-to-end map of a deep linear net
     converges to the same direction (Ji & Telgarsky 2019).
 
     Solved exactly (finite active-set steps, accurate to rounding) as Lawson & Hanson's
