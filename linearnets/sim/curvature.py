@@ -72,14 +72,21 @@ class HessianProducts:
 def top_eigenvalues(products, y, k=1, seed=0):
     """The ``k`` largest eigenvalues (descending) of :class:`HessianProducts` ``products`` at
     ``y``: dense below :data:`DENSE_MAX` parameters, Lanczos (``eigsh``, ``which="LA"``, to
-    machine precision, a fixed start vector from ``seed``) above."""
+    machine precision, a fixed start vector from ``seed``) above.  Where the products overflow
+    (a state far out on a diverging run) the eigenvalues exceed the float64 range: +inf."""
     n = products.n
     k = check_int(k, "k", minimum=1, maximum=n)
+    overflow = np.full(k, np.inf)
     if n <= DENSE_MAX or k >= n - 1:
-        return np.linalg.eigvalsh(products.dense(y))[::-1][:k].copy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            H = products.dense(y)
+        return np.linalg.eigvalsh(H)[::-1][:k].copy() if np.isfinite(H).all() else overflow
     hv = products.at(y)
     op = LinearOperator((n, n), matvec=hv, dtype=np.float64)
     v0 = np.random.default_rng(seed).standard_normal(n)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not np.isfinite(hv(v0)).all():
+            return overflow
     vals = eigsh(op, k=k, which="LA", tol=0.0, v0=v0, return_eigenvectors=False)
     return np.sort(vals)[::-1].copy()
 

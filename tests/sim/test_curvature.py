@@ -1,5 +1,7 @@
 """sharpness against a dense Hessian from finite differences of the exact gradient, its
 record along gradient descent, and the modified flow of gradient descent (gd_lr)."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,15 @@ def test_gd_lr_bad_input():
     X = np.ones((3, 2))
     with pytest.raises(ValueError, match="gd_lr"):
         ln.gradient_flow(init_network((2, 2, 1), 0.5), X, np.ones(3), [0, 1], gd_lr=-0.1)
+
+
+@pytest.mark.parametrize("width", [3, 40])        # the dense and the Lanczos path
+def test_sharpness_beyond_the_float_range_is_inf(width):
+    """Far out on a diverging run the Hessian's products overflow: +inf, no warning."""
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((6, 3)), rng.standard_normal(6)
+    ws = [1e160 * rng.standard_normal((width, 3)), 1e160 * rng.standard_normal((1, width))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vals = ln.sharpness(ws, X, Y, k=2, activation="relu")
+    assert vals.shape == (2,) and np.all(vals == np.inf)
