@@ -30,13 +30,13 @@ class HessianProducts:
     """
 
     def __init__(self, net):
-        if getattr(net, "jvp", None) is None:
+        if net.jvp is None:
             raise ValueError(f"sharpness: the {net.name!r} model has no exact Hessian-vector "
                              f"product (jvp)")
         self.net = net
         opts = net.options
         scales = np.asarray(opts.lr_scales, dtype=np.float64)
-        per_array = list(scales) + (list(scales[:-1]) if getattr(net, "has_biases", False)
+        per_array = list(scales) + (list(scales[:-1]) if net.biases_of(net.y0) is not None
                                     else [])
         sizes = np.diff(net.layout.offsets)
         lam = np.repeat(np.array(per_array[:len(sizes)]), sizes)
@@ -101,15 +101,21 @@ class ModifiedFlow:
 
     jvp = None
     linearize = None
+    descent_ops = None
+    compiled_events = False
 
     def __init__(self, net, h):
         self._net, self._h = net, float(h)
         self._c = 0.5 * self._h / float(net.options.eta)
 
     def __getattr__(self, name):
-        if name in ("stores", "compiled_ops", "descent_ops"):
-            raise AttributeError(name)
         return getattr(self._net, name)
+
+    def stores(self, kind, tab):            # the numpy loop on dense stages
+        return kind, None
+
+    def compiled_ops(self, kind, tab, stop=None):
+        return kind, None
 
     def rhs(self, y, out=None):
         net = self._net

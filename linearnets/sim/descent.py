@@ -100,7 +100,7 @@ class PreparedDescent(PreparedFlow):
         """``advance(y, n) -> steps taken`` for ``n <= CHUNK`` (fewer than n where the next
         state is not finite; ``y`` the last finite state, updated in place)."""
         xp, lr = self.xp, self.lr
-        if self.batch_size is None and getattr(net, "descent_ops", None) is not None:
+        if self.batch_size is None and net.descent_ops is not None:
             loop, data = net.descent_ops()            # compiled: Python per CHUNK steps
             g = np.empty(net.layout.size)
             return lambda y, m: int(loop(y, g, m, lr, data))

@@ -621,7 +621,7 @@ class PreparedFlow:
         Xo_dev = xp.asarray(self.Xo) if outs is not None and not net.linear else None
         # a linear model's loss from its maps: cheap terms for the guard at every output,
         # the exact loss of all maps at the end
-        terms = getattr(net, "loss_terms", None)
+        terms = net.loss_terms
 
         def losses(k, m, y):
             if terms is not None:
@@ -854,7 +854,7 @@ def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_step
                          f"'linear' models, got model={cls.name!r}")
     if gd_lr is not None:
         gd_lr = float(check_positive(gd_lr, "gd_lr", ndim=0))
-        if getattr(cls, "jvp", None) is None and not hasattr(cls, "linearize"):
+        if cls.jvp is None and cls.linearize is None:
             raise ValueError(f"gd_lr: the {cls.name!r} model has no exact Jacobian-vector "
                              f"product for the modified flow")
     if (rec & {"modes", "conservation"}) and not (cls.linear and options.activation == "linear"

@@ -24,12 +24,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..._numba_cache import njit
+from . import _loop_state as S
+from ._loop_state import PENDING, STIFF, STOPPED
+from .base import (accept_step, error_norm, kink_factor, stability_cap, step_factor,
+                   stiffness_estimate)
 
-__all__ = ["error_norm", "step_after_accept", "predictive_step", "accept_step", "sumsq",
-           "stiffness_estimate", "stability_cap", "capped_step", "count_stiff", "PENDING", "STIFF",
+__all__ = ["accept_into", "sumsq", "capped_step", "count_stiff", "PENDING", "STIFF",
            "step_guard", "exchange", "settle", "hold_step", "stage_state", "stage_states",
-           "make_erk_advance", "ERK_ADVANCE_ARGS", "STOPPED", "TH_SIZE", "STATS_SIZE",
-           "CTL_FIELDS", "step_factor", "kink_factor"]
+           "make_erk_advance", "ERK_ADVANCE_ARGS", "STOPPED", "error_norm"]
 
 #: The arguments of a loop built by :func:`make_erk_advance`, in order.
 ERK_ADVANCE_ARGS = ("y", "K", "y_new", "th", "t_target", "t_out", "stats", "max_steps", "tab",
@@ -37,46 +39,12 @@ ERK_ADVANCE_ARGS = ("y", "K", "y_new", "th", "t_target", "t_out", "stats", "max_
 
 
 @njit(cache=True, inline="always")
-def error_norm(e5, e3, use_e3, h, n):
-    """``methods.base``'s error norm from the scaled sums: RMS, or Hairer's DOP853 norm."""
-    if not use_e3:
-        return abs(h) * np.sqrt(e5 / n)
-    if e5 == 0.0 and e3 == 0.0:
-        return 0.0
-    return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
-
-
-@njit(cache=True, inline="always")
-def step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped):
-    """The standard controller's step after an accepted ``h_try`` (``methods.base.accept_step``)."""
-    factor = max_factor if err == 0.0 else min(max_factor, safety * err ** exponent)
-    if rejected:
-        factor = min(1.0, factor)
-    h_next = h_try * factor
-    if clipped and not rejected:
-        h_next = max(h_next, h)
-    return h_next
-
-
-@njit(cache=True, inline="always")
-def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev, safety, min_factor):
-    """``methods.base.predictive_step`` for the compiled loops (same operations)."""
-    if h_prev <= 0.0 or err == 0.0:
-        return h_next
-    h_pred = safety * h_try * (h_try / h_prev) * (err_prev / err / err) ** (-exponent)
-    return min(h_next, max(h_pred, min_factor * h_try))
-
-
-@njit(cache=True, inline="always")
-def accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejected, clipped,
-                th, min_err):
-    """``methods.base.accept_step``; the previous accepted step and its floored error in
-    ``th[3]``, ``th[4]``, which this step then replaces (unless ``clipped``)."""
-    h = step_after_accept(h, h_try, err, exponent, max_factor, safety, rejected, clipped)
-    if not clipped:
-        h = predictive_step(h, h_try, err, exponent, th[3], th[4], safety, min_factor)
-        th[3] = h_try
-        th[4] = max(err, min_err)
+def accept_into(th, h, h_try, err, exponent, max_factor, rejected, clipped):
+    """``base.accept_step`` with its memory, the last accepted unclipped step and its floored
+    error, in ``th[S.H_PREV]``, ``th[S.ERR_PREV]``."""
+    h, memory = accept_step(h, h_try, err, exponent, max_factor, rejected, clipped,
+                            (th[S.H_PREV], th[S.ERR_PREV]))
+    th[S.H_PREV], th[S.ERR_PREV] = memory
     return h
 
 
@@ -90,66 +58,41 @@ def sumsq(X):
 
 
 @njit(cache=True, inline="always")
-def stiffness_estimate(num, dd, ref, wsum, h, yy, min_rel, ulps_eps):
-    """``methods.base.stiffness_estimate`` for the compiled loops (same operations)."""
-    rel2 = min_rel * min_rel
-    if not (dd > rel2 * wsum * wsum * ref and num > rel2 * ref):
-        return 0.0
-    res = ulps_eps / h
-    rho = np.sqrt(num / max(dd, res * res * yy)) / abs(h)
-    return rho if np.isfinite(rho) else 0.0
-
-
-@njit(cache=True, inline="always")
-def stability_cap(h_next, rho, stiff):
-    """``methods.base.stability_cap``; ``stiff = [boundary, safety, memory, min_rel, wsum,
-    state_ulps * eps]`` (``methods.compiled.stiffness_args``)."""
-    if not (rho > 0.0 and stiff[0] > 0.0):
-        return h_next
-    return min(h_next, stiff[1] * stiff[0] / rho)
-
-
-@njit(cache=True, inline="always")
 def count_stiff(h_capped, h_free, th, stiff, stats):
-    """``stats[4]`` counts capped steps; the stiffness test of ``methods.base.integrate``
-    (``th[7]``, ``th[8]`` its counts, ``stiff[6:9]`` its constants): True once it fires."""
+    """``stats[S.CAPPED]`` counts capped steps; the stiffness test of ``base.integrate``
+    (``th[S.N_STIFF]``, ``th[S.N_NONSTIFF]`` its counts): True once it fires."""
     if h_capped < h_free:
-        stats[4] += 1
-    if stiff[7] <= 0.0:
+        stats[S.CAPPED] += 1
+    if stiff[S.STIFF_STEPS] <= 0.0:
         return False
-    if h_capped * stiff[8] < h_free:
-        th[8] = 0.0
-        th[7] += 1.0
+    if h_capped * stiff[S.STIFF_HELD] < h_free:
+        th[S.N_NONSTIFF] = 0.0
+        th[S.N_STIFF] += 1.0
     else:
-        th[8] += 1.0
-        if th[8] == stiff[6]:
-            th[7] = 0.0
-    return th[7] >= stiff[7]
+        th[S.N_NONSTIFF] += 1.0
+        if th[S.N_NONSTIFF] == stiff[S.NONSTIFF_RESET]:
+            th[S.N_STIFF] = 0.0
+    return th[S.N_STIFF] >= stiff[S.STIFF_STEPS]
 
 
 @njit(cache=True, inline="always")
 def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
-    """``h`` capped by the remembered estimate ``th[2]``, updated from the step's sums."""
-    rho = max(stiffness_estimate(num, dd, ref, stiff[4], h_try, yy, stiff[3], stiff[5]),
-              stiff[2] * th[2])
-    th[2] = rho
-    return stability_cap(h, rho, stiff)
+    """``h`` capped by the remembered estimate ``th[S.RHO]``, updated from the step's sums."""
+    rho = max(stiffness_estimate(num, dd, ref, stiff[S.WSUM], h_try, yy),
+              stiff[S.MEMORY] * th[S.RHO])
+    th[S.RHO] = rho
+    return stability_cap(h, rho, stiff[S.BOUNDARY], stiff[S.CAP_SAFETY])
 
-
-#: Return code of a loop holding an accepted step across an output time.
-PENDING = 1
-#: Return code of a loop whose stiffness test fired (:func:`count_stiff`) after an
-#: accepted step that did not end on ``t_target``: ``y``, ``K[0]`` and ``th`` hold its end.
-STIFF = 2
 
 
 @njit(cache=True, inline="always")
 def step_guard(h, min_step, stats, max_steps, nonfinite):
-    """-3: step budget spent; -1: ``h < min_step`` (``stats[3]``: after non-finite trials); 0."""
-    if stats[1] + stats[2] >= max_steps:
+    """-3: step budget spent; -1: ``h < min_step`` (``stats[S.NONFINITE_TRIALS]``: after
+    non-finite trials); 0."""
+    if stats[S.ACCEPTED] + stats[S.REJECTED] >= max_steps:
         return -3
     if h < min_step:
-        stats[3] = 1 if nonfinite else 0
+        stats[S.NONFINITE_TRIALS] = 1 if nonfinite else 0
         return -1
     return 0
 
@@ -175,10 +118,10 @@ def hold_step(th, t, h, h_try, t_new, y, y_new, swapped):
     """Hand back an accepted step ``t -> t_new`` of length ``h_try``: record it in ``th``
     (``h``: the step proposed next) and return :data:`PENDING`, the step's start in ``y``
     and its end in ``y_new`` (exchanged first if the loop ``swapped`` their roles)."""
-    th[0] = t
-    th[1] = h
-    th[5] = h_try
-    th[6] = t_new
+    th[S.T] = t
+    th[S.H] = h
+    th[S.H_STEP] = h_try
+    th[S.T_NEW] = t_new
     if swapped:
         exchange(y, y_new)
     return PENDING
@@ -206,21 +149,6 @@ def stage_states(y, K, W, h, out):
         stage_state(y, K, W[i], h, out[i])
 
 
-#: Return code of a loop whose stop event fired inside an accepted step: ``y`` holds the
-#: located state at ``th[14]`` (:func:`make_erk_advance`).
-STOPPED = 4
-
-#: Indices of the loop state ``th`` (float64) beyond the nine of the linear loops.
-TH_ACTIVE, TH_KINK_REJ, TH_CALM, TH_LAST_CROSS, TH_SLIDING, TH_T_STOP, TH_G = range(9, 16)
-#: Size of ``th`` and of ``stats`` (``[nfev, accepted, rejected, nonfinite, capped, kinks,
-#: fallback_steps]``).
-TH_SIZE = 16
-STATS_SIZE = 7
-#: Entries of the control array ``ctl`` of :func:`make_erk_advance`'s loop, in order.
-CTL_FIELDS = ("atol", "safety", "min_factor", "max_factor", "min_err", "ulps", "predictive",
-              "kink_rejections", "calm_steps", "kink_growth", "stop_iterations", "stop_xtol",
-              "clip_eps")
-
 
 @njit(cache=True, inline="always")
 def _no_crossings(data, pat, first_only):
@@ -245,23 +173,6 @@ def _no_store_stiffness(s, wd, data):
 @njit(cache=True, inline="always")
 def _no_store_fsal(s, data):
     return None
-
-
-@njit(cache=True, inline="always")
-def step_factor(err, exponent, safety, min_factor, max_factor, after_rejection):
-    """``methods.base.Stepper.factor``: the factor on ``h`` after an error norm ``err``."""
-    if err == 0.0:
-        fac = max_factor
-    else:
-        fac = min(max_factor, max(min_factor, safety * err ** exponent))
-    return min(1.0, fac) if after_rejection else fac
-
-
-@njit(cache=True, inline="always")
-def kink_factor(err, safety, min_factor, max_factor, after_rejection):
-    """``methods.base.kink_factor``: the factor ``SAFETY / err`` after a step across a kink."""
-    fac = max_factor if err == 0.0 else min(max_factor, max(min_factor, safety / err))
-    return min(1.0, fac) if after_rejection else fac
 
 
 def make_erk_advance(rhs, switches=None, stop=None, store=None):
@@ -353,7 +264,7 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
     def _locate(y, K, y_new, ybuf, h_try, g0, tb, ctl, pat, data, stats):
         """``methods.base._locate_stop``: the located state into ``ybuf``; returns ``theta``."""
         A, b, e, e3, use_e3, exponent, rtol = tb
-        atol, iters, xtol = ctl[0], int(ctl[10]), ctl[11]
+        atol, iters, xtol = ctl[S.ATOL], int(ctl[S.STOP_ITERATIONS]), ctl[S.STOP_XTOL]
         n = y.shape[0]
         lo, hi = 0.0, 1.0
         glo, ghi = g0, -1.0
@@ -370,7 +281,7 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                 if not lo < th < hi:
                     th = 0.5 * (lo + hi)
             _attempt(y, K, y_new, th * h_try, A, b, e, e3, use_e3, rtol, atol, pat, data)
-            stats[0] += b.shape[0]
+            stats[S.NFEV] += b.shape[0]
             g = stop_value(y_new, data)
             if g <= 0.0:
                 hi, ghi = th, g
@@ -389,48 +300,39 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
     @njit(nogil=True)
     def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
                     stiff, pat, ybuf, data):
-        """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with adaptive steps.
+        """Advance ``y`` (n,) from ``th[S.T]`` to exactly ``t_target`` with adaptive steps.
 
         ``K`` (at least s + 1 rows of the larger pair, n) holds stage derivatives,
         ``K[0] = f(y)`` on entry and exit; ``tab`` and ``low`` are the primary and the
         low-order pair as tuples ``(A, b, e, e3, use_e3, exponent, rtol)`` (``low`` only
-        used at kinks); ``ctl`` the constants of :data:`CTL_FIELDS` (``predictive`` 1:
+        used at kinks); ``ctl`` the constants named in ``_loop_state`` (``PREDICTIVE`` 1:
         the predictive controller of :func:`accept_step` and a step shortened onto an
         output time keeping the planned one, as the linear network's loops; 0: the plain
-        controller, as ``integrate`` without ``predictive``).
-
-        ``th = [t, h, rho, h_prev, err_prev, h_step, t_new, n_stiff, n_nonstiff, active,
-        kink_rejections, calm, last_cross, sliding, t_stop, g]`` (time, proposed step,
-        remembered stiffness estimate, the last accepted unclipped step and its floored
-        error, see :func:`accept_step`; the pending step; the counts of the stiffness
-        test, see :func:`count_stiff`; at kinks the stepper in use (0 primary, 1
-        fallback), the rejections across a switch in a row, the calm steps since the last
-        crossing, the time of the last crossing (NaN: none yet) and the time spent
-        sliding; where the stop fired, and the stop value at ``y``) and ``stats =
-        [nfev, accepted, rejected, nonfinite, capped, kinks, fallback_steps]`` are updated
-        in place (``nonfinite`` = 1 when an underflow followed non-finite trial steps).
-        ``wd`` are the primary's stiffness weights and ``stiff`` the stability-cap
-        constants (see :func:`stability_cap`; ``stiff[0] = 0``: no cap); ``pat`` the
-        switch pattern at the last crossing (kinks), ``ybuf`` (n,) scratch for a stop.
+        controller, as ``integrate`` without ``predictive``).  ``th`` (float64) and
+        ``stats`` (int64) are the loop state, updated in place, their slots named in
+        ``_loop_state``; ``wd`` are the primary's stiffness weights and ``stiff`` the
+        stability-cap constants (``stiff[S.BOUNDARY] = 0``: no cap); ``pat`` the switch
+        pattern at the last crossing (kinks), ``ybuf`` (n,) scratch for a stop.
 
         Returns 0 on success, -1 step-size underflow, -3 step budget exhausted (codes of
         ``FlowStatus``); on failure ``y`` and ``th`` hold the last accepted state.  An
         accepted step that ends at or after ``t_out`` (dense output; infinite otherwise)
         returns :data:`PENDING` before its bookkeeping: ``y`` and ``K`` are still the
-        step's, ``y_new`` its end state at ``th[6] = t_new``, ``th[5]`` its length; the
-        caller completes it.  With the stiffness test on (``stiff[7] > 0``) a step after
-        which it fires returns :data:`STIFF` unless it ended on ``t_target`` (then 0: the
-        caller reads ``th[7]``).  :data:`STOPPED`: the stop event fired; ``y`` holds the
-        located state, ``th[0] = th[14]`` its time.
+        step's, ``y_new`` its end at ``th[S.T_NEW]``, ``th[S.H_STEP]`` its length; the
+        caller completes it.  With the stiffness test on a step after which it fires
+        returns :data:`STIFF` unless it ended on ``t_target`` (then 0: the caller reads
+        ``th[S.N_STIFF]``).  :data:`STOPPED`: the stop event fired; ``y`` holds the located
+        state, ``th[S.T] = th[S.T_STOP]`` its time.
         """
         n = y.shape[0]
-        atol, safety, min_factor, max_factor, min_err, ulps = (ctl[0], ctl[1], ctl[2], ctl[3],
-                                                                ctl[4], ctl[5])
-        predictive = ctl[6] != 0.0
-        kink_rej_max, calm_max, growth, clip_eps = ctl[7], ctl[8], ctl[9], ctl[12]
-        capping = stiff[0] > 0.0
-        t = th[0]
-        h = th[1]
+        atol, safety, min_factor = ctl[S.ATOL], ctl[S.SAFETY], ctl[S.MIN_FACTOR]
+        max_factor, ulps = ctl[S.MAX_FACTOR], ctl[S.ULPS]
+        predictive = ctl[S.PREDICTIVE] != 0.0
+        kink_rej_max, calm_max = ctl[S.KINK_REJECTIONS], ctl[S.CALM_STEPS]
+        growth, clip_eps = ctl[S.KINK_GROWTH], ctl[S.CLIP_EPS]
+        capping = stiff[S.BOUNDARY] > 0.0
+        t = th[S.T]
+        h = th[S.H]
         nonfinite = False
         cur = y            # a store's loop swaps the state and the trial state
         nxt = y_new
@@ -443,11 +345,11 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
             while True:
                 code = step_guard(h, min_step, stats, max_steps, nonfinite)
                 if code != 0:
-                    th[0] = t
-                    th[1] = h
+                    th[S.T] = t
+                    th[S.H] = h
                     settle(y, cur, in_y)
                     return code
-                on_low = kinks and th[9] != 0.0
+                on_low = kinks and th[S.ACTIVE] != 0.0
                 tb = low if on_low else tab
                 A, b, e, e3, use_e3, exponent, rtol = tb
                 s = b.shape[0]
@@ -455,9 +357,9 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                 h_try = t_target - t if clipped else h
                 err, stage_crossed = _attempt(cur, K, nxt, h_try, A, b, e, e3, use_e3, rtol,
                                               atol, pat, data)
-                stats[0] += s
+                stats[S.NFEV] += s
                 if not np.isfinite(err):
-                    stats[2] += 1
+                    stats[S.REJECTED] += 1
                     nonfinite = True
                     rejected = True
                     h = h_try * min_factor
@@ -466,21 +368,20 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                 crossed = crossings(data, pat, False) if kinks else 0
                 if err < 1.0:
                     break
-                stats[2] += 1
+                stats[S.REJECTED] += 1
                 if kinks:
                     cr = crossed > 0 or stage_crossed
                     if cr and not on_low:
-                        th[10] += 1.0
-                        if th[10] >= kink_rej_max:
-                            th[9] = 1.0
-                            th[10] = 0.0
-                            th[11] = 0.0
+                        th[S.KINK_REJ] += 1.0
+                        if th[S.KINK_REJ] >= kink_rej_max:
+                            th[S.ACTIVE] = 1.0
+                            th[S.KINK_REJ] = 0.0
+                            th[S.CALM] = 0.0
                             on_low = True
                     if cr and on_low:
-                        h = h_try * kink_factor(err, safety, min_factor, max_factor, True)
+                        h = h_try * kink_factor(err, True)
                     else:
-                        h = h_try * step_factor(err, (low if on_low else tab)[5], safety,
-                                                min_factor, max_factor, True)
+                        h = h_try * step_factor(err, (low if on_low else tab)[5], True)
                 else:
                     h = h_try * max(min_factor, safety * err ** exponent)
                 rejected = True
@@ -488,46 +389,45 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
             if stops:
                 g_new = stop_value(y_new, data)
                 if g_new <= 0.0:
-                    theta = _locate(y, K, y_new, ybuf, h_try, th[15], tb, ctl, pat, data, stats)
-                    stats[1] += 1
+                    theta = _locate(y, K, y_new, ybuf, h_try, th[S.G], tb, ctl, pat, data, stats)
+                    stats[S.ACCEPTED] += 1
                     for m in range(n):
                         y[m] = ybuf[m]
-                    th[14] = t + theta * h_try
-                    th[0] = th[14]
-                    th[1] = h
+                    th[S.T_STOP] = t + theta * h_try
+                    th[S.T] = th[S.T_STOP]
+                    th[S.H] = h
                     return STOPPED
-                th[15] = g_new
-            stats[1] += 1
+                th[S.G] = g_new
+            stats[S.ACCEPTED] += 1
             took_main = not on_low
             if kinks:
                 if on_low:
-                    stats[6] += 1
+                    stats[S.FALLBACK_STEPS] += 1
                 if crossed > 0:
-                    stats[5] += crossed
-                    if th[11] <= calm_max and not np.isnan(th[12]):
-                        th[13] += t_new - th[12]
-                    th[12] = t_new
-                    th[11] = 0.0
+                    stats[S.KINKS] += crossed
+                    if th[S.CALM] <= calm_max and not np.isnan(th[S.LAST_CROSS]):
+                        th[S.SLIDING] += t_new - th[S.LAST_CROSS]
+                    th[S.LAST_CROSS] = t_new
+                    th[S.CALM] = 0.0
                     keep_pattern(data, pat)
                 elif stage_crossed:
-                    th[11] = 0.0       # a stage crossed, the end did not: along a kink
+                    th[S.CALM] = 0.0       # a stage crossed, the end did not: along a kink
                 else:
-                    th[11] += 1.0
-                if on_low and th[11] >= calm_max:
-                    th[9] = 0.0
+                    th[S.CALM] += 1.0
+                if on_low and th[S.CALM] >= calm_max:
+                    th[S.ACTIVE] = 0.0
                     on_low = False
-                th[10] = 0.0
+                th[S.KINK_REJ] = 0.0
             if on_low:
                 if crossed > 0:
-                    fac = kink_factor(err, safety, min_factor, max_factor, rejected)
+                    fac = kink_factor(err, rejected)
                 else:
-                    fac = step_factor(err, exponent, safety, min_factor, max_factor, rejected)
+                    fac = step_factor(err, exponent, rejected)
                 h = h_try * min(fac, growth)
             elif predictive:
-                h = accept_step(h, h_try, err, tab[5], max_factor, safety, min_factor,
-                                rejected, clipped, th, min_err)
+                h = accept_into(th, h, h_try, err, tab[5], max_factor, rejected, clipped)
             else:
-                h = h_try * step_factor(err, tab[5], safety, min_factor, max_factor, rejected)
+                h = h_try * step_factor(err, tab[5], rejected, max_factor)
             stiff_now = False
             if capping and took_main and stored:
                 num, dd, ref = store_stiffness(s, wd, data)
@@ -564,8 +464,8 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                     y[m] = y_new[m]
                     K[0, m] = K[s, m]
             if clipped or stiff_now:
-                th[0] = t_target if clipped else t + h_try
-                th[1] = h
+                th[S.T] = t_target if clipped else t + h_try
+                th[S.H] = h
                 settle(y, cur, in_y)
                 return 0 if clipped else STIFF
             t = t + h_try

@@ -9,15 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..._numba_cache import njit
-from ._erk_kernels import accept_step
-from .compiled import NONSTIFF
+from . import _loop_state as S
+from ._erk_kernels import accept_into
+from ._loop_state import NONSTIFF
 
-__all__ = ["make_rosw_advance", "NONSTIFF", "CTL_FIELDS"]
-
-#: The entries of the ``ctl`` argument of ``rosw_advance``, in order.
-CTL_FIELDS = ("exponent", "rtol", "atol", "safety", "min_factor", "max_factor", "min_err",
-              "min_step_ulps", "krylov_tol", "max_krylov", "boundary", "explicit_stages",
-              "switch_steps")
+__all__ = ["make_rosw_advance", "NONSTIFF"]
 
 
 @njit(cache=True)
@@ -93,29 +89,32 @@ def make_rosw_advance(rhs, jvp):
     @njit(nogil=True)
     def rosw_advance(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl,
                      base, scratch, jv):
-        """Advance ``y`` (n,) from ``th[0]`` to exactly ``t_target`` with Rosenbrock-W steps:
+        """Advance ``y`` (n,) from ``th[S.T]`` to exactly ``t_target`` with Rosenbrock-W steps:
         ``f0 = f(y)`` as ``rhs(y, f0, base)`` on entry and exit (``jv`` shares what it left in
         ``base``), stages as ``rhs(Y_i, f_i, scratch)``; ``U`` (s, n) the stage solutions,
         ``work`` (7, n) scratch, or (8, n) with the metric last; ``a, c, mw, ew, gamma`` the
-        U-form (``RosenbrockW.transformed``); ``ctl`` as :data:`CTL_FIELDS` (``boundary`` 0: no
-        hand-back test); ``th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]`` and ``stats
-        = [nfev, accepted, rejected, njev]`` in place.  Returns 0 at ``t_target``, -1 step
+        U-form (``RosenbrockW.transformed``); ``ctl`` as named in ``_loop_state``
+        (``R_BOUNDARY`` 0: no hand-back test); ``th`` and ``stats`` (slots named there) in
+        place.  Returns 0 at ``t_target``, -1 step
         underflow, -2 a non-finite f, -3 ``max_steps`` spent, :data:`NONSTIFF` at the hand-back."""
         s, n = mw.shape[0], y.shape[0]
-        exponent, rtol, atol = ctl[0], ctl[1], ctl[2]
-        safety, min_factor, max_factor, min_err, ulps = ctl[3], ctl[4], ctl[5], ctl[6], ctl[7]
-        ktol, kmax = ctl[8], int(ctl[9])
-        boundary, s_erk, switch_steps = ctl[10], ctl[11], ctl[12]
-        Yi, fi, bi, r, p, Jv, scale = work[0], work[1], work[2], work[3], work[4], work[5], work[6]
-        metric = work[7] if work.shape[0] > 7 else work[0, :0]
-        t, h = th[0], th[1]
+        exponent, rtol, atol = ctl[S.R_EXPONENT], ctl[S.R_RTOL], ctl[S.R_ATOL]
+        safety, min_factor, max_factor = ctl[S.R_SAFETY], ctl[S.R_MIN_FACTOR], ctl[S.R_MAX_FACTOR]
+        ulps = ctl[S.R_ULPS]
+        ktol, kmax = ctl[S.R_KRYLOV_TOL], int(ctl[S.R_MAX_KRYLOV])
+        boundary, s_erk = ctl[S.R_BOUNDARY], ctl[S.R_EXPLICIT_STAGES]
+        switch_steps = ctl[S.R_SWITCH_STEPS]
+        Yi, fi, bi, r = work[S.W_Y], work[S.W_F], work[S.W_B], work[S.W_R]
+        p, Jv, scale = work[S.W_P], work[S.W_JV], work[S.W_SCALE]
+        metric = work[S.W_METRIC] if work.shape[0] > S.W_METRIC else work[0, :0]
+        t, h = th[S.T], th[S.H]
         rejected, rho = False, 0.0
         while True:
-            if stats[1] + stats[2] >= max_steps:
-                th[0], th[1] = t, h
+            if stats[S.ACCEPTED] + stats[S.REJECTED] >= max_steps:
+                th[S.T], th[S.H] = t, h
                 return -3
             if h < ulps * (np.nextafter(t, np.inf) - t):
-                th[0], th[1] = t, h
+                th[S.T], th[S.H] = t, h
                 return -1
             clipped = t + h >= t_target
             h_try = t_target - t if clipped else h
@@ -135,7 +134,7 @@ def make_rosw_advance(rhs, jvp):
                                 acc += a[i, j] * U[j, m]
                         Yi[m] = acc
                     rhs(Yi, fi, scratch)
-                    stats[0] += 1
+                    stats[S.NFEV] += 1
                 for m in range(n):
                     acc = fi[m] * hg
                     for j in range(i):
@@ -144,7 +143,7 @@ def make_rosw_advance(rhs, jvp):
                     bi[m] = acc
                 ok, its, rho_i = cg_solve(U[i], bi, hg, scale, ktol, kmax, r, p, Jv, y, jv,
                                           metric)
-                stats[3] += its
+                stats[S.NJEV] += its
                 rho = max(rho, rho_i)
                 if not ok:
                     break
@@ -163,7 +162,7 @@ def make_rosw_advance(rhs, jvp):
                     e2 += v * v
                 err = np.sqrt(e2 / n) if n else 0.0
             if not err < 1.0:
-                stats[2] += 1
+                stats[S.REJECTED] += 1
                 h = h_try * (min_factor if not np.isfinite(err)
                              else max(min_factor, safety * err ** exponent))
                 rejected = True
@@ -171,31 +170,30 @@ def make_rosw_advance(rhs, jvp):
             if boundary > 0.0 and not clipped:
                 # the explicit pair's step would be min(h, boundary / rho), at s_erk
                 # right-hand sides each; this method paid (rhs + 2 jvp) since the last step
-                cost = stats[0] + 2.0 * stats[3]
+                cost = stats[S.NFEV] + 2.0 * stats[S.NJEV]
                 h_erk = h_try if rho <= 0.0 else min(h_try, boundary / rho)
-                cheaper = s_erk / h_erk < (cost - th[6]) / h_try
-                th[5] = th[5] + 1.0 if cheaper else 0.0
-                th[6] = cost
-            th[2] = rho
+                cheaper = s_erk / h_erk < (cost - th[S.COST0]) / h_try
+                th[S.N_CHEAPER] = th[S.N_CHEAPER] + 1.0 if cheaper else 0.0
+                th[S.COST0] = cost
+            th[S.RHO] = rho
             rho = 0.0
-            h = accept_step(h, h_try, err, exponent, max_factor, safety, min_factor, rejected,
-                            clipped, th, min_err)
+            h = accept_into(th, h, h_try, err, exponent, max_factor, rejected, clipped)
             rejected = False
-            stats[1] += 1
+            stats[S.ACCEPTED] += 1
             for m in range(n):
                 y[m] = Yi[m]
             rhs(y, f0, base)
-            stats[0] += 1
+            stats[S.NFEV] += 1
             for m in range(n):
                 if not np.isfinite(f0[m]):
-                    th[0], th[1] = t, h
+                    th[S.T], th[S.H] = t, h
                     return -2
             if clipped:
-                th[0], th[1] = t_target, h
+                th[S.T], th[S.H] = t_target, h
                 return 0
             t = t + h_try
-            if switch_steps > 0.0 and th[5] >= switch_steps:
-                th[0], th[1] = t, h
+            if switch_steps > 0.0 and th[S.N_CHEAPER] >= switch_steps:
+                th[S.T], th[S.H] = t, h
                 return NONSTIFF
 
     return rosw_advance, cg_solve

@@ -1,5 +1,10 @@
 """Steppers that know nothing about networks, and the one adaptive loop that drives them
-(numpy and CuPy; docs/simulator.md, "The adaptive loop" and "Module overviews")."""
+(numpy and CuPy; docs/simulator.md, "The adaptive loop" and "Module overviews").
+
+The scalar step-size rules (``error_norm``, ``step_factor``, ``kink_factor``,
+``predictive_step``, ``accept_step``, ``stiffness_estimate``, ``stability_cap``) are written
+once, here: ``register_jitable`` makes each a plain function in Python and compiles it into
+the numba loops that call it (``_erk_kernels``, ``_rosw_kernels``)."""
 from __future__ import annotations
 
 import enum
@@ -8,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+from numba.extending import register_jitable
 
 __all__ = ["FlowStatus", "Stepper", "StepperOptions", "Result", "integrate", "sumsq",
            "error_norm", "step_factor", "kink_factor", "SAFETY", "MIN_FACTOR", "MAX_FACTOR",
@@ -76,6 +82,7 @@ class FlowStatus(enum.Enum):
         return f"{self.name}: {self.message}"
 
 
+@register_jitable
 def error_norm(e5, e3=0.0, use_e3=False, h=1.0, n=1):
     """The error norm of a step from the sums ``e5``, ``e3`` of its scaled squared error
     estimates (``(d / (atol + rtol max(|y|, |y_new|)))^2``): ``|h| sqrt(e5 / n)``, or
@@ -87,6 +94,7 @@ def error_norm(e5, e3=0.0, use_e3=False, h=1.0, n=1):
     return abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * n)
 
 
+@register_jitable
 def step_factor(err, exponent, after_rejection=False, max_factor=MAX_FACTOR):
     """The factor on ``h`` after an error norm ``err``: ``SAFETY err^exponent`` in
     ``[MIN_FACTOR, max_factor]``, at most 1 right after a rejection; ``exponent = -1 / (q +
@@ -100,6 +108,7 @@ def sumsq(x, xp=np):
     return float(xp.sum(x * x))
 
 
+@register_jitable
 def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev):
     """The smaller of ``h_next`` and Gustafsson's predictive step after an accepted ``h_try``,
     ``SAFETY h_try (h_try / h_prev) (err_prev / err^2)^(-exponent)``, at least ``MIN_FACTOR
@@ -114,6 +123,7 @@ def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev):
 NO_PREVIOUS_STEP = (0.0, 0.0)
 
 
+@register_jitable
 def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
     """Next step after an accepted ``h_try`` with error ``err < 1``: ``h_try`` times
     :func:`step_factor` (at most ``max_factor``), at least the planned ``h`` after a step
@@ -125,10 +135,12 @@ def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
         h_next = max(h_next, h)
     if clipped:
         return h_next, memory
-    return (predictive_step(h_next, h_try, err, exponent, *memory),
+    h_prev, err_prev = memory
+    return (predictive_step(h_next, h_try, err, exponent, h_prev, err_prev),
             (h_try, max(err, PREDICTIVE_MIN_ERR)))
 
 
+@register_jitable
 def stiffness_estimate(num, dd, ref, wsum, h, yy):
     """Hairer's stiffness estimate ``rho = sqrt(num / dd) / h`` (``dopri5.f``): ``num = |K_s -
     K_{s-1}|^2`` (``K_s = f(y_new)``), ``dd = |sum_j w_j K_j|^2`` (``w =
@@ -143,6 +155,7 @@ def stiffness_estimate(num, dd, ref, wsum, h, yy):
     return rho if math.isfinite(rho) else 0.0
 
 
+@register_jitable
 def stability_cap(h_next, rho, boundary, safety=None):
     """``h_next`` limited to ``safety * boundary / rho`` (``safety`` by default
     STABILITY_SAFETY); unchanged when ``rho`` is 0 (no estimate) or ``boundary`` is 0."""
@@ -267,6 +280,10 @@ class Stepper:
     #: step just accepted (before :meth:`accept`), or None.
     stiffness = None
     interpolate = None
+    #: The spectral-radius estimate and the work so far (right-hand sides) of a stepper
+    #: that keeps them (Rosenbrock-W, for ``integrate``'s ``switch_back``), else None.
+    rho = None
+    cost = None
 
     def __init__(self, rhs, n, rtol, atol, xp=np, fun=None):
         self.rhs, self.fun, self.xp = rhs, fun, xp
@@ -394,6 +411,7 @@ def run_message(status, t, nonfinite=False, extra="", kinks=0, sliding=0.0, fall
     return msg
 
 
+@register_jitable
 def kink_factor(err, after_rejection):
     """Step factor after a step across a kink: its error is ``O(h |jump|)``, first order in
     ``h`` whatever the method's order, so the factor is ``SAFETY / err``
@@ -547,7 +565,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     memory = NO_PREVIOUS_STEP      # the last accepted unclipped step (accept_step)
     n_stiff = n_nonstiff = n_cheaper = attempts = 0
     if switch_back is not None:
-        if not (hasattr(main, "rho") and hasattr(main, "cost")):
+        if main.rho is None or main.cost is None:
             raise ValueError("switch_back: the stepper keeps no rho and cost estimate")
         erk_stages = SWITCH_BACK_MARGIN * switch_back.n_stages
         erk_boundary = STABILITY_SAFETY * switch_back.stability_boundary

@@ -13,10 +13,12 @@ from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FAC
                    STOP_ITERATIONS, STOP_XTOL, SWITCH_BACK_MARGIN, FlowStatus, Result,
                    dense_batch_rows, observe_step, observe_until, run_message,
                    select_initial_step)
+from . import _loop_state as S
+from ._loop_state import NONSTIFF, PENDING, STIFF, STOPPED
 
 __all__ = ["erk", "ssp", "rosw", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
            "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
-           "JVP_COST", "chunk_budget", "advance_in_chunks", "stiff_fired", "DenseStages",
+           "JVP_COST", "chunk_budget", "advance_in_chunks", "stiff_fired", "DenseStageOps",
            "STOPPED", "tableau_args", "loop_control", "BATCH_THREADS", "batch_threads"]
 
 #: Work of one call of a compiled loop: at most INTERRUPT_STEPS attempted steps and
@@ -29,15 +31,6 @@ MIN_CHUNK_STEPS = 2
 ROSW_CHUNK_EVALS = 16
 #: Right-hand sides counted for one Jacobian-vector product (as ``methods.rosw``).
 JVP_COST = 2
-
-#: Return codes of the compiled loops besides a ``FlowStatus.code``: an explicit loop holding
-#: an accepted step across an output time (dense output), its stiffness test fired, the
-#: Rosenbrock-W hand-back test fired, the stop event fired.
-PENDING, STIFF, NONSTIFF, STOPPED = 1, 2, 3, 4
-#: Sizes of the explicit loops' state ``th`` and counters ``stats``, and the entries of
-#: ``th`` past the linear network's nine (``_erk_kernels.make_erk_advance``).
-TH_SIZE, STATS_SIZE = 16, 7
-TH_LAST_CROSS, TH_SLIDING, TH_T_STOP, TH_G = 12, 13, 14, 15
 
 #: Threads that drive the members of an ensemble (:func:`batch_threads`); None: the cores.
 BATCH_THREADS = None
@@ -55,25 +48,27 @@ def chunk_budget(attempted, max_steps, n, s):
 
 def advance_in_chunks(advance, counts, max_steps, n, s, tick=None, th=None):
     """Call ``advance(budget)`` (a compiled loop returning ``FlowStatus.MAX_STEPS.code`` once
-    its attempted steps ``counts[1] + counts[2]`` reach ``budget``, ready to resume) until it
-    returns anything else or ``max_steps`` is spent; its last return code.  ``n``: the work
-    of one evaluation in state entries (``ops.eval_work`` where the model gives it).
+    its attempted steps ``counts[S.ACCEPTED] + counts[S.REJECTED]`` reach ``budget``, ready
+    to resume) until it returns anything else or ``max_steps`` is spent; its last return code.
+    ``n``: the work of one evaluation in state entries (``ops.eval_work`` where the model
+    gives it).
 
     ``tick(t)`` (the run's progress hook, ``observe.tick``) is called after each call with
-    ``t = th[0]``, the loop's time."""
+    ``t = th[S.T]``, the loop's time."""
     exhausted = FlowStatus.MAX_STEPS.code
     while True:
-        budget = chunk_budget(counts[1] + counts[2], max_steps, n, s)
+        budget = chunk_budget(counts[S.ACCEPTED] + counts[S.REJECTED], max_steps, n, s)
         code = advance(budget)
         if tick is not None:
-            tick(float(th[0]))
+            tick(float(th[S.T]))
         if code != exhausted or budget >= max_steps:
             return code
 
 
 def stiff_fired(stiff_steps, th):
-    """Whether the stiffness test of an explicit loop (``th[7]``) reached ``stiff_steps``."""
-    return stiff_steps > 0 and th[7] >= stiff_steps
+    """Whether the stiffness test of an explicit loop (``th[S.N_STIFF]``) reached
+    ``stiff_steps``."""
+    return stiff_steps > 0 and th[S.N_STIFF] >= stiff_steps
 
 
 def stiffness_args(tab, stiff_steps=0, cap_safety=None, stiff_held=1.0):
@@ -136,17 +131,19 @@ def _result(code, k, y, th, stats, low, t_eval, observe):
     if stopped:
         k = observe_until(k, t_eval, math.inf, y, observe)
     status = FlowStatus.SUCCESS if stiff or stopped else _STATUS_BY_CODE[code]
-    t = float(th[0])
-    t_stop = float(th[TH_T_STOP]) if stopped else None
-    kinks, fallback_steps = int(stats[5]), int(stats[6])
-    sliding = float(th[TH_SLIDING]) if kinks else 0.0
-    msg = run_message(status, t, bool(stats[3]), f"; stopped at t = {t_stop:.6g}" if stopped
-                      else "", kinks, sliding, fallback_steps, low.name if low else "-")
-    return Result(n_done=k, t_last=t, y_last=y, nfev=int(stats[0]), nsteps=int(stats[1]),
-                  nrejected=int(stats[2]), status=status, message=msg, t_stop=t_stop,
+    t = float(th[S.T])
+    t_stop = float(th[S.T_STOP]) if stopped else None
+    kinks, fallback_steps = int(stats[S.KINKS]), int(stats[S.FALLBACK_STEPS])
+    sliding = float(th[S.SLIDING]) if kinks else 0.0
+    msg = run_message(status, t, bool(stats[S.NONFINITE_TRIALS]),
+                      f"; stopped at t = {t_stop:.6g}" if stopped else "", kinks, sliding,
+                      fallback_steps, low.name if low else "-")
+    return Result(n_done=k, t_last=t, y_last=y, nfev=int(stats[S.NFEV]),
+                  nsteps=int(stats[S.ACCEPTED]), nrejected=int(stats[S.REJECTED]),
+                  status=status, message=msg, t_stop=t_stop,
                   kinks=kinks, sliding_time=sliding, fallback_steps=fallback_steps,
-                  h_next=float(th[1]), rho=float(th[2]), ncapped=int(stats[4]), stiff=stiff,
-                  nonfinite=bool(stats[3]))
+                  h_next=float(th[S.H]), rho=float(th[S.RHO]), ncapped=int(stats[S.CAPPED]),
+                  stiff=stiff, nonfinite=bool(stats[S.NONFINITE_TRIALS]))
 
 
 def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k0=0,
@@ -161,7 +158,7 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
     ops : compiled operations (docs/simulator.md, "Module overviews")
     y0 : ndarray, shape (n,)
     t_eval : ndarray, shape (T,)
-    primary, fallback : Tableau, or a stepper class of ``methods.erk`` (its ``tableau``)
+    primary, fallback : Tableau
     options, observe, k0, dense, stiff_steps, predictive, stiff_held, cap_safety
         As for ``base.integrate``; ``cap_safety`` None: ``STABILITY_SAFETY`` at the call.
     t0 : float, optional
@@ -171,8 +168,7 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
     -------
     Result
     """
-    tab = getattr(primary, "tableau", primary)
-    low = getattr(fallback, "tableau", fallback)
+    tab, low = primary, fallback
     t_eval = np.asarray(t_eval, dtype=np.float64)
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
@@ -181,20 +177,20 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
                                   observe, int(k0))
     if early is not None:
         return early
-    th = np.zeros(TH_SIZE)
-    th[:2] = t0, h
-    th[TH_LAST_CROSS] = th[TH_T_STOP] = np.nan
-    stats = np.zeros(STATS_SIZE, dtype=np.int64)
-    stats[0] = nfev
+    th = np.zeros(S.TH_SIZE)
+    th[S.T], th[S.H] = t0, h
+    th[S.LAST_CROSS] = th[S.T_STOP] = np.nan
+    stats = np.zeros(S.STATS_SIZE, dtype=np.int64)
+    stats[S.NFEV] = nfev
     steps = int(stiff_steps) if ops.detects_stiffness else 0
     ops.prepare(tab, low, options, predictive=predictive, cap_safety=cap_safety,
                 stiff_steps=steps, stiff_held=stiff_held)
     dense = bool(dense) and tab.dense_P is not None and low is None
     g0 = ops.stop_value(y)
     if g0 is not None:
-        th[TH_G] = g0
+        th[S.G] = g0
         if g0 <= 0.0:
-            th[TH_T_STOP] = t0
+            th[S.T_STOP] = t0
             return _result(STOPPED, k, y, th, stats, low, t_eval, observe)
     y_new = np.empty(n)
     tick = getattr(observe, "tick", None)
@@ -208,17 +204,17 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
         with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
             code = advance_in_chunks(
                 lambda budget: ops.advance(y, y_new, th, t_target, t_out, stats, budget),
-                stats, int(options.max_steps), getattr(ops, "eval_work", n), s, tick, th)
+                stats, int(options.max_steps), ops.eval_work or n, s, tick, th)
         if code == PENDING:
             # the outputs inside the held step, then the step completed as the loop would
-            h_step = float(th[5])
-            k = observe_step(k, t_eval, float(th[0]), h_step, float(th[6]), y_new,
+            h_step = float(th[S.H_STEP])
+            k = observe_step(k, t_eval, float(th[S.T]), h_step, float(th[S.T_NEW]), y_new,
                              lambda theta: ops.interpolate(theta, y, y_new, h_step), observe,
                              lambda thetas: ops.interpolate_many(thetas, y, y_new, h_step,
                                                                  batch))
             y[:] = y_new
             ops.fsal()
-            th[0] = th[6]
+            th[S.T] = th[S.T_NEW]
             code = 0
             continue
         if code != 0:
@@ -236,13 +232,15 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
 ssp = erk
 
 
-class DenseStages:
+class DenseStageOps:
     """The explicit ops of a model with a compiled right-hand side, stages as the rows of
     ``K``: ``advance`` its entry point into ``_erk_kernels.make_erk_advance``'s loop, ``rhs(y,
     out, data)``, ``switches = (crossings, keep_pattern)`` and ``stop(y, data) -> g`` on its
     data tuple ``data`` (docs/simulator.md, "Module overviews")."""
 
     detects_stiffness = True
+    #: The work of one evaluation in state entries (None: the state size) for the chunks.
+    eval_work = None
 
     def __init__(self, advance, rhs, data, n, switches=None, n_switches=0, stop=None):
         from . import _erk_kernels  # numba compiles (or loads its cache) on first use
@@ -336,13 +334,13 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
         f0 = first(y)
     a, c, m, e = (np.ascontiguousarray(v, dtype=np.float64) for v in tab.transformed())
     U = np.empty((tab.n_stages, n))
-    work = np.empty((7 if ops.metric is None else 8, n))
+    work = np.empty((S.W_METRIC + (ops.metric is not None), n))
     if ops.metric is not None:
-        work[7] = ops.metric      # CG in the inner product in which J is self-adjoint
+        work[S.W_METRIC] = ops.metric    # CG in the inner product in which J is self-adjoint
     # th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]: a fresh controller memory, as
     # the numpy loop starts with; the kernel's counters start at zero after f0
     th = np.array([t, float(h), 0.0, NO_PREVIOUS_STEP[0], NO_PREVIOUS_STEP[1], 0.0, 0.0])
-    counts = np.zeros(4, dtype=np.int64)
+    counts = np.zeros(S.ROSW_STATS_SIZE, dtype=np.int64)
     sb = switch_back
     ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,
                     RosenbrockWStepper.MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, KRYLOV_TOL,
@@ -363,13 +361,14 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
             break
         observe(k, y)
         k += 1
-    ops.nfev += int(counts[0])
-    ops.njev += int(counts[3])
+    ops.nfev += int(counts[S.NFEV])
+    ops.njev += int(counts[S.NJEV])
     nonstiff = code == NONSTIFF
     status = FlowStatus.SUCCESS if nonstiff else _STATUS_BY_CODE[code]
-    t_last = float(th[0])
+    t_last = float(th[S.T])
     return Result(n_done=k, t_last=t_last, y_last=y,
-                  nfev=started + int(counts[0]) + JVP_COST * int(counts[3]),
-                  nsteps=int(counts[1]), nrejected=int(counts[2]), status=status,
-                  message=run_message(status, t_last), h_next=float(th[1]), rho=float(th[2]),
+                  nfev=started + int(counts[S.NFEV]) + JVP_COST * int(counts[S.NJEV]),
+                  nsteps=int(counts[S.ACCEPTED]), nrejected=int(counts[S.REJECTED]),
+                  status=status, message=run_message(status, t_last), h_next=float(th[S.H]),
+                  rho=float(th[S.RHO]),
                   nonstiff=nonstiff)

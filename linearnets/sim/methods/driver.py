@@ -3,6 +3,18 @@
 Every method is a name in :data:`METHODS` with its family (``"erk"``, ``"ssp"``, ``"rosw"``,
 ``"auto"``) and tableau; :func:`run` runs one on a model, over the model's stage stores
 (``Model.stores``) or compiled operations (``Model.compiled_ops``); docs/simulator.md, "Methods".
+
+Adding a method
+---------------
+1. Its coefficients in ``tableaux.py`` (a :class:`~.tableaux.Tableau` in ``TABLEAUX`` is an
+   explicit pair: nothing else to write; its stability boundary and continuous extension
+   are checked by ``tests/sim/test_methods.py``).
+2. A new family only: a :class:`~.base.Stepper` subclass (``attempt``, optionally
+   ``stiffness``/``interpolate``) for the numpy loop ``base.integrate``, its name in
+   :data:`METHODS`, and where it runs compiled a loop built like ``_erk_kernels``'s (its
+   return codes and state layout in ``_loop_state``) with a runner in ``compiled``.
+3. ``flow.gradient_flow``'s docstring and docs/methods.md name it; a golden trajectory in
+   ``tests/sim/golden`` pins it.
 """
 from __future__ import annotations
 
@@ -51,7 +63,7 @@ HANDBACK_STEPS = 15
 
 
 def _explicit(tab, net):
-    store = net.stores("erk", tab)[1] if hasattr(net, "stores") else None
+    store = net.stores("erk", tab)[1]
     return partial(ExplicitRK, fun=net.rhs if net.smooth else None, tableau=tab, store=store)
 
 
@@ -61,17 +73,17 @@ def stepper_for(method, net, xp=np):
     kind, tab = METHODS[method]
     fun = net.rhs if net.smooth else None
     if kind == "rosw":
-        lin = getattr(net, "linearize", None)
+        lin = net.linearize
         cls = ROS34PW2_STEPPER.bind(
-            jvp=getattr(net, "jvp", None) if ROSENBROCK_JVP == "model" else None,
+            jvp=net.jvp if ROSENBROCK_JVP == "model" else None,
             linearize=lin, metric=net.metric, EVALUATE_REJECTED=not net.smooth,
-            JVP_COST=getattr(net, "jvp_cost", 1.0) if lin is not None else 1.0)
+            JVP_COST=net.jvp_cost if lin is not None else 1.0)
         primary = partial(cls, fun=fun)
         low = (primary if ROSENBROCK_FALLBACK == "same" else None if ROSENBROCK_FALLBACK is None
                else _explicit(TABLEAUX[ROSENBROCK_FALLBACK], net))
     else:
         store = None
-        if kind == "ssp" and hasattr(net, "stores"):
+        if kind == "ssp":
             kind, store = net.stores("ssp", tab)
         primary = (partial(LowStorageRK, fun=fun, store=store) if kind == "ssp"
                    else _explicit(tab, net))
@@ -80,13 +92,13 @@ def stepper_for(method, net, xp=np):
 
 
 def _compiled_ops(net, backend, kind, tab, stop):
-    if backend != "numba" or not hasattr(net, "compiled_ops"):
+    if backend != "numba":
         return kind, None
     if stop is None and net.smooth:
         return net.compiled_ops(kind, tab)
     # kinks and stop rules where the model's ops have them (the rule: ``stop.rule``)
-    rule = getattr(stop, "rule", None)
-    if getattr(net, "compiled_events", False) and (stop is None or rule is not None):
+    rule = None if stop is None else stop.rule
+    if net.compiled_events and (stop is None or rule is not None):
         return net.compiled_ops(kind, tab, stop=rule)
     return kind, None
 

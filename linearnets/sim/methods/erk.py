@@ -112,7 +112,8 @@ class ExplicitRK(Stepper):
 
     def accept(self, f_new):
         self.store.fsal(self.tableau.n_stages)
-        self._f0 = getattr(self.store, "K", [None])[0]
+        K = self.store.K
+        self._f0 = None if K is None else K[0]
         return self._f0
 
     def stiffness(self, h, y_new):

@@ -92,7 +92,7 @@ class LowStorageRK(Stepper):
         """Slot 0 takes ``f(y_new)``; returns it as a vector where the store keeps one
         (another stepper, the kink fallback, may continue from it), else None."""
         self.store.fsal()
-        K = getattr(self.store, "K", None)
+        K = self.store.K
         return None if K is None else K[0]
 
     def stiffness(self, h, y_new):

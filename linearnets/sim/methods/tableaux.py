@@ -56,9 +56,10 @@ class Tableau:
     dense_order: int = 0
 
     def __post_init__(self):
+        fields = vars(self)
         for name in ("A", "b", "c", "e", "e3", "dense_P"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, _frozen(getattr(self, name)))
+            if fields[name] is not None:
+                object.__setattr__(self, name, _frozen(fields[name]))
 
     @property
     def n_stages(self) -> int:

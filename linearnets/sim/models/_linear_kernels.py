@@ -15,6 +15,7 @@ from ..._numba_cache import njit
 from ..methods._descent_kernels import make_gd_advance
 from ..methods._erk_kernels import error_norm, make_erk_advance, sumsq
 from ..methods._rosw_kernels import make_rosw_advance
+from ..methods.tableaux import SSPRK104_LOW_STORAGE as _LS
 
 __all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains", "rhs_flat",
            "jvp_flat", "rhs", "jvp", "stage", "combination", "combinations", "step_end",
@@ -29,6 +30,29 @@ TRANSPOSED_PRODUCT_MAX_BYTES = 1 << 21
 #: scipy's Fortran ``dgemm`` for ``C += alpha A B``, passed as an argument (docs/simulator.md).
 DGEMM = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))(
     get_cython_function_address("scipy.linalg.cython_blas", "dgemm"))
+
+#: SSPRK104 in two-register form, from its tableau: the stages (slot ``SSP_STAGES`` holds
+#: ``f(y_new)``), the stage that mixes the registers, a stage's factor on ``h``, the mix and
+#: the last stage's weights (``tableaux.LowStorage``).
+SSP_STAGES, SSP_FIRST, SSP_SUB = _LS.stages, _LS.first, _LS.sub
+SSP_MIX0, SSP_MIX1, SSP_MIX2, SSP_MIX3 = _LS.mix
+SSP_LAST0, SSP_LAST1 = _LS.last
+#: The learning rates' slot in :func:`rhs`'s data tuple (``linear.numba_rhs_args``), and
+#: the slot store's ``sums``: the accepted step's ``|y_new - q1|^2 / h^2`` and ``|K_0|^2``.
+ETA = 2
+DD, REF = 0, 1
+
+
+@njit(cache=True, inline="always")
+def _n_outputs(goff, cols):
+    """C, from the first ``G_i`` block (C x cols[0]) of a :func:`chains` layout."""
+    return (goff[1] - goff[0]) // cols[0]
+
+
+@njit(cache=True, inline="always")
+def _lane_sum(v):
+    """``(v_0 + v_1) + (v_2 + v_3)``: four accumulation lanes summed in a fixed order."""
+    return (v[0] + v[1]) + (v[2] + v[3])
 
 
 @njit(cache=True)
@@ -116,7 +140,7 @@ def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, da
              dWT, dSW, tbuf, pbuf):
     """``out = J(y) v`` from the products of ``y`` in ``abuf``, ``gbuf`` (``linearize``)."""
     L = rows.shape[0]
-    C = (goff[1] - goff[0]) // cols[0]
+    C = _n_outputs(goff, cols)
     D = Sxx.shape[0]
     if L > 1:
         _top(dabuf, aoff, rows, L - 2, C)[:, :] = _layer(v, offs, rows, cols, L - 1).T
@@ -172,8 +196,8 @@ def jvp(v, out, y, jdata):
 @njit(cache=True, inline="always")
 def _apply_left(l, A, out, k, w, C, ints, bufs, y):
     """``out = A W_l^st`` (A: C x N_l, out: C x N_{l-1}; ``linear.FactoredStages``)."""
-    rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
-    ut, vs, wst, mbuf, tmp = bufs[0], bufs[1], bufs[3], bufs[8], bufs[10]
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     r, c = rows[l], cols[l]
     if factored[l] == 0:
         np.dot(A, wst[offs[l]:offs[l + 1]].reshape((r, c)), out)
@@ -197,8 +221,8 @@ def _apply_left(l, A, out, k, w, C, ints, bufs, y):
 def _apply_right(l, G, out, k, w, C, ints, bufs, y):
     """``out = G W_l^st^T`` (G: C x N_{l-1}, out: C x N_l), as :func:`_apply_left` (one
     kernel for both sides was measured 25 % slower on the small bench problem)."""
-    rows, cols, offs, factored, utoff, vsoff = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
-    ut, vs, wst, nbuf, tmp, tbuf = bufs[0], bufs[1], bufs[3], bufs[9], bufs[10], bufs[14]
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     r, c = rows[l], cols[l]
     if factored[l] == 0:
         times_transpose(G, wst[offs[l]:offs[l + 1]].reshape((r, c)), out, tbuf)
@@ -232,8 +256,7 @@ def _dense_sum(kd, base, size, w, k, m):
 def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
     """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)`` (``w``: >= k entries)."""
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw = (bufs[0], bufs[1], bufs[2], bufs[3], bufs[4],
-                                             bufs[5], bufs[6], bufs[7])
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     L = rows.shape[0]
     C = Syx.shape[0]
     D = Sxx.shape[0]
@@ -300,8 +323,8 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
 @njit(cache=True)
 def _gather(l, w, k, which, C, ints, bufs):
     """Layer l's slots with a nonzero weight, ``U^T w`` and ``V``, into area ``which``; q."""
-    rows, cols, utoff, vsoff = ints[0], ints[1], ints[4], ints[5]
-    ut, vs, usbuf, vgbuf = bufs[0], bufs[1], bufs[11], bufs[12]
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     r, c = rows[l], cols[l]
     q = 0
     for j in range(k):
@@ -328,8 +351,8 @@ def _gather(l, w, k, which, C, ints, bufs):
 @njit(cache=True)
 def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
     """``out = (U^T w)[i0:i1] V`` from work area ``which`` (out: (i1 - i0) x N_{l-1})."""
-    cols = ints[1]
-    usbuf, vgbuf = bufs[11], bufs[12]
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     c = cols[l]
     if q == 0:
         out[:, :] = 0.0
@@ -343,7 +366,8 @@ def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
 @njit(cache=True)
 def combination(w, k, out, C, ints, bufs):
     """``out = sum_{j<k} w_j K_j`` as a dense flat vector (n,)."""
-    rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     for l in range(rows.shape[0]):
         r, c = rows[l], cols[l]
         if factored[l] != 0:
@@ -352,7 +376,7 @@ def combination(w, k, out, C, ints, bufs):
                            bufs)
         else:
             for m in range(r * c):
-                out[offs[l] + m] = _dense_sum(bufs[2], kdoff[l], r * c, w, k, m)
+                out[offs[l] + m] = _dense_sum(kd, kdoff[l], r * c, w, k, m)
 
 
 @njit(cache=True)
@@ -386,8 +410,8 @@ def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
 @njit(cache=True)
 def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, block_entries, C, ints, bufs, pbuf):
     """``y_new = y + wb K`` and the error sums ``(e5, e3)``, ``linear.FactoredStages.step_end``."""
-    rows, cols, offs, factored, kdoff = ints[0], ints[1], ints[2], ints[3], ints[6]
-    kd = bufs[2]
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     e5 = 0.0
     e3 = 0.0
     nb = pbuf.shape[0] // 3
@@ -434,7 +458,7 @@ def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, block_entries, C, in
 @njit(cache=True)
 def _gram_pair(X, Y, bufs):
     """``(X X^T, Y Y^T)`` into the ``gram`` buffer, each a product with a copied transpose."""
-    usbuf, gram = bufs[11], bufs[13]
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     q, r = X.shape
     c = Y.shape[1]
     GX = gram[:q * q].reshape((q, q))
@@ -457,9 +481,10 @@ def stage_stiffness_sums(s, wd, store):
     """``(num, dd, ref)`` of the accepted step (``linear.FactoredStages.stiffness_sums``;
     ``store`` as for :func:`_store_attempt`)."""
     eps = np.finfo(np.float64).eps
-    C, ints, bufs = store[1].shape[0], store[4], store[5]
-    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
-    ut, vs, kd = bufs[0], bufs[1], bufs[2]
+    Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
+    C = Syx.shape[0]
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     num = 0.0
     dd = 0.0
     ref = 0.0
@@ -511,9 +536,10 @@ def stage_stiffness_sums(s, wd, store):
 @njit(cache=True, nogil=True)
 def stage_fsal(s, store):
     """Slot ``s`` (the derivative at the accepted state) becomes slot 0."""
-    C, ints, bufs = store[1].shape[0], store[4], store[5]
-    rows, cols, factored, utoff, vsoff, kdoff = ints[0], ints[1], ints[3], ints[4], ints[5], ints[6]
-    ut, vs, kd = bufs[0], bufs[1], bufs[2]
+    Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
+    C = Syx.shape[0]
+    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     for l in range(rows.shape[0]):       # element loops, as _gram_pair
         if factored[l] != 0:
             nu = C * rows[l]
@@ -569,10 +595,11 @@ def gemm_acc(Q, w, At, G, blas):
 @njit(cache=True, inline="always")
 def add_stage(q, c, k, store):
     """``q += c eta_i A_i^T G_i`` of slot ``k``, layer by layer (``linear.FactoredSlots.add``)."""
-    at, g, blas, eta_l = store[2][k], store[3][k], store[9], store[12][2]
-    rows, cols, offs, aoff, goff = store[13]
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
+    at, g, eta_l = at[k], g[k], args[ETA]
+    rows, cols, offs, aoff, goff = lay
     L = rows.shape[0]
-    C = (goff[1] - goff[0]) // cols[0]
+    C = _n_outputs(goff, cols)
     for i in range(L):
         w = c * eta_l[i]
         if i == L - 1:
@@ -585,7 +612,7 @@ def add_stage(q, c, k, store):
 
 @njit(cache=True)
 def hermite_states(thetas, h, y, y_new, out, store):
-    """``out[i]``: the cubic Hermite state at ``t + thetas[i] h`` (slots 0 and 10)."""
+    """``out[i]``: the cubic Hermite state at ``t + thetas[i] h`` (slots 0 and SSP_STAGES)."""
     for i in range(thetas.shape[0]):
         theta = thetas[i]
         u = 1.0 - theta  # the weights of tableaux.cubic_hermite, in its order
@@ -593,7 +620,7 @@ def hermite_states(thetas, h, y, y_new, out, store):
         for m in range(y.shape[0]):
             o[m] = (y_new[m] - y[m]) * (theta * theta * (3.0 - 2.0 * theta)) + y[m]
         add_stage(o, h * (theta * u * u), 0, store)
-        add_stage(o, h * (-theta * theta * u), 10, store)
+        add_stage(o, h * (-theta * theta * u), SSP_STAGES, store)
 
 
 @njit(cache=True)
@@ -608,18 +635,18 @@ def _block_sums(y, y_new, q1, m0, P, cnt, h, rtol, atol, e5, dd):
         v = y_new[x] - q1[x]
         a[m % 4] += e * e
         d[m % 4] += v * v
-    return e5 + ((a[0] + a[1]) + (a[2] + a[3])), dd + ((d[0] + d[1]) + (d[2] + d[3]))
+    return e5 + _lane_sum(a), dd + _lane_sum(d)
 
 
 @njit(cache=True)
 def error_sums(y, y_new, q1, h, rtol, atol, store):
     """``(e5, dd)`` of ``linear.FactoredSlots.error_sums``: ``S`` of a block summed slot by
     slot with :func:`gemm_acc` (products of inner size C, which BLAS runs on one thread)."""
-    at, g, eslots, ew, pbuf = store[2:7]
-    blas, block_entries, eta_l = store[9], store[10], store[12][2]
-    rows, cols, offs, aoff, goff = store[13]
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
+    eta_l = args[ETA]
+    rows, cols, offs, aoff, goff = lay
     L = rows.shape[0]
-    C = (goff[1] - goff[0]) // cols[0]
+    C = _n_outputs(goff, cols)
     e5 = 0.0
     dd = 0.0
     for i in range(L):
@@ -654,7 +681,7 @@ def _diff_lanes(x1, x2, cnt, eta, num, ref):
         d = k - eta * x2[m]
         n[m % 4] += d * d
         r[m % 4] += k * k
-    return num + ((n[0] + n[1]) + (n[2] + n[3])), ref + ((r[0] + r[1]) + (r[2] + r[3]))
+    return num + _lane_sum(n), ref + _lane_sum(r)
 
 
 @njit(cache=True)
@@ -671,11 +698,11 @@ def _inner(Ap, Aq, Gp, Gq, gram):
 @njit(cache=True)
 def slot_stiffness_sums(last, prev, store):
     """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` (``linear.FactoredSlots``)."""
-    at, g, pbuf, gram, min_rel = store[2], store[3], store[6], store[7], store[8]
-    block_entries, eta_l = store[10], store[12][2]
-    rows, cols, _, aoff, goff = store[13]
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
+    eta_l = args[ETA]
+    rows, cols, _, aoff, goff = lay
     L = rows.shape[0]
-    C = (goff[1] - goff[0]) // cols[0]
+    C = _n_outputs(goff, cols)
     num = 0.0
     ref = 0.0
     for i in range(L):
@@ -710,43 +737,46 @@ def slot_stiffness_sums(last, prev, store):
 @njit(cache=True, nogil=True)
 def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
     """One SSPRK(10,4) step of ``h_try`` in low-storage form: ``y_new`` and its error norm."""
-    q1, q2, at, g, sums = store[0], store[1], store[2], store[3], store[11]
-    Sxx, Syx, _, rows, cols, offs, _, aoff, _, goff, WT, SW, tbuf = store[12]
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
+    Sxx, Syx, _, rows, cols, offs, _, aoff, _, goff, WT, SW, tbuf = args
     n = y.shape[0]
-    c6 = h_try / 6.0
+    c = h_try * SSP_SUB
     q1[:] = y
-    for k in range(10):
-        if k == 5:
+    for k in range(SSP_STAGES):
+        if k == SSP_FIRST:
             for m in range(n):
-                q2[m] = y[m] * 0.04 + q1[m] * 0.36
-                q1[m] = q2[m] * 15.0 - q1[m] * 5.0
+                q2[m] = y[m] * SSP_MIX0 + q1[m] * SSP_MIX1
+                q1[m] = q2[m] * SSP_MIX2 + q1[m] * SSP_MIX3
         if k > 0:
             chains(q1, Sxx, Syx, rows, cols, offs, at[k], aoff, g[k], goff, WT, SW, tbuf)
-        if k < 9:
-            add_stage(q1, c6, k, store)
+        if k < SSP_STAGES - 1:
+            add_stage(q1, c, k, store)
     for m in range(n):
-        y_new[m] = q2[m] + q1[m] * 0.6
-    add_stage(y_new, h_try / 10.0, 9, store)
-    chains(y_new, Sxx, Syx, rows, cols, offs, at[10], aoff, g[10], goff, WT, SW, tbuf)
+        y_new[m] = q2[m] + q1[m] * SSP_LAST0
+    add_stage(y_new, h_try * SSP_LAST1, SSP_STAGES - 1, store)
+    k = SSP_STAGES
+    chains(y_new, Sxx, Syx, rows, cols, offs, at[k], aoff, g[k], goff, WT, SW, tbuf)
     e5, dd = error_sums(y, y_new, q1, h_try, rtol, atol, store)
-    sums[0] = dd / h_try / h_try
+    sums[DD] = dd / h_try / h_try
     return np.sqrt(e5 / n)
 
 
 @njit(cache=True, nogil=True)
 def _ssp_stiffness(s, wd, store):
-    """``(num, dd, ref)`` of the accepted step: ``|K_10 - K_9|^2``, ``|y_new - q1|^2 / h^2``."""
-    sums = store[11]
-    num, ref_new = slot_stiffness_sums(10, 9, store)
-    ref = sums[1]
-    sums[1] = ref_new
-    return num, sums[0], ref
+    """``(num, dd, ref)`` of the accepted step: ``|K_s - K_{s-1}|^2``, ``|y_new - q1|^2 /
+    h^2`` (s = SSP_STAGES)."""
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
+    num, ref_new = slot_stiffness_sums(SSP_STAGES, SSP_STAGES - 1, store)
+    ref = sums[REF]
+    sums[REF] = ref_new
+    return num, sums[DD], ref
 
 
 @njit(cache=True, nogil=True)
 def _ssp_fsal(s, store):
-    store[2][0] = store[2][10]
-    store[3][0] = store[3][10]
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
+    at[0] = at[SSP_STAGES]
+    g[0] = g[SSP_STAGES]
 
 
 # --- observations --------------------------------------------------------------------------

@@ -22,8 +22,12 @@ __all__ = ["ACT_CODES", "LOSS_CODES", "STOP_CODES", "activate", "mlp_forward", "
 ACT_CODES = {"linear": 0, "relu": 1, "leaky_relu": 2, "softplus": 3, "tanh": 4}
 #: Loss name -> integer code.
 LOSS_CODES = {"mse": 0, "soft_hinge": 1, "logistic": 2, "cross_entropy": 3}
-#: Stop rule -> integer code (``iopt[3]``; its value in ``fopt[3]``).
+#: Stop rule -> integer code (``iopt[STOP]``; its value in ``fopt[STOP_VALUE]``).
 STOP_CODES = {None: 0, "margin": 1, "loss": 2}
+#: Slots of the data tuple's ``iopt`` (int64: the activation's and the loss' codes, biases
+#: 0/1, the stop rule's code) and ``fopt`` (float64: their parameters, alpha, the stop value).
+ACT, LOSS, BIASES, STOP = range(4)
+ACT_PARAM, LOSS_PARAM, ALPHA, STOP_VALUE = range(4)
 
 
 # elementary functions that vectorise (no libm call in the loop: LLVM keeps SIMD lanes)
@@ -143,7 +147,7 @@ def mlp_forward(y, X, data, keep):
             Z = (G1 if l % 2 == 0 else G2)[:P * r].reshape((P, r))
             D = (G2 if l % 2 == 0 else G1)[:P * r].reshape((P, r))
         np.dot(h, W.T, Z)
-        activate(Z, D, y, lay[l, 3], m[l], iopt[0], fopt[0])
+        activate(Z, D, y, lay[l, 3], m[l], iopt[ACT], fopt[ACT_PARAM])
         h = Z
     o, r, c = lay[L - 1, 0], lay[L - 1, 1], lay[L - 1, 2]
     np.dot(h, y[o:o + r * c].reshape((r, c)).T, F)
@@ -153,17 +157,18 @@ def mlp_forward(y, X, data, keep):
 @njit(cache=True, nogil=True)
 def mlp_outputs(y, data):
     """``F = alpha (f - f0)`` (P, C) on the training inputs at ``y`` (``data``'s ``F``)."""
-    mlp_forward(y, data[0], data, False)
-    F = data[13]
-    F -= data[2]
-    F *= data[7][2]
+    X, _, f0, _, _, _, _, fopt, _, _, _, _, _, F = data
+    mlp_forward(y, X, data, False)
+    F -= f0
+    F *= fopt[ALPHA]
     return F
 
 
 @njit(cache=True, nogil=True)
 def mlp_loss(y, data):
     """The training loss ``(1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)`` at ``y``."""
-    mlp_forward(y, data[0], data, False)
+    X, _, _, _, _, _, _, _, _, _, _, _, _, _ = data
+    mlp_forward(y, X, data, False)
     return _loss_of(data)
 
 
@@ -183,9 +188,9 @@ def _log_sum_exp(F, f0, p, alpha):
 @njit(cache=True, nogil=True)
 def _loss_of(data):
     """The training loss of ``F = alpha (f - f0)``, ``f`` in ``data``'s ``F`` (P, C)."""
-    Y, f0, iopt, fopt, f = data[1], data[2], data[6], data[7], data[13]
+    _, Y, f0, _, _, _, iopt, fopt, _, _, _, _, _, f = data
     P, C = f.shape
-    alpha, beta, code = fopt[2], fopt[1], iopt[1]
+    alpha, beta, code = fopt[ALPHA], fopt[LOSS_PARAM], iopt[LOSS]
     s = 0.0
     for p in range(P):
         if code == 3:                     # -sum_c y_c log softmax(F)_c
@@ -218,7 +223,7 @@ def loss_gradient(F, f0, Y, G, iopt, fopt):
     """``G = l'(F, Y) / (alpha P)`` (P, C) for ``F = alpha (f - f0)``, ``f`` the network's
     outputs in ``F`` (the top of the backpropagation)."""
     P, C = F.shape
-    alpha, beta, code = fopt[2], fopt[1], iopt[1]
+    alpha, beta, code = fopt[ALPHA], fopt[LOSS_PARAM], iopt[LOSS]
     g = 1.0 / (alpha * P)
     for p in range(P):
         if code == 3:                     # (sum_c y_c) softmax(F) - y
@@ -280,7 +285,7 @@ def mlp_rhs(y, out, data):
 def crossings(data, pat, first_only):
     """How many training pre-activations' signs ``z > 0`` at the latest :func:`mlp_rhs` (``Dv
     == 1``) differ from the pattern ``pat``; with ``first_only`` 1 at the first."""
-    Dv = data[9]
+    _, _, _, _, _, _, _, _, _, Dv, _, _, _, _ = data
     count = 0
     for m in range(Dv.shape[0]):
         if (Dv[m] == 1.0) != pat[m]:
@@ -293,7 +298,7 @@ def crossings(data, pat, first_only):
 @njit(cache=True, nogil=True)
 def keep_pattern(data, pat):
     """``pat <- (z > 0)`` of the training pre-activations at the latest :func:`mlp_rhs`."""
-    Dv = data[9]
+    _, _, _, _, _, _, _, _, _, Dv, _, _, _, _ = data
     for m in range(Dv.shape[0]):
         pat[m] = Dv[m] == 1.0
 
@@ -304,14 +309,14 @@ def stop_value(y, data):
     margin_mu`` (stop code 1, ``"margin"``: ``y F``, or ``F_y - max_{c != y} F_c`` on the cross
     entropy), ``loss - value`` (2, ``"loss"``) or 1 (0, no stop)."""
     _, Y, f0, _, _, _, iopt, fopt, _, _, _, _, _, F = data
-    if iopt[3] == 0:
+    if iopt[STOP] == 0:
         return 1.0
-    if iopt[3] == 2:
-        return _loss_of(data) - fopt[3]
+    if iopt[STOP] == 2:
+        return _loss_of(data) - fopt[STOP_VALUE]
     low = np.inf
-    alpha = fopt[2]
+    alpha = fopt[ALPHA]
     for p in range(F.shape[0]):
-        if iopt[1] != 3:
+        if iopt[LOSS] != 3:
             for i in range(F.shape[1]):
                 low = min(low, Y[p, i] * alpha * (F[p, i] - f0[p, i]))
             continue
@@ -323,7 +328,7 @@ def stop_value(y, data):
             else:
                 other = max(other, v)
         low = min(low, fy - other)
-    return fopt[3] - low
+    return fopt[STOP_VALUE] - low
 
 
 _smooth_loop = make_erk_advance(mlp_rhs, stop=stop_value)

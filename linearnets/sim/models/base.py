@@ -1,7 +1,25 @@
 """The model interface of the simulator and the registry of models (docs/simulator.md,
-"Models"): a :class:`Model` subclass on a flat float64 state plus one :func:`register_model`."""
+"Models"): a :class:`Model` subclass on a flat float64 state plus one :func:`register_model`.
+
+Adding a model
+--------------
+1. A module in ``sim/models/`` with a :class:`Model` subclass: set ``name``, ``linear``,
+   ``smooth``; in ``__init__(weights, biases, options, xp)`` set ``layout`` (:class:`Layout`)
+   and ``y0``; implement the abstract methods (``prepare``, ``rhs``, ``loss``, ``outputs``,
+   ``ntk``, ``weights_of``) and ``handles`` (its rank for the options it runs).
+2. Override only the optional hooks it has: the defaults on :class:`Model` mean "not
+   there" (no ``jvp``/``linearize``, no stage ``stores``, no ``compiled_ops``, ...), and
+   the method driver (``methods.driver``) and the front end read them, never probe.
+3. A compiled twin, if any: a subclass with ``compiled_ops`` (its kernels in a ``_*_kernels``
+   module beside it, entry points ``@njit(cache=True)``), set as ``numba_model``.
+4. One line: ``register_model("name", cls)``, and the module's name in ``_load_builtin``.
+5. Tests: the reference right-hand side against finite differences of ``loss``, and a run
+   through ``gradient_flow(..., model="name")`` on each backend (``tests/sim/test_models.py``
+   has a toy model that does both in 40 lines).
+"""
 from __future__ import annotations
 
+import abc
 import math
 import numbers
 from dataclasses import dataclass
@@ -176,20 +194,34 @@ def inverse_rates(layout, rates, xp=np):
     return xp.asarray(np.repeat(1.0 / np.array(rates), np.diff(layout.offsets)))
 
 
-class Model:
+class Model(abc.ABC):
     """Base class of a model, constructed as ``cls(weights, biases, options, xp=numpy)``.
 
     Subclasses set ``layout`` (:class:`Layout`) and ``y0`` (n,) (the parameters at t = 0) and
-    implement ``prepare(X, Y)``, ``rhs(y, out=None)`` (``-eta lr_scale dL/dtheta`` (n,)),
-    ``loss(y)``, ``outputs(y, Xp)`` (Q, C) and ``ntk(y, X1, X2)``; optional members (``jvp``,
-    ``end_to_end``, ``switches``, ``metric``, ``margins``): docs/simulator.md, "Models".
+    implement the abstract methods; the optional hooks below default to "not there"
+    (docs/simulator.md, "Models").
     """
 
     name = "model"
     linear = False
     smooth = True
+    #: The twin of this class that ``backend="numba"`` runs (compiled operations), or None.
+    numba_model = None
+
+    # -- optional hooks (the defaults: the model has none) -------------------------------
+    #: ``jvp(y, v, out=None) -> J(y) v`` (n,), exact, or None.
     jvp = None
+    #: ``linearize(y) -> (jv, fresh)``: products of ``y`` kept for many ``J v``, or None.
+    linearize = None
+    #: Right-hand sides one product of ``linearize`` costs (a Rosenbrock step's work).
+    jvp_cost = 1.0
+    #: Positive weights ``M`` (n,) with ``M J`` symmetric (Rosenbrock's CG), or None.
     metric = None
+    #: ``loss_terms(F) -> (loss, size)`` of end-to-end maps ``F`` (..., C, D) (a linear
+    #: model's cheap loss at every output), or None: ``loss(y)`` at every output.
+    loss_terms = None
+    #: ``compiled_ops`` also takes kinks and stop rules (``stop=``), not only smooth runs.
+    compiled_events = False
     #: ``descent_ops()`` -> ``(advance, data)``: a compiled gradient-descent loop
     #: (``methods._descent_kernels.make_gd_advance``) on this model, or None (a Python loop).
     descent_ops = None
@@ -197,8 +229,49 @@ class Model:
     #: (``make_sgd_advance``) on this model prepared on a batch, drawing from the full data,
     #: or None (a Python loop).
     batch_ops = None
-    #: The twin of this class that ``backend="numba"`` runs (compiled operations), or None.
-    numba_model = None
+
+    def stores(self, kind, tab):
+        """``(family, store)``: a stage store of method family ``kind`` with tableau ``tab``
+        for the numpy loop (``methods.erk``/``methods.ssp``), or ``(kind, None)``."""
+        return kind, None
+
+    def compiled_ops(self, kind, tab, stop=None):
+        """``(family, ops)``: the compiled loop's operations on this model (``ops`` None: the
+        numpy loop runs); ``stop`` a stop rule, only where :attr:`compiled_events`."""
+        return kind, None
+
+    def end_to_end_many(self, Ys):
+        """:meth:`end_to_end` of each row of ``Ys`` (m, n)."""
+        return np.stack([self.end_to_end(y) for y in Ys])
+
+    def loss_of_map(self, F):
+        """The loss of end-to-end maps ``F`` (..., C, D) (with :attr:`loss_terms`)."""
+        raise ValueError(f"loss_of_map: the {self.name!r} model is not linear in its inputs")
+
+    # -- required --------------------------------------------------------------------------
+    @abc.abstractmethod
+    def prepare(self, X, Y):
+        """Take the training data (P, D), (P, C); returns self."""
+
+    @abc.abstractmethod
+    def rhs(self, y, out=None):
+        """``-eta lr_scale dL/dtheta`` (n,) at ``y`` (into ``out`` where given)."""
+
+    @abc.abstractmethod
+    def loss(self, y):
+        """The training loss at ``y`` (a float)."""
+
+    @abc.abstractmethod
+    def outputs(self, y, Xp):
+        """``F`` on the inputs ``Xp`` (Q, D): (Q, C)."""
+
+    @abc.abstractmethod
+    def ntk(self, y, X1, X2):
+        """The empirical NTK of ``F`` at ``y``: (P1, P2) or (P1, P2, C, C)."""
+
+    @abc.abstractmethod
+    def weights_of(self, y):
+        """The weight matrices ``[W_1, ..., W_L]`` of ``y`` (views)."""
 
     @classmethod
     def handles(cls, options, has_biases):
@@ -223,10 +296,6 @@ class Model:
 
     def margins(self, y):
         raise ValueError(f"stop='margin': the {self.name!r} model has no margins")
-
-    def weights_of(self, y):
-        """The weight matrices ``[W_1, ..., W_L]`` of ``y`` (views)."""
-        raise NotImplementedError
 
     def biases_of(self, y):
         """The trained biases ``[b_1, ..., b_{L-1}]`` of ``y`` (views), or None."""

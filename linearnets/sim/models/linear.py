@@ -319,6 +319,8 @@ class FactoredStages:
     """The stage store of ``methods.erk.ExplicitRK`` with a layer's stages as rank-C factors
     (module docstring), on the :class:`StageLayout` ``lay``; the interface is that module's."""
 
+    K = None        # no stage vectors
+
     def __init__(self, problem, lay):
         self.p, self.lay = problem, lay
         C, S1 = lay.C, lay.S1
@@ -508,6 +510,8 @@ class FactoredSlots:
     """The slot store of ``methods.ssp.LowStorageRK`` on the linear ``problem``: slot k holds
     ``A_i^T`` in ``at[k]`` and ``G_i`` in ``g[k]``, ``K_k = eta_i A_i^T G_i`` per layer."""
 
+    K = None        # no stage vectors
+
     def __init__(self, problem, n_slots=SSPRK104_LOW_STORAGE.stages + 1):
         self.problem = problem
         self.C, self.L, self.eta_l = problem.Syx.shape[0], len(problem.shapes), problem.eta_l
@@ -524,9 +528,10 @@ class FactoredSlots:
         return self.g[k, self.goff[i]:self.goff[i + 1]].reshape(self.C, int(self.cols[i]))
 
     def fsal(self):
-        """Slot 10 (``f(y_new)``) becomes slot 0 of the next step."""
-        self.at[0] = self.at[10]
-        self.g[0] = self.g[10]
+        """The last slot (``f(y_new)``) becomes slot 0 of the next step."""
+        s = SSPRK104_LOW_STORAGE.stages
+        self.at[0] = self.at[s]
+        self.g[0] = self.g[s]
 
     def stage(self, q, k):
         """Store in slot k the factors of ``f(q)`` (:func:`chains`)."""
@@ -601,7 +606,7 @@ def erk_ops(problem, tab, factored=None):
         factored = worth_factoring(problem, tab.n_stages)
     if factored:
         return FactoredStageOps(problem, tab)
-    return compiled.DenseStages(lk.erk_advance, lk.rhs, numba_rhs_args(problem), problem.size)
+    return compiled.DenseStageOps(lk.erk_advance, lk.rhs, numba_rhs_args(problem), problem.size)
 
 
 class _LinearOps:
@@ -609,6 +614,7 @@ class _LinearOps:
     predictive controller (no kinks) and the loop ``advance`` on the store tuple ``data``."""
 
     detects_stiffness = True
+    eval_work = None
 
     def __init__(self, problem, advance):
         n = problem.size
@@ -700,7 +706,7 @@ class LowStorageStages(_LinearOps):
         # f(y) with slot 0 as the product buffers: the factors stay there
         lk.rhs_flat(y, self.f0, *self.rhs_args[:6], st.at[0], st.aoff, st.g[0], st.goff,
                     *self.rhs_args[10:])
-        self.data[11][1] = lk.slot_stiffness_sums(0, 0, self.data)[1]
+        self.data[11][lk.REF] = lk.slot_stiffness_sums(0, 0, self.data)[1]
         return self.f0
 
     def interpolate_many(self, thetas, y, y_new, h, batch):
@@ -967,7 +973,7 @@ class LinearNetNumba(LinearNet):
             self._rhs_args = numba_rhs_args(self.problem)
         return lk.gd_advance, self._rhs_args
 
-    def compiled_ops(self, kind, tab):
+    def compiled_ops(self, kind, tab, stop=None):
         """``(family, ops)``: the compiled loop of a method family and this model's ops on
         it (the choice of stages as :meth:`stores`)."""
         p = self.problem

@@ -75,6 +75,7 @@ class MLP(Model):
     """
 
     name = "mlp"
+    _jvp_cache = None
 
     @classmethod
     def handles(cls, options, has_biases):
@@ -287,7 +288,7 @@ class MLP(Model):
         of the backpropagation (Pearlmutter 1994; docs/simulator.md, "The MLP")."""
         xp = self.xp
         out = xp.empty(self.layout.size) if out is None else out
-        c = getattr(self, "_jvp_cache", None)        # a Rosenbrock step's products share y
+        c = self._jvp_cache        # a Rosenbrock step's products share y
         if c is None or c[0].shape != y.shape or not bool(xp.array_equal(c[0], y)):
             base = self._backprop(y)
             c = self._jvp_cache = (xp.array(y, copy=True), base, [self.dphi(z) for z in base[1]])
@@ -414,14 +415,14 @@ class MLPNumba(MLP):
         ``kind="rosw"`` gives ``(kind, None)`` (the numpy loop on the compiled rhs)."""
         if kind == "rosw":
             return kind, None
-        from ..methods.compiled import DenseStages
+        from ..methods.compiled import DenseStageOps
         K = self._K
         kind_, value = (None, 0.0) if stop is None else stop
-        self._data[6][3], self._data[7][3] = K.STOP_CODES[kind_], float(value)
-        ops = DenseStages(K.erk_advance_smooth if self.smooth else K.erk_advance_kinks,
-                          K.mlp_rhs, self._data, self.layout.size,
-                          switches=None if self.smooth else (K.crossings, K.keep_pattern),
-                          n_switches=self._pat.size, stop=K.stop_value)
+        self._data[6][K.STOP], self._data[7][K.STOP_VALUE] = K.STOP_CODES[kind_], float(value)
+        ops = DenseStageOps(K.erk_advance_smooth if self.smooth else K.erk_advance_kinks,
+                            K.mlp_rhs, self._data, self.layout.size,
+                            switches=None if self.smooth else (K.crossings, K.keep_pattern),
+                            n_switches=self._pat.size, stop=K.stop_value)
         # an evaluation works on the P samples: the chunks of the compiled loop (and the
         # delay of a Ctrl-C) scale with it (methods.compiled.advance_in_chunks)
         ops.eval_work = self.P * self.layout.size

@@ -1,0 +1,63 @@
+"""The compiled loops' state by name: return codes, and the slots of the float64 and int64
+arrays that a loop updates in place, one place for the kernels and their runners.
+
+A kernel reads ``th[H]``, not ``th[1]``: numba folds a module-level int into a literal, so
+the named slot costs nothing, and the package's cache key hashes this module with every
+kernel that imports it (``_numba_cache.kernel_sources``).
+"""
+from __future__ import annotations
+
+# -- return codes besides a FlowStatus code (0 success, -1 underflow, -2 non-finite, -3 budget)
+#: An explicit loop holds an accepted step across an output time (dense output).
+PENDING = 1
+#: The stiffness test fired after an accepted step that did not end on the target.
+STIFF = 2
+#: The Rosenbrock-W hand-back test fired (the explicit pair would be cheaper).
+NONSTIFF = 3
+#: The stop event fired inside an accepted step.
+STOPPED = 4
+UNDERFLOW, NONFINITE, BUDGET = -1, -2, -3
+
+# -- th (float64): the loop's time, step and controller memory ---------------------------
+#: time, proposed step, remembered stiffness estimate, the last accepted unclipped step and
+#: its floored error (``base.accept_step``'s memory): every loop's first five slots.
+T, H, RHO, H_PREV, ERR_PREV = range(5)
+#: the explicit loop: a held step's length and end (PENDING), the counts of the stiffness
+#: test, at kinks the stepper in use (0 primary, 1 fallback), the rejections across a
+#: switch in a row, calm steps since the last crossing, the last crossing (NaN: none) and
+#: the time spent sliding; where the stop fired, and the stop value at ``y``.
+(H_STEP, T_NEW, N_STIFF, N_NONSTIFF, ACTIVE, KINK_REJ, CALM, LAST_CROSS, SLIDING, T_STOP,
+ G) = range(5, 16)
+TH_SIZE = 16
+#: the Rosenbrock-W loop: accepted steps in a row on which the explicit pair was cheaper,
+#: and the work counted at the last step.
+N_CHEAPER, COST0 = 5, 6
+ROSW_TH_SIZE = 7
+
+# -- stats (int64): counters ---------------------------------------------------------------
+#: evaluations, accepted and rejected steps (every loop); the explicit loop's underflow
+#: after non-finite trials (0/1), capped steps, kink crossings and fallback steps.
+NFEV, ACCEPTED, REJECTED, NONFINITE_TRIALS, CAPPED, KINKS, FALLBACK_STEPS = range(7)
+STATS_SIZE = 7
+#: the Rosenbrock-W loop's Jacobian-vector products (its counters: NFEV, ACCEPTED,
+#: REJECTED, NJEV).
+NJEV = 3
+ROSW_STATS_SIZE = 4
+
+# -- ctl (float64): the explicit loop's constants (``compiled.loop_control``) ---------------
+(ATOL, SAFETY, MIN_FACTOR, MAX_FACTOR, MIN_ERR, ULPS, PREDICTIVE, KINK_REJECTIONS, CALM_STEPS,
+ KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, CLIP_EPS) = range(13)
+CTL_SIZE = 13
+
+# -- stiff (float64): the stability cap and stiffness test (``compiled.stiffness_args``) ---
+(BOUNDARY, CAP_SAFETY, MEMORY, MIN_REL, WSUM, ULPS_EPS, NONSTIFF_RESET, STIFF_STEPS,
+ STIFF_HELD) = range(9)
+STIFF_SIZE = 9
+
+# -- the Rosenbrock-W loop's ctl (float64; ``compiled.rosw``) ------------------------------
+(R_EXPONENT, R_RTOL, R_ATOL, R_SAFETY, R_MIN_FACTOR, R_MAX_FACTOR, R_MIN_ERR, R_ULPS,
+ R_KRYLOV_TOL, R_MAX_KRYLOV, R_BOUNDARY, R_EXPLICIT_STAGES, R_SWITCH_STEPS) = range(13)
+ROSW_CTL_SIZE = 13
+#: rows of its ``work`` (n,) scratch: stage state, stage derivative, right-hand side, CG's
+#: residual, direction and product, the error scale, and the metric where there is one.
+W_Y, W_F, W_B, W_R, W_P, W_JV, W_SCALE, W_METRIC = range(8)
