@@ -531,7 +531,8 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
                     problem, lin.StageLayout(problem, tab.n_stages + 1)) if factored else None)
                 raw = integrate(None, *args[:2], lambda r, n, rt, at, xp: ExplicitRK(
                     r, n, rt, at, fun=net.rhs, tableau=tab, store=store), *args[3:],
-                    predictive=True, cap_safety=_base.STABILITY_SAFETY)
+                    control=_base.StepControl(predictive=True,
+                                              cap_safety=_base.STABILITY_SAFETY))
             W = keep["W"] if raw.status.success else np.full_like(Wref, np.nan)
             return W, raw.nfev, raw.nrejected
         return run

@@ -76,8 +76,9 @@ def erk(problem, y0, t_eval, tab, opts, observe, stages="dense", backend="numpy"
     def make(rhs, n, rtol, atol, xp):
         return ExplicitRK(rhs, n, rtol, atol, xp, fun=net.rhs, tableau=tab, store=store)
     return integrate(None, np.asarray(y0, dtype=np.float64), t_eval, make, opts, observe,
-                     t0=t0, predictive=True, cap_safety=base.STABILITY_SAFETY, dense=dense,
-                     stiff_steps=stiff_steps)
+                     t0=t0, control=base.StepControl(
+                         predictive=True, cap_safety=base.STABILITY_SAFETY, dense=dense,
+                         stiff_steps=stiff_steps))
 
 
 def ssp(problem, y0, t_eval, opts, observe, backend="numpy", store=None, dense=False):
@@ -100,4 +101,5 @@ def ssp(problem, y0, t_eval, opts, observe, backend="numpy", store=None, dense=F
         return LowStorageRK(rhs, n, rtol, atol, xp, fun=net.rhs, store=store)
     make.tableau = SSPRK104
     return integrate(None, np.asarray(y0, dtype=np.float64), t_eval, make, opts, observe,
-                     predictive=True, cap_safety=base.STABILITY_SAFETY, dense=dense)
+                     control=base.StepControl(predictive=True, cap_safety=base.STABILITY_SAFETY,
+                                              dense=dense))

@@ -4,7 +4,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from linearnets.sim.methods import FlowStatus
-from linearnets.sim.methods import STEPPERS, StepperOptions, integrate
+from linearnets.sim.methods import STEPPERS, StepControl, StepperOptions, integrate
 from linearnets.sim.methods import base as mbase
 
 A = np.array([[-1.0, 2.0], [-2.0, -0.5]])
@@ -23,7 +23,7 @@ def _run(rhs, y0, te, cls, **kw):
     switches = kw.pop("switches", None)
     fallback = kw.pop("fallback", None)
     r = integrate(rhs, np.asarray(y0, float), np.asarray(te, float), cls, StepperOptions(**kw),
-                  obs, stop=stop, switches=switches, fallback=fallback)
+                  obs, stop=stop, switches=switches, control=StepControl(fallback=fallback))
     return r, out
 
 
@@ -135,19 +135,20 @@ def test_dense_output_and_a_resumed_run_match_solve_ivp():
     stepped = integrate(_rhs, np.array([1.0, 0.5]), te, STEPPERS["RK45"], opts, obs)
     assert np.max(np.abs(out - ref)) <= 50 * rtol
     out[:] = np.nan
-    dense = integrate(_rhs, np.array([1.0, 0.5]), te, STEPPERS["RK45"], opts, obs, dense=True)
+    dense = integrate(_rhs, np.array([1.0, 0.5]), te, STEPPERS["RK45"], opts, obs,
+                      control=StepControl(dense=True))
     assert dense.status.success and dense.n_done == te.size
     # the 200 outputs no longer each end a step (measured: 246 steps against 402)
     assert dense.nsteps < 0.7 * stepped.nsteps
     assert np.max(np.abs(out - ref)) <= 50 * rtol
-    # resumed at output 100 from the state there (f given: not evaluated again)
+    # resumed at output 100 from the state there
     out[:] = np.nan
     y100 = ref[100].copy()
-    part = integrate(_rhs, y100, te, STEPPERS["DOP853"], opts, obs, t0=te[100], k0=101,
-                     f0=_rhs(te[100], y100))
+    part = integrate(_rhs, y100, te, STEPPERS["DOP853"], opts, obs, t0=te[100], k0=101)
     assert part.status.success and part.n_done == te.size
     assert np.all(np.isnan(out[:101])) and np.max(np.abs(out[101:] - ref[101:])) <= 50 * rtol
-    assert part.nfev == 1 + 12 * (part.nsteps + part.nrejected)   # the initial step's one
+    # f(y0) and the initial step's one evaluation, then 12 a step
+    assert part.nfev == 2 + 12 * (part.nsteps + part.nrejected)
 
 
 def test_stability_cap_and_stiffness_test():
@@ -162,7 +163,7 @@ def test_stability_cap_and_stiffness_test():
     def run(**kw):
         out = {}
         r = integrate(rhs, np.array([1.0, 1.0]), te, STEPPERS["RK45"], opts,
-                      lambda k, y: out.__setitem__(k, y.copy()), **kw)
+                      lambda k, y: out.__setitem__(k, y.copy()), control=StepControl(**kw))
         return r, out
     free, yf = run()
     capped, yc = run(cap_safety=mbase.STABILITY_SAFETY)
@@ -192,7 +193,7 @@ def test_predictive_controller_on_a_blow_up():
     te = np.array([0.0, 1.0 - 1e-3])
     opts = StepperOptions(rtol=1e-6, atol=1e-12)
     rs = [integrate(lambda t, y: y * y, np.array([1.0]), te, STEPPERS["RK45"], opts,
-                    lambda k, y: None, predictive=p) for p in (False, True)]
+                    lambda k, y: None, control=StepControl(predictive=p)) for p in (False, True)]
     std, pred = rs
     assert std.status.success and pred.status.success
     assert std.nrejected >= 0.4 * std.nsteps and pred.nrejected <= max(2, 0.1 * pred.nsteps)

@@ -8,7 +8,7 @@ from scipy.linalg import expm
 import linearnets as ln
 from linearnets.backend import numba_available
 from linearnets.sim import methods
-from linearnets.sim.methods import StepperOptions, integrate
+from linearnets.sim.methods import StepControl, StepperOptions, integrate
 from linearnets.sim.methods.rosw import (FAILED_SOLVE_ERR, ROS34PW2, ROSENBROCK,
                                          RosenbrockWStepper)
 from linearnets.sim.models import get_model, parse_options
@@ -331,7 +331,8 @@ def test_switch_back_fires_after_switch_steps_where_the_pair_is_cheaper():
         cls = type("Costed", (ROS34PW2.bind(jvp=lambda y, v: J @ v),), {"JVP_COST": cost})
         res = integrate(lambda t, y: J @ y, y0, np.array([1e3]), cls,
                         StepperOptions(rtol=1e-6, atol=1e-12), lambda k, y: None,
-                        predictive=True, switch_back=DOP853, switch_steps=7)
+                        control=StepControl(predictive=True, switch_back=DOP853,
+                                            switch_steps=7))
         assert res.status.success and res.nonstiff == fires
         if fires:
             assert res.nsteps == 7 and res.n_done == 0 and 0.0 < res.t_last < 1e3
@@ -347,7 +348,7 @@ def test_switch_back_needs_a_cost_estimate():
         tableau = DOP853
     with pytest.raises(ValueError, match="switch_back"):
         integrate(lambda t, y: -y, np.ones(3), np.array([1.0]), DOP, StepperOptions(),
-                  lambda k, y: None, switch_back=DOP853, switch_steps=3)
+                  lambda k, y: None, control=StepControl(switch_back=DOP853, switch_steps=3))
 
 
 def test_sliding_relu_net_runs_on_the_fallback():

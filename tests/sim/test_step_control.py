@@ -13,7 +13,7 @@ import pytest
 from linearnets.data import scalar_teacher
 from linearnets.sim.methods import base as _explicit
 from linearnets.sim.methods import base as mbase
-from linearnets.sim.methods import StepperOptions, integrate
+from linearnets.sim.methods import StepControl, StepperOptions, integrate
 from linearnets.sim.methods.erk import ExplicitRK
 from linearnets.sim.methods.tableaux import TABLEAUX
 from linearnets.sim.flow import gradient_flow
@@ -61,8 +61,8 @@ def _blowup_run(tab, rtol):
         return ExplicitRK(rhs, n, rtol, atol, xp, fun=lambda y, o: np.multiply(y, y, out=o),
                           tableau=TABLEAUX[tab])
     raw = integrate(None, y0, np.array([0.0, T]), make, StepperOptions(rtol=rtol, atol=1e-12),
-                    lambda k, y: out.__setitem__(k, y.copy()), predictive=True,
-                    cap_safety=_explicit.STABILITY_SAFETY)
+                    lambda k, y: out.__setitem__(k, y.copy()),
+                    control=StepControl(predictive=True, cap_safety=_explicit.STABILITY_SAFETY))
     exact = y0 / (1.0 - y0 * T)
     assert raw.status.success
     return raw, np.max(np.abs(out[1] - exact) / exact)

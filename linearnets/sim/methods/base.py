@@ -15,7 +15,8 @@ from typing import Optional
 import numpy as np
 from numba.extending import register_jitable
 
-__all__ = ["FlowStatus", "Stepper", "StepperOptions", "Result", "integrate", "sumsq",
+__all__ = ["FlowStatus", "Stepper", "StepperOptions", "StepControl", "Result", "integrate",
+           "sumsq",
            "error_norm", "step_factor", "kink_factor", "SAFETY", "MIN_FACTOR", "MAX_FACTOR",
            "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH", "PREDICTIVE_MIN_ERR",
            "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL",
@@ -449,38 +450,13 @@ def _locate_stop(stepper, t, y, f, h, g0, stop, y1):
     return hi, y_hi, nfev
 
 
-def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, switches=None,
-              stop=None, t0=0.0, xp=np, f0=None, k0=0, predictive=False, cap_safety=0.0,
-              stiff_steps=0, stiff_held=1.0, dense=False, switch_back=None, switch_steps=0):
-    """Integrate ``dy/dt = rhs(t, y)`` from ``y0`` at ``t0`` onto every time of ``t_eval``.
+@dataclass(frozen=True)
+class StepControl:
+    """How :func:`integrate` chooses its steps beyond the tolerances of
+    :class:`StepperOptions` (diffrax's ``stepsize_controller``).
 
-    Parameters
+    Attributes
     ----------
-    rhs : callable ``rhs(t, y) -> dy``
-    y0 : ndarray (n,)
-        The state at ``t0`` (copied).
-    t_eval : ndarray (T,)
-        Strictly increasing output times ``>= t0``; each ends a step (but see ``dense``).
-    primary : callable ``primary(rhs, n, rtol, atol, xp) -> Stepper``
-        A :class:`Stepper` subclass, or a factory of one.
-    options : StepperOptions
-    observe : callable ``observe(k, y)``
-        Called once for each reached output time, in order; its attribute ``tick``, where
-        it has one (the run's progress hook), is called with ``t`` before every step.
-    fallback : type, optional
-        The low-order stepper for kinks (used only with ``switches``).
-    switches : callable ``() -> ndarray of bool``, optional
-        The sign pattern of the switching functions at the latest ``rhs`` call.
-    stop : callable ``stop(y) -> float``, optional
-        Stop rule: the run stops where it first becomes ``<= 0`` (located inside the
-        step); every later output time gets the stopped state.
-    t0, xp : float, module
-    f0 : ndarray (n,), optional
-        ``rhs(t0, y0)`` where the caller has evaluated (and checked) it: then it is
-        neither evaluated nor counted here.
-    k0 : int
-        Outputs ``k < k0`` were observed by the caller (a run resumed inside
-        ``t_eval``); observation starts at ``k0``.
     predictive : bool
         Keep the planned step across a step shortened onto an output time, and hold
         steps to Gustafsson's predictive step (:func:`accept_step`).
@@ -493,28 +469,75 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     dense : bool
         Only the last output time ends a step; the others are the stepper's
         ``interpolate`` (where it has one and there is no kink fallback).
+    fallback : type, optional
+        The low-order stepper for kinks (used only with ``integrate``'s ``switches``).
     switch_back, switch_steps : Tableau, int, optional
         With a stepper that keeps its spectral radius ``rho`` and work ``cost`` (Rosenbrock-W):
         return with ``Result.nonstiff`` once, for ``switch_steps`` unclipped accepted steps
         in a row, this pair would have cost less per unit time (docs/simulator.md).
+    """
+
+    predictive: bool = False
+    cap_safety: float = 0.0
+    stiff_steps: int = 0
+    stiff_held: float = 1.0
+    dense: bool = False
+    fallback: object = None
+    switch_back: object = None
+    switch_steps: int = 0
+
+
+def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl(),
+              switches=None, stop=None, t0=0.0, xp=np, k0=0):
+    """Integrate ``dy/dt = rhs(t, y)`` from ``y0`` at ``t0`` onto every time of ``t_eval``.
+
+    Parameters
+    ----------
+    rhs : callable ``rhs(t, y) -> dy``
+    y0 : ndarray (n,)
+        The state at ``t0`` (copied).
+    t_eval : ndarray (T,)
+        Strictly increasing output times ``>= t0``; each ends a step (but see
+        ``StepControl.dense``).
+    primary : callable ``primary(rhs, n, rtol, atol, xp) -> Stepper``
+        A :class:`Stepper` subclass, or a factory of one.
+    options : StepperOptions
+    observe : callable ``observe(k, y)``
+        Called once for each reached output time, in order; its attribute ``tick``, where
+        it has one (the run's progress hook), is called with ``t`` before every step.
+    control : StepControl
+    switches : callable ``() -> ndarray of bool``, optional
+        The sign pattern of the switching functions at the latest ``rhs`` call.
+    stop : callable ``stop(y) -> float``, optional
+        Stop rule: the run stops where it first becomes ``<= 0`` (located inside the
+        step); every later output time gets the stopped state.
+    t0, xp : float, module
+    k0 : int
+        Outputs ``k < k0`` were observed by the caller (a run resumed inside
+        ``t_eval``); observation starts at ``k0``.
 
     Returns
     -------
     Result
         Failures (step underflow, a non-finite state, the budget spent) are its ``status``.
     """
+    c = control
+    predictive, cap_safety, stiff_steps, stiff_held = (c.predictive, c.cap_safety,
+                                                        c.stiff_steps, c.stiff_held)
+    dense, fallback, switch_back, switch_steps = c.dense, c.fallback, c.switch_back, c.switch_steps
     n = y0.size
     # every evaluation compares the switch pattern with the step's start: a stage may
     # cross a switching surface that the step's end does not (sliding)
-    stage_cross = [False]
+    stage_cross = False
     if switches is not None and fallback is not None:
         user_rhs = rhs
 
         def rhs(t, y):
+            nonlocal stage_cross
             out = user_rhs(t, y)
-            if not stage_cross[0] and pat is not None:
+            if not stage_cross and pat is not None:
                 now = switches()
-                stage_cross[0] = now is not None and bool(xp.any(now != pat))
+                stage_cross = now is not None and bool(xp.any(now != pat))
             return out
     main = primary(rhs, n, options.rtol, options.atol, xp)
     low = (fallback(rhs, n, max(options.kink_rtol, options.rtol), options.atol, xp)
@@ -523,8 +546,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
     T = t_eval.size
     t = float(t0)
     y = xp.array(y0, dtype=xp.float64, copy=True)
-    nfev = 1 if f0 is None else 0
-    f = main.evaluate(t, y) if f0 is None else f0
+    nfev = 1
+    f = main.evaluate(t, y)
     pat = switches() if switches is not None else None
     if pat is not None:
         pat = pat.copy()
@@ -543,7 +566,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
 
     # the outputs at the start (observed even where f is not finite: they are the state)
     k = observe_until(k0, t_eval, t, y, observe)
-    if f0 is None and not bool(xp.all(xp.isfinite(f))):
+    if not bool(xp.all(xp.isfinite(f))):
         return done(FlowStatus.NONFINITE)
     if stop is not None:
         g = stop(y)
@@ -586,7 +609,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
         clipped = h >= target - t or t + h >= target - 4 * _EPS * abs(target)
         t_new = target if clipped else t + h
         step = t_new - t
-        stage_cross[0] = False
+        stage_cross = False
         y_new, f_new, err = active.attempt(t, y, f, step)
         attempts += 1
         nfev += active.n_evals
@@ -602,7 +625,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             crossed = int(xp.count_nonzero(pat_new != pat))
         if not err < 1.0:
             nrejected += 1
-            crossed = crossed or stage_cross[0]
+            crossed = crossed or stage_cross
             if crossed and low is not None and active is main:
                 kink_rejections += 1
                 if kink_rejections >= KINK_REJECTIONS:
@@ -634,7 +657,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, fallback=None, swit
             last_cross = t_new
             calm = 0
             pat = pat_new.copy()
-        elif stage_cross[0]:
+        elif stage_cross:
             # a stage crossed while the end state did not: the step ran along a kink
             calm = 0
         else:

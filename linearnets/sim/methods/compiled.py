@@ -339,7 +339,7 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
         work[S.W_METRIC] = ops.metric    # CG in the inner product in which J is self-adjoint
     # th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]: a fresh controller memory, as
     # the numpy loop starts with; the kernel's counters start at zero after f0
-    th = np.array([t, float(h), 0.0, NO_PREVIOUS_STEP[0], NO_PREVIOUS_STEP[1], 0.0, 0.0])
+    th = np.array([t, float(h), 0.0, *NO_PREVIOUS_STEP, 0.0, 0.0])
     counts = np.zeros(S.ROSW_STATS_SIZE, dtype=np.int64)
     sb = switch_back
     ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,

@@ -24,7 +24,7 @@ from functools import partial
 import numpy as np
 
 from . import base as _base
-from .base import integrate
+from .base import StepControl, integrate
 from .erk import ExplicitRK
 from .rosw import ROS34PW2 as ROS34PW2_STEPPER
 from .ssp import LowStorageRK
@@ -113,12 +113,13 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense,
     if ops is None:
         primary, low = stepper_for(method, net, xp)
         explicit = kind != "rosw"
+        control = StepControl(
+            predictive=net.smooth, stiff_steps=stiff_steps, stiff_held=stiff_held, dense=dense,
+            cap_safety=_base.STABILITY_SAFETY if explicit and net.smooth else 0.0,
+            fallback=low, switch_back=switch_back, switch_steps=switch_steps)
         return integrate(lambda t, v: net.rhs(v), y, t_eval, primary, opts, observe,
-                         fallback=low, switches=None if net.smooth else net.switches, stop=stop,
-                         t0=t0, xp=xp, k0=k0, predictive=net.smooth,
-                         cap_safety=_base.STABILITY_SAFETY if explicit and net.smooth else 0.0,
-                         stiff_steps=stiff_steps, stiff_held=stiff_held, dense=dense,
-                         switch_back=switch_back, switch_steps=switch_steps)
+                         control=control, switches=None if net.smooth else net.switches,
+                         stop=stop, t0=t0, xp=xp, k0=k0)
     from . import compiled
     if kind == "rosw":
         return compiled.rosw(ops, y, t_eval, ROS34PW2, opts, observe, t0=t0, k0=k0,

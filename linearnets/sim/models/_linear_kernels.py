@@ -572,24 +572,29 @@ def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
 
 
 # --- SSPRK104 in low-storage form on factored slots ---------------------------------------
+#: The slots of ``gemm_acc``'s Fortran arguments: ``ibuf`` (int32) and ``dbuf`` (float64).
+_TRANS, _M, _N, _K, _LDA, _LDB, _LDC = range(7)
+_ALPHA, _BETA = range(2)
+
+
 @njit(cache=True)
 def gemm_acc(Q, w, At, G, blas):
     """``Q += w At G`` in place, as ``linear.gemm_acc`` (``blas = (DGEMM, ibuf, dbuf)``)."""
     dgemm, ibuf, dbuf = blas
     r, k = At.shape
     c = G.shape[1]
-    ibuf[0] = 78  # 'N'
-    ibuf[1] = c
-    ibuf[2] = r
-    ibuf[3] = k
-    ibuf[4] = c
-    ibuf[5] = k
-    ibuf[6] = c
-    dbuf[0] = w
-    dbuf[1] = 1.0
-    dgemm(ibuf.ctypes, ibuf.ctypes, ibuf[1:].ctypes, ibuf[2:].ctypes, ibuf[3:].ctypes,
-          dbuf.ctypes, G.ctypes, ibuf[4:].ctypes, At.ctypes, ibuf[5:].ctypes, dbuf[1:].ctypes,
-          Q.ctypes, ibuf[6:].ctypes)
+    ibuf[_TRANS] = 78  # 'N'
+    ibuf[_M] = c
+    ibuf[_N] = r
+    ibuf[_K] = k
+    ibuf[_LDA] = c
+    ibuf[_LDB] = k
+    ibuf[_LDC] = c
+    dbuf[_ALPHA] = w
+    dbuf[_BETA] = 1.0
+    dgemm(ibuf.ctypes, ibuf.ctypes, ibuf[_M:].ctypes, ibuf[_N:].ctypes, ibuf[_K:].ctypes,
+          dbuf.ctypes, G.ctypes, ibuf[_LDA:].ctypes, At.ctypes, ibuf[_LDB:].ctypes,
+          dbuf[_BETA:].ctypes, Q.ctypes, ibuf[_LDC:].ctypes)
 
 
 @njit(cache=True, inline="always")

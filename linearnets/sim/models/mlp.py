@@ -291,8 +291,9 @@ class MLP(Model):
         c = self._jvp_cache        # a Rosenbrock step's products share y
         if c is None or c[0].shape != y.shape or not bool(xp.array_equal(c[0], y)):
             base = self._backprop(y)
-            c = self._jvp_cache = (xp.array(y, copy=True), base, [self.dphi(z) for z in base[1]])
-        (F, Z, H, Gs), dphis = c[1], c[2]
+            c = self._jvp_cache = (xp.array(y, copy=True), base,
+                                   [self.dphi(z) for z in base[1]])
+        _, (F, Z, H, Gs), dphis = c
         Ws = self.weights_of(y)
         Vs = self.layout.unpack(v)
         dWs, dbs = Vs[:self.L], Vs[self.L:]
