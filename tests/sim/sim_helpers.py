@@ -1,11 +1,12 @@
 """Shared helpers of the simulator's tests: the linear model on a given problem, a method
 run on it through ``methods.run`` (the loop of a backend), and a numpy stand-in for CuPy."""
 import types
+from dataclasses import replace
 
 import numpy as np
 
 from linearnets.sim.models import linear as _rhs
-from linearnets.sim.methods import StepperOptions
+from linearnets.sim.methods import StepControl, StepperOptions
 from linearnets.sim.methods import driver
 from linearnets.sim.models import parse_options
 from linearnets.sim.models.linear import LinearNet, LinearNetNumba
@@ -36,9 +37,9 @@ def phase(method, backend, problem, y, t0, k0, t_eval, opts, observe=lambda k, v
     """One stretch of ``method`` from ``(t0, y)`` (``driver._phase``): ``stiff_steps``,
     ``switch_back`` as there."""
     net = linear_net(problem, y, backend)
+    run = driver.RunSettings(backend, np, kw.pop("dense", False), None)
     return driver._phase(method, net, np.array(y), t0, k0, np.asarray(t_eval, dtype=float),
-                         opts, observe, backend=backend, xp=np, dense=kw.pop("dense", False),
-                         stop=None, **kw)
+                         opts, observe, run, StepControl(**kw))
 
 
 def numpy_standin():
@@ -67,8 +68,9 @@ def erk(problem, y0, t_eval, tab, opts, observe, stages="dense", backend="numpy"
     t_eval = np.asarray(t_eval, dtype=np.float64)
     if backend == "numba":
         from linearnets.sim.models import linear as lo
+        control = replace(compiled.ERK_CONTROL, dense=dense, stiff_steps=stiff_steps)
         return compiled.erk(lo.erk_ops(problem, tab, factored=stages == "factored"), y0, t_eval,
-                            tab, opts, observe, t0=t0, dense=dense, stiff_steps=stiff_steps)
+                            tab, opts, observe, control, t0=t0)
     net = linear_net(problem, y0)
     store = (ls.FactoredStages(problem, ls.StageLayout(problem, tab.n_stages + 1))
              if stages == "factored" else None)
@@ -93,7 +95,7 @@ def ssp(problem, y0, t_eval, opts, observe, backend="numpy", store=None, dense=F
     if backend == "numba":
         from linearnets.sim.models import linear as lo
         return compiled.ssp(lo.LowStorageStages(problem), y0, t_eval, SSPRK104, opts, observe,
-                            t0=0.0, dense=dense)
+                            replace(compiled.ERK_CONTROL, dense=dense), t0=0.0)
     net = linear_net(problem, y0)
     store = ls.FactoredSlots(problem) if store is None else None if store == "dense" else store
 

@@ -10,7 +10,7 @@ import numpy as np
 from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FACTOR,
                    MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET, PREDICTIVE_MIN_ERR, SAFETY,
                    STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS,
-                   STOP_ITERATIONS, STOP_XTOL, SWITCH_BACK_MARGIN, FlowStatus, Result,
+                   STOP_ITERATIONS, STOP_XTOL, SWITCH_BACK_MARGIN, FlowStatus, Result, StepControl,
                    dense_batch_rows, observe_step, observe_until, run_message,
                    select_initial_step)
 from . import _loop_state as S
@@ -146,8 +146,12 @@ def _result(code, k, y, th, stats, low, t_eval, observe):
                   stiff=stiff, nonfinite=bool(stats[S.NONFINITE_TRIALS]))
 
 
-def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k0=0,
-        dense=False, stiff_steps=0, predictive=True, cap_safety=None, stiff_held=1.0):
+#: The compiled explicit loop's default control: the predictive controller and the stability
+#: cap (``cap_safety`` None: :data:`STABILITY_SAFETY` at the call).
+ERK_CONTROL = StepControl(predictive=True, cap_safety=None)
+
+
+def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=None, k0=0):
     """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` onto ``t_eval[k0:]``.
 
     The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``
@@ -158,9 +162,12 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
     ops : compiled operations (docs/simulator.md, "Module overviews")
     y0 : ndarray, shape (n,)
     t_eval : ndarray, shape (T,)
-    primary, fallback : Tableau
-    options, observe, k0, dense, stiff_steps, predictive, stiff_held, cap_safety
-        As for ``base.integrate``; ``cap_safety`` None: ``STABILITY_SAFETY`` at the call.
+    primary : Tableau
+    options, observe, k0
+        As for ``base.integrate``.
+    control : StepControl
+        As for ``base.integrate`` (``fallback`` a Tableau; no switch-back test);
+        ``cap_safety`` None: ``STABILITY_SAFETY`` at the call.
     t0 : float, optional
         The start time, by default ``t_eval[0]``.
 
@@ -168,7 +175,7 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
     -------
     Result
     """
-    tab, low = primary, fallback
+    tab, low, dense = primary, control.fallback, control.dense
     t_eval = np.asarray(t_eval, dtype=np.float64)
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
@@ -182,9 +189,9 @@ def erk(ops, y0, t_eval, primary, options, observe, *, fallback=None, t0=None, k
     th[S.LAST_CROSS] = th[S.T_STOP] = np.nan
     stats = np.zeros(S.STATS_SIZE, dtype=np.int64)
     stats[S.NFEV] = nfev
-    steps = int(stiff_steps) if ops.detects_stiffness else 0
-    ops.prepare(tab, low, options, predictive=predictive, cap_safety=cap_safety,
-                stiff_steps=steps, stiff_held=stiff_held)
+    steps = int(control.stiff_steps) if ops.detects_stiffness else 0
+    ops.prepare(tab, low, options, predictive=control.predictive, cap_safety=control.cap_safety,
+                stiff_steps=steps, stiff_held=control.stiff_held)
     dense = bool(dense) and tab.dense_P is not None and low is None
     g0 = ops.stop_value(y)
     if g0 is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -103,43 +104,54 @@ def _compiled_ops(net, backend, kind, tab, stop):
     return kind, None
 
 
-def _phase(method, net, y, t0, k0, t_eval, opts, observe, *, backend, xp, dense, stop,
-           stiff_steps=0, stiff_held=1.0, switch_back=None, start=False):
+class RunSettings(NamedTuple):
+    """What the stretches of one run share: the backend, its array namespace, dense output
+    and the stop rule (``stop.rule``: its spec, for a model that compiles it)."""
+
+    backend: str = "numpy"
+    xp: object = np
+    dense: bool = False
+    stop: object = None
+
+
+_NO_TESTS, _NUMPY_RUN = StepControl(), RunSettings()
+
+
+def _phase(method, net, y, t0, k0, t_eval, opts, observe, run, tests=_NO_TESTS, start=False):
     """One stretch of ``method`` from ``(t0, y)``, outputs ``k >= k0``: the loop of the backend
-    (``start``: a run of its own, else the continuation of one with ``opts.first_step``)."""
+    (``start``: a run of its own, else the continuation of one with ``opts.first_step``);
+    ``tests`` the stiffness test (``stiff_steps``, ``stiff_held``) or the switch-back test
+    (``switch_back``) that may end it."""
     kind, tab = METHODS[method]
-    kind, ops = _compiled_ops(net, backend, kind, tab, stop)
+    kind, ops = _compiled_ops(net, run.backend, kind, tab, run.stop)
+    switch_back, smooth = tests.switch_back, net.smooth
     switch_steps = HANDBACK_STEPS if switch_back is not None else 0
     if ops is None:
-        primary, low = stepper_for(method, net, xp)
-        explicit = kind != "rosw"
-        control = StepControl(
-            predictive=net.smooth, stiff_steps=stiff_steps, stiff_held=stiff_held, dense=dense,
-            cap_safety=_base.STABILITY_SAFETY if explicit and net.smooth else 0.0,
-            fallback=low, switch_back=switch_back, switch_steps=switch_steps)
+        primary, low = stepper_for(method, net, run.xp)
+        cap = _base.STABILITY_SAFETY if kind != "rosw" and smooth else 0.0
+        control = replace(tests, predictive=smooth, cap_safety=cap, dense=run.dense,
+                          fallback=low, switch_steps=switch_steps)
         return integrate(lambda t, v: net.rhs(v), y, t_eval, primary, opts, observe,
-                         control=control, switches=None if net.smooth else net.switches,
-                         stop=stop, t0=t0, xp=xp, k0=k0)
+                         control=control, switches=None if smooth else net.switches,
+                         stop=run.stop, t0=t0, xp=run.xp, k0=k0)
     from . import compiled
     if kind == "rosw":
         return compiled.rosw(ops, y, t_eval, ROS34PW2, opts, observe, t0=t0, k0=k0,
                              start=start, switch_back=switch_back, switch_steps=switch_steps)
     # one runner for the explicit and low-storage loops (cap None: its STABILITY_SAFETY)
-    smooth = net.smooth
-    return compiled.erk(ops, y, t_eval, tab, opts, observe, t0=t0, k0=k0, dense=dense,
-                        stiff_steps=stiff_steps, predictive=smooth,
-                        cap_safety=None if smooth else 0.0,
-                        fallback=None if smooth else TABLEAUX[FALLBACK], stiff_held=stiff_held)
+    control = replace(tests, predictive=smooth, cap_safety=None if smooth else 0.0,
+                      dense=run.dense, fallback=None if smooth else TABLEAUX[FALLBACK])
+    return compiled.erk(ops, y, t_eval, tab, opts, observe, control, t0=t0, k0=k0)
 
 
 def run(method, net, y0, t_eval, opts, observe, *, backend="numpy", xp=np, dense=False,
         stop=None, t0=0.0):
     """Integrate model ``net`` from ``y0`` at ``t0`` onto ``t_eval`` with ``method``: a
     :class:`~.base.Result` (``opts``: :class:`~.base.StepperOptions`)."""
-    kw = dict(backend=backend, xp=xp, dense=dense, stop=stop)
+    settings = RunSettings(backend, xp, dense, stop)
     if method == "auto":
-        return auto(net, y0, t_eval, opts, observe, t0=t0, **kw)
-    return _phase(method, net, y0, t0, 0, t_eval, opts, observe, start=True, **kw)
+        return auto(net, y0, t_eval, opts, observe, settings, t0=t0)
+    return _phase(method, net, y0, t0, 0, t_eval, opts, observe, settings, start=True)
 
 
 def auto_pair(rtol, smooth=True):
@@ -151,7 +163,7 @@ def auto_pair(rtol, smooth=True):
     return "RK45" if smooth else "SSPRK104"
 
 
-def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
+def auto(net, y0, t_eval, opts, observe, run=_NUMPY_RUN, t0=0.0):
     """``"auto"``: the explicit pair (:func:`auto_pair`) until the stability cap has held its
     step below ``1 / PAIR_HELD`` of its accuracy step for ``STIFF_STEPS`` steps in a row,
     then SSPRK104 until its cap has held it below ``1 / ROSENBROCK_HELD`` for
@@ -165,11 +177,11 @@ def auto(net, y0, t_eval, opts, observe, t0=0.0, **kw):
     method, path, stiff_at = pair, [pair], None
     while True:
         o = replace(opts, max_steps=opts.max_steps - nsteps - nrej, first_step=h)
-        test = (dict(switch_back=SSPRK104) if method == "ROS34PW2"
-                else dict(stiff_steps=ROSENBROCK_STEPS * SWITCH_BACKOFF ** tries,
-                          stiff_held=ROSENBROCK_HELD) if method == "SSPRK104"
-                else dict(stiff_steps=STIFF_STEPS, stiff_held=PAIR_HELD))
-        res = _phase(method, net, y, t, k, t_eval, o, observe, **test, **kw)
+        test = (StepControl(switch_back=SSPRK104) if method == "ROS34PW2"
+                else StepControl(stiff_steps=ROSENBROCK_STEPS * SWITCH_BACKOFF ** tries,
+                                 stiff_held=ROSENBROCK_HELD) if method == "SSPRK104"
+                else StepControl(stiff_steps=STIFF_STEPS, stiff_held=PAIR_HELD))
+        res = _phase(method, net, y, t, k, t_eval, o, observe, run, test)
         nfev, nsteps, nrej = nfev + res.nfev, nsteps + res.nsteps, nrej + res.nrejected
         ncapped += res.ncapped
         y, t, k, h = res.y_last, res.t_last, res.n_done, res.h_next
