@@ -116,7 +116,7 @@ class PreparedDescent(PreparedFlow):
             Xd, Yd = self._data
             first = np.arange(self.batch_size)
             step_net.prepare(Xd[first], Yd[first])
-            if getattr(step_net, "batch_ops", None) is not None:
+            if step_net.batch_ops is not None:
                 loop, data, full = step_net.batch_ops(self.X, self.Y)
                 g = np.empty(net.layout.size)
                 return lambda y, m: int(loop(y, g, order.take(m), lr, data, full))

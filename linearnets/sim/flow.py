@@ -17,7 +17,7 @@ from .. import backend as _backend
 from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
 from .methods import METHODS, FlowStatus, StepperOptions
 from .methods import run as run_method
-from .methods.base import STABILITY_SAFETY, Result
+from .methods.base import STABILITY_SAFETY, Observer, Result
 from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
 from .curvature import HessianProducts, ModifiedFlow, top_eigenvalues
@@ -680,15 +680,14 @@ class PreparedFlow:
             if not guard.rose(k, lossv[k:k + m], size[k:k + m], states, to_np):
                 done[:] = k + m, guard.last_y
 
-        observe.many = observe_many
-        observe.tick = tick
+        hooks = Observer(observe, observe_many, tick)
 
         def unrecorded(n):
             for a in (lossv, e2e, outs, cons, ntk, ntk_norm, ntk_align) + (wt or ()) + (bt or ()):
                 if a is not None:
                     a[n:] = nan
         try:
-            raw, interrupt = self._integrate(net, observe), None
+            raw, interrupt = self._integrate(net, hooks), None
         except KeyboardInterrupt as exc:
             # the outputs recorded in full are kept (a row being written is not), the
             # state the last of them

@@ -219,13 +219,30 @@ def dense_batch_rows(n):
     return max(1, DENSE_BATCH_BYTES // (8 * max(n, 1)))
 
 
+class Observer:
+    """What the loops call at output times: ``observe(k, y)`` for output ``k``; ``many(k,
+    states)`` for several outputs of one step at once (dense output; None: one by one);
+    ``tick(t)``, the run's progress, before each step or compiled chunk (None: nothing)."""
+
+    def __init__(self, one, many=None, tick=None):
+        self.one, self.many, self.tick = one, many, tick
+
+    def __call__(self, k, y):
+        self.one(k, y)
+
+
+def as_observer(observe):
+    """``observe`` as an :class:`Observer` (a plain ``observe(k, y)`` has no hooks)."""
+    return observe if isinstance(observe, Observer) else Observer(observe)
+
+
 def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
                  interpolate_many=None):
     """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new`` (every
     loop's output-time driver); returns the next output index.  Outputs before ``t_new`` are
     ``interpolate(theta)``, the state at ``t + theta h_step``, or ``interpolate_many(thetas)``
     where given, up to :func:`dense_batch_rows` rows at once (the same numbers), observed by
-    ``observe.many(k, states)`` where ``observe`` has it; one at ``t_new`` is ``y_new``."""
+    ``observe.many(k, states)`` (an :class:`Observer`'s); one at ``t_new`` is ``y_new``."""
     T = t_eval.size
     inner = k
     if interpolate_many is not None:
@@ -233,7 +250,7 @@ def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
         inner = end - 1 if end > k and float(t_eval[end - 1]) == t_new else end
     if inner - k > 1:
         rows = dense_batch_rows(y_new.size)
-        many = getattr(observe, "many", None)
+        many = observe.many
         while k < inner:
             stop = min(inner, k + rows)
             states = interpolate_many((t_eval[k:stop] - t) / h_step)[:stop - k]
@@ -521,7 +538,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
     Result
         Failures (step underflow, a non-finite state, the budget spent) are its ``status``.
     """
-    c = control
+    observe, c = as_observer(observe), control
     predictive, cap_safety, stiff_steps, stiff_held = (c.predictive, c.cap_safety,
                                                         c.stiff_steps, c.stiff_held)
     dense, fallback, switch_back, switch_steps = c.dense, c.fallback, c.switch_back, c.switch_steps
@@ -596,7 +613,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
     active = main
     kink_rejections = calm = 0
     last_cross, rejected = None, False
-    tick = getattr(observe, "tick", None)
+    tick = observe.tick
     while k < T:
         if tick is not None:
             tick(t)

@@ -11,7 +11,7 @@ from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FAC
                    MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET, PREDICTIVE_MIN_ERR, SAFETY,
                    STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS,
                    STOP_ITERATIONS, STOP_XTOL, SWITCH_BACK_MARGIN, FlowStatus, Result, StepControl,
-                   dense_batch_rows, observe_step, observe_until, run_message,
+                   as_observer, dense_batch_rows, observe_step, observe_until, run_message,
                    select_initial_step)
 from . import _loop_state as S
 from ._loop_state import NONSTIFF, PENDING, STIFF, STOPPED
@@ -176,7 +176,7 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
     Result
     """
     tab, low, dense = primary, control.fallback, control.dense
-    t_eval = np.asarray(t_eval, dtype=np.float64)
+    t_eval, observe = np.asarray(t_eval, dtype=np.float64), as_observer(observe)
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
     n, s = y.size, tab.n_stages
@@ -200,7 +200,7 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
             th[S.T_STOP] = t0
             return _result(STOPPED, k, y, th, stats, low, t_eval, observe)
     y_new = np.empty(n)
-    tick = getattr(observe, "tick", None)
+    tick = observe.tick
     # the states of the outputs inside a step (observe_step passes at most this many)
     batch = np.empty((dense_batch_rows(n), n)) if dense else None
     while k < t_eval.size:
@@ -324,7 +324,7 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
     """
     from .rosw import KRYLOV_TOL, MAX_KRYLOV, RosenbrockWStepper
     tab = tableau
-    t_eval = np.asarray(t_eval, dtype=np.float64)
+    t_eval, observe = np.asarray(t_eval, dtype=np.float64), as_observer(observe)
     t = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
     n = y.size
@@ -355,7 +355,7 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
                                    SWITCH_BACK_MARGIN * sb.n_stages, switch_steps)
                                   if sb is not None else (0.0, 0.0, 0.0))], dtype=np.float64)
     code = 0
-    tick = getattr(observe, "tick", None)
+    tick = observe.tick
     while k < t_eval.size:
         # in chunks (advance_in_chunks), a step counted as ROSW_CHUNK_EVALS evaluations
         with np.errstate(all="ignore"):
