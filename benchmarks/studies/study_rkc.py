@@ -9,7 +9,7 @@ the loss) is similar to a symmetric matrix, so its eigenvalues are real.
 
 This script runs a straightforward RKC on the medium network (compiled right-hand
 side, the spectral radius from Lanczos, ``scipy.sparse.linalg.eigsh``, on the exact
-Jacobian-vector products of ``models.linear.CompiledFlow``, times 1.2, refreshed every
+Jacobian-vector products of ``models.linear.RosenbrockOps``, times 1.2, refreshed every
 ``REFRESH`` accepted steps and after every rejection) at several tolerances, and
 prints evaluations, the mean stage count, the error of W(t_end) and the time beside
 what ``gradient_flow(method="SSPRK104")`` needs in the same run.
@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench_flow as bf  # noqa: E402
 import linearnets as ln  # noqa: E402
 from linearnets.sim.models import linear as _rhs  # noqa: E402
-from linearnets.sim.models.linear import CompiledFlow  # noqa: E402
+from linearnets.sim.models.linear import RosenbrockOps  # noqa: E402
 
 #: Damping of the Chebyshev polynomial (SSV97).
 DAMPING = 2.0 / 13.0
@@ -114,7 +114,7 @@ def rkc(problem, y0, t_end, rtol, atol):
     """RKC from 0 to ``t_end``: ``(y, nfev, njev, steps, rejected, mean stages)``."""
     from scipy.sparse.linalg import LinearOperator, eigsh
 
-    flow = CompiledFlow(problem)
+    flow = RosenbrockOps(problem)
     n = y0.size
     scratch = np.empty(n)
     vec = None

@@ -8,7 +8,7 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from .. import backend as _backend
 from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
 from .methods import METHODS, FlowStatus, StepperOptions
 from .methods import run as run_method
-from .methods.base import STABILITY_SAFETY, Observer, Result
+from .methods.base import STABILITY_SAFETY, Observer, Result, StopEvent
 from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
 from .curvature import HessianProducts, ModifiedFlow, top_eigenvalues
@@ -351,30 +351,37 @@ def check_labels(options, Y):
     return False
 
 
+class StopRule(NamedTuple):
+    """A validated stop rule (a pair, as the user gave it): ``kind`` ``"margin"``, ``"loss"``
+    or ``"relative_loss"``, and its ``value``."""
+
+    kind: str
+    value: float
+
+
 def check_stop(stop, options, Y):
     """A stop rule: None, ``"margin"`` (``("margin", 1.0)``), ``("margin", m)``, ``("loss",
-    value)`` or ``("relative_loss", r)`` (0 < r < 1); the labels of a classification loss
-    (:func:`check_labels`)."""
+    value)`` or ``("relative_loss", r)`` (0 < r < 1), as a :class:`StopRule`; the labels of
+    a classification loss (:func:`check_labels`)."""
     hard = check_labels(options, Y)
     if stop is None:
         return None
-    if isinstance(stop, tuple) and len(stop) == 2 and stop[0] == "relative_loss":
-        r = stop[1]
-        if (isinstance(r, bool) or not isinstance(r, numbers.Real) or not np.isfinite(r)
-                or not 0.0 < r < 1.0):
-            raise ValueError(f"stop: ('relative_loss', r) needs 0 < r < 1 (stop once the loss "
-                             f"is r times its value at t = 0), got {stop!r}")
-        return ("relative_loss", float(r))
     if isinstance(stop, str) and stop == "margin":
         stop = ("margin", 1.0)
-    if (isinstance(stop, tuple) and len(stop) == 2 and stop[0] in ("loss", "margin")
-            and isinstance(stop[1], numbers.Real) and not isinstance(stop[1], bool)
-            and np.isfinite(stop[1]) and (stop[1] >= 0 or stop[0] == "margin")):
-        if stop[0] == "margin" and not hard:
+    kind, value = stop if isinstance(stop, tuple) and len(stop) == 2 else (None, None)
+    number = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+              and bool(np.isfinite(value)))
+    if kind == "relative_loss":
+        if not (number and 0.0 < value < 1.0):
+            raise ValueError(f"stop: ('relative_loss', r) needs 0 < r < 1 (stop once the loss "
+                             f"is r times its value at t = 0), got {stop!r}")
+        return StopRule(kind, float(value))
+    if kind in ("loss", "margin") and number and (value >= 0 or kind == "margin"):
+        if kind == "margin" and not hard:
             raise ValueError(f"stop='margin' needs a classification loss with hard labels "
                              f"(soft_hinge, logistic; cross_entropy with one-hot rows), got "
                              f"loss={options.loss!r}")
-        return (stop[0], float(stop[1]))
+        return StopRule(kind, float(value))
     raise ValueError(f"stop must be None, 'margin', ('margin', m), ('loss', value >= 0) or "
                      f"('relative_loss', r) with 0 < r < 1, got {stop!r}")
 
@@ -771,23 +778,20 @@ class PreparedFlow:
         def look(k, y):
             observe(k, y)
             at(k, y)
-        look.tick = getattr(observe, "tick", None)      # (one output at a time: no many)
-        return look
+        return Observer(look, tick=observe.tick)        # (one output at a time: no many)
 
     def _integrate(self, net, observe):
         observe = self._observer(net, observe)
         xp, rule = self.xp, self.stop
-        if rule is not None and rule[0] == "relative_loss":
+        if rule is not None and rule.kind == "relative_loss":
             # once, from the loss at t = 0: the loss stop of the same units
-            rule = ("loss", rule[1] * net.loss(net.y0))
+            rule = StopRule("loss", rule.value * net.loss(net.y0))
         if rule is None:
             stop = None
-        elif rule[0] == "margin":
-            stop = lambda y: rule[1] - float(xp.min(net.margins(y)))  # noqa: E731
+        elif rule.kind == "margin":
+            stop = StopEvent(lambda y: rule.value - float(xp.min(net.margins(y))), rule)
         else:
-            stop = lambda y: net.loss(y) - rule[1]  # noqa: E731
-        if stop is not None:
-            stop.rule = rule            # for a model that compiles its stop (MLPNumba)
+            stop = StopEvent(lambda y: net.loss(y) - rule.value, rule)
         opts = StepperOptions(rtol=self.rtol, atol=self.atol, max_steps=self.max_steps,
                               first_step=self.first_step, kink_rtol=self.kink_rtol)
         return run_method(self.method, net, net.y0, self.t_eval, opts, observe,

@@ -77,9 +77,9 @@ def test_compiled_flow_matches_flow(depth, width, C, whiten, seed):
     """The compiled right-hand side and Jacobian-vector product of numba's "auto" agree
     with the numpy Flow to rounding, and evaluating other states between the kept one
     and its Jacobian-vector products does not disturb them."""
-    from linearnets.sim.models.linear import CompiledFlow
+    from linearnets.sim.models.linear import RosenbrockOps
     prob, y, v = _state_and_direction(depth, width, C, whiten, seed)
-    ref, got = linear_net(prob, y), CompiledFlow(prob)
+    ref, got = linear_net(prob, y), RosenbrockOps(prob)
     f_ref = ref.rhs(y, np.empty_like(y))
     f_got = got.rhs(y, np.empty_like(y), keep=True)
     got.rhs(y + v, np.empty_like(y))

@@ -231,6 +231,18 @@ class Observer:
         self.one(k, y)
 
 
+class StopEvent:
+    """A stop rule of :func:`integrate`: ``event(y) -> g``, the run stops where ``g`` first
+    becomes ``<= 0``; ``rule`` its spec (``(kind, value)``), which a model whose compiled
+    loop has the event reads (``Model.compiled_events``), or None."""
+
+    def __init__(self, g, rule=None):
+        self.g, self.rule = g, rule
+
+    def __call__(self, y):
+        return self.g(y)
+
+
 def as_observer(observe):
     """``observe`` as an :class:`Observer` (a plain ``observe(k, y)`` has no hooks)."""
     return observe if isinstance(observe, Observer) else Observer(observe)

@@ -29,7 +29,7 @@ __all__ = ["layer_offsets", "pack", "unpack", "FlowProblem", "make_problem", "ch
            "loss_from_end_to_end", "TRANSPOSED_PRODUCT_MAX_BYTES", "chain_layout",
            "numba_rhs_args", "StageLayout", "worth_factoring", "factored_is_faster",
            "FactoredStages", "FactoredSlots", "gemm_acc", "erk_ops", "FactoredStageOps",
-           "LowStorageStages", "CompiledFlow", "expressible", "linear_ntk", "LinearNet",
+           "LowStorageStages", "RosenbrockOps", "expressible", "linear_ntk", "LinearNet",
            "LinearNetNumba", "BLOCK_ENTRIES", "LOWSTORAGE_MAX_BYTES", "GRAM_MIN_REL",
            "ERROR_SLOTS", "ERROR_WEIGHTS"]
 
@@ -719,7 +719,7 @@ class LowStorageStages(_LinearOps):
         self.st.fsal()
 
 
-class CompiledFlow:
+class RosenbrockOps:
     """The ops of the Rosenbrock-W runner ``methods.compiled.rosw`` on the linear network:
     ``rhs(y, out, keep=True)`` keeps the products of ``y``, which :meth:`jvp` differentiates."""
 
@@ -978,7 +978,7 @@ class LinearNetNumba(LinearNet):
         it (the choice of stages as :meth:`stores`)."""
         p = self.problem
         if kind == "rosw":
-            return "rosw", CompiledFlow(p)
+            return "rosw", RosenbrockOps(p)
         if kind == "ssp" and not factored_is_faster(p):
             return "ssp", LowStorageStages(p)
         return "erk", erk_ops(p, tab)
