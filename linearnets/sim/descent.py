@@ -137,7 +137,7 @@ class PreparedDescent(PreparedFlow):
 
     def _integrate(self, net, observe):
         steps, lr, T = self.steps, self.lr, self.steps.size
-        look, tick = self._observer(net, observe), getattr(observe, "tick", None)
+        look, tick = self._observer(net, observe), observe.tick
         y = net.xp.array(net.y0, dtype=net.xp.float64, copy=True)
         advance = self._advance(net)
         done = k = 0

@@ -771,7 +771,7 @@ class PreparedFlow:
     @staticmethod
     def _observer(net, observe):
         """``observe``, and the sharpness at each output where it is recorded."""
-        at = getattr(net, "sharpness_at", None)
+        at = net.sharpness_at
         if at is None:
             return observe
 
