@@ -143,7 +143,7 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
     -------
     DiagonalTrajectory
     """
-    from ..flow import PreparedFlow, check_t_eval, check_tolerances
+    from ..flow import PreparedFlow, StopRule, check_t_eval, check_tolerances
     from ..methods import STEPPERS
     X = check_matrix(X, "X")
     P, D = X.shape
@@ -160,7 +160,7 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
         raise ValueError(f"method must be one of {tuple(STEPPERS)}, got {method!r}")
     options = parse_options(2, eta=float(check_positive(eta, "eta", ndim=0)), lr_scales=lr_scales)
     rtol, atol = check_tolerances(rtol, atol)
-    stop = None if stop_loss is None else (
+    stop = None if stop_loss is None else StopRule(
         "loss", float(check_positive(stop_loss, "stop_loss", ndim=0)))
     tr = PreparedFlow(shapes=((D,), (D,)), X=X, Y=y[:, None], t_eval=t_eval, model=DiagonalNet,
                       options=options, has_biases=False, method=method, backend="numpy", xp=np,
