@@ -297,7 +297,7 @@ def strength_shallow(T, s, c0, L, c_out, gap_out):
         elif ci < si:
             E = math.expm1(2.0 * min(Ti, 350.0))
             q = ci * (E / si)
-            if q <= 1.0:
+            if q <= 1.0 and Ti <= 350.0:     # (E exact: below c = s/2 at relative accuracy)
                 c = ci * (1.0 + E) / (1.0 + q)
                 c_out[i] = c
                 gap_out[i] = si - c

@@ -105,6 +105,22 @@ def _natural_time(t, scale):
     return np.where(t == 0.0, 0.0, T)
 
 
+def _natural_time_of(t, s, eta, L):
+    """tau = eta s^(2-2/L) t, from the logarithms where the scale alone overflows or
+    underflows (tau itself may be a normal float: s = 1e300, t = 1e-200 at L = 3), inf only
+    where tau leaves the float range; exactly 0 at t = 0."""
+    scale = _tau_scale(s, eta, L)
+    T = _natural_time(t, scale)
+    t, s, eta, T = np.broadcast_arrays(np.asarray(t, dtype=np.float64), s, eta, T)
+    redo = (t > 0.0) & ((scale == 0.0) | ~np.isfinite(scale))
+    if np.any(redo):
+        T = T.copy()
+        with np.errstate(over="ignore", under="ignore"):
+            T[redo] = np.exp(np.log(t[redo]) + np.log(eta[redo])
+                             + (2.0 - 2.0 / L) * np.log(s[redo]))
+    return T
+
+
 def _physical_time(T, logT, s, eta, L):
     """t = T / (eta s^(2-2/L)), the inverse of :func:`_natural_time`: 0 at T = 0, inf where
     log T = inf.  Directly where the scale and the quotient are normal floats; elsewhere
@@ -364,7 +380,7 @@ def _strength_core(T, s, c0, L, backend=None):
             gt[rise] = st_[rise] * _expit(A)
             E = np.expm1(2.0 * np.minimum(Tt[rise], 350.0))
             q = c0t[rise] * (E / st_[rise])
-            early = q <= 1.0
+            early = (q <= 1.0) & (Tt[rise] <= 350.0)          # (E exact there)
             ce = c0t[rise][early] * (1.0 + E[early]) / (1.0 + q[early])
             idx = np.flatnonzero(rise)[early]
             ct[idx] = ce
@@ -535,7 +551,7 @@ def mode_strength(t, s, c0, depth=2, eta=1.0):
     shape = broadcast_args(t=t, s=s, c0=c0, eta=eta)[0].shape
     # the time unit is computed before broadcasting (once per mode, not per point);
     # c(0) = c0 exactly, also where eta s^(2-2/L) overflows
-    T = np.broadcast_to(_natural_time(t, _tau_scale(s, eta, L)), shape).ravel()
+    T = np.broadcast_to(_natural_time_of(t, s, eta, L), shape).ravel()
     s = np.broadcast_to(s, shape).ravel()
     c0 = np.broadcast_to(c0, shape).ravel()
     c, _, _ = _strength_core(T, s, c0, L)

@@ -481,3 +481,27 @@ def test_plateau_time_rejects_c0_at_or_above_s(L):
         with pytest.raises(ValueError, match="c0"):
             ln.plateau_time(1.0, c0, depth=L)
     assert float(ln.plateau_time(1.0, 0.999, depth=L)) > 0
+
+
+@pytest.mark.parametrize("s, c0", [(1e300, 1e-300), (1e200, 1e-200), (1e-300, 1e-310),
+                                   (1e150, 1e-150)])
+def test_two_layer_strength_at_extreme_scales(s, c0):
+    """L = 2: c(t) = s / (1 + ((s - c0)/c0) e^{-2 s t}), evaluated in 60-digit arithmetic, at
+    times around the escape (2 s t up to 1400): c to a few ulps of the conditioning
+    |d log c / d log t| = 2 s t (s - c)/s."""
+    th = float(ln.half_time(s, c0, depth=2))
+    for f in (0.5, 0.9, 0.99, 1.0, 1.01, 1.1):
+        t = f * th
+        with mp.workdps(60):
+            S, C0, Tm = mp.mpf(s), mp.mpf(c0), mp.mpf(t)
+            exact = S / (1 + (S - C0) / C0 * mp.exp(-2 * S * Tm))
+            cond = float(2 * S * Tm * (S - exact) / S) + 1.0
+        got = float(ln.mode_strength(t, s, c0, depth=2))
+        assert abs(got - float(exact)) <= 16 * np.finfo(float).eps * cond * float(exact)
+
+
+def test_deep_strength_before_the_escape_when_the_time_unit_overflows():
+    """L = 3, s = 1e300: eta s^(4/3) overflows, the natural time of t = 1e-250 (1e150) does
+    not; the plateau lasts ~1e200 of it, so c moved by dc ~ 3 c0^(4/3) s t = 3e-350 << c0."""
+    assert ln.mode_strength(1e-250, 1e300, 1e-300, depth=3) == pytest.approx(1e-300, rel=1e-14)
+    assert ln.mode_strength(1e-40, 1e300, 1e-300, depth=3) == pytest.approx(1e300, rel=1e-14)
