@@ -5,6 +5,7 @@ the adaptive integrator."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -141,7 +142,7 @@ class PreparedDescent(PreparedFlow):
         y = net.xp.array(net.y0, dtype=net.xp.float64, copy=True)
         advance = self._advance(net)
         done = k = 0
-        status = FlowStatus.SUCCESS
+        status, loss_out = FlowStatus.SUCCESS, False
         while k < T:
             while done < steps[k]:             # Python between chunks: Ctrl-C, the bar
                 m = min(int(steps[k]) - done, CHUNK)
@@ -156,9 +157,17 @@ class PreparedDescent(PreparedFlow):
                 break
             look(k, y)
             k += 1
-        nfev = done + (status is not FlowStatus.SUCCESS)
+            with np.errstate(over="ignore", invalid="ignore"):
+                loss_out = not math.isfinite(float(net.loss(y)))
+            if loss_out:                       # the run ends at the recorded step it is in
+                status = FlowStatus.NONFINITE
+                break
+        nfev = done + (status is not FlowStatus.SUCCESS and not loss_out)
         if status.success:
             message = f"reached the last recorded step ({done})"
+        elif loss_out:
+            message = (f"{status.message}: the training loss at step {done} (t = "
+                       f"{done * lr:.6g}) is not finite (its weights are; they are kept)")
         else:
             message = (f"{status.message}: the weights after step {done + 1} (t = "
                        f"{(done + 1) * lr:.6g}) are not finite; the state of step {done} is kept")

@@ -226,6 +226,21 @@ def test_divergence_is_reported(backend):
         ln.gradient_descent(ws, X, Y, [1000], 50.0, backend=backend, raise_on_failure=True)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_loss_beyond_the_float_range_ends_the_run(backend):
+    """Outputs of 1e160: the squared loss overflows while the weights and the gradient are
+    still finite; the run ends at that recorded step (success False, later rows NaN)."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((10, 3))
+    Y = X @ np.ones((3, 1))
+    ws = [1e160 * rng.standard_normal((1, 3))]
+    with pytest.warns(ln.FlowWarning, match="training loss at step 0"):
+        tr = ln.gradient_descent(ws, X, Y, [0, 5, 10], 1e-3, backend=backend)
+    assert not tr.success and tr.status is ln.FlowStatus.NONFINITE
+    assert tr.loss[0] == np.inf and np.isnan(tr.loss[1:]).all()
+    assert all(np.isfinite(w).all() for w in tr.weights)
+
+
 def test_compiled_and_numpy_agree_on_a_long_run():
     """Full-batch numba (one compiled loop between records) against numpy, 500 steps."""
     X, Y, W1, b1, W2 = _tanh_problem("logistic")
