@@ -458,6 +458,8 @@ class PreparedFlow:
     #: What runs (in failure messages); the breakdown guard's rise (None: no guard); whether
     #: a run first tests its horizon (:func:`check_horizon`).
     what, breakdown_rise, horizon_test = "gradient flow", BREAKDOWN_RISE, True
+    #: The step of gradient descent whose modified flow runs instead (None: the flow).
+    gd_lr = None
     #: How many eigenvalues ``record=("sharpness",)`` keeps.
     sharpness_k = 1
 
@@ -507,7 +509,7 @@ class PreparedFlow:
             net.prepare(*self._data, self._shared)
         else:
             net.prepare(*self._data)
-        gd_lr = getattr(self, "gd_lr", None)
+        gd_lr = self.gd_lr
         return net if gd_lr is None else ModifiedFlow(net, gd_lr)
 
     def rhs(self, y, weights0=None, biases0=None):

@@ -16,7 +16,6 @@ STIFF = 2
 NONSTIFF = 3
 #: The stop event fired inside an accepted step.
 STOPPED = 4
-UNDERFLOW, NONFINITE, BUDGET = -1, -2, -3
 
 # -- th (float64): the loop's time, step and controller memory ---------------------------
 #: time, proposed step, remembered stiffness estimate, the last accepted unclipped step and
@@ -32,7 +31,6 @@ TH_SIZE = 16
 #: the Rosenbrock-W loop: accepted steps in a row on which the explicit pair was cheaper,
 #: and the work counted at the last step.
 N_CHEAPER, COST0 = 5, 6
-ROSW_TH_SIZE = 7
 
 # -- stats (int64): counters ---------------------------------------------------------------
 #: evaluations, accepted and rejected steps (every loop); the explicit loop's underflow
@@ -47,17 +45,14 @@ ROSW_STATS_SIZE = 4
 # -- ctl (float64): the explicit loop's constants (``compiled.loop_control``) ---------------
 (ATOL, SAFETY, MIN_FACTOR, MAX_FACTOR, MIN_ERR, ULPS, PREDICTIVE, KINK_REJECTIONS, CALM_STEPS,
  KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, CLIP_EPS) = range(13)
-CTL_SIZE = 13
 
 # -- stiff (float64): the stability cap and stiffness test (``compiled.stiffness_args``) ---
 (BOUNDARY, CAP_SAFETY, MEMORY, MIN_REL, WSUM, ULPS_EPS, NONSTIFF_RESET, STIFF_STEPS,
  STIFF_HELD) = range(9)
-STIFF_SIZE = 9
 
 # -- the Rosenbrock-W loop's ctl (float64; ``compiled.rosw``) ------------------------------
 (R_EXPONENT, R_RTOL, R_ATOL, R_SAFETY, R_MIN_FACTOR, R_MAX_FACTOR, R_MIN_ERR, R_ULPS,
  R_KRYLOV_TOL, R_MAX_KRYLOV, R_BOUNDARY, R_EXPLICIT_STAGES, R_SWITCH_STEPS) = range(13)
-ROSW_CTL_SIZE = 13
 #: rows of its ``work`` (n,) scratch: stage state, stage derivative, right-hand side, CG's
 #: residual, direction and product, the error scale, and the metric where there is one.
 W_Y, W_F, W_B, W_R, W_P, W_JV, W_SCALE, W_METRIC = range(8)

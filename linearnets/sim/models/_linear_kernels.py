@@ -34,9 +34,11 @@ DGEMM = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))(
 #: SSPRK104 in two-register form, from its tableau: the stages (slot ``SSP_STAGES`` holds
 #: ``f(y_new)``), the stage that mixes the registers, a stage's factor on ``h``, the mix and
 #: the last stage's weights (``tableaux.LowStorage``).
-SSP_STAGES, SSP_FIRST, SSP_SUB = _LS.stages, _LS.first, _LS.sub
+SSP_STAGES, SSP_FIRST = _LS.stages, _LS.first
 SSP_MIX0, SSP_MIX1, SSP_MIX2, SSP_MIX3 = _LS.mix
-SSP_LAST0, SSP_LAST1 = _LS.last
+#: ``h sub`` and ``h last[1]`` formed as divisions ``h / 6``, ``h / 10`` (``1 / (1/6)`` is 6.0
+#: exactly), the rounding of the loop's steps before it read the tableau.
+SSP_SUB_DIV, SSP_LAST0, SSP_LAST1_DIV = 1.0 / _LS.sub, _LS.last[0], 1.0 / _LS.last[1]
 #: The learning rates' slot in :func:`rhs`'s data tuple (``linear.numba_rhs_args``), and
 #: the slot store's ``sums``: the accepted step's ``|y_new - q1|^2 / h^2`` and ``|K_0|^2``.
 ETA = 2
@@ -745,7 +747,7 @@ def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
     q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
     Sxx, Syx, _, rows, cols, offs, _, aoff, _, goff, WT, SW, tbuf = args
     n = y.shape[0]
-    c = h_try * SSP_SUB
+    c = h_try / SSP_SUB_DIV
     q1[:] = y
     for k in range(SSP_STAGES):
         if k == SSP_FIRST:
@@ -758,7 +760,7 @@ def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
             add_stage(q1, c, k, store)
     for m in range(n):
         y_new[m] = q2[m] + q1[m] * SSP_LAST0
-    add_stage(y_new, h_try * SSP_LAST1, SSP_STAGES - 1, store)
+    add_stage(y_new, h_try / SSP_LAST1_DIV, SSP_STAGES - 1, store)
     k = SSP_STAGES
     chains(y_new, Sxx, Syx, rows, cols, offs, at[k], aoff, g[k], goff, WT, SW, tbuf)
     e5, dd = error_sums(y, y_new, q1, h_try, rtol, atol, store)
