@@ -233,7 +233,7 @@ def sufficient_statistics(X, Y):
 #: The sources of :func:`load_digits`: ``"sklearn"``, scikit-learn's bundled 8x8 digits
 #: (1797 images, 64 pixels 0..16; the ``data`` extra), and ``"mnist1d"``, the MNIST-1D
 #: data set (5000 signals of length 40) that the ``mnist1d`` package generates offline
-#: (installed on its own: ``pip install mnist1d``).  Neither downloads anything.
+#: (the ``mnist1d`` extra: ``pip install linearnets[mnist1d]``).  Neither downloads anything.
 DIGIT_SOURCES = ("sklearn", "mnist1d")
 
 
@@ -262,9 +262,9 @@ def _mnist1d():
     try:
         from mnist1d.data import get_dataset_args, make_dataset
     except ImportError as exc:
-        raise ImportError("source='mnist1d' needs the mnist1d package (pip install mnist1d), "
-                          "which generates MNIST-1D offline; it is no dependency of "
-                          "linearnets") from exc
+        raise ImportError("source='mnist1d' needs the mnist1d package, which generates "
+                          "MNIST-1D offline (the extra: pip install 'linearnets[mnist1d]')"
+                          ) from exc
     # make_dataset seeds numpy's and Python's global generators (its own seed, 42): the
     # caller's global states are put back
     np_state, py_state = np.random.get_state(), random.getstate()

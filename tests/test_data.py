@@ -199,7 +199,7 @@ def test_load_digits_mnist1d():
     try:
         import mnist1d  # noqa: F401
     except ImportError:
-        with pytest.raises(ImportError, match=r"pip install mnist1d"):
+        with pytest.raises(ImportError, match=r"pip install .linearnets\[mnist1d\]."):
             ln.load_digits(source="mnist1d")
         return
     state = np.random.get_state()[1].copy()
