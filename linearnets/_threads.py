@@ -110,7 +110,11 @@ def blas_threads(work, pool=None):
         return fixed
     if work < CROSSOVER or pool <= 1:
         return 1
-    others = max(0.0, os.getloadavg()[0] - _own_rate(time.monotonic(), time.process_time()))
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):     # pragma: no cover - no load average (Windows)
+        load = 0.0
+    others = max(0.0, load - _own_rate(time.monotonic(), time.process_time()))
     return max(1, min(pool, round(_cores() - others)))
 
 
