@@ -39,8 +39,10 @@ except ln.FlowInterrupted as e:
 """
 
 
-@pytest.mark.parametrize("backend,ensemble", [("numba", False), ("numpy", False),
-                                              ("numba", True)])
+@pytest.mark.parametrize("backend,ensemble", [
+    ("numba", False),
+    pytest.param("numpy", False, marks=pytest.mark.slow),    # a fresh process each: the
+    pytest.param("numba", True, marks=pytest.mark.slow)])    # default suite keeps one
 def test_sigint_raises_flow_interrupted_with_the_outputs_so_far(backend, ensemble):
     """SIGINT during a long run: within 2 s the child catches ln.FlowInterrupted, whose
     trajectory holds the outputs recorded so far (at least t = 0), success False."""
