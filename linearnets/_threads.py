@@ -11,9 +11,10 @@ descent, NTK and kernel call of this package runs its products under :func:`limi
 
 * below :data:`CROSSOVER` multiply-adds in its largest product, on one thread;
 * above it, on as many threads as there are free cores: the cores this process may use
-  (``os.sched_getaffinity``), less the load of other processes (the one-minute load average
-  less this process's own CPU rate over the same minute), rounded, at most the pool that the
-  libraries have (which ``OPENBLAS_NUM_THREADS`` or a caller's ``threadpoolctl`` limit sets);
+  (``os.sched_getaffinity``), less the load of other processes (the larger of the one-minute
+  load average less this process's own CPU rate over the same minute, and the threads
+  runnable at this instant besides this one), rounded, at most the pool that the libraries
+  have (which ``OPENBLAS_NUM_THREADS`` or a caller's ``threadpoolctl`` limit sets);
 * ``LINEARNETS_THREADS=N`` in the environment, or ``with linearnets.threads(N):``, fixes N
   threads for every call instead.
 
@@ -114,8 +115,19 @@ def blas_threads(work, pool=None):
         load = os.getloadavg()[0]
     except (AttributeError, OSError):     # pragma: no cover - no load average (Windows)
         load = 0.0
-    others = max(0.0, load - _own_rate(time.monotonic(), time.process_time()))
-    return max(1, min(pool, round(_cores() - others)))
+    others = max(load - _own_rate(time.monotonic(), time.process_time()), _running_now() - 1)
+    return max(1, min(pool, round(_cores() - max(0.0, others))))
+
+
+def _running_now():
+    """Threads running or runnable on the machine at this instant, this one included (Linux's
+    /proc/loadavg), so that a process started within the last minute, which the one-minute
+    average barely shows yet, is counted; 1 where it cannot be read."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 1
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ def machine(monkeypatch):
     monkeypatch.setattr(_threads, "_cores", lambda: 4)
     monkeypatch.setattr(_threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setattr(_threads, "_own_rate", lambda now, cpu: 0.0)
+    monkeypatch.setattr(_threads, "_running_now", lambda: 1)
     return monkeypatch
 
 
@@ -35,6 +36,13 @@ def test_large_products_leave_the_busy_cores(machine):
     machine.setattr(_threads.os, "getloadavg", lambda: (1.0, 0.0, 0.0))
     machine.setattr(_threads, "_own_rate", lambda now, cpu: 1.0)
     assert _threads.blas_threads(1e12, pool=4) == 4
+    # a process started a moment ago: not yet in the average, running now
+    machine.setattr(_threads, "_running_now", lambda: 3)
+    assert _threads.blas_threads(1e12, pool=4) == 2
+
+
+def test_running_now_reads_this_machine():
+    assert _threads._running_now() >= 1
 
 
 def test_own_rate_is_the_cpu_rate_over_the_window(monkeypatch):
