@@ -156,6 +156,15 @@ def test_zhou_spec_parses():
     assert max(full.axes[2].values) == 10000
 
 
+def test_zhou_slice_is_a_subset_of_the_full_grid():
+    full = load_spec(str(EXP / "zhou_three_layer" / "spec.toml"), full=True)
+    sl = load_spec(str(EXP / "zhou_three_layer" / "spec_slice.toml"))
+    assert sl.shape == (1, 9, 3, 3) and sl.store != full.store
+    for a, b in zip(sl.axes, full.axes):
+        assert a.name == b.name and set(a.values) <= set(b.values)
+    assert sl.axes[0].values == (0.0,)
+
+
 def test_zhou_coordinates_and_lazy_rule():
     zhou = _module("zhou_three_layer", "zhou")
     for g2, g3 in [(0.0, 1.0), (-0.5, 2.1), (0.5, 0.9)]:
