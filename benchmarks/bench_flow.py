@@ -9,6 +9,13 @@ table shows the baselines
 
 * ``scipy RK45`` / ``scipy DOP853``: ``scipy.integrate.solve_ivp`` on the flat
   parameters with a plain numpy gradient (narrow-side product order, allocating);
+* ``diffrax Tsit5`` / ``diffrax Dopri8`` with its I and PI 0.3/0.3 controllers (one row
+  each): diffrax (JAX) on the same flow on the sufficient statistics, the vector field
+  ``-jax.grad`` of the loss in Sxx, Syx, float64 (``jax_enable_x64``), the solve
+  ``jax.jit``-compiled with rtol and atol traced and its compilation outside the times
+  (``problems.diffrax_solve``, shared with ``bench_mlp.py``); ``nfev`` is steps x stages.
+  Skipped where jax or diffrax is not installed (``--no-diffrax``: skipped anyway).  The
+  summary gives the default call's speed-up over the fastest diffrax row;
 * ``GD``: full-batch gradient descent on the raw samples (PyTorch float64 autograd
   if torch is importable -- a dependency of this script alone, not of the package; its
   CPU build is enough -- otherwise the same in numpy, labelled so), at the
@@ -39,11 +46,15 @@ and do no other arithmetic: where the weights do not stay in one core's cache, n
 implementation of the gradient that reads them in those two passes takes less.
 
 Every side runs with BLAS on one thread by default (``--blas-threads``; both OpenBLAS builds
-that numpy and scipy load, through threadpoolctl, and torch's pool; the FLOP bound's GEMM
-rate too): on a shared machine the libraries' own pools make each evaluation several to
-tens of times dearer, by an amount that follows the load of the moment, not the method
-or the tolerance.  On the large network (2 shared cores at a load of 4-5, RK45 on numba,
-``benchmarks/studies/study_blas_threads.py --rounds 2``, one process): pinned, 5.9-6.1 ms
+that numpy and scipy load, through threadpoolctl, torch's pool and XLA's CPU backend; the
+FLOP bound's GEMM rate too).  ``--blas-threads default`` pins nothing: the package chooses its
+own threads (``linearnets._threads``), the libraries and jax keep their pools, as a user's
+call would run; the first line of the output says which.  ``--busy`` keeps one core busy
+with an unrelated process for the whole run.  On a shared machine the libraries' own pools
+make each evaluation several to tens of times dearer, by an amount that follows the load of
+the moment, not the method or the tolerance.  On the large network (2 shared cores at a load
+of 4-5, RK45 on numba, ``benchmarks/studies/study_blas_threads.py --rounds 2``, one
+process): pinned, 5.9-6.1 ms
 of CPU per evaluation at rtol 1e-2 and 5.8-6.0 ms at rtol 1e-8 (its first 50 steps);
 unpinned, 50-69 ms and 48-166 ms (76-310 ms wall).
 
@@ -56,7 +67,13 @@ Usage::
 
     python benchmarks/bench_flow.py [--problems small,medium,large] [--quick]
         [--methods RK45,auto] [--backends numba] [--no-extras] [--ref-cache FILE]
-        [--blas-threads N]
+        [--blas-threads N|default] [--busy] [--no-diffrax]
+
+The default method with default threads against diffrax, idle and with one core busy (the
+idle figure wants a quiet machine; the reference is computed once and kept)::
+
+    python benchmarks/bench_flow.py --problems small,medium --quick --methods auto
+        --blas-threads default --ref-cache /tmp/flow_ref [--busy]
 """
 from __future__ import annotations
 
@@ -84,6 +101,8 @@ from linearnets.sim.methods.tableaux import TABLEAUX  # noqa: E402
 from linearnets.sim.models import parse_options  # noqa: E402
 from linearnets.sim.models.linear import LinearNet  # noqa: E402
 from problems import busy_core, gemm_rate  # noqa: E402  one core busy; the GEMM rate
+from problems import (DIFFRAX_CONTROLLERS, diffrax_available, diffrax_solve,  # noqa: E402
+                      jax_x64, pin_xla_threads)
 from linearnets.sim.flow import DEFAULT_METHOD  # noqa: E402
 
 #: Relative accuracy of the end-to-end map at t_end that a run must reach.
@@ -346,6 +365,51 @@ def gd_baseline(ws, X, Y, t_end, Wref, problem, quick):
     return label, lr_ok, how, steps, per_step * steps, per_step
 
 
+def diffrax_runs(problem, ws, t_end):
+    """diffrax (JAX) on the same flow, on the sufficient statistics: ``(label, run)`` for
+    ``Tsit5`` and ``Dopri8``, each with every controller of ``problems.DIFFRAX_CONTROLLERS``,
+    where ``run(rtol)`` returns ``(W(t_end), evaluations, rejected steps)`` (``W`` NaN where
+    the solve failed) like the other rows' runs.
+
+    The vector field is ``-jax.grad`` of ``L = tr(W Sxx W^T) / 2 - tr(Syx W^T)``, ``W = W_L
+    ... W_1`` formed from the top (the C-row partial products, as the package's chains;
+    ``Sxx`` left out where the problem counts as whitened, as the package does), each layer's
+    velocity times its rate ``eta_l``; float64, the solve ``jax.jit``-compiled with rtol and
+    atol traced (``problems.diffrax_solve``), compiled here, outside the timed runs.
+    Evaluations are steps x stages."""
+    jax, jnp, _ = jax_x64()
+    Sxx, Syx = jnp.asarray(problem.Sxx), jnp.asarray(problem.Syx)
+    eta = [float(e) for e in problem.eta_l]
+
+    def end_to_end(Ws):
+        W = Ws[-1]
+        for w in Ws[-2::-1]:
+            W = W @ w
+        return W
+
+    def loss(Ws):
+        W = end_to_end(Ws)
+        return 0.5 * jnp.sum((W if problem.white else W @ Sxx) * W) - jnp.sum(Syx * W)
+
+    grad = jax.grad(loss)
+
+    def field(Ws):
+        return [-e * g if e != 1.0 else -g for e, g in zip(eta, grad(Ws))]
+
+    W0 = [jnp.asarray(w) for w in ws]
+    out = []
+    for solver in ("Tsit5", "Dopri8"):
+        for label, pc, ic in DIFFRAX_CONTROLLERS:
+            solve = diffrax_solve(field, W0, t_end, end_to_end, solver, pc, ic)
+            solve(1e-3, 1e-3 * ATOL_RATIO)      # the compilation, untimed
+
+            def run(rtol, solve=solve):
+                W, steps, rej, ok = solve(rtol, rtol * ATOL_RATIO)
+                return (W if ok else np.full_like(W, np.nan)), steps * solve.stages, rej
+            out.append((f"diffrax {solver} {label}", run))
+    return out
+
+
 def fixed_cost(ws, X, Y, t_end, rows):
     """Split the fastest gradient_flow run that met the target into the fixed cost of a
     call (validation, sufficient statistics, start-up, outputs: a run so short that it
@@ -378,7 +442,8 @@ def _model(problem, ws):
     return LinearNet(ws, None, opts).prepare(problem.X, problem.Y, shared=problem)
 
 
-def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref_cache=None):
+def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref_cache=None,
+          diffrax=True, threads="BLAS on 1 thread"):
     ws, X, Y, tmax = make(name)
     shapes = tuple(w.shape for w in ws)
     problem = lin.make_problem(shapes, X, Y)
@@ -460,6 +525,14 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
         res, ok = scan(run, Wref, rtols)
         report(f"scipy {m}", "numpy", res, ok)
 
+    # baselines: diffrax (JAX, jit) on the sufficient statistics
+    if diffrax and not diffrax_available():
+        print("  (jax / diffrax not installed: diffrax rows skipped)")
+    elif diffrax:
+        for label, run in diffrax_runs(problem, ws, t_end):
+            res, ok = scan(run, Wref, rtols)
+            report(label, "jax", res, ok)
+
     # gradient_flow: every method on every available backend
     backends = ["numpy"] + (["numba"] if have_numba else []) + (["cupy"] if B.gpu_available() else [])
     backends = [b for b in backends if not only_backends or b in only_backends]
@@ -499,7 +572,7 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
     report("default, default rtol", default_backend, (1e-8, dt, nfev, err, nrej), err <= TARGET)
     fixed_cost(ws, X, Y, t_end, rows_out)
     if not extras:
-        summary(rows_out)
+        summary(rows_out, threads)
         return
 
     # the same RK45 without the stability cap (the plain step-size controller)
@@ -561,11 +634,13 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
                    default=np.nan)
         print(f"  {label}: lr = {lr:.3g} ({how}), {steps} steps x {per * 1e3:.3g} ms = "
               f"{total:.4g} s; best gradient_flow is {total / best:.0f}x faster")
-    summary(rows_out)
+    summary(rows_out, threads)
 
 
-def summary(rows_out):
-    """Print the best gradient_flow row beside the default one, both against scipy's RK45."""
+def summary(rows_out, threads):
+    """Print the best gradient_flow row beside the default one, both against scipy's RK45,
+    and the default's speed-up over the fastest diffrax row that reached the target
+    (``threads``: how the run set its threads, printed with it)."""
     rk45 = rows_out[0][2][1]
     flows = [r for r in rows_out if r[0].startswith("gradient_flow") and r[3]]
     default = [r for r in rows_out if r[0].startswith("default (") and r[3]]
@@ -577,6 +652,24 @@ def summary(rows_out):
           f"({rk45 / best[2][1]:.2f}x scipy RK45)\n"
           f"  default: {d[0]} on {d[1]}, {d[2][1]:.4g} s ({rk45 / d[2][1]:.2f}x scipy RK45, "
           f"{d[2][1] / best[2][1]:.2f}x the best time)")
+    dfx = [r for r in rows_out if r[0].startswith("diffrax") and r[3]]
+    if dfx:
+        b = min(dfx, key=lambda r: r[2][1])
+        print(f"  default against diffrax ({threads}): diffrax's fastest, {b[0][8:]} at rtol "
+              f"{b[2][0]:.0e}, {b[2][1]:.4g} s = {b[2][1] / d[2][1]:.2f}x the default's time "
+              f"[target >= 1.5x]")
+    elif any(r[0].startswith("diffrax") for r in rows_out):
+        print("  default against diffrax: no diffrax row reached the target")
+
+
+def blas_threads_arg(text):
+    """``--blas-threads``: a thread count >= 1, or 0 / "default" (returned as 0)."""
+    if text.strip().lower() == "default":
+        return 0
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"--blas-threads must be >= 0 or 'default', got {text}")
+    return n
 
 
 def main(argv=None):
@@ -589,23 +682,32 @@ def main(argv=None):
                     help="keep each problem's reference in FILE.<problem>.npz and reuse it")
     ap.add_argument("--no-extras", action="store_true",
                     help="skip the rows without the cap, with dense or tableau stages, and GD")
-    ap.add_argument("--blas-threads", type=int, default=1,
-                    help="threads of every BLAS library loaded (0: the libraries' own number, "
-                         "and the package's own choice of threads: what a user gets)")
+    ap.add_argument("--blas-threads", type=blas_threads_arg, default=1, metavar="N|default",
+                    help="threads of every BLAS library loaded, of torch and (N = 1) of XLA; "
+                         "'default' (or 0): nothing pinned, the libraries' and jax's own "
+                         "pools and the package's own choice of threads: what a user gets")
     ap.add_argument("--busy", action="store_true",
                     help="one core busy with an unrelated process for the whole run")
+    ap.add_argument("--no-diffrax", dest="diffrax", action="store_false",
+                    help="skip the diffrax (JAX) rows")
     args = ap.parse_args(argv)
     if args.blas_threads > 0:
         threadpool_limits(args.blas_threads)    # for the rest of the process
         if importlib.util.find_spec("torch") is not None:
             import torch                        # the GD baseline's own pool
             torch.set_num_threads(args.blas_threads)
+        if args.blas_threads == 1:
+            pin_xla_threads()                   # before jax is first imported
+        threads = f"every side pinned to {args.blas_threads} BLAS thread(s)"
+    else:
+        threads = ("default threads: nothing pinned, the package choosing its own "
+                   "(linearnets._threads), the libraries and jax their pools")
     names = [p.strip() for p in args.problems.split(",") if p.strip()]
     for p in names:
         if p not in PROBLEMS:
             ap.error(f"unknown problem {p!r}; choose from {', '.join(PROBLEMS)}")
     rate = gemm_rate()
-    print(f"float64 GEMM rate {rate / 1e9:.1f} GFLOP/s with BLAS on "
+    print(f"{threads}\nfloat64 GEMM rate {rate / 1e9:.1f} GFLOP/s with BLAS on "
           f"{args.blas_threads or 'its own number of'} thread(s); backends: numpy"
           f"{', numba' if B.numba_available() else ''}{', cupy' if B.gpu_available() else ''}; "
           f"target {TARGET:g} relative error of W(t_end)")
@@ -615,7 +717,7 @@ def main(argv=None):
               f"average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
         for p in names:
             bench(p, args.quick, rate, split(args.methods), split(args.backends),
-                  not args.no_extras, args.ref_cache)
+                  not args.no_extras, args.ref_cache, args.diffrax, threads)
 
 
 if __name__ == "__main__":

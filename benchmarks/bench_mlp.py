@@ -89,6 +89,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import linearnets as ln  # noqa: E402
 from problems import busy_core, gemm_rate  # noqa: E402  one core busy; the GEMM rate
+from problems import (DIFFRAX_CONTROLLERS, diffrax_available, diffrax_solve,  # noqa: E402
+                      jax_x64, pin_xla_threads)
 
 TARGET = 1e-4
 RTOLS = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 1e-7)
@@ -405,30 +407,18 @@ def run_gd_torch(pb, Fref, budget):
                 err=f"~{TARGET:.0e}", how=f"extrap. from dt={dt1:.1e} err={e1:.1e}")
 
 
-def diffrax_available():
-    return (importlib.util.find_spec("jax") is not None
-            and importlib.util.find_spec("diffrax") is not None)
-
-
-#: diffrax's step-size controllers tried (``PIDController(pcoeff, icoeff)``): its default I
-#: controller, and a PI controller of its documentation for mildly stiff problems.
-DIFFRAX_CONTROLLERS = (("I", 0.0, 1.0), ("PI 0.3/0.3", 0.3, 0.3))
-
-
 def run_diffrax(pb, Fref, solver_name, rtols=RTOLS, max_steps=200_000):
     """diffrax (JAX) on the same flow: ``diffeqsolve`` with ``solver_name`` (``Tsit5`` or
     ``Dopri8``) and a ``PIDController`` (each of :data:`DIFFRAX_CONTROLLERS`), the vector
     field ``-jax.grad(L)`` in float64, the whole solve ``jax.jit``-compiled with rtol and
-    atol as traced arguments (one compilation per solver and controller, excluded from the
-    times: every timed call runs compiled code), best of 2.  For each controller the
-    loosest rtol of the scan reaching the target; returns the faster, or None without jax
-    and diffrax (an optional baseline: the package does not depend on them)."""
+    atol as traced arguments (``problems.diffrax_solve``: one compilation per solver and
+    controller, excluded from the times: every timed call runs compiled code), best of 2.
+    For each controller the loosest rtol of the scan reaching the target; returns the
+    faster, or None without jax and diffrax (an optional baseline: the package does not
+    depend on them)."""
     if not diffrax_available():
         return None
-    import diffrax
-    import jax
-    import jax.numpy as jnp
-    jax.config.update("jax_enable_x64", True)
+    jax, jnp, _ = jax_x64()
     kw = pb["kw"]
     act = kw.get("activation", "linear")
     act, a = act if isinstance(act, tuple) else (act, None)
@@ -459,39 +449,29 @@ def run_diffrax(pb, Fref, solver_name, rtols=RTOLS, max_steps=200_000):
         return jnp.sum(jax.nn.softplus(bh * (1.0 - Y * F))) / bh / (alpha ** 2 * P)
 
     grad = jax.grad(objective)
-    term = diffrax.ODETerm(lambda t, p, args: jax.tree_util.tree_map(jnp.negative, grad(p)))
-    solver = getattr(diffrax, solver_name)()
     best = None
     for label, pc, ic in DIFFRAX_CONTROLLERS:
-        @jax.jit
-        def solve(rtol, atol, pc=pc, ic=ic):
-            ctrl = diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=pc, icoeff=ic)
-            sol = diffrax.diffeqsolve(term, solver, 0.0, pb["t_end"], None, p0,
-                                      stepsize_controller=ctrl, max_steps=max_steps,
-                                      saveat=diffrax.SaveAt(t1=True),
-                                      throw=False)
-            p1 = jax.tree_util.tree_map(lambda v: v[-1], sol.ys)
-            return (alpha * (net(p1) - f0), sol.stats["num_steps"],
-                    sol.stats["num_rejected_steps"], sol.result == diffrax.RESULTS.successful)
+        solve = diffrax_solve(lambda p: jax.tree_util.tree_map(jnp.negative, grad(p)), p0,
+                              pb["t_end"], lambda p: alpha * (net(p) - f0), solver_name, pc, ic,
+                              max_steps)
         for rtol in rtols:
-            args = (jnp.asarray(rtol), jnp.asarray(rtol * 1e-4))
-            jax.block_until_ready(solve(*args))        # compiles once per controller
+            args = (rtol, rtol * 1e-4)
+            solve(*args)                                # compiles once per controller
             took = np.inf
             for _ in range(2):
                 t0 = clock()
-                F, steps, rej, ok = jax.block_until_ready(solve(*args))
+                F, steps, rej, ok = solve(*args)
                 took = min(took, clock() - t0)
-            e = err_of(np.asarray(F), Fref) if bool(ok) else np.inf
+            e = err_of(F, Fref) if ok else np.inf
             print(f"  diffrax {solver_name} {label} rtol={rtol:.0e}: {took:.3f} s, steps "
-                  f"{int(steps)} ({int(rej)} rejected), err {e:.1e}", flush=True)
+                  f"{steps} ({rej} rejected), err {e:.1e}", flush=True)
             if e <= TARGET:
                 row = dict(setting=f"{label}, rtol={rtol:.0e}", time=took,
-                           evals=int(steps) * solver.tableau.num_stages if hasattr(
-                               solver, "tableau") else int(steps), err=e, how="run")
+                           evals=steps * solve.stages, err=e, how="run")
                 if best is None or row["time"] < best["time"]:
                     best = row
                 break
-            if not bool(ok) or took > 60.0:
+            if not ok or took > 60.0:
                 break
     return best or dict(setting="none reached", time=np.nan, evals=0, err=np.inf,
                         how="NOT REACHED")
@@ -651,9 +631,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.t_end = {k: float(v) for k, v in (item.split("=") for item in args.t_end)}
     if os.environ.get("OMP_NUM_THREADS") == "1":
-        # XLA's CPU backend on one thread too (read when jax is first imported)
-        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                                           "intra_op_parallelism_threads=1")
+        pin_xla_threads()     # XLA's CPU backend on one thread too
     if importlib.util.find_spec("torch") is not None:
         import torch
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
