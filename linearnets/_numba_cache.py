@@ -28,6 +28,13 @@ public hook for this (its public cache settings are ``cache=True`` and
 ``numba.config.CACHE_DIR``, both used above), so :func:`lock_cache` wraps the private
 index object's ``save``/``load``, and leaves a dispatcher alone where that object is not
 there; ``setup.cfg`` pins numba below the first minor release not tested with it (0.69).
+
+A complete cache is marked: ``python -m linearnets warmup`` ends by writing
+:func:`warm_marker`, ``<root>/warm-<package key>``, keyed like the directories above but on
+every source file of the package (:func:`package_key`: a hash of ~100 files costs
+milliseconds, where finding the kernel modules' own keys costs seconds).  ``backend="auto"``
+reads it (:mod:`linearnets._jit`): without it, a call runs on numpy while one background
+warm-up (:func:`warmup_lock` keeps it to one per cache) fills the cache.
 """
 from __future__ import annotations
 
@@ -51,7 +58,8 @@ except ImportError:  # not POSIX: numba's own (unlocked) cache files
     fcntl = None
 
 __all__ = ["ENV_VAR", "njit", "cache_dir", "cache_key", "kernel_sources", "kernel_modules", "package_imports",
-           "install", "compile_count", "set_compile_notice", "lock_cache"]
+           "install", "compile_count", "set_compile_notice", "lock_cache", "package_key", "warm_marker",
+           "is_warm", "mark_warm", "warmup_lock"]
 
 #: Environment variable naming the cache's root directory (the key is appended).
 ENV_VAR = "LINEARNETS_CACHE_DIR"
@@ -60,7 +68,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 #: Key directories not used for this long are removed (best effort) when another key is set up.
 _STALE_SECONDS = 30 * 24 * 3600
 _LOCK = threading.Lock()
-_state = {"root": None, "notice": True, "noticed": False, "compiles": 0}
+_state = {"root": None, "notice": True, "noticed": False, "compiles": 0, "warm": False}
 _NOTICE = ("linearnets: compiling numba kernels for first use (once; later runs load them "
            "from {dir}). `python -m linearnets warmup` compiles them all ahead of time.\n")
 
@@ -217,6 +225,76 @@ def cache_key(path, package_dir=_PACKAGE_DIR, version=None):
             h.update(f.read() + b"\0")
     h.update(f"{numba.__version__}\0{sys.version}\0{os.uname().machine if hasattr(os, 'uname') else ''}".encode())
     return f"{version or __version__}-{h.hexdigest()[:16]}"
+
+
+@functools.lru_cache(maxsize=None)
+def package_key(package_dir=_PACKAGE_DIR, version=None):
+    """The key of the whole package's kernels: ``<version>-<16 hex digits>``, the digits hashing
+    the package-relative names and contents of every ``.py`` file of the package, the numba and
+    Python versions and the machine (the ingredients of :func:`cache_key`, over all sources)."""
+    import numba
+
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(root, name)
+            h.update(os.path.relpath(path, package_dir).replace(os.sep, "/").encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read() + b"\0")
+    h.update(f"{numba.__version__}\0{sys.version}\0{os.uname().machine if hasattr(os, 'uname') else ''}".encode())
+    return f"{version or __version__}-{h.hexdigest()[:16]}"
+
+
+def warm_marker():
+    """The file that says the cache holds every kernel of this package's sources (written by
+    :func:`mark_warm` at the end of a warm-up): ``<root>/warm-<package_key()>``, or None
+    without a writable cache root."""
+    root = cache_dir()
+    return None if root is None else os.path.join(root, f"warm-{package_key()}")
+
+
+def is_warm():
+    """Whether :func:`warm_marker` exists (once True, True for the rest of the process)."""
+    if not _state["warm"]:
+        marker = warm_marker()
+        _state["warm"] = marker is not None and os.path.isfile(marker)
+    return _state["warm"]
+
+
+def mark_warm(info=None):
+    """Write :func:`warm_marker` (atomically; ``info``, a dict, as its JSON content)."""
+    import json
+
+    marker = warm_marker()
+    if marker is None:
+        return None
+    tmp = f"{marker}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(dict(info or {}, key=package_key(), time=time.time()), f)
+    os.replace(tmp, marker)
+    _state["warm"] = True
+    return marker
+
+
+def warmup_lock(blocking=False):
+    """Open and ``flock`` the cache root's ``warmup.lock``; returns its file descriptor (the
+    lock lives while any process holds a descriptor of it, and dies with the last one, a
+    crash included), or None where another process holds it, there is no cache root, or no
+    ``fcntl`` (not POSIX)."""
+    root = cache_dir()
+    if fcntl is None or root is None:
+        return None
+    try:
+        fd = os.open(os.path.join(root, "warmup.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def cache_dir():

@@ -12,7 +12,9 @@
   being imported, imported lazily only when the backend is used, and results are
   converted back to numpy at the boundary (:func:`to_numpy`).
 * ``"auto"`` -- :func:`resolve_backend` picks cupy for wide networks when CuPy and
-  a GPU are present, numba otherwise (numpy for a method that implements only numpy).
+  a GPU are present, numba otherwise (numpy for a method that implements only numpy) once
+  the kernels are in the cache: before, numpy, while one background process compiles them
+  (:mod:`linearnets._jit`; ``LINEARNETS_JIT=eager`` compiles in-process instead).
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import importlib
 import importlib.util
 
 import numpy as np
+
+from . import _jit
 
 __all__ = [
     "BACKENDS",
@@ -110,7 +114,7 @@ def resolve_backend(name, max_width=0, available=()):
     if name == "auto":
         if ok("cupy") and max_width >= CUPY_MIN_WIDTH and gpu_available():
             return "cupy"
-        if ok("numba"):
+        if ok("numba") and (not ok("numpy") or _jit.compiled_ready()):
             return "numba"
         if ok("numpy"):
             return "numpy"

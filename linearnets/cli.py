@@ -191,6 +191,9 @@ def main(argv=None):
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     w = sub.add_parser("warmup", help="compile every numba kernel once (first use compiles them otherwise)")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    w.add_argument("--background", action="store_true",
+                   help="quiet and at low priority, one at a time per cache (what backend='auto' "
+                        "starts on a first run; docs/first_run.md)")
     from .sweep import cli as _sweep_cli
     _sweep_cli.add_parser(sub)
     try:
@@ -205,8 +208,14 @@ def main(argv=None):
     if args.command == "sweep":
         return _sweep_cli.main(args)
     if args.command == "warmup":
+        from . import _numba_cache
+        if args.background:
+            from ._jit import run_background_warmup
+            run_background_warmup()
+            return 0
         from ._warmup import warmup
         info = warmup(progress=not args.no_progress)
+        _numba_cache.mark_warm({k: info[k] for k in ("compiled", "loaded", "seconds")})
         print(f"warmup: {info['compiled']} kernels compiled, {info['loaded']} loaded from the cache, "
               f"in {info['seconds']:.1f} s (cache: {info['cache_dir']})")
         return 0

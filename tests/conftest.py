@@ -3,11 +3,17 @@
 Hypothesis runs a deterministic profile by default (``derandomize=True``, no
 deadline) so that CI is reproducible; set ``LINEARNETS_HYPOTHESIS_PROFILE=random``
 for a nondeterministic exploration with more examples.
+
+``backend="auto"`` compiles in-process here (``LINEARNETS_JIT=eager`` unless set): the
+suite tests the compiled path whatever the state of the kernel cache, and leaves no
+background warm-up running (tests/test_jit.py tests the first-run rule itself).
 """
 import os
 import sys
 
 from hypothesis import HealthCheck, settings
+
+os.environ.setdefault("LINEARNETS_JIT", "eager")
 
 # tests/sweep/sweep_fixtures.py is imported by name in this process, in the sweep's worker
 # processes and in ``python -m linearnets sweep`` subprocesses: its folder on both paths

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import broadcast_args, check_depth, check_nonnegative, check_positive
+from .. import _jit
 from . import _kernels, _special
 from ._special import softplus
 
@@ -342,10 +343,10 @@ def _strength_core(T, s, c0, L, backend=None):
     """c and s - c for natural time T = eta s^(2-2/L) t >= 0 (1-D arrays, same size).
 
     Returns (c, gap, iterations); gap = s - c is computed without cancellation.
-    ``backend`` is "numba" (compiled kernel, the default) or "numpy" (the vectorised
-    reference, same formulas).
+    ``backend`` is "numba" (compiled kernel) or "numpy" (the vectorised reference, same
+    formulas); by default the kernel once it is in the cache (:mod:`linearnets._jit`).
     """
-    backend = backend or "numba"
+    backend = backend or ("numba" if _jit.compiled_ready() else "numpy")
     if backend == "numba":
         return (_kernels.strength if L >= 3 else _kernels.strength_closed)(T, s, c0, L)
     n = T.size

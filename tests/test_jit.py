@@ -1,0 +1,156 @@
+"""The first-run rule of ``backend="auto"`` (linearnets/_jit.py): numpy and one background
+warm-up while the kernel cache is incomplete, numba once it is complete, LINEARNETS_JIT."""
+import importlib
+import os
+
+import numpy as np
+import pytest
+
+import linearnets as ln
+from linearnets import _jit, _numba_cache
+from linearnets import backend as B
+
+pytestmark = pytest.mark.skipif(_numba_cache.fcntl is None, reason="the warm-up lock needs fcntl")
+
+
+KERNEL_MODULES = ("sim.methods._descent_kernels", "sim.methods._erk_kernels",
+                  "sim.methods._rosw_kernels", "sim.models._linear_kernels",
+                  "sim.models._mlp_kernels", "theory._infinite_width_kernels", "theory._kernels")
+
+
+class FakePopen:
+    calls = []
+
+    def __init__(self, args, **kw):
+        FakePopen.calls.append((args, kw))
+
+
+@pytest.fixture
+def cold(tmp_path, monkeypatch):
+    """An empty cache root, ``LINEARNETS_JIT=background``, no warm-up started yet in this
+    process, and ``subprocess.Popen`` recorded instead of run.  The kernel modules are
+    imported first: their kernels keep the real cache (its root is read at decoration)."""
+    for name in KERNEL_MODULES:
+        importlib.import_module(f"linearnets.{name}")
+    monkeypatch.setitem(_numba_cache._state, "root", str(tmp_path))
+    monkeypatch.setitem(_numba_cache._state, "warm", False)
+    monkeypatch.setitem(_jit._state, "started", None)
+    monkeypatch.setitem(_jit._state, "noticed", False)
+    monkeypatch.setenv(_jit.ENV_VAR, "background")
+    monkeypatch.setattr(_jit, "_popen", FakePopen)
+    FakePopen.calls = []
+    return tmp_path
+
+
+def _problem():
+    X, y, beta = ln.scalar_teacher(P=20, D=4, s=2.0, seed=0)
+    w = ln.init_balanced((4, 6, 1), sigma=0.1, left=[[1.0]], right=beta[:, None])
+    return w, X, y
+
+
+def test_cold_cache_runs_numpy_and_starts_one_warmer(cold, capsys):
+    w, X, y = _problem()
+    trs = [ln.gradient_flow(w, X, y, [0.0, 1.0, 5.0]) for _ in range(3)]
+    gd = ln.gradient_descent(w, X, y, [0, 5], 0.05)
+    assert [tr.backend for tr in trs] == ["numpy"] * 3 and gd.backend == "numpy"
+    assert len(FakePopen.calls) == 1                      # once per process
+    args, kw = FakePopen.calls[0]
+    assert args[1:] == list(_jit.WARMER) and kw["start_new_session"]
+    assert kw["env"][_jit.ENV_VAR] == "eager" and kw["stdin"] is not None
+    assert capsys.readouterr().err.count("not compiled yet") == 1
+    # the closed forms too: the vectorised reference, equal to the kernel to rounding
+    t = np.logspace(-2, 4, 13)
+    c_cold = ln.mode_strength(t, 1.0, 1e-4, depth=4)
+    os.environ[_jit.ENV_VAR] = "eager"
+    c_kernel = ln.mode_strength(t, 1.0, 1e-4, depth=4)
+    np.testing.assert_allclose(c_cold, c_kernel, rtol=1e-12, atol=0)
+    assert len(FakePopen.calls) == 1
+
+
+def test_cold_numpy_run_agrees_with_the_compiled_run(cold):
+    w, X, y = _problem()
+    t = np.concatenate([[0.0], np.logspace(-1, 2, 8)])
+    rtol = 1e-8
+    cold_run = ln.gradient_flow(w, X, y, t, rtol=rtol, record=("modes",))
+    compiled = ln.gradient_flow(w, X, y, t, rtol=rtol, record=("modes",), backend="numba")
+    assert (cold_run.backend, compiled.backend) == ("numpy", "numba")
+    scale = np.max(np.abs(compiled.modes))
+    assert np.max(np.abs(cold_run.modes - compiled.modes)) <= 100 * rtol * scale
+
+
+def test_another_processs_warmer_is_not_doubled(cold):
+    held = _numba_cache.warmup_lock()           # another open file: as another process
+    assert held is not None
+    try:
+        assert not _jit.compiled_ready()
+        assert FakePopen.calls == []
+        assert B.resolve_backend("auto", 10, B.BACKENDS) == "numpy"
+    finally:
+        os.close(held)
+
+
+def test_a_failed_warmup_is_not_restarted(cold):
+    open(_numba_cache.warm_marker() + ".failed", "w").close()
+    assert not _jit.compiled_ready() and FakePopen.calls == []
+
+
+def test_warm_cache_picks_numba_and_explicit_numba_compiles(cold):
+    assert B.resolve_backend("numba", 10, B.BACKENDS) == "numba"     # explicit: always
+    assert FakePopen.calls == []
+    marker = _numba_cache.mark_warm({"compiled": 0})
+    assert os.path.basename(marker) == f"warm-{_numba_cache.package_key()}"
+    assert B.resolve_backend("auto", 10, B.BACKENDS) == "numba"
+    assert FakePopen.calls == []
+
+
+@pytest.mark.parametrize("mode, expected", [("eager", "numba"), ("off", "numpy")])
+def test_environment_variable(cold, monkeypatch, mode, expected):
+    monkeypatch.setenv(_jit.ENV_VAR, mode)
+    assert B.resolve_backend("auto", 10, B.BACKENDS) == expected
+    assert FakePopen.calls == []
+    monkeypatch.setenv(_jit.ENV_VAR, "sometimes")
+    with pytest.raises(ValueError, match=_jit.ENV_VAR):
+        B.resolve_backend("auto", 10, B.BACKENDS)
+
+
+def test_background_warmup_holds_the_lock_and_marks_the_cache(cold, monkeypatch):
+    import linearnets._warmup as W
+
+    ran = []
+    monkeypatch.setattr(W, "warmup", lambda progress: ran.append(progress) or
+                        {"compiled": 3, "loaded": 0, "seconds": 0.5})
+    held = _numba_cache.warmup_lock()
+    try:
+        assert _jit.run_background_warmup(nice=0) is None and ran == []   # another holds it
+    finally:
+        os.close(held)
+    assert _jit.run_background_warmup(nice=0)["compiled"] == 3 and ran == [False]
+    assert _numba_cache.is_warm() and os.path.isfile(_numba_cache.warm_marker())
+    fd = _numba_cache.warmup_lock()
+    assert fd is not None                                                 # released
+    os.close(fd)
+
+    def fail(progress):
+        raise RuntimeError("no compiler")
+    monkeypatch.setattr(W, "warmup", fail)
+    monkeypatch.setitem(_numba_cache._state, "warm", False)
+    os.remove(_numba_cache.warm_marker())
+    with pytest.raises(RuntimeError):
+        _jit.run_background_warmup(nice=0)
+    assert os.path.isfile(_numba_cache.warm_marker() + ".failed")
+
+
+def test_the_warmer_inherits_the_lock_until_it_exits(cold, monkeypatch):
+    """A real child (a short sleep in place of the warm-up): the lock is held exactly while it
+    lives, so that no other process starts a second one, and freed when it ends."""
+    import subprocess
+
+    monkeypatch.setattr(_jit, "_popen", subprocess.Popen)
+    monkeypatch.setattr(_jit, "WARMER", ("-c", "import time; time.sleep(1.5)"))
+    proc = _jit.start_warmer()
+    assert proc is not None and _jit.start_warmer() is proc          # once per process
+    assert _numba_cache.warmup_lock() is None                        # held by the child
+    proc.wait(timeout=30)
+    fd = _numba_cache.warmup_lock()
+    assert fd is not None
+    os.close(fd)
