@@ -5,7 +5,7 @@ Compiling every kernel a run needs costs about a minute on a first run (docs/fir
 numpy runs the same methods at once.  So where ``"auto"`` would pick numba and the cache is
 not complete yet (no :func:`linearnets._numba_cache.warm_marker`), the call runs on numpy
 and this process starts, once per cache (a lock file), ``python -m linearnets warmup
---background``: a quiet, low-priority process that compiles every kernel into the cache and
+--background`` (:func:`linearnets.cli.background_warmup`): a quiet, low-priority process that compiles every kernel into the cache and
 then writes the marker; later ``"auto"`` calls (in any process) pick numba.
 
 The environment variable ``LINEARNETS_JIT`` chooses:
@@ -28,8 +28,7 @@ import threading
 
 from . import _numba_cache
 
-__all__ = ["ENV_VAR", "MODES", "WARMER", "jit_mode", "compiled_ready", "start_warmer",
-           "run_background_warmup"]
+__all__ = ["ENV_VAR", "MODES", "WARMER", "jit_mode", "compiled_ready", "start_warmer"]
 
 #: Environment variable selecting the rule (:data:`MODES`).
 ENV_VAR = "LINEARNETS_JIT"
@@ -120,35 +119,3 @@ def start_warmer():
             except Exception:  # a closed or missing stderr must not break a run
                 pass
         return proc
-
-
-def run_background_warmup(nice=10):
-    """The body of ``python -m linearnets warmup --background``: hold the warm-up lock (the
-    descriptor inherited from :func:`start_warmer`, else taken here; another holder: return
-    at once), lower this process's priority, compile every kernel, write the marker.
-
-    Returns the :func:`linearnets._warmup.warmup` summary, or None where another warm-up holds
-    the lock or the cache is already complete.
-    """
-    from ._warmup import warmup
-
-    fd = os.environ.pop("LINEARNETS_WARMUP_LOCK_FD", None)
-    fd = int(fd) if fd and fd.isdigit() else _numba_cache.warmup_lock()
-    if fd is None or _numba_cache.is_warm():
-        return None
-    try:
-        os.nice(nice)
-    except (AttributeError, OSError):
-        pass
-    try:
-        info = warmup(progress=False)
-    except BaseException as exc:
-        if not isinstance(exc, KeyboardInterrupt):   # a failure, not a kill: say so, once
-            with open(_numba_cache.warm_marker() + ".failed", "w", encoding="utf-8") as f:
-                f.write(f"{type(exc).__name__}: {exc}\n")
-        raise
-    else:
-        _numba_cache.mark_warm({k: info[k] for k in ("compiled", "loaded", "seconds")})
-        return info
-    finally:
-        os.close(fd)

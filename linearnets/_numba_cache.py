@@ -216,34 +216,32 @@ def cache_key(path, package_dir=_PACKAGE_DIR, version=None):
     The digits hash the package-relative names and contents of :func:`kernel_sources`,
     the numba and Python versions and the machine; ``version`` defaults to the package's.
     """
+    return f"{version or __version__}-{_hash_sources(kernel_sources(path, package_dir), package_dir)}"
+
+
+def _hash_sources(paths, package_dir):
+    """16 hex digits of a hash of the package-relative names and contents of ``paths``, the
+    numba and Python versions and the machine."""
     import numba
 
     h = hashlib.sha256()
-    for src in kernel_sources(path, package_dir):
+    for src in paths:
         h.update(os.path.relpath(src, package_dir).replace(os.sep, "/").encode() + b"\0")
         with open(src, "rb") as f:
             h.update(f.read() + b"\0")
     h.update(f"{numba.__version__}\0{sys.version}\0{os.uname().machine if hasattr(os, 'uname') else ''}".encode())
-    return f"{version or __version__}-{h.hexdigest()[:16]}"
+    return h.hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=None)
 def package_key(package_dir=_PACKAGE_DIR, version=None):
     """The key of the whole package's kernels: ``<version>-<16 hex digits>``, the digits hashing
-    the package-relative names and contents of every ``.py`` file of the package, the numba and
-    Python versions and the machine (the ingredients of :func:`cache_key`, over all sources)."""
-    import numba
-
-    h = hashlib.sha256()
+    what :func:`cache_key`'s do, over every ``.py`` file of the package."""
+    paths = []
     for root, dirs, files in os.walk(package_dir):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(root, name)
-            h.update(os.path.relpath(path, package_dir).replace(os.sep, "/").encode() + b"\0")
-            with open(path, "rb") as f:
-                h.update(f.read() + b"\0")
-    h.update(f"{numba.__version__}\0{sys.version}\0{os.uname().machine if hasattr(os, 'uname') else ''}".encode())
-    return f"{version or __version__}-{h.hexdigest()[:16]}"
+        paths += [os.path.join(root, f) for f in sorted(files) if f.endswith(".py")]
+    return f"{version or __version__}-{_hash_sources(paths, package_dir)}"
 
 
 def warm_marker():

@@ -20,7 +20,7 @@ import time
 
 from .backend import BACKENDS
 
-__all__ = ["main", "format_table", "write_report"]
+__all__ = ["main", "format_table", "write_report", "background_warmup"]
 
 _HEADER = ("check", "theory", "simulation", "error", "tolerance", "result")
 
@@ -164,6 +164,39 @@ def _seed(value):
     return int(value)
 
 
+def background_warmup(nice=10):
+    """The body of ``python -m linearnets warmup --background``: hold the warm-up lock (the
+    descriptor inherited from :func:`linearnets._jit.start_warmer`, else taken here; another holder: return
+    at once), lower this process's priority, compile every kernel, write the marker.
+
+    Returns the :func:`linearnets._warmup.warmup` summary, or None where another warm-up holds
+    the lock or the cache is already complete.
+    """
+    from . import _numba_cache
+    from ._warmup import warmup
+
+    fd = os.environ.pop("LINEARNETS_WARMUP_LOCK_FD", None)
+    fd = int(fd) if fd and fd.isdigit() else _numba_cache.warmup_lock()
+    if fd is None or _numba_cache.is_warm():
+        return None
+    try:
+        os.nice(nice)
+    except (AttributeError, OSError):
+        pass
+    try:
+        info = warmup(progress=False)
+    except BaseException as exc:
+        if not isinstance(exc, KeyboardInterrupt):   # a failure, not a kill: say so, once
+            with open(_numba_cache.warm_marker() + ".failed", "w", encoding="utf-8") as f:
+                f.write(f"{type(exc).__name__}: {exc}\n")
+        raise
+    else:
+        _numba_cache.mark_warm({k: info[k] for k in ("compiled", "loaded", "seconds")})
+        return info
+    finally:
+        os.close(fd)
+
+
 def main(argv=None):
     """Entry point of ``python -m linearnets``; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m linearnets",
@@ -210,8 +243,7 @@ def main(argv=None):
     if args.command == "warmup":
         from . import _numba_cache
         if args.background:
-            from ._jit import run_background_warmup
-            run_background_warmup()
+            background_warmup()
             return 0
         from ._warmup import warmup
         info = warmup(progress=not args.no_progress)

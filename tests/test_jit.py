@@ -9,6 +9,7 @@ import pytest
 import linearnets as ln
 from linearnets import _jit, _numba_cache
 from linearnets import backend as B
+from linearnets.cli import background_warmup
 
 pytestmark = pytest.mark.skipif(_numba_cache.fcntl is None, reason="the warm-up lock needs fcntl")
 
@@ -121,10 +122,10 @@ def test_background_warmup_holds_the_lock_and_marks_the_cache(cold, monkeypatch)
                         {"compiled": 3, "loaded": 0, "seconds": 0.5})
     held = _numba_cache.warmup_lock()
     try:
-        assert _jit.run_background_warmup(nice=0) is None and ran == []   # another holds it
+        assert background_warmup(nice=0) is None and ran == []   # another holds it
     finally:
         os.close(held)
-    assert _jit.run_background_warmup(nice=0)["compiled"] == 3 and ran == [False]
+    assert background_warmup(nice=0)["compiled"] == 3 and ran == [False]
     assert _numba_cache.is_warm() and os.path.isfile(_numba_cache.warm_marker())
     fd = _numba_cache.warmup_lock()
     assert fd is not None                                                 # released
@@ -136,7 +137,7 @@ def test_background_warmup_holds_the_lock_and_marks_the_cache(cold, monkeypatch)
     monkeypatch.setitem(_numba_cache._state, "warm", False)
     os.remove(_numba_cache.warm_marker())
     with pytest.raises(RuntimeError):
-        _jit.run_background_warmup(nice=0)
+        background_warmup(nice=0)
     assert os.path.isfile(_numba_cache.warm_marker() + ".failed")
 
 
@@ -154,3 +155,58 @@ def test_the_warmer_inherits_the_lock_until_it_exits(cold, monkeypatch):
     fd = _numba_cache.warmup_lock()
     assert fd is not None
     os.close(fd)
+
+
+def test_the_warmup_command_marks_the_cache(cold, monkeypatch):
+    import linearnets._warmup as W
+    from linearnets.cli import main
+
+    monkeypatch.setattr(W, "warmup", lambda progress: {"compiled": 0, "loaded": 9, "seconds": 0.1,
+                                                       "cache_dir": str(cold)})
+    assert not _numba_cache.is_warm()
+    assert main(["warmup", "--no-progress"]) == 0
+    assert os.path.isfile(_numba_cache.warm_marker())
+    assert B.resolve_backend("auto", 10, B.BACKENDS) == "numba"
+
+
+_FIRST = """
+import json, sys
+import linearnets as ln
+from linearnets import _numba_cache
+X, y, beta = ln.scalar_teacher(P=20, D=4, s=2.0, seed=0)
+tr = ln.gradient_flow(ln.init_network((4, 6, 1), 0.3, seed=0), X, y, [0.0, 1.0])
+print(json.dumps({"backend": tr.backend, "compiles": _numba_cache.compile_count()}))
+"""
+
+
+@pytest.mark.slow
+def test_a_real_first_run_then_the_next(tmp_path):
+    """Fresh processes on an empty cache: the first runs on numpy and starts the warm-up,
+    which marks the cache; the next runs the compiled kernels and compiles nothing."""
+    import fcntl
+    import json
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(ln.__file__)))
+    env = dict(os.environ, LINEARNETS_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=root, **{_jit.ENV_VAR: "background"})
+
+    def run():
+        proc = subprocess.run([sys.executable, "-c", _FIRST], env=env, capture_output=True,
+                              text=True, timeout=600, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.splitlines()[-1]), proc.stderr
+
+    first, err = run()
+    assert first == {"backend": "numpy", "compiles": 0} and "not compiled yet" in err
+    fd = os.open(tmp_path / "cache" / "warmup.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)          # until the warm-up ends
+    finally:
+        os.close(fd)
+    markers = [n for n in os.listdir(tmp_path / "cache") if n.startswith("warm-")]
+    assert len(markers) == 1 and not markers[0].endswith(".failed"), \
+        (tmp_path / "cache" / "warmup.log").read_text()
+    second, err = run()
+    assert second == {"backend": "numba", "compiles": 0} and "compiling" not in err
