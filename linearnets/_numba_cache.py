@@ -30,9 +30,8 @@ index object's ``save``/``load``, and leaves a dispatcher alone where that objec
 there; ``setup.cfg`` pins numba below the first minor release not tested with it (0.69).
 
 A complete cache is marked: ``python -m linearnets warmup`` ends by writing
-:func:`warm_marker`, ``<root>/warm-<package key>``, keyed like the directories above but on
-every source file of the package (:func:`package_key`: a hash of ~100 files costs
-milliseconds, where finding the kernel modules' own keys costs seconds).  ``backend="auto"``
+:func:`warm_marker`, ``<root>/warm-<package key>``, the key hashing the keys of the
+directories above of every kernel module (:func:`package_key`).  ``backend="auto"``
 reads it (:mod:`linearnets._jit`): without it, a call runs on numpy while one background
 warm-up (:func:`warmup_lock` keeps it to one per cache) fills the cache.
 """
@@ -58,13 +57,18 @@ except ImportError:  # not POSIX: numba's own (unlocked) cache files
     fcntl = None
 
 __all__ = ["ENV_VAR", "njit", "cache_dir", "cache_key", "kernel_sources", "kernel_modules", "package_imports",
-           "install", "compile_count", "set_compile_notice", "lock_cache", "package_key", "warm_marker",
+           "install", "compile_count", "set_compile_notice", "lock_cache", "KERNEL_MODULES", "package_key", "warm_marker",
            "is_warm", "mark_warm", "warmup_lock"]
 
 #: Environment variable naming the cache's root directory (the key is appended).
 ENV_VAR = "LINEARNETS_CACHE_DIR"
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+#: The modules that define kernels with :func:`njit` (:func:`kernel_modules` finds them, in
+#: seconds; tests/test_jit.py checks this list against it).
+KERNEL_MODULES = ("sim.methods._descent_kernels", "sim.methods._erk_kernels",
+                  "sim.methods._rosw_kernels", "sim.models._linear_kernels",
+                  "sim.models._mlp_kernels", "theory._infinite_width_kernels", "theory._kernels")
 #: Key directories not used for this long are removed (best effort) when another key is set up.
 _STALE_SECONDS = 30 * 24 * 3600
 _LOCK = threading.Lock()
@@ -216,32 +220,24 @@ def cache_key(path, package_dir=_PACKAGE_DIR, version=None):
     The digits hash the package-relative names and contents of :func:`kernel_sources`,
     the numba and Python versions and the machine; ``version`` defaults to the package's.
     """
-    return f"{version or __version__}-{_hash_sources(kernel_sources(path, package_dir), package_dir)}"
-
-
-def _hash_sources(paths, package_dir):
-    """16 hex digits of a hash of the package-relative names and contents of ``paths``, the
-    numba and Python versions and the machine."""
     import numba
 
     h = hashlib.sha256()
-    for src in paths:
+    for src in kernel_sources(path, package_dir):
         h.update(os.path.relpath(src, package_dir).replace(os.sep, "/").encode() + b"\0")
         with open(src, "rb") as f:
             h.update(f.read() + b"\0")
     h.update(f"{numba.__version__}\0{sys.version}\0{os.uname().machine if hasattr(os, 'uname') else ''}".encode())
-    return h.hexdigest()[:16]
+    return f"{version or __version__}-{h.hexdigest()[:16]}"
 
 
 @functools.lru_cache(maxsize=None)
-def package_key(package_dir=_PACKAGE_DIR, version=None):
-    """The key of the whole package's kernels: ``<version>-<16 hex digits>``, the digits hashing
-    what :func:`cache_key`'s do, over every ``.py`` file of the package."""
-    paths = []
-    for root, dirs, files in os.walk(package_dir):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
-        paths += [os.path.join(root, f) for f in sorted(files) if f.endswith(".py")]
-    return f"{version or __version__}-{_hash_sources(paths, package_dir)}"
+def package_key(version=None):
+    """The key of all the package's kernels: ``<version>-<16 hex digits>``, the digits hashing
+    the :func:`cache_key` of every module of :data:`KERNEL_MODULES` (so it changes exactly
+    when some kernel would be compiled again)."""
+    keys = sorted(cache_key(os.path.join(_PACKAGE_DIR, *m.split(".")) + ".py") for m in KERNEL_MODULES)
+    return f"{version or __version__}-{hashlib.sha256(chr(0).join(keys).encode()).hexdigest()[:16]}"
 
 
 def warm_marker():

@@ -14,11 +14,6 @@ from linearnets.cli import background_warmup
 pytestmark = pytest.mark.skipif(_numba_cache.fcntl is None, reason="the warm-up lock needs fcntl")
 
 
-KERNEL_MODULES = ("sim.methods._descent_kernels", "sim.methods._erk_kernels",
-                  "sim.methods._rosw_kernels", "sim.models._linear_kernels",
-                  "sim.models._mlp_kernels", "theory._infinite_width_kernels", "theory._kernels")
-
-
 class FakePopen:
     calls = []
 
@@ -31,7 +26,7 @@ def cold(tmp_path, monkeypatch):
     """An empty cache root, ``LINEARNETS_JIT=background``, no warm-up started yet in this
     process, and ``subprocess.Popen`` recorded instead of run.  The kernel modules are
     imported first: their kernels keep the real cache (its root is read at decoration)."""
-    for name in KERNEL_MODULES:
+    for name in _numba_cache.KERNEL_MODULES:
         importlib.import_module(f"linearnets.{name}")
     monkeypatch.setitem(_numba_cache._state, "root", str(tmp_path))
     monkeypatch.setitem(_numba_cache._state, "warm", False)
@@ -47,6 +42,10 @@ def _problem():
     X, y, beta = ln.scalar_teacher(P=20, D=4, s=2.0, seed=0)
     w = ln.init_balanced((4, 6, 1), sigma=0.1, left=[[1.0]], right=beta[:, None])
     return w, X, y
+
+
+def test_the_marker_is_keyed_on_every_kernel_module():
+    assert sorted(_numba_cache.KERNEL_MODULES) == sorted(_numba_cache.kernel_modules())
 
 
 def test_cold_cache_runs_numpy_and_starts_one_warmer(cold, capsys):
