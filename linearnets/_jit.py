@@ -93,7 +93,7 @@ def start_warmer():
         if fd is None:
             return None
         try:
-            if _numba_cache.is_warm() or os.path.exists(_numba_cache.warm_marker() + ".failed"):
+            if _numba_cache.is_warm() or _numba_cache.warmup_failed():
                 return None        # complete, or a warm-up of these sources failed: not again
             root = _numba_cache.cache_dir()
             # the child imports this very package (an editable tree, a relative PYTHONPATH)

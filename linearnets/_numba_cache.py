@@ -30,8 +30,9 @@ index object's ``save``/``load``, and leaves a dispatcher alone where that objec
 there; ``setup.cfg`` pins numba below the first minor release not tested with it (0.69).
 
 A complete cache is marked: ``python -m linearnets warmup`` ends by writing
-:func:`warm_marker`, ``<root>/warm-<package key>``, the key hashing the keys of the
-directories above of every kernel module (:func:`package_key`).  ``backend="auto"``
+:func:`warm_marker`, which lists the digests of every source file the kernels of
+:data:`KERNEL_MODULES` depend on, with the numba and Python versions and the machine;
+:func:`is_warm` compares them with the files.  ``backend="auto"``
 reads it (:mod:`linearnets._jit`): without it, a call runs on numpy while one background
 warm-up (:func:`warmup_lock` keeps it to one per cache) fills the cache.
 """
@@ -57,8 +58,8 @@ except ImportError:  # not POSIX: numba's own (unlocked) cache files
     fcntl = None
 
 __all__ = ["ENV_VAR", "njit", "cache_dir", "cache_key", "kernel_sources", "kernel_modules", "package_imports",
-           "install", "compile_count", "set_compile_notice", "lock_cache", "KERNEL_MODULES", "package_key", "warm_marker",
-           "is_warm", "mark_warm", "warmup_lock"]
+           "install", "compile_count", "set_compile_notice", "lock_cache", "KERNEL_MODULES", "warm_marker",
+           "is_warm", "mark_warm", "warmup_failed", "warmup_lock"]
 
 #: Environment variable naming the cache's root directory (the key is appended).
 ENV_VAR = "LINEARNETS_CACHE_DIR"
@@ -231,43 +232,85 @@ def cache_key(path, package_dir=_PACKAGE_DIR, version=None):
     return f"{version or __version__}-{h.hexdigest()[:16]}"
 
 
-@functools.lru_cache(maxsize=None)
-def package_key(version=None):
-    """The key of all the package's kernels: ``<version>-<16 hex digits>``, the digits hashing
-    the :func:`cache_key` of every module of :data:`KERNEL_MODULES` (so it changes exactly
-    when some kernel would be compiled again)."""
-    keys = sorted(cache_key(os.path.join(_PACKAGE_DIR, *m.split(".")) + ".py") for m in KERNEL_MODULES)
-    return f"{version or __version__}-{hashlib.sha256(chr(0).join(keys).encode()).hexdigest()[:16]}"
+def _kernel_files():
+    """Every source file the kernels of :data:`KERNEL_MODULES` depend on (sorted)."""
+    return sorted({f for m in KERNEL_MODULES
+                   for f in kernel_sources(os.path.join(_PACKAGE_DIR, *m.split(".")) + ".py")})
+
+
+def _fingerprint(files=None):
+    """What the compiled kernels depend on: the numba and Python versions, the machine and the
+    SHA-256 of each source file of ``files`` (package-relative; default :func:`_kernel_files`)."""
+    import numba
+
+    if files is None:
+        files = [os.path.relpath(f, _PACKAGE_DIR) for f in _kernel_files()]
+    digests = {}
+    for rel in files:
+        try:
+            with open(os.path.join(_PACKAGE_DIR, rel), "rb") as f:
+                digests[rel.replace(os.sep, "/")] = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            digests[rel] = None
+    return {"numba": numba.__version__, "python": sys.version,
+            "machine": os.uname().machine if hasattr(os, "uname") else "", "sources": digests}
 
 
 def warm_marker():
-    """The file that says the cache holds every kernel of this package's sources (written by
-    :func:`mark_warm` at the end of a warm-up): ``<root>/warm-<package_key()>``, or None
-    without a writable cache root."""
+    """The file that says the cache holds every kernel of this package (written by
+    :func:`mark_warm` at the end of a warm-up): ``<root>/warm-<version>-<8 hex digits of the
+    package's folder>``, or None without a writable cache root.  It lists what the kernels
+    depend on (:func:`_fingerprint`); :func:`is_warm` checks that against the files."""
     root = cache_dir()
-    return None if root is None else os.path.join(root, f"warm-{package_key()}")
+    if root is None:
+        return None
+    where = hashlib.sha256(_PACKAGE_DIR.encode()).hexdigest()[:8]
+    return os.path.join(root, f"warm-{__version__}-{where}")
+
+
+def _matches(path):
+    """Whether the JSON file ``path`` holds the fingerprint of the current sources (reads only
+    the files it lists: milliseconds, where finding them costs seconds)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+        return {k: saved.get(k) for k in ("numba", "python", "machine", "sources")} == \
+            _fingerprint(list(saved["sources"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def is_warm():
-    """Whether :func:`warm_marker` exists (once True, True for the rest of the process)."""
+    """Whether :func:`warm_marker` says the cache is complete for the current sources (once
+    True, True for the rest of the process)."""
     if not _state["warm"]:
         marker = warm_marker()
-        _state["warm"] = marker is not None and os.path.isfile(marker)
+        _state["warm"] = marker is not None and _matches(marker)
     return _state["warm"]
 
 
-def mark_warm(info=None):
-    """Write :func:`warm_marker` (atomically; ``info``, a dict, as its JSON content)."""
+def warmup_failed():
+    """Whether a background warm-up of the current sources failed (``<marker>.failed``)."""
+    marker = warm_marker()
+    return marker is not None and _matches(marker + ".failed")
+
+
+def mark_warm(info=None, failed=False):
+    """Write :func:`warm_marker` (atomically): the fingerprint of the current sources and
+    ``info`` (a dict); ``failed=True`` writes ``<marker>.failed`` instead.  Returns the path."""
     import json
 
     marker = warm_marker()
     if marker is None:
         return None
+    marker += ".failed" if failed else ""
     tmp = f"{marker}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(dict(info or {}, key=package_key(), time=time.time()), f)
+        json.dump(dict(info or {}, time=time.time(), **_fingerprint()), f)
     os.replace(tmp, marker)
-    _state["warm"] = True
+    _state["warm"] = _state["warm"] or not failed
     return marker
 
 

@@ -187,8 +187,7 @@ def background_warmup(nice=10):
         info = warmup(progress=False)
     except BaseException as exc:
         if not isinstance(exc, KeyboardInterrupt):   # a failure, not a kill: say so, once
-            with open(_numba_cache.warm_marker() + ".failed", "w", encoding="utf-8") as f:
-                f.write(f"{type(exc).__name__}: {exc}\n")
+            _numba_cache.mark_warm({"error": f"{type(exc).__name__}: {exc}"}, failed=True)
         raise
     else:
         _numba_cache.mark_warm({k: info[k] for k in ("compiled", "loaded", "seconds")})

@@ -90,15 +90,36 @@ def test_another_processs_warmer_is_not_doubled(cold):
 
 
 def test_a_failed_warmup_is_not_restarted(cold):
-    open(_numba_cache.warm_marker() + ".failed", "w").close()
-    assert not _jit.compiled_ready() and FakePopen.calls == []
+    open(_numba_cache.warm_marker() + ".failed", "w").close()     # unreadable: not these sources
+    assert not _jit.compiled_ready() and len(FakePopen.calls) == 1
+    _jit._state["started"] = None
+    _numba_cache.mark_warm({"error": "RuntimeError: no compiler"}, failed=True)
+    assert not _numba_cache.is_warm() and _numba_cache.warmup_failed()
+    assert not _jit.compiled_ready() and len(FakePopen.calls) == 1
+
+
+def test_the_marker_follows_the_kernels_sources(cold):
+    import json
+
+    marker = _numba_cache.mark_warm({"compiled": 0})
+    with open(marker) as f:
+        saved = json.load(f)
+    assert "sim/models/_linear_kernels.py" in saved["sources"]
+    assert "_numba_cache.py" in saved["sources"] and "sim/flow.py" not in saved["sources"]
+    _numba_cache._state["warm"] = False
+    assert _numba_cache.is_warm()
+    saved["sources"]["sim/models/_linear_kernels.py"] = "0" * 64      # as after an edit
+    with open(marker, "w") as f:
+        json.dump(saved, f)
+    _numba_cache._state["warm"] = False
+    assert not _numba_cache.is_warm()
 
 
 def test_warm_cache_picks_numba_and_explicit_numba_compiles(cold):
     assert B.resolve_backend("numba", 10, B.BACKENDS) == "numba"     # explicit: always
     assert FakePopen.calls == []
     marker = _numba_cache.mark_warm({"compiled": 0})
-    assert os.path.basename(marker) == f"warm-{_numba_cache.package_key()}"
+    assert os.path.basename(marker).startswith(f"warm-{ln.__version__}-")
     assert B.resolve_backend("auto", 10, B.BACKENDS) == "numba"
     assert FakePopen.calls == []
 
