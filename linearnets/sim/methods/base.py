@@ -23,7 +23,7 @@ __all__ = ["FlowStatus", "Stepper", "StepperOptions", "StepControl", "Result", "
            "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES", "NO_PREVIOUS_STEP",
            "run_message", "predictive_step", "accept_step", "stiffness_estimate",
            "stability_cap", "select_initial_step", "min_step", "dense_batch_rows",
-           "observe_step", "observe_until"]
+           "observe_step", "observe_until", "Controller"]
 
 #: Safety factor on the optimal step.
 SAFETY = 0.9
@@ -516,6 +516,115 @@ class StepControl:
     switch_steps: int = 0
 
 
+class Controller:
+    """The step control of :func:`integrate` (diffrax's ``adapt_step_size``): which stepper
+    takes the next step (``active``: the ``main`` one, or the ``low`` fallback near kinks),
+    the step after each attempt, the stability cap and the tests of :class:`StepControl`
+    that end a stretch (``ends``); it counts what :class:`Result` reports of them."""
+
+    def __init__(self, control, main, low):
+        self.control, self.main, self.low, self.active = control, main, low, main
+        self.capping = control.cap_safety > 0.0 and main.stiffness is not None
+        self.boundary = main.tableau.stability_boundary if self.capping else 0.0
+        self.memory = NO_PREVIOUS_STEP      # the last accepted unclipped step (accept_step)
+        self.rejected, self.ends = False, None
+        self.rho = self.sliding = 0.0
+        self.ncapped = self.kinks = self.fallback_steps = 0
+        self.kink_rejections = self.calm = self.n_stiff = self.n_nonstiff = self.n_cheaper = 0
+        self.last_cross = None
+        back = control.switch_back
+        if back is not None:
+            if main.rho is None or main.cost is None:
+                raise ValueError("switch_back: the stepper keeps no rho and cost estimate")
+            self.erk_stages = SWITCH_BACK_MARGIN * back.n_stages
+            self.erk_boundary = STABILITY_SAFETY * back.stability_boundary
+            self.cost0 = main.cost
+
+    def nonfinite(self, step):
+        """The step after a trial ``step`` whose stages overflowed."""
+        self.rejected = True
+        return step * MIN_FACTOR
+
+    def reject(self, step, err, crossed):
+        """The step after ``step`` was rejected with error norm ``err`` (``crossed``: a
+        switch changed on the way): the fallback after ``KINK_REJECTIONS`` of those."""
+        active, low = self.active, self.low
+        if crossed and low is not None and active is self.main:
+            self.kink_rejections += 1
+            if self.kink_rejections >= KINK_REJECTIONS:
+                self.active = active = low
+                self.kink_rejections = self.calm = 0
+        self.rejected = True
+        return step * (kink_factor(err, True) if crossed and active is low
+                       else active.factor(err, True))
+
+    def _kinks(self, crossed, along, t_new):
+        # the switches crossed by an accepted step (``along``: by a stage only)
+        if crossed:
+            self.kinks += crossed
+            if self.calm <= CALM_STEPS and self.last_cross is not None:
+                self.sliding += t_new - self.last_cross
+            self.last_cross, self.calm = t_new, 0
+        elif along:
+            self.calm = 0       # a stage crossed while the end state did not: along a kink
+        else:
+            self.calm += 1
+        if self.active is self.low and self.calm >= CALM_STEPS:
+            self.active = self.main
+        self.kink_rejections = 0
+
+    def accept(self, h, step, err, clipped, crossed=0, along=False, t_new=0.0, y_new=None):
+        """The step after an accepted ``step`` (``h`` the one planned; ``clipped``: shortened
+        onto an output time) from ``t_new``, ``y_new``; ``ends`` set where a test of
+        :class:`StepControl` ends the stretch there."""
+        took, main, c = self.active, self.main, self.control
+        if took is self.low:
+            self.fallback_steps += 1
+        self._kinks(crossed, along, t_new)
+        active, rejected = self.active, self.rejected
+        if active is self.low:
+            # near a kink: a crossing step's error is first order in h, and growth is
+            # held to KINK_GROWTH (a step grown past the next crossing is rejected)
+            fac = kink_factor(err, rejected) if crossed else active.factor(err, rejected)
+            h = step * min(fac, KINK_GROWTH)
+        elif c.predictive:
+            h, self.memory = accept_step(h, step, err, active.error_exponent, active.MAX_FACTOR,
+                                         rejected, clipped, self.memory)
+        else:
+            h = step * active.factor(err, rejected)
+        self.rejected = stiff_now = False
+        if self.capping and took is main:
+            self.rho = max(main.stiffness(step, y_new), STIFFNESS_MEMORY * self.rho)
+            h_free = h
+            h = stability_cap(h, self.rho, self.boundary, c.cap_safety)
+            self.ncapped += h < h_free
+            stiff_now = h * c.stiff_held < h_free
+        if c.switch_back is not None and took is main and not clipped:
+            cost = main.cost
+            h_erk = step if main.rho <= 0.0 else min(step, self.erk_boundary / main.rho)
+            cheaper = self.erk_stages / h_erk < (cost - self.cost0) / step
+            self.n_cheaper = self.n_cheaper + 1 if cheaper else 0
+            self.cost0 = cost
+        self._tests(stiff_now)
+        return h
+
+    def _tests(self, stiff_now):
+        c, self.ends = self.control, None
+        if c.stiff_steps > 0:
+            if stiff_now:
+                self.n_nonstiff = 0
+                self.n_stiff += 1
+            else:
+                self.n_nonstiff += 1
+                if self.n_nonstiff == NONSTIFF_RESET:
+                    self.n_stiff = 0
+            if self.n_stiff >= c.stiff_steps:
+                self.ends = "stiff"
+                return
+        if c.switch_steps > 0 and self.n_cheaper >= c.switch_steps:
+            self.ends = "nonstiff"
+
+
 def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl(),
               switches=None, stop=None, t0=0.0, xp=np, k0=0):
     """Integrate ``dy/dt = rhs(t, y)`` from ``y0`` at ``t0`` onto every time of ``t_eval``.
@@ -550,14 +659,12 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
     Result
         Failures (step underflow, a non-finite state, the budget spent) are its ``status``.
     """
-    observe, c = as_observer(observe), control
-    predictive, cap_safety, stiff_steps, stiff_held = (c.predictive, c.cap_safety,
-                                                        c.stiff_steps, c.stiff_held)
-    dense, fallback, switch_back, switch_steps = c.dense, c.fallback, c.switch_back, c.switch_steps
+    observe = as_observer(observe)
     n = y0.size
     # every evaluation compares the switch pattern with the step's start: a stage may
     # cross a switching surface that the step's end does not (sliding)
     stage_cross = False
+    fallback = control.fallback
     if switches is not None and fallback is not None:
         user_rhs = rhs
 
@@ -580,18 +687,19 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
     pat = switches() if switches is not None else None
     if pat is not None:
         pat = pat.copy()
-    nsteps = nrejected = kinks = fallback_steps = ncapped = 0
-    sliding = h = rho_mem = 0.0
+    nsteps = nrejected = 0
+    h = 0.0
     nonfinite = False
+    ctl = Controller(control, main, low)
 
     def done(status, extra="", t_stop=None, y_out=None, stiff=False, nonstiff=False):
-        msg = run_message(status, t, nonfinite, extra, kinks, sliding, fallback_steps,
-                          low.name if low else "-")
+        msg = run_message(status, t, nonfinite, extra, ctl.kinks, ctl.sliding,
+                          ctl.fallback_steps, low.name if low else "-")
         return Result(n_done=k, t_last=t, y_last=y if y_out is None else y_out, nfev=nfev,
                       nsteps=nsteps, nrejected=nrejected, status=status, message=msg,
-                      t_stop=t_stop, kinks=kinks, sliding_time=sliding,
-                      fallback_steps=fallback_steps, h_next=h, rho=rho_mem, ncapped=ncapped,
-                      stiff=stiff, nonfinite=nonfinite, nonstiff=nonstiff)
+                      t_stop=t_stop, kinks=ctl.kinks, sliding_time=ctl.sliding,
+                      fallback_steps=ctl.fallback_steps, h_next=h, rho=ctl.rho,
+                      ncapped=ctl.ncapped, stiff=stiff, nonfinite=nonfinite, nonstiff=nonstiff)
 
     # the outputs at the start (observed even where f is not finite: they are the state)
     k = observe_until(k0, t_eval, t, y, observe)
@@ -610,21 +718,9 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
         h = main.initial_step(t, y, f, t_eval[-1] - t)
         nfev += 1
     # (not with the kink fallback: a step of the fallback would have to interpolate too)
-    dense = (bool(dense) and low is None and main.interpolate is not None
+    dense = (bool(control.dense) and low is None and main.interpolate is not None
              and main.tableau.dense_P is not None)
-    capping = cap_safety > 0.0 and main.stiffness is not None
-    boundary = main.tableau.stability_boundary if capping else 0.0
-    memory = NO_PREVIOUS_STEP      # the last accepted unclipped step (accept_step)
-    n_stiff = n_nonstiff = n_cheaper = attempts = 0
-    if switch_back is not None:
-        if main.rho is None or main.cost is None:
-            raise ValueError("switch_back: the stepper keeps no rho and cost estimate")
-        erk_stages = SWITCH_BACK_MARGIN * switch_back.n_stages
-        erk_boundary = STABILITY_SAFETY * switch_back.stability_boundary
-        cost0 = main.cost
-    active = main
-    kink_rejections = calm = 0
-    last_cross, rejected = None, False
+    attempts = 0
     tick = observe.tick
     while k < T:
         if tick is not None:
@@ -639,30 +735,22 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
         t_new = target if clipped else t + h
         step = t_new - t
         stage_cross = False
+        active = ctl.active
         y_new, f_new, err = active.attempt(t, y, f, step)
         attempts += 1
         nfev += active.n_evals
-        if not math.isfinite(err):
-            nonfinite = rejected = True
+        nonfinite = not math.isfinite(err)
+        if nonfinite:
             nrejected += 1
-            h = step * MIN_FACTOR
+            h = ctl.nonfinite(step)
             continue
-        nonfinite = False
         crossed = 0
         if pat is not None:
             pat_new = switches()
             crossed = int(xp.count_nonzero(pat_new != pat))
         if not err < 1.0:
             nrejected += 1
-            crossed = crossed or stage_cross
-            if crossed and low is not None and active is main:
-                kink_rejections += 1
-                if kink_rejections >= KINK_REJECTIONS:
-                    active = low
-                    kink_rejections = calm = 0
-            h = step * (kink_factor(err, True) if crossed and active is low
-                        else active.factor(err, True))
-            rejected = True
+            h = ctl.reject(step, err, crossed or stage_cross)
             continue
         if stop is not None:
             g_new = stop(y_new)
@@ -675,65 +763,18 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
                 return done(FlowStatus.SUCCESS, f"; stopped at t = {t_stop:.6g}",
                             t_stop=t_stop, y_out=y_stop)
             g = g_new
-        took = active
         nsteps += 1
-        if active is low:
-            fallback_steps += 1
         if crossed:
-            kinks += crossed
-            if calm <= CALM_STEPS and last_cross is not None:
-                sliding += t_new - last_cross
-            last_cross = t_new
-            calm = 0
             pat = pat_new.copy()
-        elif stage_cross:
-            # a stage crossed while the end state did not: the step ran along a kink
-            calm = 0
-        else:
-            calm += 1
-        if active is low and calm >= CALM_STEPS:
-            active = main
-        kink_rejections = 0
-        if active is low:
-            # near a kink: a crossing step's error is first order in h, and growth is
-            # held to KINK_GROWTH (a step grown past the next crossing is rejected)
-            fac = kink_factor(err, rejected) if crossed else active.factor(err, rejected)
-            h = step * min(fac, KINK_GROWTH)
-        elif predictive:
-            h, memory = accept_step(h, step, err, active.error_exponent, active.MAX_FACTOR,
-                                    rejected, clipped, memory)
-        else:
-            h = step * active.factor(err, rejected)
-        rejected = False
-        stiff_now = False
-        if capping and took is main:
-            rho_mem = max(main.stiffness(step, y_new), STIFFNESS_MEMORY * rho_mem)
-            h_free = h
-            h = stability_cap(h, rho_mem, boundary, cap_safety)
-            ncapped += h < h_free
-            stiff_now = h * stiff_held < h_free
-        if switch_back is not None and took is main and not clipped:
-            cost = main.cost
-            h_erk = step if main.rho <= 0.0 else min(step, erk_boundary / main.rho)
-            n_cheaper = n_cheaper + 1 if erk_stages / h_erk < (cost - cost0) / step else 0
-            cost0 = cost
+        h = ctl.accept(h, step, err, clipped, crossed, stage_cross, t_new, y_new)
         if dense:
             # the outputs inside the step, while y and the stages are still the step's
             k = observe_step(k, t_eval, t, step, t_new, y_new,
                              lambda theta: main.interpolate(theta, y, y_new, step), observe)
-        f = took.accept(f_new)
+        f = active.accept(f_new)
         t, y = t_new, y_new
         k = observe_until(k, t_eval, t, y, observe)
-        if stiff_steps > 0:
-            if stiff_now:
-                n_nonstiff = 0
-                n_stiff += 1
-            else:
-                n_nonstiff += 1
-                if n_nonstiff == NONSTIFF_RESET:
-                    n_stiff = 0
-            if n_stiff >= stiff_steps and k < T:
-                return done(FlowStatus.SUCCESS, stiff=True)
-        if switch_steps > 0 and n_cheaper >= switch_steps and k < T:
-            return done(FlowStatus.SUCCESS, nonstiff=True)
+        if ctl.ends is not None and k < T:
+            return done(FlowStatus.SUCCESS, stiff=ctl.ends == "stiff",
+                        nonstiff=ctl.ends == "nonstiff")
     return done(FlowStatus.SUCCESS)
