@@ -12,13 +12,13 @@ import numpy as np
 from .. import _threads
 from .._validation import as_float_array, check_int, check_positive, check_seed
 from .curvature import HessianProducts, top_eigenvalues
-from .flow import (FlowInterrupted, PreparedFlow, _prepare, check_data, check_labels,
-                   check_record, report_failure)
+from .flow import (FlowInterrupted, PreparedFlow, Recording, SolverOptions, _prepare,
+                   check_data, check_labels, check_record, report_failure, split_keywords)
 from .methods import FlowStatus
 from .methods.base import Result
 from .models import get_model, parse_options
 from .models.mlp import check_biases
-from .network import check_weights
+from .network import check_weights, largest_layer
 from .progress import check_progress, progress_for
 
 __all__ = ["gradient_descent", "sharpness", "minibatches", "BatchOrder", "check_steps",
@@ -275,12 +275,10 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
     check_progress(progress)
     rec = check_record(record)
     k = check_int(sharpness_k, "sharpness_k", minimum=1)
-    prepared = _prepare(
-        shapes, X, Y, steps * lr, 1.0, 1e-8, 1e-12, backend, method="auto",
-        max_steps=1, first_step=None, dense=False, lr_scales=lr_scales, activation=activation,
-        biases=bs is not None, multipliers=multipliers, alpha=alpha, centered=centered,
-        loss=loss, stop=None, kink_rtol=None, record=tuple(rec), probe=probe,
-        model=model, raise_on_failure=raise_on_failure, prepared=PreparedDescent)
+    network, _, _ = split_keywords(locals())
+    prepared = _prepare(shapes, X, Y, network, SolverOptions(max_steps=1, backend=backend),
+                        Recording(steps * lr, tuple(rec), probe), biases=bs is not None,
+                        model=model, raise_on_failure=raise_on_failure, prepared=PreparedDescent)
     return prepared.configure(steps, lr, batch_size, seed, k).run(ws, bs, progress=progress)
 
 
@@ -323,6 +321,5 @@ def sharpness(weights, X, Y, *, k=1, biases=None, activation="linear", multiplie
     options = _model_keywords(shapes, activation, multipliers, alpha, centered, loss, lr_scales)
     check_labels(options, Y)
     net = get_model("mlp")(ws, bs, options).prepare(X, Y)
-    widths = [shapes[0][1]] + [s[0] for s in shapes]
-    with _threads.limited(X.shape[0] * max(a * b for a, b in zip(widths, widths[1:]))):
+    with _threads.limited(X.shape[0] * largest_layer(shapes)):
         return top_eigenvalues(HessianProducts(net), net.y0, k)

@@ -155,7 +155,8 @@ def _unstack(arrays, name, ndim, count=None, shapes=None):
             and count in (None, len(arrays))
             and all(isinstance(a, np.ndarray) and a.ndim == ndim for a in arrays)):
         return arrays
-    B = arrays[0].shape[0]
+    first, *_ = arrays
+    B = len(first)
     for i, a in enumerate(arrays):
         if a.shape[0] != B:
             raise ValueError(f"{name}[{i}] stacks {a.shape[0]} members, {name}[0] {B}")
@@ -184,7 +185,8 @@ def _stack_members(weights_list, biases_list):
                        "networks [W_1, ..., W_L] (one per member) or of L stacked "
                        "(B, N_l, N_(l-1)) arrays")
     nets = [check_weights(w, f"weights_list[{b}]") for b, w in enumerate(members)]
-    shapes = tuple(w.shape for w in nets[0])
+    first, *_ = nets
+    shapes = tuple(w.shape for w in first)
     for b, net in enumerate(nets):
         sh = tuple(w.shape for w in net)
         if sh != shapes:
@@ -226,47 +228,25 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     weights_list : sequence of B networks, or of L arrays (B, N_l, N_{l-1})
         Each member's ``[W_1, ..., W_L]`` at t = 0 (all with the same shapes), or the
         layers stacked over members; never modified.
-    X : array_like, shape (P, D)
-    Y : array_like, shape (P, C) or (P,)
-        Shared by all members.
-    t_eval : array_like, shape (T,)
-        Strictly increasing output times since initialisation, all ``>= 0``.
-    eta, rtol, atol : float
-        As for :func:`linearnets.gradient_flow` (``100 eps <= rtol < 1``, ``0 < atol < 1``),
-        the same for every member.
+    X, Y, t_eval, eta, rtol, atol
+        As for :func:`linearnets.gradient_flow`, shared by all members.
     backend : {"auto", "numpy", "numba"}
-        The backend of every member's run, as for :func:`linearnets.prepare_flow`.
     method : {"auto", "DOP853", "RK45", "SSPRK104", "BS32", "HE21"}
-        As for :func:`linearnets.gradient_flow` (``"auto"``, default: its default).
     record : collection of str
-        What :func:`linearnets.gradient_flow` records: any of ``"weights"``,
-        ``"outputs"``, ``"ntk"``, ``"modes"``, ``"conservation"``, member by member.
-    probe : ndarray, shape (Q, D), optional
-        Inputs on which ``"outputs"`` and the NTK are recorded (training inputs by default),
-        as for :func:`linearnets.gradient_flow` (a probe records both).
-    max_steps : int, optional
-        Budget of attempted steps per member.
-    first_step : float, optional
-    activation, multipliers, centered, loss, lr_scales, kink_rtol, stop, dense, gd_lr
-        As for :func:`linearnets.gradient_flow`, shared by all members (a stop ends each
-        member where it meets it).
+        Any of ``"weights"``, ``"outputs"``, ``"ntk"``, ``"modes"``, ``"conservation"``,
+        member by member (a ``probe`` records ``"outputs"`` and the NTK).
+    probe, max_steps, first_step, activation, multipliers, centered, loss, lr_scales
+    kink_rtol, stop, dense, gd_lr, model, raise_on_failure, progress
+        As for :func:`linearnets.gradient_flow`, for each member (``max_steps`` None: its
+        default; a stop ends each member where it meets it, ``"relative_loss"`` against that
+        member's loss at t = 0; ``model`` None, ``"linear"`` or ``"mlp"``); a failed member
+        warns once (:class:`~.flow.FlowWarning`) or raises :class:`~.flow.FlowError`, its
+        ``trajectory`` the :class:`EnsembleTrajectory`; one bar for the ensemble, at the
+        mean of the members' positions.
     biases_list : None, sequence of B lists ``[b_1, ..., b_{L-1}]``, or L - 1 arrays (B, N_l)
         Each member's trained hidden biases at t = 0.
     alpha : float or array_like, shape (B,)
         Output scale, one for all or one per member (each > 0).
-    stop : None, "margin", ("margin", m), ("loss", value) or ("relative_loss", r)
-        As for :func:`linearnets.gradient_flow`, for each member (``"relative_loss"``: ``r``
-        times that member's loss at t = 0).
-    model : {None, "linear", "mlp"}
-        As for :func:`linearnets.gradient_flow` (None: sufficient statistics where they
-        express the network, else raw samples).
-    raise_on_failure : bool
-        As for :func:`linearnets.gradient_flow`: a failed member warns once
-        (:class:`~.flow.FlowWarning`) or, with True, raises :class:`~.flow.FlowError`
-        (its ``trajectory`` the :class:`EnsembleTrajectory`).
-    progress : None, True or False
-        As for :func:`linearnets.gradient_flow`: one bar for the ensemble, at the mean of
-        the members' positions.
 
     Returns
     -------
@@ -311,16 +291,14 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                              f"{value!r}")
     rec = _flow.check_record(record, ENSEMBLE_RECORDABLE) | (set() if probe is None
                                                               else {"outputs"})
-    flows = {}
-    for a in dict.fromkeys(map(float, alphas)):
-        flows[a] = _flow.prepare_flow(
-            X, Y, shapes, t_eval, eta, rtol, atol, backend, method=method,
-            max_steps=_flow.DEFAULT_MAX_STEPS if max_steps is None else max_steps,
-            first_step=first_step, lr_scales=lr_scales, activation=activation,
-            biases=biases is not None, multipliers=multipliers, alpha=a, centered=centered,
-            loss=loss, kink_rtol=kink_rtol, record=tuple(rec), model=model, stop=stop,
-            probe=probe, dense=dense, gd_lr=gd_lr)
-    pf = flows[float(alphas[0])]
+    network, solver, recording = _flow.split_keywords(locals())
+    if max_steps is None:
+        solver = dataclasses.replace(solver, max_steps=_flow.DEFAULT_MAX_STEPS)
+    recording = dataclasses.replace(recording, record=tuple(rec))
+    flows = {a: _flow._prepare(shapes, X, Y, {**network, "alpha": a}, solver, recording,
+                               biases=biases is not None, model=model, gd_lr=gd_lr)
+             for a in dict.fromkeys(map(float, alphas))}
+    pf, *_ = flows.values()
     threaded = pf.backend == "numba" and B > 1
     bar = progress_for(progress, pf.t_eval, members=B)
     cancel = threading.Event()
@@ -380,21 +358,23 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         if not done:
             raise interrupt
         finished = sum(bool(tr.success) for tr in done)
-        trs = [tr if tr is not None else _unstarted(done[0], nets[b],
+        template, *_ = done
+        trs = [tr if tr is not None else _unstarted(template, nets[b],
                                                      None if biases is None else biases[b])
                for b, tr in enumerate(trs)]
+    first, *_ = trs
 
     def stack(name):
         if name == "t_stop":
             return None if stop is None else np.array(
                 [np.nan if tr.t_stop is None else tr.t_stop for tr in trs])
-        first = getattr(trs[0], name)
-        if isinstance(first, tuple):
+        value = getattr(first, name)
+        if isinstance(value, tuple):
             return tuple(np.stack(a) for a in zip(*(getattr(tr, name) for tr in trs)))
-        return None if first is None else np.array([getattr(tr, name) for tr in trs])
+        return None if value is None else np.array([getattr(tr, name) for tr in trs])
     ens = EnsembleTrajectory(
-        t=trs[0].t.copy(), status=tuple(tr.status for tr in trs),
-        message=tuple(tr.message for tr in trs), method=method, backend=trs[0].backend,
+        t=first.t.copy(), status=tuple(tr.status for tr in trs),
+        message=tuple(tr.message for tr in trs), method=method, backend=first.backend,
         model=pf.model.name, alpha=alphas, **{name: stack(name) for name in _STACKED})
     if interrupt is not None:
         raise _flow.FlowInterrupted(

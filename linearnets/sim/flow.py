@@ -7,7 +7,7 @@ import numbers
 import os
 import sys
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -23,7 +23,7 @@ from .models import get_model, parse_options, select_model
 from .curvature import HessianProducts, ModifiedFlow, top_eigenvalues
 from .models.base import Layout
 from .models.mlp import check_biases
-from .network import check_layer_sizes, check_weights
+from .network import bias_shapes, check_layer_sizes, check_weights, largest_layer, widths_of
 from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowStatus",
@@ -220,9 +220,9 @@ def check_t_eval(t_eval):
         raise ValueError("t_eval must contain at least one time")
     if t.size > 1 and not np.all(np.diff(t) > 0):
         raise ValueError("t_eval must be strictly increasing")
-    if t[0] < 0:
+    if t.min() < 0:
         raise ValueError(f"t_eval: times are measured from initialisation (the weights are the "
-                         f"state at t = 0) and must be >= 0, got {t[0]!r}")
+                         f"state at t = 0) and must be >= 0, got {t.min()!r}")
     return np.ascontiguousarray(t)
 
 
@@ -261,7 +261,7 @@ def check_data(X, Y, shapes, loss="mse"):
     if X.shape[0] < 1:
         raise ValueError("X must hold at least one sample (P >= 1 rows), got P = 0")
     Y = as_float_array(Y, "Y", ndim=(1, 2))
-    D, C = shapes[0][1], shapes[-1][0]
+    D, *_, C = widths_of(shapes)
     name = loss[0] if isinstance(loss, tuple) and loss else loss
     if name == "cross_entropy" and Y.ndim == 1 and C >= 2:
         Y = class_labels(Y, C)
@@ -303,14 +303,22 @@ def check_record(record, allowed=RECORDABLE):
         rec = frozenset(record)
     except TypeError as exc:
         raise ValueError(f"record must be a collection of names from {allowed}") from exc
-    bad = [r for r in rec if r not in allowed]
-    if bad:
-        raise ValueError(f"record: unknown quantity {bad[0]!r}; choose from {allowed}")
+    bad = next((r for r in rec if r not in allowed), None)
+    if bad is not None:
+        raise ValueError(f"record: unknown quantity {bad!r}; choose from {allowed}")
     return rec
 
 
+class Probe(NamedTuple):
+    """The inputs ``(Q, D)`` on which ``"outputs"`` and the NTK are recorded, and their
+    targets ``(Q, C)`` (the NTK's alignment) or None."""
+
+    inputs: np.ndarray
+    targets: Optional[np.ndarray]
+
+
 def check_probe(probe, D, C):
-    """``(Xp (Q, D), Yp (Q, C) or None)`` from inputs or a pair (inputs, targets)."""
+    """A :class:`Probe` from inputs ``Xp`` (Q, D) or a pair (inputs, targets ``Yp``)."""
     if isinstance(probe, tuple) and len(probe) != 2:
         raise ValueError("probe must be inputs Xp (Q, D) or a pair (Xp, Yp)")
     Xp, Yp = probe if isinstance(probe, tuple) else (probe, None)
@@ -327,7 +335,7 @@ def check_probe(probe, D, C):
         if not np.any(Yp != 0):
             raise ValueError("probe targets (the training Y when no probe is given) are all zero: "
                              "the kernel-target alignment is undefined; pass probe inputs alone")
-    return Xp, Yp
+    return Probe(Xp, Yp)
 
 
 def check_labels(options, Y):
@@ -409,9 +417,69 @@ def shapes_of(layers):
         return tuple(zip(sizes[1:], sizes[:-1]))
     shapes = tuple((check_int(r, "layers", 1), check_int(c, "layers", 1)) for r, c in shapes)
     for a, b in zip(shapes, shapes[1:]):
-        if b[1] != a[0]:
+        (rows, _), (_, cols) = a, b
+        if cols != rows:
             raise ValueError(f"layers: shape {b} does not follow {a}")
     return shapes
+
+
+@dataclass(frozen=True)
+class SolverOptions(StepperOptions):
+    """How a run integrates: the tolerances, the budget of attempted steps, the first step
+    and the fallback's rtol at kinks of :class:`~.methods.base.StepperOptions` (``kink_rtol``
+    None: ``max(rtol, KINK_RTOL)``), the method, dense output and the backend, as a front
+    end's keywords give them; :func:`check_solver` validates them (the concrete backend in
+    place of ``"auto"``)."""
+
+    max_steps: int = DEFAULT_MAX_STEPS
+    kink_rtol: Optional[float] = None
+    method: str = DEFAULT_METHOD
+    dense: bool = False
+    backend: str = "auto"
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What a run records and where (diffrax's ``SaveAt``): the output times ``t_eval``, the
+    quantities ``record`` (:data:`RECORDABLE`), the ``probe`` inputs (and targets) and the
+    ``stop`` rule, as a front end's keywords give them; validated by :func:`_prepare` (a
+    frozenset, a pair ``(Xp, Yp)``, a :class:`StopRule`)."""
+
+    t_eval: object = None
+    record: object = ()
+    probe: object = None
+    stop: object = None
+
+
+#: The network keywords of the front ends (:func:`~.models.parse_options`).
+NETWORK_KEYWORDS = ("eta", "activation", "multipliers", "alpha", "centered", "loss", "lr_scales")
+
+
+def split_keywords(given):
+    """A front end's keywords ``given`` (its ``locals()``) as ``(network keywords,
+    SolverOptions, Recording)``."""
+    def pick(names):
+        return {name: given[name] for name in names if name in given}
+    return (pick(NETWORK_KEYWORDS), SolverOptions(**pick(f.name for f in fields(SolverOptions))),
+            Recording(**pick(f.name for f in fields(Recording))))
+
+
+def check_solver(solver):
+    """``solver`` (:class:`SolverOptions`) validated, ``ValueError`` naming the argument: the
+    tolerances, ``kink_rtol``, method (None: :data:`DEFAULT_METHOD`) and ``dense``,
+    ``max_steps``, ``first_step`` and the backend's name."""
+    rtol, atol = check_tolerances(solver.rtol, solver.atol)
+    kink_rtol, first_step = solver.kink_rtol, solver.first_step
+    kink_rtol = (max(rtol, KINK_RTOL) if kink_rtol is None
+                 else float(check_positive(kink_rtol, "kink_rtol", ndim=0)))
+    method, dense = check_method(DEFAULT_METHOD if solver.method is None else solver.method,
+                                 solver.dense)
+    max_steps = check_int(solver.max_steps, "max_steps", minimum=1)
+    if first_step is not None:
+        first_step = float(check_positive(first_step, "first_step", ndim=0))
+    _backend.check_backend(solver.backend)
+    return replace(solver, rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
+                   kink_rtol=kink_rtol, method=method, dense=dense)
 
 
 class _Guard:
@@ -449,30 +517,144 @@ class _Guard:
         return True
 
 
+class _Recorder:
+    """The outputs of one run of ``flow`` (a :class:`PreparedFlow`), filled at the output
+    times by the loops (:meth:`observer`): NaN where not reached; ``n_done`` the outputs
+    recorded in full and ``y_done`` the state of the last (what an interrupted run keeps)."""
+
+    def __init__(self, flow, net, has_biases):
+        rec, xp, T, C = flow.record, flow.xp, flow.t_eval.size, flow.Y.shape[1]
+        nan = np.nan
+        self.net, self.Xo = net, flow.Xo
+        self.to_np = _backend.to_numpy if xp is not np else np.asarray
+        self.loss, self.size = np.full(T, nan), np.full(T, nan)
+        self.e2e = np.full((T, C, flow.X.shape[1]), nan) if net.linear else None
+        self.wt = tuple(np.full((T,) + s, nan) for s in flow.shapes) if "weights" in rec else None
+        self.bt = (tuple(np.full((T, r), nan) for r, _ in flow.shapes[:-1])
+                   if self.wt is not None and has_biases else None)
+        self.outs = np.full((T, flow.Xo.shape[0], C), nan) if "outputs" in rec else None
+        self.cons = np.full(T, nan) if "conservation" in rec else None
+        self.ntk = self.ntk_norm = self.ntk_align = None
+        if "ntk" in rec:
+            Xp, Yp = flow.recording.probe
+            Q = Xp.shape[0]
+            self.ntk = np.full((T, Q, Q) if C == 1 else (T, Q, Q, C, C), nan)
+            self.ntk_norm = np.full(T, nan)
+            self.ntk_align = np.full(T, nan) if Yp is not None else None
+            self.yflat = Yp.reshape(-1) if Yp is not None else None
+            self.kernel = net.probe_ntk(xp.asarray(Xp))
+        self.Xo_dev = xp.asarray(flow.Xo) if self.outs is not None and not net.linear else None
+        # a linear model's loss from its maps: cheap terms for the guard at every output,
+        # the exact loss of all maps at the end
+        self.terms = terms = net.loss_terms
+        if flow.t_eval[0] == 0.0:     # t = 0: the first output's loss
+            self.guard = _Guard(None, net.y0, flow.breakdown_rise)
+        elif flow.breakdown_rise is None:
+            self.guard = _Guard(None, net.y0, None)
+        elif terms is not None:
+            loss0, _ = terms(self.to_np(net.end_to_end(net.y0)))
+            self.guard = _Guard(loss0, net.y0)
+        else:
+            self.guard = _Guard(net.loss(net.y0), net.y0)
+        self.n_done, self.y_done = 0, net.y0
+        # "many" reads the maps alone: only where nothing else reads the states
+        self.maps_only = terms is not None and all(
+            a is None for a in (self.wt, self.outs, self.cons, self.ntk))
+
+    def observer(self, tick=None):
+        """The :class:`~.methods.base.Observer` of the loops (``tick``: the progress hook)."""
+        return Observer(self.observe, self.observe_many, tick)
+
+    def _losses(self, k, m, y):
+        if self.terms is not None:
+            self.loss[k:k + m], self.size[k:k + m] = self.terms(self.e2e[k:k + m])
+        else:
+            self.loss[k] = self.size[k] = self.net.loss(y)
+
+    def observe(self, k, y):
+        """Record output ``k``, the state ``y``."""
+        guard, net, e2e, to_np = self.guard, self.net, self.e2e, self.to_np
+        if guard.broken is not None:
+            return  # nothing is recorded once step control has broken down
+        if e2e is not None:
+            e2e[k] = to_np(net.end_to_end(y))
+        self._losses(k, 1, y)
+        if guard.rose(k, self.loss[k:k + 1], self.size[k:k + 1], y[None], to_np):
+            return
+        if self.wt is not None:
+            for a, w in zip(self.wt + (self.bt or ()),
+                            [*net.weights_of(y), *(net.biases_of(y) or ())]):
+                a[k] = to_np(w)
+        if self.outs is not None:
+            self.outs[k] = (self.Xo @ e2e[k].T if e2e is not None
+                            else to_np(net.outputs(y, self.Xo_dev)))
+        if self.cons is not None:
+            self.cons[k] = net.conservation(y, k == 0)
+        if self.ntk is not None:
+            self._ntk(k, to_np(self.kernel(y)))
+        self.n_done, self.y_done = k + 1, guard.last_y
+
+    def _ntk(self, k, K):
+        self.ntk[k] = K
+        self.ntk_norm[k] = norm = np.linalg.norm(K)
+        if self.ntk_align is not None:
+            yflat = self.yflat          # (Q C,): sample-major
+            Kmat = K if K.ndim == 2 else K.transpose(0, 2, 1, 3).reshape(yflat.size, -1)
+            denom = norm * (yflat @ yflat)
+            self.ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else np.nan
+
+    def observe_many(self, k, states):
+        """Record the outputs ``k, k + 1, ...`` of one step (dense output): the maps in one
+        call where nothing else reads the states."""
+        if not self.maps_only:
+            for i, y in enumerate(states):
+                self.observe(k + i, y)
+            return
+        guard = self.guard
+        if guard.broken is not None:
+            return
+        m = states.shape[0]
+        self.e2e[k:k + m] = self.net.end_to_end_many(states)
+        self._losses(k, m, None)
+        if not guard.rose(k, self.loss[k:k + m], self.size[k:k + m], states, self.to_np):
+            self.n_done, self.y_done = k + m, guard.last_y
+
+    def unrecorded(self, n):
+        """Outputs ``n, n + 1, ...`` back to NaN."""
+        for a in (self.loss, self.e2e, self.outs, self.cons, self.ntk, self.ntk_norm,
+                  self.ntk_align) + (self.wt or ()) + (self.bt or ()):
+            if a is not None:
+                a[n:] = np.nan
+
+
 class PreparedFlow:
     """Gradient flow of one network on one data set, ready to run from many initialisations.
 
-    Built by :func:`prepare_flow`, whose validated arguments are its attributes (``model``
-    the model class, ``backend`` the concrete one, ``xp`` its array namespace, ``Xo`` the
-    inputs of ``"outputs"``); :meth:`run` takes the parameters at t = 0.
+    Built by :func:`prepare_flow` (``_prepare``) from the weight ``shapes``, the checked data,
+    the ``model`` class that runs, the validated network ``options``, :class:`SolverOptions`
+    (the concrete backend) and :class:`Recording`; ``gd_lr``: the step of gradient descent
+    whose modified flow runs instead.  :meth:`run` takes the parameters at t = 0:
     ``gradient_flow(weights, ...)`` is ``prepare_flow(...).run(weights)``.
     """
 
     #: What runs (in failure messages); the breakdown guard's rise (None: no guard); whether
     #: a run first tests its horizon (:func:`check_horizon`).
     what, breakdown_rise, horizon_test = "gradient flow", BREAKDOWN_RISE, True
-    #: The step of gradient descent whose modified flow runs instead (None: the flow).
-    gd_lr = None
     #: How many eigenvalues ``record=("sharpness",)`` keeps.
     sharpness_k = 1
 
-    def __init__(self, **settings):
-        vars(self).update(settings)
-        X, Y, xp = self.X, self.Y, self.xp
-        self._shared = self.model.shared(self.shapes, X, Y, self.options, xp)
+    def __init__(self, shapes, X, Y, model, options, solver, recording, *, has_biases=False,
+                 raise_on_failure=False, gd_lr=None):
+        self.shapes, self.X, self.Y, self.model, self.options = shapes, X, Y, model, options
+        self.solver, self.recording, self.has_biases = solver, recording, has_biases
+        self.raise_on_failure, self.gd_lr = raise_on_failure, gd_lr
+        self.method, self.backend = solver.method, solver.backend
+        self.xp = xp = _backend.get_cupy() if solver.backend == "cupy" else np
+        self.t_eval, self.record, self.stop = recording.t_eval, recording.record, recording.stop
+        self.Xo = X if recording.probe is None else recording.probe.inputs
+        self._shared = model.shared(shapes, X, Y, options, xp)
         self._data = (X, Y) if xp is np else (xp.asarray(X), xp.asarray(Y))
-        self._layout = Layout(list(self.shapes)
-                              + [(s[0],) for s in self.shapes[:-1] if self.has_biases])
+        self._layout = Layout(list(shapes) + (bias_shapes(shapes) if has_biases else []))
         # rhs's model, its parameters at t = 0 (copies) and the last arguments validated
         self._rhs_net = self._rhs_params = self._rhs_args = None
         if "modes" in self.record:
@@ -480,9 +662,8 @@ class PreparedFlow:
             self._modes = (U, s, Vt.T.copy())
         # the largest product of an evaluation: rows (samples, or the widest layer on
         # sufficient statistics; the probe's for "ntk") times a layer's size
-        widths = [self.shapes[0][-1]] + [s[0] for s in self.shapes]     # (diagonal: (D,))
-        rows = max(widths) if self.model.linear else max(X.shape[0], self.Xo.shape[0])
-        self._work = rows * max(a * b for a, b in zip(widths, widths[1:]))
+        rows = max(widths_of(shapes)) if model.linear else max(X.shape[0], self.Xo.shape[0])
+        self._work = rows * largest_layer(shapes)
 
     def _check(self, arrays, shapes, name):
         if len(arrays) != len(shapes):
@@ -502,7 +683,7 @@ class PreparedFlow:
         if (biases0 is not None) != self.has_biases:
             raise ValueError("biases: pass them to run() exactly when the flow was prepared "
                              "with biases")
-        bs = self._check(biases0, [(s[0],) for s in self.shapes[:-1]], "biases0") \
+        bs = self._check(biases0, bias_shapes(self.shapes), "biases0") \
             if self.has_biases else None
         return ws, bs
 
@@ -539,9 +720,9 @@ class PreparedFlow:
         if weights0 is None and (centered or self._rhs_net is None):
             parts = layout.unpack(y)
             weights0, biases0 = parts[:L], parts[L:] or None
-        args = self._rhs_args
-        if weights0 is not None and (centered or args is None or weights0 is not args[0]
-                                     or biases0 is not args[1]):
+        last = self._rhs_args
+        if weights0 is not None and (centered or last is None or any(
+                a is not b for a, b in zip((weights0, biases0), last))):
             ws, bs = self._parameters(weights0, biases0)
             params = ws + (bs or [])
             if self._rhs_net is None or (centered and not all(
@@ -599,7 +780,8 @@ class PreparedFlow:
             if self.t_eval[-1] > 0.0 and self.horizon_test:
                 with np.errstate(all="ignore"):   # (an overflowing start: the run's to report)
                     f0 = net.velocity(net.y0)
-                check_horizon(float(self.t_eval[-1]), net.y0, f0, self.max_steps, self.xp)
+                check_horizon(float(self.t_eval[-1]), net.y0, f0, self.solver.max_steps,
+                              self.xp)
             with np.errstate(over="ignore", invalid="ignore"):
                 # a state that overflows is reported through the status, not through warnings
                 traj = self._trajectory(net, ws, bs, tick)
@@ -609,109 +791,22 @@ class PreparedFlow:
         return traj
 
     def _trajectory(self, net, ws, bs, tick=None):
-        rec, t_eval, xp = self.record, self.t_eval, self.xp
-        T, L, C, D = t_eval.size, len(self.shapes), self.Y.shape[1], self.X.shape[1]
-        to_np = _backend.to_numpy if xp is not np else (lambda a: a)
-        nan = np.nan
-        lossv, size = np.full(T, nan), np.full(T, nan)
-        e2e = np.full((T, C, D), nan) if net.linear else None
-        wt = tuple(np.full((T,) + s, nan) for s in self.shapes) if "weights" in rec else None
-        bt = (tuple(np.full((T, s[0]), nan) for s in self.shapes[:-1])
-              if wt is not None and bs is not None else None)
-        outs = np.full((T, self.Xo.shape[0], C), nan) if "outputs" in rec else None
-        cons = np.full(T, nan) if "conservation" in rec else None
-        if "ntk" in rec:
-            Xp, Yp = self.probe
-            Q = Xp.shape[0]
-            ntk = np.full((T, Q, Q) if C == 1 else (T, Q, Q, C, C), nan)
-            ntk_norm = np.full(T, nan)
-            ntk_align = np.full(T, nan) if Yp is not None else None
-            yflat = Yp.reshape(-1) if Yp is not None else None
-            kernel = net.probe_ntk(xp.asarray(Xp))
-        else:
-            ntk = ntk_norm = ntk_align = None
-        Xo_dev = xp.asarray(self.Xo) if outs is not None and not net.linear else None
-        # a linear model's loss from its maps: cheap terms for the guard at every output,
-        # the exact loss of all maps at the end
-        terms = net.loss_terms
-
-        def losses(k, m, y):
-            if terms is not None:
-                lossv[k:k + m], size[k:k + m] = terms(e2e[k:k + m])
-            else:
-                lossv[k] = size[k] = net.loss(y)
-
-        if t_eval[0] == 0.0:
-            guard = _Guard(None, net.y0, self.breakdown_rise)  # t = 0: the first output's loss
-        elif self.breakdown_rise is None:
-            guard = _Guard(None, net.y0, None)
-        elif terms is not None:
-            guard = _Guard(terms(to_np(net.end_to_end(net.y0)))[0], net.y0)
-        else:
-            guard = _Guard(net.loss(net.y0), net.y0)
-
-        # (outputs recorded in full, the state of the last): what an interrupted run keeps
-        done = [0, net.y0]
-
-        def observe(k, y):
-            if guard.broken is not None:
-                return  # nothing is recorded once step control has broken down
-            if e2e is not None:
-                e2e[k] = to_np(net.end_to_end(y))
-            losses(k, 1, y)
-            if guard.rose(k, lossv[k:k + 1], size[k:k + 1], y[None], to_np):
-                return
-            if wt is not None:
-                for a, w in zip(wt + (bt or ()), [*net.weights_of(y), *(net.biases_of(y) or ())]):
-                    a[k] = to_np(w)
-            if outs is not None:
-                outs[k] = self.Xo @ e2e[k].T if e2e is not None else to_np(net.outputs(y, Xo_dev))
-            if cons is not None:
-                cons[k] = net.conservation(y, k == 0)
-            if ntk is not None:
-                K = to_np(kernel(y))
-                ntk[k], ntk_norm[k] = K, np.linalg.norm(K)
-                if ntk_align is not None:
-                    Kmat = K if C == 1 else K.transpose(0, 2, 1, 3).reshape(Q * C, Q * C)
-                    denom = ntk_norm[k] * (yflat @ yflat)
-                    ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else nan
-            done[:] = k + 1, guard.last_y
-
-        def observe_many(k, states):
-            # the outputs k, k + 1, ... of one step (dense output): the maps in one call
-            # where nothing else reads the states
-            if terms is None or any(a is not None for a in (wt, outs, cons, ntk)):
-                for i, y in enumerate(states):
-                    observe(k + i, y)
-                return
-            if guard.broken is not None:
-                return
-            m = states.shape[0]
-            e2e[k:k + m] = net.end_to_end_many(states)
-            losses(k, m, None)
-            if not guard.rose(k, lossv[k:k + m], size[k:k + m], states, to_np):
-                done[:] = k + m, guard.last_y
-
-        hooks = Observer(observe, observe_many, tick)
-
-        def unrecorded(n):
-            for a in (lossv, e2e, outs, cons, ntk, ntk_norm, ntk_align) + (wt or ()) + (bt or ()):
-                if a is not None:
-                    a[n:] = nan
+        t_eval, out = self.t_eval, _Recorder(self, net, bs is not None)
         try:
-            raw, interrupt = self._integrate(net, hooks), None
+            raw, interrupt = self._integrate(net, out.observer(tick)), None
         except KeyboardInterrupt as exc:
             # the outputs recorded in full are kept (a row being written is not), the
             # state the last of them
-            interrupt, n, st = exc, done[0], FlowStatus.INTERRUPTED
+            interrupt, n, st = exc, out.n_done, FlowStatus.INTERRUPTED
             t_n = float(t_eval[n - 1]) if n > 0 else 0.0
-            raw = Result(n_done=n, t_last=t_n, y_last=done[1], nfev=0, nsteps=0, nrejected=0,
-                         status=st, message=(f"{st.message}: the outputs up to t = {t_n:.6g} "
-                                             f"({n} of {T}) are kept, later ones are NaN"))
-            unrecorded(n)
+            raw = Result(n_done=n, t_last=t_n, y_last=out.y_done, nfev=0, nsteps=0,
+                         nrejected=0, status=st,
+                         message=(f"{st.message}: the outputs up to t = {t_n:.6g} ({n} of "
+                                  f"{t_eval.size}) are kept, later ones are NaN"))
+            out.unrecorded(n)
         n, status, message = raw.n_done, raw.status, raw.message
         t_last = float(t_eval[-1]) if status.success else float(raw.t_last)
-        y_last = to_np(raw.y_last)
+        y_last, guard = out.to_np(raw.y_last), out.guard
         if guard.broken is not None and interrupt is None:
             n = guard.broken
             status, y_last = FlowStatus.BREAKDOWN, guard.last_y
@@ -719,43 +814,51 @@ class PreparedFlow:
             message = (f"{status.message}: the loss rose from {guard.loss0:.6g} at t=0 to "
                        f"{guard.loss_bad:.6g} at t={t_eval[n]:.6g}; the outputs from there on "
                        f"are not recorded (a tighter rtol or atol keeps control)")
-            unrecorded(n)
-        if terms is not None:
-            lossv[:n] = net.loss_of_map(e2e[:n])
-        tab, auto = TABLEAUX.get(self.method), _AUTO_HINT
-        if status is FlowStatus.MAX_STEPS:
-            message = message.replace(status.message,
-                                      f"{status.message} ({self.max_steps} attempted steps)", 1)
-            h, rho = raw.h_next, raw.rho
-            # the cap sets h rho = STABILITY_SAFETY boundary exactly (up to rounding)
-            if tab is not None and rho > 0.0 and h * rho >= 0.999 * STABILITY_SAFETY * \
-                    tab.stability_boundary:
-                message += (f"; the step (h={h:.3g}) was held at the stability limit of "
-                            f"converged modes (stiffness {rho:.3g}): {auto}")
-        ncapped = raw.ncapped
-        if (status.success and tab is not None and ncapped >= CAPPED_HINT_STEPS
-                and ncapped >= CAPPED_HINT_SHARE * raw.nsteps):
-            # converged modes, not accuracy, set the steps
-            message += (f"; {ncapped} of {raw.nsteps} steps were held at the stability limit "
-                        f"of converged modes: {auto}")
+            out.unrecorded(n)
+        if out.terms is not None:
+            out.loss[:n] = net.loss_of_map(out.e2e[:n])
+        message = self._hints(raw, status, message)
         host = net.layout.unpack(np.array(y_last, dtype=np.float64, copy=True))
-        U, s_modes, V = self._modes if "modes" in rec else (None, None, None)
-        modes = (np.einsum("ca,tcd,da->ta", U, e2e, V) if "modes" in rec else None)
+        L, e2e = len(self.shapes), out.e2e
+        U, s_modes, V = self._modes if "modes" in self.record else (None, None, None)
+        modes = np.einsum("ca,tcd,da->ta", U, e2e, V) if "modes" in self.record else None
         traj = Trajectory(
-            t=t_eval.copy(), loss=lossv, end_to_end=e2e, weights=tuple(host[:L]),
+            t=t_eval.copy(), loss=out.loss, end_to_end=e2e, weights=tuple(host[:L]),
             t_last=t_last, nfev=int(raw.nfev), nsteps=int(raw.nsteps),
             nrejected=int(raw.nrejected), success=status.success, status=status,
-            message=message, method=self.method, backend=self.backend, weights_t=wt,
-            modes=modes, mode_s=s_modes, mode_u=U, mode_v=V, conservation=cons, ntk=ntk,
-            ntk_norm=ntk_norm, ntk_alignment=ntk_align, dense=self.dense and net.smooth,
-            biases=tuple(host[L:]) if bs is not None else None, biases_t=bt, outputs=outs,
-            t_stop=raw.t_stop, kinks=int(raw.kinks), sliding_time=float(raw.sliding_time),
-            fallback_steps=int(raw.fallback_steps),
+            message=message, method=self.method, backend=self.backend, weights_t=out.wt,
+            modes=modes, mode_s=s_modes, mode_u=U, mode_v=V, conservation=out.cons,
+            ntk=out.ntk, ntk_norm=out.ntk_norm, ntk_alignment=out.ntk_align,
+            dense=self.solver.dense and net.smooth,
+            biases=tuple(host[L:]) if bs is not None else None, biases_t=out.bt,
+            outputs=out.outs, t_stop=raw.t_stop, kinks=int(raw.kinks),
+            sliding_time=float(raw.sliding_time), fallback_steps=int(raw.fallback_steps),
             weights0=tuple(ws), biases0=tuple(bs) if bs is not None else None)
         if interrupt is not None:
             # (the frames below, inside the loops, say nothing to the user)
             raise FlowInterrupted(f"{self.what} {message}", traj) from None
         return traj
+
+    def _hints(self, raw, status, message):
+        """``message``, with the budget, and where the stability cap held the steps the hint
+        of ``method='auto'``."""
+        tab = TABLEAUX.get(self.method)
+        if status is FlowStatus.MAX_STEPS:
+            message = message.replace(
+                status.message, f"{status.message} ({self.solver.max_steps} attempted steps)", 1)
+            h, rho = raw.h_next, raw.rho
+            # the cap sets h rho = STABILITY_SAFETY boundary exactly (up to rounding)
+            if tab is not None and rho > 0.0 and h * rho >= 0.999 * STABILITY_SAFETY * \
+                    tab.stability_boundary:
+                message += (f"; the step (h={h:.3g}) was held at the stability limit of "
+                            f"converged modes (stiffness {rho:.3g}): {_AUTO_HINT}")
+        ncapped = raw.ncapped
+        if (status.success and tab is not None and ncapped >= CAPPED_HINT_STEPS
+                and ncapped >= CAPPED_HINT_SHARE * raw.nsteps):
+            # converged modes, not accuracy, set the steps
+            message += (f"; {ncapped} of {raw.nsteps} steps were held at the stability limit "
+                        f"of converged modes: {_AUTO_HINT}")
+        return message
 
     def _sharpness_recorder(self, net, ws, bs):
         """For ``record=("sharpness",)``: the (T, k) array of the :attr:`sharpness_k` largest
@@ -797,10 +900,8 @@ class PreparedFlow:
             stop = StopEvent(lambda y: rule.value - float(xp.min(net.margins(y))), rule)
         else:
             stop = StopEvent(lambda y: net.loss(y) - rule.value, rule)
-        opts = StepperOptions(rtol=self.rtol, atol=self.atol, max_steps=self.max_steps,
-                              first_step=self.first_step, kink_rtol=self.kink_rtol)
-        return run_method(self.method, net, net.y0, self.t_eval, opts, observe,
-                          backend=self.backend, xp=xp, dense=self.dense, stop=stop)
+        return run_method(self.method, net, net.y0, self.t_eval, self.solver, observe,
+                          backend=self.backend, xp=xp, dense=self.solver.dense, stop=stop)
 
 
 def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
@@ -833,29 +934,22 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
     """
     shapes = shapes_of(layers)
     X, Y = check_data(X, Y, shapes, loss)
-    given = {k: v for k, v in locals().items() if k not in ("X", "Y", "layers", "shapes")}
-    return _prepare(shapes, X, Y, **given)
+    return _prepare(shapes, X, Y, *split_keywords(locals()), biases=biases, model=model,
+                    raise_on_failure=raise_on_failure, gd_lr=gd_lr)
 
 
-def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_steps, first_step,
-             dense, lr_scales, activation, biases, multipliers, alpha, centered, loss, stop,
-             kink_rtol, record, probe, model, raise_on_failure, gd_lr=None, prepared=None):
-    # prepare_flow on shapes and data already checked (check_data)
-    t_eval = check_t_eval(t_eval)
-    options = parse_options(len(shapes), activation=activation, multipliers=multipliers,
-                            alpha=alpha, centered=centered, loss=loss, lr_scales=lr_scales,
-                            eta=float(check_positive(eta, "eta", ndim=0)))
+def _prepare(shapes, X, Y, network, solver, recording, *, biases=False, model=None,
+             raise_on_failure=False, gd_lr=None, prepared=PreparedFlow):
+    """A ``prepared`` (:class:`PreparedFlow` or a subclass) on weight ``shapes`` and data
+    already checked (:func:`check_data`), from the ``network`` keywords
+    (:data:`NETWORK_KEYWORDS`), ``solver`` and ``recording`` as the front ends give them."""
+    t_eval = check_t_eval(recording.t_eval)
+    eta = float(check_positive(network.get("eta", 1.0), "eta", ndim=0))
+    options = parse_options(len(shapes), **{**network, "eta": eta})
     has_biases = biases is not None and biases is not False
-    stop = check_stop(stop, options, Y)
-    rtol, atol = check_tolerances(rtol, atol)
-    kink_rtol = (max(rtol, KINK_RTOL) if kink_rtol is None
-                 else float(check_positive(kink_rtol, "kink_rtol", ndim=0)))
-    method, dense = check_method(DEFAULT_METHOD if method is None else method, dense)
-    max_steps = check_int(max_steps, "max_steps", minimum=1)
-    first_step = (None if first_step is None
-                  else float(check_positive(first_step, "first_step", ndim=0)))
-    _backend.check_backend(backend)
-    rec = check_record(record)
+    stop = check_stop(recording.stop, options, Y)
+    solver = check_solver(solver)
+    rec = check_record(recording.record)
     cls = select_model(options, has_biases) if model is None else get_model(model)
     if "sharpness" in rec and cls.name not in ("mlp", "linear"):
         raise ValueError(f"record: 'sharpness' exists for the networks of the 'mlp' and "
@@ -870,24 +964,21 @@ def _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, *, method, max_step
         bad = "modes" if "modes" in rec else "conservation"
         raise ValueError(f"record: {bad!r} exists only for a linear network (activation="
                          f"'linear', no biases), got activation={options.activation!r}")
+    probe = recording.probe
     if probe is not None or "ntk" in rec:
         probe = check_probe(probe if probe is not None else (X, Y), X.shape[1], Y.shape[1])
         rec = rec | {"ntk"}
-    Xo = X if probe is None else probe[0]
-    concrete = _backend.resolve_backend(backend, max(max(s) for s in shapes), _backend.BACKENDS)
-    xp = _backend.get_cupy() if concrete == "cupy" else np
+    concrete = _backend.resolve_backend(solver.backend, max(max(s) for s in shapes),
+                                        _backend.BACKENDS)
     if concrete == "numba" and gd_lr is not None:
         concrete = "numpy"          # the modified flow: the numpy model's exact products
     if concrete == "numba":
         # a model's compiled twin; a model without one runs its numpy reference
         cls, concrete = (cls.numba_model, "numba") if cls.numba_model is not None \
             else (cls, "numpy")
-    return (prepared or PreparedFlow)(
-        shapes=shapes, X=X, Y=Y, t_eval=t_eval, model=cls, options=options,
-        has_biases=has_biases, method=method, backend=concrete, xp=xp, rtol=rtol, atol=atol,
-        max_steps=max_steps, first_step=first_step, dense=dense, stop=stop,
-        kink_rtol=kink_rtol, record=rec, probe=probe, Xo=Xo,
-        raise_on_failure=bool(raise_on_failure), gd_lr=gd_lr)
+    return prepared(shapes, X, Y, cls, options, replace(solver, backend=concrete),
+                    Recording(t_eval, rec, probe, stop), has_biases=has_biases,
+                    raise_on_failure=bool(raise_on_failure), gd_lr=gd_lr)
 
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
@@ -1001,10 +1092,5 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     bs = check_biases(biases, shapes)
     check_method(method, dense)
     check_progress(progress)
-    return _prepare(shapes, X, Y, t_eval, eta, rtol, atol, backend, method=method,
-                    max_steps=max_steps, first_step=first_step, dense=dense,
-                    lr_scales=lr_scales, activation=activation, biases=bs is not None,
-                    multipliers=multipliers, alpha=alpha, centered=centered, loss=loss,
-                    stop=stop, kink_rtol=kink_rtol, record=record, probe=probe,
-                    model=model, raise_on_failure=raise_on_failure,
-                    gd_lr=gd_lr).run(ws, bs, progress=progress)
+    return _prepare(shapes, X, Y, *split_keywords(locals()), biases=bs is not None, model=model,
+                    raise_on_failure=raise_on_failure, gd_lr=gd_lr).run(ws, bs, progress=progress)

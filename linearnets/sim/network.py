@@ -14,6 +14,24 @@ __all__ = ["init_network", "init_balanced", "forward", "end_to_end", "check_weig
            "check_layer_sizes"]
 
 
+def widths_of(shapes):
+    """The widths ``(D, N_1, ..., C)`` of the weight shapes ``(N_l, N_{l-1})`` (a diagonal
+    network's ``(D,)``: ``(D, D, D)``)."""
+    first, *_ = shapes
+    return (first[-1],) + tuple(rows for rows, *_ in shapes)
+
+
+def largest_layer(shapes):
+    """The largest ``N_l N_{l-1}`` of the weight shapes (a layer's products per row)."""
+    widths = widths_of(shapes)
+    return max(a * b for a, b in zip(widths, widths[1:]))
+
+
+def bias_shapes(shapes):
+    """The shapes ``(N_l,)`` of the hidden biases ``b_1, ..., b_{L-1}``."""
+    return [(rows,) for rows, *_ in shapes[:-1]]
+
+
 def check_weights(weights, name="weights"):
     """C-contiguous float64 *copies* of the layers: a non-empty sequence of finite 2-D arrays
     whose shapes chain (``W_{l+1}.shape[1] == W_l.shape[0]``), else ``ValueError``."""
@@ -197,8 +215,9 @@ def forward(weights, X, *, activation="linear", biases=None, multipliers=None, a
     """
     X = check_matrix(X, "X")
     ws = check_weights(weights)
-    if X.shape[1] != ws[0].shape[1]:
-        raise ValueError(f"X has {X.shape[1]} columns but the network expects D={ws[0].shape[1]}")
+    W1, *_ = ws
+    if X.shape[1] != W1.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns but the network expects D={W1.shape[1]}")
     if (isinstance(activation, str) and activation == "linear" and biases is None
             and multipliers is None and not isinstance(alpha, bool) and alpha == 1.0
             and centered is False and weights0 is None and biases0 is None):

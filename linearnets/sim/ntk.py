@@ -23,7 +23,8 @@ def _ntk_blocks(ws, X1, X2):
     top = int(expo.max())
     tops = [np.eye(C)]          # tops[l] = W_L ... W_{l+2} (0-based: ws[L-1] ... ws[l+1])
     for w in ws[:0:-1]:
-        tops.insert(0, tops[0] @ w)
+        tops.append(tops[-1] @ w)
+    tops.reverse()
     K = np.zeros((X1.shape[0], X2.shape[0], C, C))
     H1, H2 = X1, X2
     for l, (w, A) in enumerate(zip(ws, tops)):
@@ -65,7 +66,8 @@ def empirical_ntk(weights, X1, X2, *, activation="linear", biases=None, multipli
            [0., 1.]])
     """
     ws = check_weights(weights)
-    X1, X2, D = check_matrix(X1, "X1"), check_matrix(X2, "X2"), ws[0].shape[1]
+    W1, *_ = ws
+    X1, X2, D = check_matrix(X1, "X1"), check_matrix(X2, "X2"), W1.shape[1]
     for X, nm in ((X1, "X1"), (X2, "X2")):
         if X.shape[1] != D:
             raise ValueError(f"{nm} has {X.shape[1]} columns but the network expects D={D}")

@@ -125,7 +125,7 @@ def progress_for(progress, outputs, members=1, label="t", desc="gradient flow"):
     outputs = np.asarray(outputs, dtype=np.float64)
     end = float(outputs[-1])
     pos = outputs[outputs > 0]
-    lo = float(pos[0]) if pos.size else 0.0
+    lo = float(pos.min()) if pos.size else 0.0
     log_from = lo if pos.size and math.log10(end / lo) >= LOG_DECADES else None
     return Progress(show, end, log_from=log_from, members=members, label=label, desc=desc)
 

@@ -34,8 +34,8 @@ class DiagonalNet(Model):
         if len(weights) != 2:
             raise ValueError(f"weights: the 'diagonal' model takes [w_plus, w_minus], got "
                              f"{len(weights)} arrays")
-        wp = as_float_array(weights[0], "w_plus", ndim=1)
-        wm = as_float_array(weights[1], "w_minus", ndim=1)
+        wp, wm = (as_float_array(w, name, ndim=1)
+                  for w, name in zip(weights, ("w_plus", "w_minus")))
         if wp.shape != wm.shape:
             raise ValueError(f"w_plus {wp.shape} and w_minus {wm.shape} must have the same shape")
         if (options.activation != "linear" or options.loss != "mse" or options.alpha != 1.0
@@ -143,7 +143,8 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
     -------
     DiagonalTrajectory
     """
-    from ..flow import PreparedFlow, StopRule, check_t_eval, check_tolerances
+    from ..flow import (PreparedFlow, Recording, SolverOptions, StopRule, check_t_eval,
+                        check_tolerances)
     from ..methods import STEPPERS
     X = check_matrix(X, "X")
     P, D = X.shape
@@ -162,12 +163,10 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
     rtol, atol = check_tolerances(rtol, atol)
     stop = None if stop_loss is None else StopRule(
         "loss", float(check_positive(stop_loss, "stop_loss", ndim=0)))
-    tr = PreparedFlow(shapes=((D,), (D,)), X=X, Y=y[:, None], t_eval=t_eval, model=DiagonalNet,
-                      options=options, has_biases=False, method=method, backend="numpy", xp=np,
-                      rtol=rtol, atol=atol, max_steps=check_int(max_steps, "max_steps", 1),
-                      first_step=None, dense=False, stop=stop, kink_rtol=rtol,
-                      record=frozenset(), probe=None, Xo=X,
-                      raise_on_failure=False).run(weights, report=False)
+    solver = SolverOptions(rtol=rtol, atol=atol, max_steps=check_int(max_steps, "max_steps", 1),
+                           kink_rtol=rtol, method=method, backend="numpy")
+    tr = PreparedFlow(((D,), (D,)), X, y[:, None], DiagonalNet, options, solver,
+                      Recording(t_eval, frozenset(), None, stop)).run(weights, report=False)
     return DiagonalTrajectory(t=tr.t, beta=tr.end_to_end[:, 0], loss=tr.loss, w_plus=tr.weights[0],
                               w_minus=tr.weights[1], nfev=tr.nfev, success=tr.success,
                               message=tr.message)
