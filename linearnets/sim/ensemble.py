@@ -37,35 +37,16 @@ class EnsembleTrajectory:
     ----------
     t : ndarray, shape (T,)
         The output times, since initialisation.
-    loss : ndarray, shape (B, T)
-        Each member's training loss ``(1/(alpha_b^2 P)) sum_mu l(F_b(x_mu), y_mu)``.
-    end_to_end : ndarray, shape (B, T, C, D), or None
-        ``x -> F_b(x)`` for linear activations without biases (None otherwise).
-    outputs : ndarray, shape (B, T, Q, C), or None
-        ``F_b`` on the probe inputs (the training inputs without a probe), with
-        ``record=("outputs",)``.
-    weights : tuple of ndarray (B, N_l, N_{l-1})
-        Each member's final weights.
-    biases : tuple of ndarray (B, N_l), or None
-    weights_t, biases_t : tuple of ndarray (B, T, ...), or None
-        With ``record=("weights",)``.
-    weights0, biases0 : tuple of ndarray (B, ...), or None
-        The parameters at t = 0.
+    loss, end_to_end, outputs, weights, biases, weights_t, biases_t, weights0, biases0
+    t_last, nfev, nsteps, nrejected, success, kinks, sliding_time, fallback_steps
+    ntk, ntk_norm, ntk_alignment, modes, mode_s, mode_u, mode_v, conservation
+        The fields of :class:`~linearnets.sim.flow.Trajectory`, stacked over the members
+        (a leading axis B; tuples of such arrays), None where not recorded: ``loss`` (B,
+        T) the training loss ``(1/(alpha_b^2 P)) sum_mu l(F_b(x_mu), y_mu)``,
+        ``end_to_end`` (B, T, C, D) for linear activations without biases.
+    status, message : tuple of FlowStatus, tuple of str
     alpha : ndarray, shape (B,)
         Each member's output scale.
-    t_last : ndarray, shape (B,)
-        Time of each member's final weights (``t[-1]`` on success).
-    nfev, nsteps, nrejected : ndarray of int, shape (B,)
-        Per member: evaluations of its gradient, accepted and rejected steps.
-    success : ndarray of bool, shape (B,)
-    status : tuple of FlowStatus
-    message : tuple of str
-    kinks, fallback_steps : ndarray of int (B,); sliding_time : ndarray (B,)
-        As :class:`~linearnets.sim.flow.Trajectory`, per member.
-    ntk, ntk_norm, ntk_alignment : ndarray (B, T, Q, Q[, C, C]), (B, T), (B, T), or None
-        With ``record=("ntk",)`` or a probe, as :class:`~linearnets.sim.flow.Trajectory`.
-    modes, mode_s, mode_u, mode_v, conservation : ndarray (B, ...), or None
-        With ``record=("modes",)`` / ``("conservation",)`` (linear networks).
     t_stop : ndarray, shape (B,), or None
         With ``stop=``: the time each member met the stop (NaN where it did not).
     method, backend, model : str
@@ -293,8 +274,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                                                               else {"outputs"})
     network, solver, recording = _flow.split_keywords(locals())
     if max_steps is None:
-        solver = dataclasses.replace(solver, max_steps=_flow.DEFAULT_MAX_STEPS)
-    recording = dataclasses.replace(recording, record=tuple(rec))
+        solver = solver._replace(max_steps=_flow.DEFAULT_MAX_STEPS)
+    recording = recording._replace(record=tuple(rec))
     flows = {a: _flow._prepare(shapes, X, Y, {**network, "alpha": a}, solver, recording,
                                biases=biases is not None, model=model, gd_lr=gd_lr)
              for a in dict.fromkeys(map(float, alphas))}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import os
 import sys
 import warnings
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 from .. import _threads
 from .. import backend as _backend
 from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
-from .methods import METHODS, FlowStatus, StepperOptions
+from .methods import METHODS, FlowStatus
 from .methods import run as run_method
 from .methods.base import STABILITY_SAFETY, Observer, Result, StopEvent
 from .methods.tableaux import TABLEAUX
@@ -220,9 +221,10 @@ def check_t_eval(t_eval):
         raise ValueError("t_eval must contain at least one time")
     if t.size > 1 and not np.all(np.diff(t) > 0):
         raise ValueError("t_eval must be strictly increasing")
-    if t.min() < 0:
+    start = t[0]
+    if start < 0:
         raise ValueError(f"t_eval: times are measured from initialisation (the weights are the "
-                         f"state at t = 0) and must be >= 0, got {t.min()!r}")
+                         f"state at t = 0) and must be >= 0, got {start!r}")
     return np.ascontiguousarray(t)
 
 
@@ -423,27 +425,27 @@ def shapes_of(layers):
     return shapes
 
 
-@dataclass(frozen=True)
-class SolverOptions(StepperOptions):
-    """How a run integrates: the tolerances, the budget of attempted steps, the first step
-    and the fallback's rtol at kinks of :class:`~.methods.base.StepperOptions` (``kink_rtol``
-    None: ``max(rtol, KINK_RTOL)``), the method, dense output and the backend, as a front
-    end's keywords give them; :func:`check_solver` validates them (the concrete backend in
-    place of ``"auto"``)."""
+class SolverOptions(NamedTuple):
+    """How a run integrates: the fields of :class:`~.methods.base.StepperOptions` (the
+    tolerances, the budget of attempted steps, the first step and the fallback's rtol at
+    kinks, None: ``max(rtol, KINK_RTOL)``), the method, dense output and the backend, as a
+    front end's keywords give them; :func:`check_solver` validates them."""
 
+    rtol: float = 1e-8
+    atol: float = 1e-12
     max_steps: int = DEFAULT_MAX_STEPS
+    first_step: Optional[float] = None
     kink_rtol: Optional[float] = None
     method: str = DEFAULT_METHOD
     dense: bool = False
     backend: str = "auto"
 
 
-@dataclass(frozen=True)
-class Recording:
+class Recording(NamedTuple):
     """What a run records and where (diffrax's ``SaveAt``): the output times ``t_eval``, the
     quantities ``record`` (:data:`RECORDABLE`), the ``probe`` inputs (and targets) and the
     ``stop`` rule, as a front end's keywords give them; validated by :func:`_prepare` (a
-    frozenset, a pair ``(Xp, Yp)``, a :class:`StopRule`)."""
+    frozenset, a :class:`Probe`, a :class:`StopRule`)."""
 
     t_eval: object = None
     record: object = ()
@@ -455,13 +457,15 @@ class Recording:
 NETWORK_KEYWORDS = ("eta", "activation", "multipliers", "alpha", "centered", "loss", "lr_scales")
 
 
+_KEYWORDS = tuple(operator.itemgetter(*names)
+                  for names in (NETWORK_KEYWORDS, SolverOptions._fields, Recording._fields))
+
+
 def split_keywords(given):
     """A front end's keywords ``given`` (its ``locals()``) as ``(network keywords,
     SolverOptions, Recording)``."""
-    def pick(names):
-        return {name: given[name] for name in names if name in given}
-    return (pick(NETWORK_KEYWORDS), SolverOptions(**pick(f.name for f in fields(SolverOptions))),
-            Recording(**pick(f.name for f in fields(Recording))))
+    network, solver, recording = (pick(given) for pick in _KEYWORDS)
+    return dict(zip(NETWORK_KEYWORDS, network)), SolverOptions(*solver), Recording(*recording)
 
 
 def check_solver(solver):
@@ -478,8 +482,8 @@ def check_solver(solver):
     if first_step is not None:
         first_step = float(check_positive(first_step, "first_step", ndim=0))
     _backend.check_backend(solver.backend)
-    return replace(solver, rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
-                   kink_rtol=kink_rtol, method=method, dense=dense)
+    return SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
+                         kink_rtol=kink_rtol, method=method, dense=dense, backend=solver.backend)
 
 
 class _Guard:
@@ -632,8 +636,8 @@ class PreparedFlow:
 
     Built by :func:`prepare_flow` (``_prepare``) from the weight ``shapes``, the checked data,
     the ``model`` class that runs, the validated network ``options``, :class:`SolverOptions`
-    (the concrete backend) and :class:`Recording`; ``gd_lr``: the step of gradient descent
-    whose modified flow runs instead.  :meth:`run` takes the parameters at t = 0:
+    and :class:`Recording`, the concrete ``backend``; ``gd_lr``: the step of gradient
+    descent whose modified flow runs instead.  :meth:`run` takes the parameters at t = 0:
     ``gradient_flow(weights, ...)`` is ``prepare_flow(...).run(weights)``.
     """
 
@@ -643,13 +647,13 @@ class PreparedFlow:
     #: How many eigenvalues ``record=("sharpness",)`` keeps.
     sharpness_k = 1
 
-    def __init__(self, shapes, X, Y, model, options, solver, recording, *, has_biases=False,
-                 raise_on_failure=False, gd_lr=None):
+    def __init__(self, shapes, X, Y, model, options, solver, recording, *, backend="numpy",
+                 has_biases=False, raise_on_failure=False, gd_lr=None):
         self.shapes, self.X, self.Y, self.model, self.options = shapes, X, Y, model, options
         self.solver, self.recording, self.has_biases = solver, recording, has_biases
         self.raise_on_failure, self.gd_lr = raise_on_failure, gd_lr
-        self.method, self.backend = solver.method, solver.backend
-        self.xp = xp = _backend.get_cupy() if solver.backend == "cupy" else np
+        self.method, self.backend = solver.method, backend
+        self.xp = xp = _backend.get_cupy() if backend == "cupy" else np
         self.t_eval, self.record, self.stop = recording.t_eval, recording.record, recording.stop
         self.Xo = X if recording.probe is None else recording.probe.inputs
         self._shared = model.shared(shapes, X, Y, options, xp)
@@ -976,8 +980,8 @@ def _prepare(shapes, X, Y, network, solver, recording, *, biases=False, model=No
         # a model's compiled twin; a model without one runs its numpy reference
         cls, concrete = (cls.numba_model, "numba") if cls.numba_model is not None \
             else (cls, "numpy")
-    return prepared(shapes, X, Y, cls, options, replace(solver, backend=concrete),
-                    Recording(t_eval, rec, probe, stop), has_biases=has_biases,
+    return prepared(shapes, X, Y, cls, options, solver, Recording(t_eval, rec, probe, stop),
+                    backend=concrete, has_biases=has_biases,
                     raise_on_failure=bool(raise_on_failure), gd_lr=gd_lr)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 from numba.extending import register_jitable
@@ -368,8 +368,7 @@ class Stepper:
                                    self.xp, timed=True, interval=h_max)
 
 
-@dataclass(frozen=True)
-class StepperOptions:
+class StepperOptions(NamedTuple):
     """Settings of :func:`integrate`: tolerances, the budget of attempted steps, the first
     step (None: chosen) and the fallback stepper's relative tolerance at kinks (>= rtol)."""
 

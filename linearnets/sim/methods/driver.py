@@ -147,7 +147,8 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, run, tests=_NO_TESTS, 
 def run(method, net, y0, t_eval, opts, observe, *, backend="numpy", xp=np, dense=False,
         stop=None, t0=0.0):
     """Integrate model ``net`` from ``y0`` at ``t0`` onto ``t_eval`` with ``method``: a
-    :class:`~.base.Result` (``opts``: :class:`~.base.StepperOptions`)."""
+    :class:`~.base.Result` (``opts``: :class:`~.base.StepperOptions`, or a named tuple with
+    its fields such as :class:`~linearnets.sim.flow.SolverOptions`)."""
     settings = RunSettings(backend, xp, dense, stop)
     if method == "auto":
         return auto(net, y0, t_eval, opts, observe, settings, t0=t0)
@@ -176,7 +177,7 @@ def auto(net, y0, t_eval, opts, observe, run=_NUMPY_RUN, t0=0.0):
     nfev = nsteps = nrej = ncapped = switches = tries = 0
     method, path, stiff_at = pair, [pair], None
     while True:
-        o = replace(opts, max_steps=opts.max_steps - nsteps - nrej, first_step=h)
+        o = opts._replace(max_steps=opts.max_steps - nsteps - nrej, first_step=h)
         test = (StepControl(switch_back=SSPRK104) if method == "ROS34PW2"
                 else StepControl(stiff_steps=ROSENBROCK_STEPS * SWITCH_BACKOFF ** tries,
                                  stiff_held=ROSENBROCK_HELD) if method == "SSPRK104"

@@ -164,7 +164,7 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
     stop = None if stop_loss is None else StopRule(
         "loss", float(check_positive(stop_loss, "stop_loss", ndim=0)))
     solver = SolverOptions(rtol=rtol, atol=atol, max_steps=check_int(max_steps, "max_steps", 1),
-                           kink_rtol=rtol, method=method, backend="numpy")
+                           kink_rtol=rtol, method=method)
     tr = PreparedFlow(((D,), (D,)), X, y[:, None], DiagonalNet, options, solver,
                       Recording(t_eval, frozenset(), None, stop)).run(weights, report=False)
     return DiagonalTrajectory(t=tr.t, beta=tr.end_to_end[:, 0], loss=tr.loss, w_plus=tr.weights[0],
