@@ -13,8 +13,8 @@ Each case runs in a fresh Python process over an empty kernel cache
   linearnets warmup`` itself, cold and warm.
 
 Cases: ``import`` (``import linearnets``), ``tour`` (README.md's python blocks),
-``auto`` (``gradient_flow(..., method="auto")`` to t = 1e8 on the network of
-issue-style "train to convergence": ``scalar_teacher(40, 10, 2.0)``,
+``auto`` (``gradient_flow(..., method="auto")`` to t = 1e8, training to convergence
+on ``scalar_teacher(40, 10, 2.0)``,
 ``init_network((10, 20, 20, 1), 0.1)``), ``warmup`` itself, and with ``--verify``
 ``python -m linearnets verify --no-figures`` (slow).  Prints seconds (wall clock of
 the whole process, interpreter start included), the number of kernels each process
