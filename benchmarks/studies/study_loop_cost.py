@@ -96,13 +96,13 @@ def parts(ops, repeats):
     """Per-call times (us) of the kernels of SSPRK104's low-storage loop on ``ops.data``."""
     from linearnets.sim.models import _linear_kernels as lk
     d = ops.data
-    q1, q2, at, g = d[0], d[1], d[2], d[3]
-    Sxx, Syx, _, rows, cols, offs, _, aoff, _, goff, WT, SW, tbuf = d[14]
+    q1, q2, at, g = d[:4]
+    Sxx, Syx, _, lay, _, _, scratch = d[-1]
     y = ops.f0.copy() * 0.0 + 0.01
     y_new = y + 1e-6
 
     def chains():
-        lk.chains(q1, Sxx, Syx, rows, cols, offs, at[3], aoff, g[3], goff, WT, SW, tbuf)
+        lk.chains(q1, Sxx, Syx, lay, at[3], g[3], scratch)
 
     def add():
         lk.add_stage(q2, 1e-9, 3, d)

@@ -132,11 +132,9 @@ def hand_rhs(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
 
 
 @njit(cache=True)
-def _loop_blas(n, y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW,
-               tbuf):
+def _loop_blas(n, y, out, Sxx, Syx, eta_l, lay, abuf, gbuf, scratch):
     for _ in range(n):
-        _kernels.rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
-                          WT, SW, tbuf)
+        _kernels.rhs_flat(y, out, Sxx, Syx, eta_l, lay, abuf, gbuf, scratch)
 
 
 @njit(cache=True)

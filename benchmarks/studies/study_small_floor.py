@@ -64,8 +64,8 @@ def _gradient(loops, y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf
     if loops:
         hand_rhs(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, wend)
     else:
-        _kernels.rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
-                          WT, SW, tbuf)
+        _kernels.rhs_flat(y, out, Sxx, Syx, eta_l, (rows, cols, offs, aoff, goff), abuf, gbuf,
+                          (WT, SW, tbuf))
 
 
 @njit(cache=True)
@@ -149,8 +149,10 @@ def main():
     C, D = problem.Syx.shape
     args = numba_rhs_args(problem)
     rows, cols, offs, aoff, goff = chain_layout(problem)
-    # numba_rhs_args: Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf
-    kargs = args + (np.empty((C, D)),)
+    # numba_rhs_args: Sxx, Syx, eta_l, lay, abuf, gbuf, (WT, SW, tbuf), flattened here
+    Sxx, Syx, eta_l, _, abuf, gbuf, (WT, SW, tbuf) = args
+    kargs = (Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf,
+             np.empty((C, D)))
     s = RK45.n_stages
     bufs = (np.empty((s + 1, n)), np.empty(n), np.empty(n), np.empty(n))
     A, b, e = (np.ascontiguousarray(a, dtype=np.float64) for a in (RK45.A, RK45.b, RK45.e))

@@ -124,9 +124,10 @@ def test_rhs_any_widths_numpy_and_numba(sizes, P, seed):
     aoff = np.concatenate(([0], np.cumsum(C * rows)))
     goff = np.concatenate(([0], np.cumsum(C * cols)))
     out = np.empty_like(y)
-    _kernels.rhs_flat(y, out, prob.Sxx, prob.Syx, prob.eta_l, rows, cols, prob.offsets,
-                      np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff, np.empty((D, C)),
-                      np.empty((D, C)), np.empty(2 * C * max(max(sh) for sh in prob.shapes)))
+    lay = (rows, cols, prob.offsets, aoff, goff)
+    _kernels.rhs_flat(y, out, prob.Sxx, prob.Syx, prob.eta_l, lay, np.empty(aoff[-1]),
+                      np.empty(goff[-1]), (np.empty((D, C)), np.empty((D, C)),
+                                           np.empty(2 * C * max(max(sh) for sh in prob.shapes))))
     assert np.abs(out - ref).max() <= 1e-12 * scale
 
 

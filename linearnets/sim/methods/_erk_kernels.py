@@ -11,8 +11,8 @@ functions: always ``rhs(y, out, data)`` (``dy/dt`` at ``y`` (n,) into ``out`` (n
 ``data`` is one tuple of the model's arrays, passed through untouched), a piecewise-smooth
 model's switch functions, a stop function, or a stage store (the linear network's factored
 stages).  A loop built without switches has no kink code, one without a stop no stop code.
-The returned ``@njit(nogil=True)`` dispatcher has the signature :data:`ERK_ADVANCE_ARGS` and
-is not cached by itself: a model calls it from a module-level ``@njit(cache=True,
+The returned ``@njit(nogil=True)`` dispatcher (its arguments: :func:`make_erk_advance`) is
+not cached by itself: a model calls it from a module-level ``@njit(cache=True,
 nogil=True)`` entry point of its own module, which numba caches with the loop and the
 model's functions compiled in (``models/_linear_kernels.erk_advance``,
 ``models/_mlp_kernels.erk_advance_smooth``); a dispatcher passed as an *argument* to a
@@ -31,11 +31,8 @@ from .base import (accept_step, error_norm, kink_factor, stability_cap, step_fac
 
 __all__ = ["accept_into", "sumsq", "capped_step", "count_stiff", "PENDING", "STIFF",
            "step_guard", "exchange", "settle", "hold_step", "stage_state", "stage_states",
-           "make_erk_advance", "ERK_ADVANCE_ARGS", "STOPPED", "error_norm"]
-
-#: The arguments of a loop built by :func:`make_erk_advance`, in order.
-ERK_ADVANCE_ARGS = ("y", "K", "y_new", "th", "t_target", "t_out", "stats", "max_steps", "tab",
-                    "low", "ctl", "wd", "stiff", "pat", "ybuf", "data")
+           "make_erk_advance", "STOPPED", "error_norm", "kink_rejection", "kink_accepted",
+           "dense_stiffness_sums"]
 
 
 @njit(cache=True, inline="always")
@@ -151,6 +148,66 @@ def stage_states(y, K, W, h, out):
 
 
 @njit(cache=True, inline="always")
+def dense_stiffness_sums(K, y_new, wd, s):
+    """``(num, dd, ref, yy)`` of :func:`stiffness_estimate` from an accepted step's stage rows
+    ``K``, as ``methods.erk.ExplicitRK``."""
+    num = 0.0
+    dd = 0.0
+    ref = 0.0
+    yy = 0.0
+    for m in range(y_new.shape[0]):
+        yy += y_new[m] * y_new[m]
+        ref += K[0, m] * K[0, m]
+        dv = K[s, m] - K[s - 1, m]
+        num += dv * dv
+        acc = 0.0
+        for j in range(s):
+            if wd[j] != 0.0:
+                acc += wd[j] * K[j, m]
+        dd += acc * acc
+    return num, dd, ref, yy
+
+
+@njit(cache=True, inline="always")
+def kink_rejection(th, on_low, max_rejections):
+    """A step rejected across a switch, counted on the primary pair: after ``max_rejections``
+    in a row the loop turns to the fallback pair.  Returns whether it is on the fallback."""
+    if on_low:
+        return True
+    th[S.KINK_REJ] += 1.0
+    if th[S.KINK_REJ] < max_rejections:
+        return False
+    th[S.ACTIVE] = 1.0
+    th[S.KINK_REJ] = 0.0
+    th[S.CALM] = 0.0
+    return True
+
+
+@njit(cache=True, inline="always")
+def kink_accepted(th, stats, on_low, crossed, stage_crossed, t_new, calm_max):
+    """The counts, sliding time and calm steps after a step accepted at ``t_new`` with
+    ``crossed`` switches at its end; back to the primary pair after ``calm_max`` calm steps.
+    Returns whether the loop stays on the fallback."""
+    if on_low:
+        stats[S.FALLBACK_STEPS] += 1
+    if crossed > 0:
+        stats[S.KINKS] += crossed
+        if th[S.CALM] <= calm_max and not np.isnan(th[S.LAST_CROSS]):
+            th[S.SLIDING] += t_new - th[S.LAST_CROSS]
+        th[S.LAST_CROSS] = t_new
+        th[S.CALM] = 0.0
+    elif stage_crossed:
+        th[S.CALM] = 0.0       # a stage crossed, the end did not: along a kink
+    else:
+        th[S.CALM] += 1.0
+    th[S.KINK_REJ] = 0.0
+    if on_low and th[S.CALM] >= calm_max:
+        th[S.ACTIVE] = 0.0
+        return False
+    return on_low
+
+
+@njit(cache=True, inline="always")
 def _no_crossings(data, pat, first_only):
     return 0
 
@@ -198,7 +255,7 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         time by returning a positive constant.
     store : (attempt, stiffness_sums, fsal), optional
         A stage store (the linear network's rank-C factored stages): ``attempt(y, y_new,
-        h, A, b, e, e3, use_e3, rtol, atol, data) -> err`` forms the stages of a step of
+        h, pair, atol, data) -> err`` forms the stages of a step of
         ``h`` from ``y`` (slot 0 holding ``f(y)``), the end state ``y_new`` and the error
         norm; ``stiffness_sums(s, wd, data) -> (num, dd, ref)`` those of the accepted step
         (:func:`stiffness_estimate`); ``fsal(s, data)`` makes slot ``s`` slot 0.  The loop
@@ -208,9 +265,9 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
     Returns
     -------
     numba dispatcher
-        ``erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl,
-        wd, stiff, pat, ybuf, data) -> int`` (``@njit(nogil=True)``, not cached: call it
-        from a module-level cached entry point, see the module docstring).
+        ``erk_advance(y, K, y_new, th, stats, pairs, control, pat, ybuf, data) -> int``
+        (``@njit(nogil=True)``, not cached: call it from a module-level cached entry point,
+        see the module docstring).
     """
     kinks = switches is not None
     stops = stop is not None
@@ -219,11 +276,13 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         raise ValueError("store: a stage store's loop takes no switches and no stop")
     crossings, keep_pattern = switches if kinks else (_no_crossings, _no_pattern)
     stop_value = stop if stops else _no_stop
-    store_stiffness, store_fsal = store[1:] if stored else (_no_store_stiffness, _no_store_fsal)
+    store_attempt, store_stiffness, store_fsal = (
+        store if stored else (None, _no_store_stiffness, _no_store_fsal))
 
     @njit(nogil=True, inline="always")
-    def _dense_attempt(y, K, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, pat, data):
+    def _dense_attempt(y, K, y_new, h_try, pair, atol, pat, data):
         """One attempted step of ``h_try`` from ``y``: ``(err, stage_crossed)``."""
+        A, b, e, e3, use_e3, _, rtol = pair
         s = b.shape[0]
         n = y.shape[0]
         crossed = False
@@ -252,18 +311,15 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         return error_norm(e5, e3n, use_e3, h_try, n), crossed
 
     if stored:
-        store_attempt = store[0]
-
         @njit(nogil=True, inline="always")
-        def _attempt(y, K, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, pat, data):
-            return store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, data), False
+        def _attempt(y, K, y_new, h_try, pair, atol, pat, data):
+            return store_attempt(y, y_new, h_try, pair, atol, data), False
     else:
         _attempt = _dense_attempt
 
     @njit(nogil=True, inline="always")
-    def _locate(y, K, y_new, ybuf, h_try, g0, tb, ctl, pat, data, stats):
+    def _locate(y, K, y_new, ybuf, h_try, g0, pair, ctl, pat, data, stats):
         """``methods.base._locate_stop``: the located state into ``ybuf``; returns ``theta``."""
-        A, b, e, e3, use_e3, exponent, rtol = tb
         atol, iters, xtol = ctl[S.ATOL], int(ctl[S.STOP_ITERATIONS]), ctl[S.STOP_XTOL]
         n = y.shape[0]
         lo, hi = 0.0, 1.0
@@ -280,8 +336,8 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                 th = hi - ghi * (hi - lo) / (ghi - glo)
                 if not lo < th < hi:
                     th = 0.5 * (lo + hi)
-            _attempt(y, K, y_new, th * h_try, A, b, e, e3, use_e3, rtol, atol, pat, data)
-            stats[S.NFEV] += b.shape[0]
+            _attempt(y, K, y_new, th * h_try, pair, atol, pat, data)
+            stats[S.NFEV] += pair[S.P_B].shape[0]
             g = stop_value(y_new, data)
             if g <= 0.0:
                 hi, ghi = th, g
@@ -298,39 +354,42 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         return hi
 
     @njit(nogil=True)
-    def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                    stiff, pat, ybuf, data):
-        """Advance ``y`` (n,) from ``th[S.T]`` to exactly ``t_target`` with adaptive steps.
+    def erk_advance(y, K, y_new, th, stats, pairs, control, pat, ybuf, data):
+        """Advance ``y`` (n,) from ``th[S.T]`` to exactly ``th[S.T_TARGET]`` with adaptive
+        steps, at most ``stats[S.BUDGET]`` attempted steps counted in ``stats``.
 
         ``K`` (at least s + 1 rows of the larger pair, n) holds stage derivatives,
-        ``K[0] = f(y)`` on entry and exit; ``tab`` and ``low`` are the primary and the
-        low-order pair as tuples ``(A, b, e, e3, use_e3, exponent, rtol)`` (``low`` only
-        used at kinks); ``ctl`` the constants named in ``_loop_state`` (``PREDICTIVE`` 1:
-        the predictive controller of :func:`accept_step` and a step shortened onto an
-        output time keeping the planned one, as the linear network's loops; 0: the plain
-        controller, as ``integrate`` without ``predictive``).  ``th`` (float64) and
-        ``stats`` (int64) are the loop state, updated in place, their slots named in
-        ``_loop_state``; ``wd`` are the primary's stiffness weights and ``stiff`` the
-        stability-cap constants (``stiff[S.BOUNDARY] = 0``: no cap); ``pat`` the switch
-        pattern at the last crossing (kinks), ``ybuf`` (n,) scratch for a stop.
+        ``K[0] = f(y)`` on entry and exit; ``pairs = (tab, low)`` the primary and the
+        low-order pair (``low`` only used at kinks; slots ``S.P_*``); ``control = (ctl, wd,
+        stiff)``: the constants named in ``_loop_state`` (``ctl[S.PREDICTIVE]`` 1: the
+        predictive controller of :func:`accept_step` and a step shortened onto an output
+        time keeping the planned one, as the linear network's loops; 0: the plain
+        controller, as ``integrate`` without ``predictive``), the primary's stiffness
+        weights and the stability-cap constants (``stiff[S.BOUNDARY] = 0``: no cap).
+        ``th`` (float64) and ``stats`` (int64) are the loop state, updated in place, their
+        slots named in ``_loop_state``; ``pat`` the switch pattern at the last crossing
+        (kinks), ``ybuf`` (n,) scratch for a stop.
 
         Returns 0 on success, -1 step-size underflow, -3 step budget exhausted (codes of
         ``FlowStatus``); on failure ``y`` and ``th`` hold the last accepted state.  An
-        accepted step that ends at or after ``t_out`` (dense output; infinite otherwise)
-        returns :data:`PENDING` before its bookkeeping: ``y`` and ``K`` are still the
-        step's, ``y_new`` its end at ``th[S.T_NEW]``, ``th[S.H_STEP]`` its length; the
+        accepted step that ends at or after ``th[S.T_OUT]`` (dense output; infinite
+        otherwise) returns :data:`PENDING` before its bookkeeping: ``y`` and ``K`` are still
+        the step's, ``y_new`` its end at ``th[S.T_NEW]``, ``th[S.H_STEP]`` its length; the
         caller completes it.  With the stiffness test on a step after which it fires
-        returns :data:`STIFF` unless it ended on ``t_target`` (then 0: the caller reads
+        returns :data:`STIFF` unless it ended on the target (then 0: the caller reads
         ``th[S.N_STIFF]``).  :data:`STOPPED`: the stop event fired; ``y`` holds the located
         state, ``th[S.T] = th[S.T_STOP]`` its time.
         """
         n = y.shape[0]
+        tab, low = pairs
+        ctl, wd, stiff = control
         atol, safety, min_factor = ctl[S.ATOL], ctl[S.SAFETY], ctl[S.MIN_FACTOR]
         max_factor, ulps = ctl[S.MAX_FACTOR], ctl[S.ULPS]
         predictive = ctl[S.PREDICTIVE] != 0.0
         kink_rej_max, calm_max = ctl[S.KINK_REJECTIONS], ctl[S.CALM_STEPS]
         growth, clip_eps = ctl[S.KINK_GROWTH], ctl[S.CLIP_EPS]
         capping = stiff[S.BOUNDARY] > 0.0
+        t_target, t_out, max_steps = th[S.T_TARGET], th[S.T_OUT], stats[S.BUDGET]
         t = th[S.T]
         h = th[S.H]
         nonfinite = False
@@ -350,13 +409,11 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                     settle(y, cur, in_y)
                     return code
                 on_low = kinks and th[S.ACTIVE] != 0.0
-                tb = low if on_low else tab
-                A, b, e, e3, use_e3, exponent, rtol = tb
-                s = b.shape[0]
+                pair = low if on_low else tab
+                s = pair[S.P_B].shape[0]
                 clipped = h >= t_target - t or t + h >= t_target - clip_eps * abs(t_target)
                 h_try = t_target - t if clipped else h
-                err, stage_crossed = _attempt(cur, K, nxt, h_try, A, b, e, e3, use_e3, rtol,
-                                              atol, pat, data)
+                err, stage_crossed = _attempt(cur, K, nxt, h_try, pair, atol, pat, data)
                 stats[S.NFEV] += s
                 if not np.isfinite(err):
                     stats[S.REJECTED] += 1
@@ -370,26 +427,22 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                     break
                 stats[S.REJECTED] += 1
                 if kinks:
-                    cr = crossed > 0 or stage_crossed
-                    if cr and not on_low:
-                        th[S.KINK_REJ] += 1.0
-                        if th[S.KINK_REJ] >= kink_rej_max:
-                            th[S.ACTIVE] = 1.0
-                            th[S.KINK_REJ] = 0.0
-                            th[S.CALM] = 0.0
-                            on_low = True
-                    if cr and on_low:
+                    across = crossed > 0 or stage_crossed
+                    if across:
+                        on_low = kink_rejection(th, on_low, kink_rej_max)
+                    if across and on_low:
                         h = h_try * kink_factor(err, True)
                     else:
-                        h = h_try * step_factor(err, (low if on_low else tab)[5], True)
+                        h = h_try * step_factor(err, pair[S.P_EXPONENT], True)
                 else:
-                    h = h_try * max(min_factor, safety * err ** exponent)
+                    h = h_try * max(min_factor, safety * err ** pair[S.P_EXPONENT])
                 rejected = True
             t_new = t_target if clipped else t + h_try
             if stops:
                 g_new = stop_value(y_new, data)
                 if g_new <= 0.0:
-                    theta = _locate(y, K, y_new, ybuf, h_try, th[S.G], tb, ctl, pat, data, stats)
+                    theta = _locate(y, K, y_new, ybuf, h_try, th[S.G], pair, ctl, pat, data,
+                                    stats)
                     stats[S.ACCEPTED] += 1
                     for m in range(n):
                         y[m] = ybuf[m]
@@ -401,55 +454,27 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
             stats[S.ACCEPTED] += 1
             took_main = not on_low
             if kinks:
-                if on_low:
-                    stats[S.FALLBACK_STEPS] += 1
                 if crossed > 0:
-                    stats[S.KINKS] += crossed
-                    if th[S.CALM] <= calm_max and not np.isnan(th[S.LAST_CROSS]):
-                        th[S.SLIDING] += t_new - th[S.LAST_CROSS]
-                    th[S.LAST_CROSS] = t_new
-                    th[S.CALM] = 0.0
                     keep_pattern(data, pat)
-                elif stage_crossed:
-                    th[S.CALM] = 0.0       # a stage crossed, the end did not: along a kink
-                else:
-                    th[S.CALM] += 1.0
-                if on_low and th[S.CALM] >= calm_max:
-                    th[S.ACTIVE] = 0.0
-                    on_low = False
-                th[S.KINK_REJ] = 0.0
+                on_low = kink_accepted(th, stats, on_low, crossed, stage_crossed, t_new,
+                                       calm_max)
             if on_low:
                 if crossed > 0:
                     fac = kink_factor(err, rejected)
                 else:
-                    fac = step_factor(err, exponent, rejected)
+                    fac = step_factor(err, pair[S.P_EXPONENT], rejected)
                 h = h_try * min(fac, growth)
             elif predictive:
-                h = accept_into(th, h, h_try, err, tab[5], max_factor, rejected, clipped)
+                h = accept_into(th, h, h_try, err, tab[S.P_EXPONENT], max_factor, rejected, clipped)
             else:
-                h = h_try * step_factor(err, tab[5], rejected, max_factor)
+                h = h_try * step_factor(err, tab[S.P_EXPONENT], rejected, max_factor)
             stiff_now = False
-            if capping and took_main and stored:
-                num, dd, ref = store_stiffness(s, wd, data)
-                h_free = h
-                h = capped_step(h, h_try, num, dd, ref, sumsq(nxt), th, stiff)
-                stiff_now = count_stiff(h, h_free, th, stiff, stats)
-            elif capping and took_main:
-                # stiffness estimate from the accepted step's stages (as methods.erk.ExplicitRK)
-                ref = 0.0
-                num = 0.0
-                dd = 0.0
-                yy = 0.0
-                for m in range(n):
-                    yy += y_new[m] * y_new[m]
-                    ref += K[0, m] * K[0, m]
-                    dv = K[s, m] - K[s - 1, m]
-                    num += dv * dv
-                    acc = 0.0
-                    for j in range(s):
-                        if wd[j] != 0.0:
-                            acc += wd[j] * K[j, m]
-                    dd += acc * acc
+            if capping and took_main:
+                if stored:
+                    num, dd, ref = store_stiffness(s, wd, data)
+                    yy = sumsq(nxt)
+                else:
+                    num, dd, ref, yy = dense_stiffness_sums(K, y_new, wd, s)
                 h_free = h
                 h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
                 stiff_now = count_stiff(h, h_free, th, stiff, stats)
@@ -471,4 +496,3 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
             t = t + h_try
 
     return erk_advance
-

@@ -19,28 +19,37 @@ STOPPED = 4
 
 # -- th (float64): the loop's time, step and controller memory ---------------------------
 #: time, proposed step, remembered stiffness estimate, the last accepted unclipped step and
-#: its floored error (``base.accept_step``'s memory): every loop's first five slots.
-T, H, RHO, H_PREV, ERR_PREV = range(5)
+#: its floored error (``base.accept_step``'s memory), and the call's target (the loop ends a
+#: step there) and output time (an explicit loop holds the step that reaches it; infinite:
+#: none), set by the runner before each call: every loop's first seven slots.
+T, H, RHO, H_PREV, ERR_PREV, T_TARGET, T_OUT = range(7)
 #: the explicit loop: a held step's length and end (PENDING), the counts of the stiffness
 #: test, at kinks the stepper in use (0 primary, 1 fallback), the rejections across a
 #: switch in a row, calm steps since the last crossing, the last crossing (NaN: none) and
 #: the time spent sliding; where the stop fired, and the stop value at ``y``.
 (H_STEP, T_NEW, N_STIFF, N_NONSTIFF, ACTIVE, KINK_REJ, CALM, LAST_CROSS, SLIDING, T_STOP,
- G) = range(5, 16)
-TH_SIZE = 16
+ G) = range(7, 18)
+TH_SIZE = 18
 #: the Rosenbrock-W loop: accepted steps in a row on which the explicit pair was cheaper,
 #: and the work counted at the last step.
-N_CHEAPER, COST0 = 5, 6
+N_CHEAPER, COST0 = 7, 8
+ROSW_TH_SIZE = 9
 
 # -- stats (int64): counters ---------------------------------------------------------------
-#: evaluations, accepted and rejected steps (every loop); the explicit loop's underflow
-#: after non-finite trials (0/1), capped steps, kink crossings and fallback steps.
-NFEV, ACCEPTED, REJECTED, NONFINITE_TRIALS, CAPPED, KINKS, FALLBACK_STEPS = range(7)
-STATS_SIZE = 7
-#: the Rosenbrock-W loop's Jacobian-vector products (its counters: NFEV, ACCEPTED,
-#: REJECTED, NJEV).
-NJEV = 3
-ROSW_STATS_SIZE = 4
+#: evaluations, accepted and rejected steps, and the attempted steps at which the call
+#: returns (set by the runner: the chunk's budget), every loop's; the explicit loop's
+#: underflow after non-finite trials (0/1), capped steps, kink crossings and fallback steps.
+NFEV, ACCEPTED, REJECTED, BUDGET = range(4)
+NONFINITE_TRIALS, CAPPED, KINKS, FALLBACK_STEPS = range(4, 8)
+STATS_SIZE = 8
+#: the Rosenbrock-W loop's Jacobian-vector products.
+NJEV = 4
+ROSW_STATS_SIZE = 5
+
+# -- a pair (tuple) as the explicit loop takes it (``compiled.tableau_args``) ---------------
+#: the tableau's arrays, Hairer's third-order error weights where USE_E3, the controller's
+#: exponent ``-1 / (error order + 1)`` and the pair's relative tolerance.
+P_A, P_B, P_E, P_E3, P_USE_E3, P_EXPONENT, P_RTOL = range(7)
 
 # -- ctl (float64): the explicit loop's constants (``compiled.loop_control``) ---------------
 (ATOL, SAFETY, MIN_FACTOR, MAX_FACTOR, MIN_ERR, ULPS, PREDICTIVE, KINK_REJECTIONS, CALM_STEPS,

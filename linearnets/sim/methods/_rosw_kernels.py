@@ -87,16 +87,19 @@ def make_rosw_advance(rhs, jvp):
         return False, it, rho
 
     @njit(nogil=True)
-    def rosw_advance(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl,
-                     base, scratch, jv):
-        """Advance ``y`` (n,) from ``th[S.T]`` to exactly ``t_target`` with Rosenbrock-W steps:
+    def rosw_advance(y, f0, U, work, th, stats, uform, ctl, data):
+        """Advance ``y`` (n,) from ``th[S.T]`` to exactly ``th[S.T_TARGET]`` with Rosenbrock-W
+        steps, at most ``stats[S.BUDGET]`` attempted steps: ``data = (base, scratch, jv)``,
         ``f0 = f(y)`` as ``rhs(y, f0, base)`` on entry and exit (``jv`` shares what it left in
         ``base``), stages as ``rhs(Y_i, f_i, scratch)``; ``U`` (s, n) the stage solutions,
-        ``work`` (7, n) scratch, or (8, n) with the metric last; ``a, c, mw, ew, gamma`` the
-        U-form (``RosenbrockW.transformed``); ``ctl`` as named in ``_loop_state``
+        ``work`` (7, n) scratch, or (8, n) with the metric last; ``uform = (a, c, mw, ew,
+        gamma)`` (``RosenbrockW.transformed``); ``ctl`` as named in ``_loop_state``
         (``R_BOUNDARY`` 0: no hand-back test); ``th`` and ``stats`` (slots named there) in
-        place.  Returns 0 at ``t_target``, -1 step
-        underflow, -2 a non-finite f, -3 ``max_steps`` spent, :data:`NONSTIFF` at the hand-back."""
+        place.  Returns 0 at the target, -1 step underflow, -2 a non-finite f, -3 the budget
+        spent, :data:`NONSTIFF` at the hand-back."""
+        a, c, mw, ew, gamma = uform
+        base, scratch, jv = data
+        t_target, max_steps = th[S.T_TARGET], stats[S.BUDGET]
         s, n = mw.shape[0], y.shape[0]
         exponent, rtol, atol = ctl[S.R_EXPONENT], ctl[S.R_RTOL], ctl[S.R_ATOL]
         safety, min_factor, max_factor = ctl[S.R_SAFETY], ctl[S.R_MIN_FACTOR], ctl[S.R_MAX_FACTOR]

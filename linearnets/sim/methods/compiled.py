@@ -47,9 +47,10 @@ def chunk_budget(attempted, max_steps, n, s):
 
 
 def advance_in_chunks(advance, counts, max_steps, n, s, tick=None, th=None):
-    """Call ``advance(budget)`` (a compiled loop returning ``FlowStatus.MAX_STEPS.code`` once
-    its attempted steps ``counts[S.ACCEPTED] + counts[S.REJECTED]`` reach ``budget``, ready
-    to resume) until it returns anything else or ``max_steps`` is spent; its last return code.
+    """Call ``advance()`` (a compiled loop returning ``FlowStatus.MAX_STEPS.code`` once its
+    attempted steps ``counts[S.ACCEPTED] + counts[S.REJECTED]`` reach the chunk's budget,
+    which this sets in ``counts[S.BUDGET]``, ready to resume) until it returns anything else
+    or ``max_steps`` is spent; its last return code.
     ``n``: the work of one evaluation in state entries (``ops.eval_work`` where the model
     gives it).
 
@@ -57,8 +58,9 @@ def advance_in_chunks(advance, counts, max_steps, n, s, tick=None, th=None):
     ``t = th[S.T]``, the loop's time."""
     exhausted = FlowStatus.MAX_STEPS.code
     while True:
-        budget = chunk_budget(counts[S.ACCEPTED] + counts[S.REJECTED], max_steps, n, s)
-        code = advance(budget)
+        budget = counts[S.BUDGET] = chunk_budget(counts[S.ACCEPTED] + counts[S.REJECTED],
+                                                 max_steps, n, s)
+        code = advance()
         if tick is not None:
             tick(float(th[S.T]))
         if code != exhausted or budget >= max_steps:
@@ -86,16 +88,17 @@ def stiffness_args(tab, stiff_steps=0, cap_safety=None, stiff_held=1.0):
     return wd, stiff
 
 
-def tableau_args(tab, rtol):
-    """``(A, b, e, e3, use_e3, exponent, rtol)``: a pair as the compiled ERK loop takes it
-    (``Tableau`` keeps its arrays contiguous float64)."""
+def tableau_args(tab, rtol, e3=None):
+    """``(A, b, e, e3, use_e3, exponent, rtol)`` (slots ``_loop_state.P_*``): a pair as the
+    compiled ERK loop takes it (``Tableau`` keeps its arrays contiguous float64; ``e3`` in
+    place of the tableau's).  A plain tuple: numba's dispatcher types it fastest."""
     use_e3 = tab.e3 is not None
-    return (tab.A, tab.b, tab.e, tab.e3 if use_e3 else np.zeros_like(tab.e), use_e3,
-            -1.0 / (tab.error_order + 1), float(rtol))
+    e3 = (tab.e3 if use_e3 else np.zeros_like(tab.e)) if e3 is None else e3
+    return tab.A, tab.b, tab.e, e3, use_e3, -1.0 / (tab.error_order + 1), float(rtol)
 
 
 def loop_control(options, predictive):
-    """The control array of the compiled ERK loop (``_erk_kernels.CTL_FIELDS``)."""
+    """The control array of the compiled ERK loop (its slots: ``_loop_state``'s ctl)."""
     return np.array([float(options.atol), SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
                      MIN_STEP_ULPS, 1.0 if predictive else 0.0, KINK_REJECTIONS, CALM_STEPS,
                      KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, 4.0 * _EPS])
@@ -201,17 +204,18 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
             return _result(STOPPED, k, y, th, stats, low, t_eval, observe)
     y_new = np.empty(n)
     tick = observe.tick
+    th[S.T_OUT] = math.inf
     # the states of the outputs inside a step (observe_step passes at most this many)
     batch = np.empty((dense_batch_rows(n), n)) if dense else None
     while k < t_eval.size:
         # with dense output only the last output time ends a step: the loop returns PENDING
         # after the step that reaches t_out = t_eval[k]
-        t_target, t_out = ((float(t_eval[-1]), float(t_eval[k])) if dense
-                           else (float(t_eval[k]), math.inf))
+        th[S.T_TARGET] = t_eval[-1] if dense else t_eval[k]
+        if dense:
+            th[S.T_OUT] = t_eval[k]
         with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
-            code = advance_in_chunks(
-                lambda budget: ops.advance(y, y_new, th, t_target, t_out, stats, budget),
-                stats, int(options.max_steps), ops.eval_work or n, s, tick, th)
+            code = advance_in_chunks(lambda: ops.advance(y, y_new, th, stats), stats,
+                                     int(options.max_steps), ops.eval_work or n, s, tick, th)
         if code == PENDING:
             # the outputs inside the held step, then the step completed as the loop would
             h_step = float(th[S.H_STEP])
@@ -267,11 +271,11 @@ class DenseStageOps:
             if self.K is not None:
                 K[0] = self.K[0]
             self.K = K
-        self.targs = tableau_args(tab, options.rtol)
-        self.low = (tableau_args(low, max(float(options.kink_rtol), float(options.rtol)))
-                    if low is not None else self.targs)
-        self.ctl = loop_control(options, predictive)
-        self.wd, self.stiff = stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
+        pair = tableau_args(tab, options.rtol)
+        self.pairs = (pair, pair if low is None else
+                      tableau_args(low, max(float(options.kink_rtol), float(options.rtol))))
+        self.control = (loop_control(options, predictive),
+                        *stiffness_args(tab, stiff_steps, cap_safety, stiff_held))
 
     def first(self, y):
         if self.K is None:
@@ -288,10 +292,9 @@ class DenseStageOps:
         self._rhs(v, out, self.data)
         return out
 
-    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
-        return self._advance(y, self.K, y_new, th, t_target, t_out, stats, budget, self.targs,
-                             self.low, self.ctl, self.wd, self.stiff, self.pat, self.ybuf,
-                             self.data)
+    def advance(self, y, y_new, th, stats):
+        return self._advance(y, self.K, y_new, th, stats, self.pairs, self.control, self.pat,
+                             self.ybuf, self.data)
 
     def interpolate(self, theta, y, y_new, h):
         self._ek.stage_state(y, self.K[:self.s + 1], self.tab.dense_weights(theta), h, self._out)
@@ -344,10 +347,13 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
     work = np.empty((S.W_METRIC + (ops.metric is not None), n))
     if ops.metric is not None:
         work[S.W_METRIC] = ops.metric    # CG in the inner product in which J is self-adjoint
-    # th = [t, h, rho, h_prev, err_prev, n_cheaper, cost0]: a fresh controller memory, as
-    # the numpy loop starts with; the kernel's counters start at zero after f0
-    th = np.array([t, float(h), 0.0, *NO_PREVIOUS_STEP, 0.0, 0.0])
+    # a fresh controller memory, as the numpy loop starts with; the kernel's counters start
+    # at zero after f0
+    th = np.zeros(S.ROSW_TH_SIZE)
+    th[S.T], th[S.H] = t, float(h)
+    th[S.H_PREV], th[S.ERR_PREV] = NO_PREVIOUS_STEP
     counts = np.zeros(S.ROSW_STATS_SIZE, dtype=np.int64)
+    uform, data = (a, c, m, e, float(tab.gamma)), (ops.rhs_args, ops.scratch_args, ops.jvp_args)
     sb = switch_back
     ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,
                     RosenbrockWStepper.MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, KRYLOV_TOL,
@@ -358,11 +364,10 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
     tick = observe.tick
     while k < t_eval.size:
         # in chunks (advance_in_chunks), a step counted as ROSW_CHUNK_EVALS evaluations
+        th[S.T_TARGET] = t_eval[k]
         with np.errstate(all="ignore"):
             code = advance_in_chunks(
-                lambda chunk, t_k=float(t_eval[k]): ops.rosw_advance(
-                    y, f0, U, work, th, counts, t_k, chunk, a, c, m, e, float(tab.gamma), ctl,
-                    ops.rhs_args, ops.scratch_args, ops.jvp_args),
+                lambda: ops.rosw_advance(y, f0, U, work, th, counts, uform, ctl, data),
                 counts, int(options.max_steps), n, ROSW_CHUNK_EVALS, tick, th)
         if code != 0:
             break

@@ -39,16 +39,9 @@ SSP_MIX0, SSP_MIX1, SSP_MIX2, SSP_MIX3 = _LS.mix
 #: ``h sub`` and ``h last[1]`` formed as divisions ``h / 6``, ``h / 10`` (``1 / (1/6)`` is 6.0
 #: exactly), the rounding of the loop's steps before it read the tableau.
 SSP_SUB_DIV, SSP_LAST0, SSP_LAST1_DIV = 1.0 / _LS.sub, _LS.last[0], 1.0 / _LS.last[1]
-#: The learning rates' slot in :func:`rhs`'s data tuple (``linear.numba_rhs_args``), and
-#: the slot store's ``sums``: the accepted step's ``|y_new - q1|^2 / h^2`` and ``|K_0|^2``.
-ETA = 2
+#: The slots of the slot store's ``sums``: the accepted step's ``|y_new - q1|^2 / h^2`` and
+#: ``|K_0|^2``.
 DD, REF = 0, 1
-
-
-@njit(cache=True, inline="always")
-def _n_outputs(goff, cols):
-    """C, from the first ``G_i`` block (C x cols[0]) of a :func:`chains` layout."""
-    return (goff[1] - goff[0]) // cols[0]
 
 
 @njit(cache=True, inline="always")
@@ -99,9 +92,13 @@ def times_transpose(G, W, out, tbuf):
 
 
 @njit(cache=True)
-def chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
-    """The partial products at ``y`` (``linear.chain_products``): ``A_i^T`` (rows[i] x C) into
-    ``abuf`` at ``aoff``, ``G_i`` (C x cols[i]) into ``gbuf`` at ``goff``; the rest scratch."""
+def chains(y, Sxx, Syx, lay, abuf, gbuf, scratch):
+    """The partial products at ``y`` (``linear.chain_products``) on the layout ``lay = (rows,
+    cols, offs, aoff, goff)`` (``linear.chain_layout``): ``A_i^T`` (rows[i] x C) into ``abuf``
+    at ``aoff``, ``G_i`` (C x cols[i]) into ``gbuf`` at ``goff``; ``scratch = (WT, SW,
+    tbuf)``."""
+    rows, cols, offs, aoff, goff = lay
+    WT, SW, tbuf = scratch
     L = rows.shape[0]
     C = Syx.shape[0]
     if L > 1:
@@ -120,11 +117,12 @@ def chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
 
 
 @njit(cache=True)
-def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf):
+def rhs_flat(y, out, Sxx, Syx, eta_l, lay, abuf, gbuf, scratch):
     """``out = dy/dt`` at ``y`` (n,): :func:`chains`, then ``dW_i = eta_i A_i^T G_i``."""
+    rows, cols, offs, aoff, goff = lay
     L = rows.shape[0]
     C = Syx.shape[0]
-    chains(y, Sxx, Syx, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf)
+    chains(y, Sxx, Syx, lay, abuf, gbuf, scratch)
     for i in range(L):
         Gi = _bottom(gbuf, goff, cols, i, C)
         dW = _layer(out, offs, rows, cols, i)
@@ -138,11 +136,14 @@ def rhs_flat(y, out, Sxx, Syx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, 
 
 
 @njit(cache=True)
-def jvp_flat(v, out, y, Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, dabuf, dgbuf,
-             dWT, dSW, tbuf, pbuf):
-    """``out = J(y) v`` from the products of ``y`` in ``abuf``, ``gbuf`` (``linearize``)."""
+def jvp_flat(v, out, y, Sxx, eta_l, lay, abuf, gbuf, tangent):
+    """``out = J(y) v`` from the products of ``y`` in ``abuf``, ``gbuf`` (``linearize``;
+    ``lay`` as for :func:`chains`); ``tangent = (dabuf, dgbuf, dWT, dSW, tbuf, pbuf)`` the
+    buffers of the products' derivatives (``dWT``, ``dSW``: D x C) and scratch."""
+    rows, cols, offs, aoff, goff = lay
+    dabuf, dgbuf, dWT, dSW, tbuf, pbuf = tangent
     L = rows.shape[0]
-    C = _n_outputs(goff, cols)
+    C = dWT.shape[1]
     D = Sxx.shape[0]
     if L > 1:
         _top(dabuf, aoff, rows, L - 2, C)[:, :] = _layer(v, offs, rows, cols, L - 1).T
@@ -268,20 +269,15 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
             for m in range(size):
                 wst[offs[l] + m] = y[offs[l] + m] + _dense_sum(kd, kdoff[l], size, w, k, m)
     W = wbuf.reshape((C, D))
-    # A_{L-2} = W_{L-1}^st, A_{l-1} = A_l W_l^st, W = A_0 W_0^st
-    if L > 1:
-        At = abuf[aoff[L - 2]:aoff[L - 1]]
-        for m in range(C * rows[L - 2]):
-            At[m] = wst[offs[L - 1] + m]
-        for l in range(L - 2, 0, -1):
-            _apply_left(l, abuf[aoff[l]:aoff[l + 1]].reshape((C, rows[l])),
-                        abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])), k, w, C, ints, bufs,
-                        y)
-        _apply_left(0, abuf[aoff[0]:aoff[1]].reshape((C, rows[0])), W, k, w, C, ints, bufs, y)
-    else:
-        for m in range(C * D):
-            wbuf[m] = wst[offs[0] + m]
-    E = gbuf[goff[0]:goff[1]].reshape((C, D))
+    # A_{L-2} = W_{L-1}^st, A_{l-1} = A_l W_l^st, W = A_0 W_0^st (L = 1: W = W_0^st)
+    top = abuf[aoff[L - 2]:aoff[L - 1]] if L > 1 else wbuf
+    for m in range(C * cols[L - 1]):
+        top[m] = wst[offs[L - 1] + m]
+    for l in range(L - 2, -1, -1):
+        out = abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])) if l > 0 else W
+        _apply_left(l, abuf[aoff[l]:aoff[l + 1]].reshape((C, rows[l])), out, k, w, C, ints, bufs,
+                    y)
+    E = _bottom(gbuf, goff, cols, 0, C)
     if white:
         for a in range(C):
             for d in range(D):
@@ -410,8 +406,10 @@ def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
 
 
 @njit(cache=True)
-def step_end(y, y_new, wb, we, we3, use_e3, c3, rtol, atol, block_entries, C, ints, bufs, pbuf):
-    """``y_new = y + wb K`` and the error sums ``(e5, e3)``, ``linear.FactoredStages.step_end``."""
+def step_end(y, y_new, weights, rtol, atol, block_entries, C, ints, bufs, pbuf):
+    """``y_new = y + wb K`` and the error sums ``(e5, e3)``, ``linear.FactoredStages.step_end``
+    (``weights = (wb, we, we3, use_e3, c3)``)."""
+    wb, we, we3, use_e3, c3 = weights
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
     ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     e5 = 0.0
@@ -557,9 +555,11 @@ def stage_fsal(s, store):
 
 
 @njit(cache=True, nogil=True)
-def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
-    """One attempted step of ``h_try`` on factored stages: the stages, ``y_new`` and the error
-    norm (``store``: ``linear.FactoredStageOps.data``)."""
+def _store_attempt(y, y_new, h_try, pair, atol, store):
+    """One attempted step of ``h_try`` with ``pair`` (``compiled.tableau_args``) on factored
+    stages: the stages, ``y_new`` and the error norm (``store``:
+    ``linear.FactoredStageOps.data``)."""
+    A, b, e, e3, use_e3, _, rtol = pair
     Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
     s = b.shape[0]
     for i in range(1, s + 1):
@@ -568,7 +568,7 @@ def _store_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
         stage(y, wtmp, i, i, Sxx, Syx, eta_l, white, ints, bufs)
     for j in range(s):
         wtmp[j] = h_try * b[j]
-    e5, e3n = step_end(y, y_new, wtmp[:s], e, e3, use_e3, 1.0 / h_try, rtol, atol, block,
+    e5, e3n = step_end(y, y_new, (wtmp[:s], e, e3, use_e3, 1.0 / h_try), rtol, atol, block,
                        Syx.shape[0], ints, bufs, pbuf)
     return error_norm(e5, e3n, use_e3, h_try, y.shape[0])
 
@@ -602,11 +602,11 @@ def gemm_acc(Q, w, At, G, blas):
 @njit(cache=True, inline="always")
 def add_stage(q, c, k, store):
     """``q += c eta_i A_i^T G_i`` of slot ``k``, layer by layer (``linear.FactoredSlots.add``)."""
-    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
-    at, g, eta_l = at[k], g[k], args[ETA]
-    rows, cols, offs, aoff, goff = lay
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args = store
+    _, Syx, eta_l, (rows, cols, offs, aoff, goff), _, _, _ = args
+    at, g = at[k], g[k]
     L = rows.shape[0]
-    C = _n_outputs(goff, cols)
+    C = Syx.shape[0]
     for i in range(L):
         w = c * eta_l[i]
         if i == L - 1:
@@ -649,11 +649,10 @@ def _block_sums(y, y_new, q1, m0, P, cnt, h, rtol, atol, e5, dd):
 def error_sums(y, y_new, q1, h, rtol, atol, store):
     """``(e5, dd)`` of ``linear.FactoredSlots.error_sums``: ``S`` of a block summed slot by
     slot with :func:`gemm_acc` (products of inner size C, which BLAS runs on one thread)."""
-    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
-    eta_l = args[ETA]
-    rows, cols, offs, aoff, goff = lay
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args = store
+    _, Syx, eta_l, (rows, cols, offs, aoff, goff), _, _, _ = args
     L = rows.shape[0]
-    C = _n_outputs(goff, cols)
+    C = Syx.shape[0]
     e5 = 0.0
     dd = 0.0
     for i in range(L):
@@ -705,11 +704,10 @@ def _inner(Ap, Aq, Gp, Gq, gram):
 @njit(cache=True)
 def slot_stiffness_sums(last, prev, store):
     """``(num, ref) = (|K_last - K_prev|^2, |K_last|^2)`` (``linear.FactoredSlots``)."""
-    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
-    eta_l = args[ETA]
-    rows, cols, _, aoff, goff = lay
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args = store
+    _, Syx, eta_l, (rows, cols, _, aoff, goff), _, _, _ = args
     L = rows.shape[0]
-    C = _n_outputs(goff, cols)
+    C = Syx.shape[0]
     num = 0.0
     ref = 0.0
     for i in range(L):
@@ -742,10 +740,11 @@ def slot_stiffness_sums(last, prev, store):
 
 
 @njit(cache=True, nogil=True)
-def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
+def _ssp_attempt(y, y_new, h_try, pair, atol, store):
     """One SSPRK(10,4) step of ``h_try`` in low-storage form: ``y_new`` and its error norm."""
-    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
-    Sxx, Syx, _, rows, cols, offs, _, aoff, _, goff, WT, SW, tbuf = args
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args = store
+    Sxx, Syx, _, lay, _, _, scratch = args
+    _, _, _, _, _, _, rtol = pair
     n = y.shape[0]
     c = h_try / SSP_SUB_DIV
     q1[:] = y
@@ -755,14 +754,14 @@ def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
                 q2[m] = y[m] * SSP_MIX0 + q1[m] * SSP_MIX1
                 q1[m] = q2[m] * SSP_MIX2 + q1[m] * SSP_MIX3
         if k > 0:
-            chains(q1, Sxx, Syx, rows, cols, offs, at[k], aoff, g[k], goff, WT, SW, tbuf)
+            chains(q1, Sxx, Syx, lay, at[k], g[k], scratch)
         if k < SSP_STAGES - 1:
             add_stage(q1, c, k, store)
     for m in range(n):
         y_new[m] = q2[m] + q1[m] * SSP_LAST0
     add_stage(y_new, h_try / SSP_LAST1_DIV, SSP_STAGES - 1, store)
     k = SSP_STAGES
-    chains(y_new, Sxx, Syx, rows, cols, offs, at[k], aoff, g[k], goff, WT, SW, tbuf)
+    chains(y_new, Sxx, Syx, lay, at[k], g[k], scratch)
     e5, dd = error_sums(y, y_new, q1, h_try, rtol, atol, store)
     sums[DD] = dd / h_try / h_try
     return np.sqrt(e5 / n)
@@ -772,7 +771,7 @@ def _ssp_attempt(y, y_new, h_try, A, b, e, e3, use_e3, rtol, atol, store):
 def _ssp_stiffness(s, wd, store):
     """``(num, dd, ref)`` of the accepted step: ``|K_s - K_{s-1}|^2``, ``|y_new - q1|^2 /
     h^2`` (s = SSP_STAGES)."""
-    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args = store
     num, ref_new = slot_stiffness_sums(SSP_STAGES, SSP_STAGES - 1, store)
     ref = sums[REF]
     sums[REF] = ref_new
@@ -781,7 +780,7 @@ def _ssp_stiffness(s, wd, store):
 
 @njit(cache=True, nogil=True)
 def _ssp_fsal(s, store):
-    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args, lay = store
+    q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args = store
     at[0] = at[SSP_STAGES]
     g[0] = g[SSP_STAGES]
 
@@ -886,33 +885,25 @@ def gd_advance(y, g, n, lr, data):
 
 
 @njit(cache=True, nogil=True)
-def erk_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd, stiff,
-                pat, ybuf, data):
+def erk_advance(y, K, y_new, th, stats, pairs, control, pat, ybuf, data):
     """The embedded Runge-Kutta loop on dense stages (``_erk_kernels.make_erk_advance``
     documents the arguments and return codes; ``data`` as for :func:`rhs`)."""
-    return _erk_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                     stiff, pat, ybuf, data)
+    return _erk_loop(y, K, y_new, th, stats, pairs, control, pat, ybuf, data)
 
 
 @njit(cache=True, nogil=True)
-def factored_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd, stiff,
-                     pat, ybuf, data):
+def factored_advance(y, K, y_new, th, stats, pairs, control, pat, ybuf, data):
     """The same loop on rank-C factored stages (``data``: their store, ``K`` unused)."""
-    return _factored_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                          stiff, pat, ybuf, data)
+    return _factored_loop(y, K, y_new, th, stats, pairs, control, pat, ybuf, data)
 
 
 @njit(cache=True, nogil=True)
-def ssp_advance(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd, stiff, pat,
-                ybuf, data):
+def ssp_advance(y, K, y_new, th, stats, pairs, control, pat, ybuf, data):
     """The same loop on SSPRK104's factored slots (``data``: their store, ``K`` unused)."""
-    return _ssp_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                     stiff, pat, ybuf, data)
+    return _ssp_loop(y, K, y_new, th, stats, pairs, control, pat, ybuf, data)
 
 
 @njit(cache=True, nogil=True)
-def rosw_advance(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl, base,
-                 scratch, jv):
+def rosw_advance(y, f0, U, work, th, stats, uform, ctl, data):
     """The Rosenbrock-W loop on the linear network (``_rosw_kernels.make_rosw_advance``)."""
-    return _rosw_loop(y, f0, U, work, th, stats, t_target, max_steps, a, c, mw, ew, gamma, ctl,
-                      base, scratch, jv)
+    return _rosw_loop(y, f0, U, work, th, stats, uform, ctl, data)

@@ -340,7 +340,7 @@ _gd_loop = make_gd_advance(mlp_rhs)
 def load_batch(data, full, idx):
     """The samples ``idx`` (b,) of the full data ``full = (X, Y, f0)`` into a batch-sized
     ``data``'s ``X``, ``Y`` and ``f0`` (rows in the order of ``idx``)."""
-    X, Y, f0 = data[0], data[1], data[2]
+    X, Y, f0 = data[:3]
     Xf, Yf, f0f = full
     for i in range(idx.shape[0]):
         j = idx[i]
@@ -368,16 +368,12 @@ def gd_advance(y, g, n, lr, data):
 
 
 @njit(cache=True, nogil=True)
-def erk_advance_smooth(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                       stiff, pat, ybuf, data):
+def erk_advance_smooth(y, K, y_new, th, stats, pairs, control, pat, ybuf, data):
     """The embedded Runge-Kutta loop on a smooth MLP (arguments: ``make_erk_advance``)."""
-    return _smooth_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                        stiff, pat, ybuf, data)
+    return _smooth_loop(y, K, y_new, th, stats, pairs, control, pat, ybuf, data)
 
 
 @njit(cache=True, nogil=True)
-def erk_advance_kinks(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                      stiff, pat, ybuf, data):
+def erk_advance_kinks(y, K, y_new, th, stats, pairs, control, pat, ybuf, data):
     """The loop on a ReLU-type MLP, with the low-order pair at kinks (``make_erk_advance``)."""
-    return _kink_loop(y, K, y_new, th, t_target, t_out, stats, max_steps, tab, low, ctl, wd,
-                      stiff, pat, ybuf, data)
+    return _kink_loop(y, K, y_new, th, stats, pairs, control, pat, ybuf, data)

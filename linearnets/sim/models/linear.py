@@ -190,13 +190,11 @@ def chain_products(Ws, Sxx, Syx, white=False):
     the product with ``Sxx = I`` skipped).  Any array namespace."""
     L = len(Ws)
     At = [None] * L
-    if L > 1:
-        At[L - 2] = Ws[L - 1].T
-        for i in range(L - 3, -1, -1):
-            At[i] = Ws[i + 1].T @ At[i + 1]
-        WT = Ws[0].T @ At[0]
-    else:
-        WT = Ws[0].T
+    WT = None                       # (W_L ... W_{i+1})^T, down to W^T
+    for i in range(L - 1, -1, -1):
+        WT = Ws[i].T if WT is None else Ws[i].T @ WT
+        if i > 0:
+            At[i - 1] = WT
     G = [Syx - (WT.T if white else (Sxx @ WT).T)]
     for i in range(1, L):
         G.append(times_transpose(G[-1], Ws[i - 1]))
@@ -271,13 +269,15 @@ def _chain_layout(problem):
 
 
 def numba_rhs_args(problem):
-    """The data tuple of ``_linear_kernels.rhs`` (data, layout, scratch) for ``problem``."""
+    """The data tuple of ``_linear_kernels.rhs``, ``(Sxx, Syx, eta_l, lay, abuf, gbuf,
+    scratch)``: the data, the :func:`chain_layout`, the products' buffers and scratch."""
     C, D = problem.Syx.shape
-    rows, cols, offs, aoff, goff = chain_layout(problem)
+    lay = chain_layout(problem)
+    aoff, goff = lay[3:]
     return (np.ascontiguousarray(problem.Sxx), np.ascontiguousarray(problem.Syx),
-            np.ascontiguousarray(problem.eta_l, dtype=np.float64), rows, cols, offs,
-            np.empty(aoff[-1]), aoff, np.empty(goff[-1]), goff,
-            np.empty((D, C)), np.empty((D, C)), np.empty(2 * C * problem.max_width))
+            np.ascontiguousarray(problem.eta_l, dtype=np.float64), lay, np.empty(aoff[-1]),
+            np.empty(goff[-1]), (np.empty((D, C)), np.empty((D, C)),
+                                 np.empty(2 * C * problem.max_width)))
 
 
 # --- factored Butcher stages (numpy) --------------------------------------------------------
@@ -349,13 +349,10 @@ class FactoredStages:
             return out
 
         A = [None] * L
-        if L > 1:
-            A[L - 2] = Wst[L - 1]
-            for l in range(L - 2, 0, -1):
-                A[l - 1] = apply(l, A[l], False)
-            W = apply(0, A[0], False)
-        else:
-            W = Wst[0]
+        W = Wst[L - 1]                  # A_{L-2} = W_{L-1}^st, A_{l-1} = A_l W_l^st, down to W
+        for l in range(L - 2, -1, -1):
+            A[l] = W
+            W = apply(l, W, False)
         G = p.Syx - (W if p.white else W @ p.Sxx)
         for l in range(L):
             if l > 0:
@@ -589,7 +586,8 @@ class FactoredSlots:
             A1, G1, A2, G2 = self.A(last, i), self.G(last, i), self.A(prev, i), self.G(prev, i)
             gram = _gram_sums(A1, G1, A2, G2, eta)
             if gram is not None:
-                num, ref = num + gram[0], ref + gram[1]
+                g_num, g_ref = gram
+                num, ref = num + g_num, ref + g_ref
                 continue
             rb = max(1, BLOCK_ENTRIES // int(self.cols[i]))
             for i0 in range(0, int(self.rows[i]), rb):
@@ -633,14 +631,14 @@ class _LinearOps:
         return compiled.tableau_args(tab, rtol)
 
     def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
-        self.targs = self._tableau(tab, options.rtol)
-        self.ctl = compiled.loop_control(options, True)
-        self.wd, self.stiff = compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held)
+        pair = self._tableau(tab, options.rtol)
+        self.pairs = (pair, pair)
+        self.control = (compiled.loop_control(options, True),
+                        *compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held))
 
-    def advance(self, y, y_new, th, t_target, t_out, stats, budget):
-        return self._advance(y, self.K, y_new, th, t_target, t_out, stats, budget, self.targs,
-                             self.targs, self.ctl, self.wd, self.stiff, self.pat, self.ybuf,
-                             self.data)
+    def advance(self, y, y_new, th, stats):
+        return self._advance(y, self.K, y_new, th, stats, self.pairs, self.control, self.pat,
+                             self.ybuf, self.data)
 
     def interpolate(self, theta, y, y_new, h):
         return self.interpolate_many(np.array([theta]), y, y_new, h, self.out[None])[0]
@@ -669,8 +667,7 @@ class FactoredStageOps(_LinearOps):
         self.e3 = third_order_rest(tab) if tab.e3 is not None else np.zeros_like(tab.e)
 
     def _tableau(self, tab, rtol):
-        A, b, e, _, use_e3, exponent, rtol = compiled.tableau_args(tab, rtol)
-        return A, b, e, self.e3, use_e3, exponent, rtol
+        return compiled.tableau_args(tab, rtol, self.e3)
 
     def first(self, y):
         lk.stage(y, np.zeros(1), 0, 0, *self.data[:6])
@@ -697,16 +694,17 @@ class LowStorageStages(_LinearOps):
         st = self.st = FactoredSlots(problem)
         mx, C, args = problem.max_width, st.C, self.rhs_args
         blas = (lk.DGEMM, np.zeros(8, dtype=np.int32), np.zeros(2))
+        self.sums = np.zeros(2)      # _linear_kernels.DD, REF
         self.data = (np.empty(n), np.empty(n), st.at, st.g, ERROR_SLOTS, ERROR_WEIGHTS,
                      np.empty(2 * max(BLOCK_ENTRIES, mx)), np.empty(2 * C * C), GRAM_MIN_REL,
-                     blas, BLOCK_ENTRIES, np.zeros(2), args, chain_layout(problem))
+                     blas, BLOCK_ENTRIES, self.sums, args)
 
     def first(self, y):
         st = self.st
         # f(y) with slot 0 as the product buffers: the factors stay there
-        lk.rhs_flat(y, self.f0, *self.rhs_args[:6], st.at[0], st.aoff, st.g[0], st.goff,
-                    *self.rhs_args[10:])
-        self.data[11][lk.REF] = lk.slot_stiffness_sums(0, 0, self.data)[1]
+        Sxx, Syx, eta_l, lay, _, _, scratch = self.rhs_args
+        lk.rhs_flat(y, self.f0, Sxx, Syx, eta_l, lay, st.at[0], st.g[0], scratch)
+        _, self.sums[lk.REF] = lk.slot_stiffness_sums(0, 0, self.data)
         return self.f0
 
     def interpolate_many(self, thetas, y, y_new, h, batch):
@@ -730,12 +728,12 @@ class RosenbrockOps:
         self.metric = inverse_rates(problem, problem.eta_l)
         self.rhs_args = numba_rhs_args(problem)
         self.scratch_args = numba_rhs_args(problem)
-        Sxx, _, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff, WT, SW, tbuf = self.rhs_args
+        Sxx, _, eta_l, lay, abuf, gbuf, (_, _, tbuf) = self.rhs_args
         C, D = problem.Syx.shape
         largest = max(max(r * c, r * C, C * c) for r, c in problem.shapes)
-        self.jvp_args = (Sxx, eta_l, rows, cols, offs, abuf, aoff, gbuf, goff,
-                         np.empty_like(abuf), np.empty_like(gbuf), np.empty((D, C)),
-                         np.empty((D, C)), tbuf, np.empty(max(largest, D * C)))
+        self.jvp_args = (Sxx, eta_l, lay, abuf, gbuf,
+                         (np.empty_like(abuf), np.empty_like(gbuf), np.empty((D, C)),
+                          np.empty((D, C)), tbuf, np.empty(max(largest, D * C))))
         self._y = None
 
     def rhs(self, y, out, keep=False):
@@ -855,26 +853,23 @@ class LinearNet(Model):
             dE = -dW Sxx,  dR_1 = dE,  dR_{l+1} = dR_l W_l^T + R_l V_l^T,
 
         ``y`` must stay unchanged while the product is used."""
-        xp, kept = self.xp, self._kept
-        fresh = kept is None or kept[0] is not y
+        xp = self.xp
+        kept_y, Ws, At, G = self._kept or (None,) * 4
+        fresh = kept_y is not y
         if fresh:
             Ws = self.weights_of(y)
             At, G = chain_products(Ws, self._Sxx, self._Syx, self.problem.white)
-        else:
-            _, Ws, At, G = kept
         L, eta, white, Sxx = self.L, self._eta, self.problem.white, self._Sxx
         out = xp.empty(self.layout.size)
 
         def jv(v):
             V, dWs = self.layout.unpack(v), self.layout.unpack(out)
             dAt = [None] * L
-            if L > 1:
-                dAt[L - 2] = V[L - 1].T
-                for i in range(L - 3, -1, -1):
-                    dAt[i] = Ws[i + 1].T @ dAt[i + 1] + V[i + 1].T @ At[i + 1]
-                dWT = Ws[0].T @ dAt[0] + V[0].T @ At[0]
-            else:
-                dWT = V[0].T
+            dWT = None                  # d(W_L ... W_{i+1})^T, down to dW^T
+            for i in range(L - 1, -1, -1):
+                dWT = V[i].T if dWT is None else Ws[i].T @ dWT + V[i].T @ At[i]
+                if i > 0:
+                    dAt[i - 1] = dWT
             dG = -(dWT.T if white else (Sxx @ dWT).T)
             for i in range(L):
                 if i > 0:

@@ -86,7 +86,7 @@ class MLP(Model):
         self.shapes = tuple(w.shape for w in weights)
         self.L = len(weights)
         self.has_biases = biases is not None
-        self.layout = Layout(list(self.shapes) + [(s[0],) for s in self.shapes[:-1]
+        self.layout = Layout(list(self.shapes) + [(r,) for r, _ in self.shapes[:-1]
                                                   if self.has_biases])
         self.y0 = self.layout.pack(list(weights) + list(biases or []), xp=xp)
         self.linear = options.activation == "linear" and not self.has_biases
@@ -288,12 +288,12 @@ class MLP(Model):
         of the backpropagation (Pearlmutter 1994; docs/simulator.md, "The MLP")."""
         xp = self.xp
         out = xp.empty(self.layout.size) if out is None else out
-        c = self._jvp_cache        # a Rosenbrock step's products share y
-        if c is None or c[0].shape != y.shape or not bool(xp.array_equal(c[0], y)):
-            base = self._backprop(y)
-            c = self._jvp_cache = (xp.array(y, copy=True), base,
-                                   [self.dphi(z) for z in base[1]])
-        _, (F, Z, H, Gs), dphis = c
+        y_kept, base, dphis = self._jvp_cache or (None,) * 3   # a Rosenbrock step's y
+        if y_kept is None or y_kept.shape != y.shape or not bool(xp.array_equal(y_kept, y)):
+            _, Z, _, _ = base = self._backprop(y)
+            dphis = [self.dphi(z) for z in Z]
+            self._jvp_cache = (xp.array(y, copy=True), base, dphis)
+        F, Z, H, Gs = base
         Ws = self.weights_of(y)
         Vs = self.layout.unpack(v)
         dWs, dbs = Vs[:self.L], Vs[self.L:]
@@ -352,14 +352,15 @@ class MLPNumba(MLP):
                          int(self.has_biases), 0], dtype=np.int64)
         fopt = np.array([opt.activation_param or 0.0, opt.loss_param or 0.0, self.alpha, 0.0])
         n_h, n_g, FC = int(hoffs[-1]), P * max(rows), (P, self.Y.shape[1])
-        d = self._data = (X, self.Y, np.zeros(FC), lay, np.array(self.m),
+        f0, F = np.zeros(FC), np.empty(FC)
+        d = self._data = (X, self.Y, f0, lay, np.array(self.m),
                           -np.array(self._rates[:L]), iopt, fopt, np.empty(n_h), np.empty(n_h),
-                          hoffs[:-1].copy(), np.empty(n_g), np.empty(n_g), np.empty(FC))
+                          hoffs[:-1].copy(), np.empty(n_g), np.empty(n_g), F)
         self.f0 = None
-        if opt.centered:
+        if opt.centered:                # the outputs at y0, from mlp_forward's F
             K.mlp_forward(self.y0, X, d, False)
-            d[2][...] = d[13]
-            self.f0 = d[2]
+            f0[...] = F
+            self.f0 = f0
         self._grad_data = d[:5] + (np.ones(L),) + d[6:]
         self._pat = np.empty(n_h, dtype=bool)
         self._fresh = False
