@@ -45,7 +45,6 @@ def batched_rhs(Ys, out, S, data, Hc, Dv, G1, G0, F, lossv):
     P, D = X.shape
     o1, N, bo = lay[0, 0], lay[0, 1], lay[0, 3]
     o2, C = lay[1, 0], lay[1, 1]
-    n = o2 + C * N + (N if bo >= 0 else 0)
     NS = N * S
     m1, m2 = m[0], m[1]
     lossv[:S] = 0.0

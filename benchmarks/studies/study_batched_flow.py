@@ -71,7 +71,6 @@ class Batched:
         self.n = model.layout.size
         self.y0 = np.stack([model.layout.pack(list(w) + list(b or [])) for w, b in inits])
         self.t_eval = np.asarray(t_eval, dtype=np.float64)
-        L = model.L
         rows = [r for r, _ in model.shapes]
         hidden = rows[:-1]
         self.hoffs = np.concatenate(([0], np.cumsum(hidden)))[:-1].astype(np.int64)

@@ -191,7 +191,7 @@ def load(files, scale, seeds):
                     last[r["label"], r["seed"]] = (r["nfev"], r["sec"], tuple(r["errs"]),
                                                    r["share"])
     out = {}
-    for (label, seed), v in sorted(last.items(), key=lambda kv: kv[0][1]):
+    for (label, _seed), v in sorted(last.items(), key=lambda kv: kv[0][1]):
         out.setdefault(label, []).append(v)
     return out
 
