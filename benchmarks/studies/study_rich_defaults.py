@@ -66,6 +66,7 @@ SETTINGS = [("default", {})] + [
 #: where kink steps are rare, looser where the flow slides along many): here it is read
 #: off the measured share of the kink_rtol 1e-3 run (``share``), not decided online.
 RULES = {
+    "the default: kink_rtol 3e-4 for 300 kink steps, then 1e-3": lambda s, share: "default",
     "kink_rtol 1e-3": lambda s, share: "auto rtol 1e-08 kink 0.001",
     "kink_rtol 5e-4": lambda s, share: "auto rtol 1e-08 kink 0.0005",
     "kink_rtol 3e-4": lambda s, share: "auto rtol 1e-08 kink 0.0003",

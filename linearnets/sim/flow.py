@@ -29,7 +29,8 @@ from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowStatus",
            "FlowWarning", "FlowError", "FlowInterrupted", "RECORDABLE", "DEFAULT_MAX_STEPS",
-           "DEFAULT_METHOD", "DENSE_METHODS", "METHODS", "KINK_RTOL"]
+           "DEFAULT_METHOD", "DENSE_METHODS", "METHODS", "KINK_RTOL",
+           "KINK_RTOL_LATE"]
 
 #: Quantities that ``record=`` can ask for (``"modes"``, ``"conservation"``: linear networks;
 #: ``"sharpness"``: the networks of the contract, models ``"mlp"`` and ``"linear"``).
@@ -44,11 +45,15 @@ _EPS = float(np.finfo(np.float64).eps)
 DEFAULT_MAX_STEPS = 1_000_000
 #: Default method of :func:`gradient_flow` (``methods.driver.auto``).
 DEFAULT_METHOD = "auto"
-#: Default relative tolerance of the low-order pair at kinks: ``max(rtol, KINK_RTOL)``.
-#: 3e-4: of 1e-2 to 3e-4, the one value that held a centred ReLU net's held-out outputs and
-#: stop time to 1e-3 on every draw measured, alpha sqrt(h) = 1000 to 1 (docs/methods.md,
-#: "What kink_rtol trades"; 1e-3 is cheaper in the rich regime but misses in the lazy).
+#: Default relative tolerances of the low-order pair at kinks: ``max(rtol, KINK_RTOL)`` for
+#: its first ``KINK_EARLY_STEPS`` accepted steps (``methods.base``), ``max(rtol,
+#: KINK_RTOL_LATE)`` after them.  A lazy ReLU run (~100 steps in all) keeps 3e-4, the one
+#: value of 1e-2 to 3e-4 that held a centred ReLU net's held-out outputs and stop time to
+#: 1e-3 on every draw at alpha sqrt(h) = 1000; a rich one (thousands of kink steps) runs at
+#: 1e-3, which reached 1e-3 there at a third to a seventh of 3e-4's cost (docs/methods.md,
+#: "What kink_rtol trades").  A ``kink_rtol`` passed by the caller holds throughout.
 KINK_RTOL = 3e-4
+KINK_RTOL_LATE = 1e-3
 #: Smallest accepted rtol: below it the error estimate is dominated by rounding.
 MIN_RTOL = 100 * _EPS
 #: rtol and atol must be below these: an error of the size of the state is no control.
@@ -428,8 +433,9 @@ def shapes_of(layers):
 class SolverOptions(NamedTuple):
     """How a run integrates: the fields of :class:`~.methods.base.StepperOptions` (the
     tolerances, the budget of attempted steps, the first step and the fallback's rtol at
-    kinks, None: ``max(rtol, KINK_RTOL)``), the method, dense output and the backend, as a
-    front end's keywords give them; :func:`check_solver` validates them."""
+    kinks, None: :data:`KINK_RTOL` then :data:`KINK_RTOL_LATE`), the method, dense output and
+    the backend, as a front end's keywords give them; :func:`check_solver` validates them
+    and sets ``kink_rtol_late``."""
 
     rtol: float = 1e-8
     atol: float = 1e-12
@@ -439,6 +445,7 @@ class SolverOptions(NamedTuple):
     method: str = DEFAULT_METHOD
     dense: bool = False
     backend: str = "auto"
+    kink_rtol_late: Optional[float] = None
 
 
 class Recording(NamedTuple):
@@ -458,7 +465,8 @@ NETWORK_KEYWORDS = ("eta", "activation", "multipliers", "alpha", "centered", "lo
 
 
 _KEYWORDS = tuple(operator.itemgetter(*names)
-                  for names in (NETWORK_KEYWORDS, SolverOptions._fields, Recording._fields))
+                  for names in (NETWORK_KEYWORDS, SolverOptions._fields[:-1],
+                                Recording._fields))
 
 
 def split_keywords(given):
@@ -474,8 +482,10 @@ def check_solver(solver):
     ``max_steps``, ``first_step`` and the backend's name."""
     rtol, atol = check_tolerances(solver.rtol, solver.atol)
     kink_rtol, first_step = solver.kink_rtol, solver.first_step
-    kink_rtol = (max(rtol, KINK_RTOL) if kink_rtol is None
-                 else float(check_positive(kink_rtol, "kink_rtol", ndim=0)))
+    if kink_rtol is None:
+        kink_rtol, late = max(rtol, KINK_RTOL), max(rtol, KINK_RTOL_LATE)
+    else:
+        kink_rtol = late = float(check_positive(kink_rtol, "kink_rtol", ndim=0))
     method, dense = check_method(DEFAULT_METHOD if solver.method is None else solver.method,
                                  solver.dense)
     max_steps = check_int(solver.max_steps, "max_steps", minimum=1)
@@ -483,7 +493,8 @@ def check_solver(solver):
         first_step = float(check_positive(first_step, "first_step", ndim=0))
     _backend.check_backend(solver.backend)
     return SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
-                         kink_rtol=kink_rtol, method=method, dense=dense, backend=solver.backend)
+                         kink_rtol=kink_rtol, method=method, dense=dense, backend=solver.backend,
+                         kink_rtol_late=late)
 
 
 class _Guard:
@@ -1050,8 +1061,10 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
         y_mu)``), or once it reaches ``r`` times its value at t = 0 (``0 < r < 1``), located
         inside the step (``Trajectory.t_stop``).
     kink_rtol : float, optional
-        rtol of the BS32 pair across and along kinks of ReLU-type nets (default ``max(rtol,
-        KINK_RTOL)``, ``KINK_RTOL = 3e-4``: outputs to about 1e-3; docs/methods.md).
+        rtol of the BS32 pair across and along kinks of ReLU-type nets, throughout the run.
+        Default: ``max(rtol, KINK_RTOL)`` (3e-4) for its first ``KINK_EARLY_STEPS`` (300)
+        accepted steps, then ``max(rtol, KINK_RTOL_LATE)`` (1e-3): outputs to about 1e-3
+        from the lazy to the rich regime (docs/methods.md, "What kink_rtol trades").
     raise_on_failure : bool
         A failed run raises :class:`FlowError` instead of warning (:class:`FlowWarning`).
     model : str, optional

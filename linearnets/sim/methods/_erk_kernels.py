@@ -359,8 +359,9 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         steps, at most ``stats[S.BUDGET]`` attempted steps counted in ``stats``.
 
         ``K`` (at least s + 1 rows of the larger pair, n) holds stage derivatives,
-        ``K[0] = f(y)`` on entry and exit; ``pairs = (tab, low)`` the primary and the
-        low-order pair (``low`` only used at kinks; slots ``S.P_*``); ``control = (ctl, wd,
+        ``K[0] = f(y)`` on entry and exit; ``pairs = (tab, low, late)`` the primary and the
+        low-order pair (only at kinks: ``low`` for its first ``ctl[S.KINK_EARLY]`` accepted
+        steps, ``late`` after them; slots ``S.P_*``); ``control = (ctl, wd,
         stiff)``: the constants named in ``_loop_state`` (``ctl[S.PREDICTIVE]`` 1: the
         predictive controller of :func:`accept_step` and a step shortened onto an output
         time keeping the planned one, as the linear network's loops; 0: the plain
@@ -381,13 +382,13 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         state, ``th[S.T] = th[S.T_STOP]`` its time.
         """
         n = y.shape[0]
-        tab, low = pairs
+        tab, low, late = pairs
         ctl, wd, stiff = control
         atol, safety, min_factor = ctl[S.ATOL], ctl[S.SAFETY], ctl[S.MIN_FACTOR]
         max_factor, ulps = ctl[S.MAX_FACTOR], ctl[S.ULPS]
         predictive = ctl[S.PREDICTIVE] != 0.0
         kink_rej_max, calm_max = ctl[S.KINK_REJECTIONS], ctl[S.CALM_STEPS]
-        growth, clip_eps = ctl[S.KINK_GROWTH], ctl[S.CLIP_EPS]
+        growth, clip_eps, kink_early = ctl[S.KINK_GROWTH], ctl[S.CLIP_EPS], ctl[S.KINK_EARLY]
         capping = stiff[S.BOUNDARY] > 0.0
         t_target, t_out, max_steps = th[S.T_TARGET], th[S.T_OUT], stats[S.BUDGET]
         t = th[S.T]
@@ -409,7 +410,12 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                     settle(y, cur, in_y)
                     return code
                 on_low = kinks and th[S.ACTIVE] != 0.0
-                pair = low if on_low else tab
+                if not on_low:
+                    pair = tab
+                elif stats[S.FALLBACK_STEPS] < kink_early:
+                    pair = low
+                else:
+                    pair = late
                 s = pair[S.P_B].shape[0]
                 clipped = h >= t_target - t or t + h >= t_target - clip_eps * abs(t_target)
                 h_try = t_target - t if clipped else h

@@ -48,12 +48,14 @@ ROSW_STATS_SIZE = 5
 
 # -- a pair (tuple) as the explicit loop takes it (``compiled.tableau_args``) ---------------
 #: the tableau's arrays, Hairer's third-order error weights where USE_E3, the controller's
-#: exponent ``-1 / (error order + 1)`` and the pair's relative tolerance.
+#: exponent ``-1 / (error order + 1)`` and the pair's relative tolerance.  ``pairs = (tab,
+#: low, late)``: the primary pair, the fallback at kinks for its first ``ctl[KINK_EARLY]``
+#: accepted steps, and the fallback after them (``base.kink_tolerances``).
 P_A, P_B, P_E, P_E3, P_USE_E3, P_EXPONENT, P_RTOL = range(7)
 
 # -- ctl (float64): the explicit loop's constants (``compiled.loop_control``) ---------------
 (ATOL, SAFETY, MIN_FACTOR, MAX_FACTOR, MIN_ERR, ULPS, PREDICTIVE, KINK_REJECTIONS, CALM_STEPS,
- KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, CLIP_EPS) = range(13)
+ KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, CLIP_EPS, KINK_EARLY) = range(14)
 
 # -- stiff (float64): the stability cap and stiffness test (``compiled.stiffness_args``) ---
 (BOUNDARY, CAP_SAFETY, MEMORY, MIN_REL, WSUM, ULPS_EPS, NONSTIFF_RESET, STIFF_STEPS,

@@ -18,7 +18,8 @@ from numba.extending import register_jitable
 __all__ = ["FlowStatus", "Stepper", "StepperOptions", "StepControl", "Result", "integrate",
            "sumsq",
            "error_norm", "step_factor", "kink_factor", "SAFETY", "MIN_FACTOR", "MAX_FACTOR",
-           "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH", "PREDICTIVE_MIN_ERR",
+           "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH", "KINK_EARLY_STEPS",
+           "kink_tolerances", "PREDICTIVE_MIN_ERR",
            "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL",
            "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES", "NO_PREVIOUS_STEP",
            "run_message", "predictive_step", "accept_step", "stiffness_estimate",
@@ -54,6 +55,10 @@ KINK_REJECTIONS = 3
 CALM_STEPS = 16
 #: Largest step growth while the fallback stepper runs.
 KINK_GROWTH = 2.0
+#: Accepted steps of the fallback at ``kink_rtol`` before it turns to ``kink_rtol_late``
+#: (docs/methods.md, "What kink_rtol trades"): a lazy centred ReLU net took 29-46 of them in
+#: all, a rich one 500-3,000 (300 reached 1e-3 on every draw measured; 100 missed one).
+KINK_EARLY_STEPS = 300
 #: Illinois iterations and tolerance (fraction of the step) locating a stop inside a step.
 STOP_ITERATIONS = 60
 STOP_XTOL = 1e-12
@@ -370,13 +375,23 @@ class Stepper:
 
 class StepperOptions(NamedTuple):
     """Settings of :func:`integrate`: tolerances, the budget of attempted steps, the first
-    step (None: chosen) and the fallback stepper's relative tolerance at kinks (>= rtol)."""
+    step (None: chosen) and the fallback stepper's relative tolerance at kinks (>= rtol) for
+    its first :data:`KINK_EARLY_STEPS` accepted steps and after them (None: the same)."""
 
     rtol: float = 1e-8
     atol: float = 1e-12
     max_steps: int = 1_000_000
     first_step: Optional[float] = None
     kink_rtol: float = 1e-6
+    kink_rtol_late: Optional[float] = None
+
+
+def kink_tolerances(options):
+    """``(early, late)``: the fallback's relative tolerances at kinks before and after
+    :data:`KINK_EARLY_STEPS` of its accepted steps, each at least ``options.rtol``."""
+    rtol, early = float(options.rtol), float(options.kink_rtol)
+    late = options.kink_rtol_late
+    return max(early, rtol), max(early if late is None else float(late), rtol)
 
 
 @dataclass(frozen=True)
@@ -521,8 +536,9 @@ class Controller:
     the step after each attempt, the stability cap and the tests of :class:`StepControl`
     that end a stretch (``ends``); it counts what :class:`Result` reports of them."""
 
-    def __init__(self, control, main, low):
+    def __init__(self, control, main, low, late=None):
         self.control, self.main, self.low, self.active = control, main, low, main
+        self.late = late            # the fallback's rtol after KINK_EARLY_STEPS (None: kept)
         self.capping = control.cap_safety > 0.0 and main.stiffness is not None
         self.boundary = main.tableau.stability_boundary if self.capping else 0.0
         self.memory = NO_PREVIOUS_STEP      # the last accepted unclipped step (accept_step)
@@ -579,6 +595,8 @@ class Controller:
         took, main, c = self.active, self.main, self.control
         if took is self.low:
             self.fallback_steps += 1
+            if self.fallback_steps == KINK_EARLY_STEPS and self.late is not None:
+                took.rtol = self.late
         self._kinks(crossed, along, t_new)
         active, rejected = self.active, self.rejected
         if active is self.low:
@@ -675,7 +693,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
                 stage_cross = now is not None and bool(xp.any(now != pat))
             return out
     main = primary(rhs, n, options.rtol, options.atol, xp)
-    low = (fallback(rhs, n, max(options.kink_rtol, options.rtol), options.atol, xp)
+    early, late = kink_tolerances(options)
+    low = (fallback(rhs, n, early, options.atol, xp)
            if fallback is not None and switches is not None else None)
     pat = None
     T = t_eval.size
@@ -689,7 +708,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
     nsteps = nrejected = 0
     h = 0.0
     nonfinite = False
-    ctl = Controller(control, main, low)
+    ctl = Controller(control, main, low, late)
 
     def done(status, extra="", t_stop=None, y_out=None, stiff=False, nonstiff=False):
         msg = run_message(status, t, nonfinite, extra, ctl.kinks, ctl.sliding,

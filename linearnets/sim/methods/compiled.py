@@ -7,11 +7,12 @@ import os
 
 import numpy as np
 
-from .base import (CALM_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR, MIN_FACTOR,
-                   MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET, PREDICTIVE_MIN_ERR, SAFETY,
-                   STABILITY_SAFETY, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS,
-                   STOP_ITERATIONS, STOP_XTOL, SWITCH_BACK_MARGIN, FlowStatus, Result, StepControl,
-                   as_observer, dense_batch_rows, observe_step, observe_until, run_message,
+from .base import (CALM_STEPS, KINK_EARLY_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR,
+                   MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET,
+                   PREDICTIVE_MIN_ERR, SAFETY, STABILITY_SAFETY, STIFFNESS_MEMORY,
+                   STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS, STOP_ITERATIONS, STOP_XTOL,
+                   SWITCH_BACK_MARGIN, FlowStatus, Result, StepControl, as_observer,
+                   dense_batch_rows, kink_tolerances, observe_step, observe_until, run_message,
                    select_initial_step)
 from . import _loop_state as S
 from ._loop_state import NONSTIFF, PENDING, STIFF, STOPPED
@@ -101,7 +102,7 @@ def loop_control(options, predictive):
     """The control array of the compiled ERK loop (its slots: ``_loop_state``'s ctl)."""
     return np.array([float(options.atol), SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
                      MIN_STEP_ULPS, 1.0 if predictive else 0.0, KINK_REJECTIONS, CALM_STEPS,
-                     KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, 4.0 * _EPS])
+                     KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, 4.0 * _EPS, KINK_EARLY_STEPS])
 
 
 def _start(first, rhs, y, t_eval, t0, order, options, observe, k=0):
@@ -272,8 +273,11 @@ class DenseStageOps:
                 K[0] = self.K[0]
             self.K = K
         pair = tableau_args(tab, options.rtol)
-        self.pairs = (pair, pair if low is None else
-                      tableau_args(low, max(float(options.kink_rtol), float(options.rtol))))
+        if low is None:
+            self.pairs = (pair, pair, pair)
+        else:
+            early, late = kink_tolerances(options)
+            self.pairs = (pair, tableau_args(low, early), tableau_args(low, late))
         self.control = (loop_control(options, predictive),
                         *stiffness_args(tab, stiff_steps, cap_safety, stiff_held))
 

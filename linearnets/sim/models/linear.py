@@ -632,7 +632,7 @@ class _LinearOps:
 
     def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
         pair = self._tableau(tab, options.rtol)
-        self.pairs = (pair, pair)
+        self.pairs = (pair, pair, pair)
         self.control = (compiled.loop_control(options, True),
                         *compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held))
 
