@@ -49,6 +49,20 @@ def test_size_and_width_extrapolation_recover_power_laws():
     assert out[64.0, 1e2][0] == 1e9 and "floored" in out[64.0, 1e2][1]
 
 
+def test_size_exponent_over_the_same_interval_for_a_steepening_cost():
+    # a fixed part plus a cubic one: the slope over 200..400 underestimates the one above
+    def c(w, s):
+        return (w / 32.0) * (1.0 + 1e-8 * s ** 3)
+
+    times = {(w, 1.0, s): c(w, s) for w in (32.0, 64.0) for s in (200.0, 400.0)}
+    times[32.0, 1.0, 1000.0] = c(32.0, 1000.0)
+    out = sfc.full_size_costs(times, [32.0, 64.0], [1.0], [200.0, 400.0], 1000.0)
+    sec, how = out[64.0, 1.0]
+    own = c(64.0, 400.0) * 2.5 ** sfc.loglog_slope(200.0, c(64.0, 200.0), 400.0, c(64.0, 400.0))
+    assert sec == pytest.approx(c(64.0, 1000.0), rel=1e-12) and sec > 1.5 * own
+    assert "over sizes 400..1000 at width 32" in how
+
+
 def test_alpha_interpolation_and_grid_sum():
     a = np.array([1e-4, 1e1, 1e6])
     c = np.array([100.0, 10.0, 40.0])

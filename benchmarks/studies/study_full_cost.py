@@ -19,10 +19,13 @@ Two ways to sample:
   spec, e.g. ``n_train=200,400``). The cost at each sampled (width, alpha) is
 
   1. the time at full size, where it was timed;
-  2. otherwise extrapolated in the size parameter from the largest size timed there, as
-     ``size^k``: ``k`` is the slope of log time over log size between the two largest sizes
-     timed at that (width, alpha), or, with one size timed there, the mean of those slopes at
-     the same alpha over the other widths;
+  2. otherwise extrapolated in the size parameter from the largest size ``s`` timed there, as
+     ``size^k``: ``k`` is the slope of log time over log size over the same interval, ``s``
+     to the full size, at the nearest width where both were timed at that alpha (a cost made
+     of parts that grow at different powers of the size steepens or flattens with it, so the
+     slope below ``s`` can mislead); without such a width, the slope between the two largest
+     sizes timed at that (width, alpha); with one size timed there, the mean of those slopes
+     at that alpha over the other widths;
   3. otherwise extrapolated in the width from the two widest widths with a figure at that
      alpha, as ``width^k``;
 
@@ -163,16 +166,27 @@ def full_size_costs(times, widths, alphas, sizes, full, budget=None):
             if not got:
                 continue
             s1 = got[-1]
+            cands = []
             if (w, a) in slopes:
                 k, s0, _ = slopes[w, a]
-                how = f"size^{k:.2f} from sizes {s0:g}, {s1:g}"
-            else:
+                cands.append((k, f"its own over sizes {s0:g}..{s1:g}"))
+            same = [ww for ww in widths if np.isfinite(times.get((ww, a, s1), np.nan))
+                    and np.isfinite(times.get((ww, a, full), np.nan))]
+            if same:
+                ww = min(same, key=lambda v: abs(np.log(v / w)))
+                k = loglog_slope(s1, times[ww, a, s1], full, times[ww, a, full])
+                cands.append((k, f"over sizes {s1:g}..{full:g} at width {ww:g}"))
+            if not cands:
                 others = [(v[0], ww) for (ww, aa), v in slopes.items() if aa == a]
                 if not others:
                     continue
-                k = float(np.mean([o[0] for o in others]))
-                how = (f"size^{k:.2f} from size {s1:g} (the exponent: the mean over widths "
-                       f"{', '.join(f'{o[1]:g}' for o in others)})")
+                cands.append((float(np.mean([o[0] for o in others])),
+                              "the mean over widths " + ", ".join(f"{o[1]:g}" for o in others)))
+            k, src = cands[-1]
+            how = f"size^{k:.2f} from size {s1:g} (the exponent {src}"
+            if len(cands) > 1:
+                how += f"; {cands[0][1]}: {cands[0][0]:.2f}"
+            how += ")"
             out[w, a] = (times[w, a, s1] * (full / s1) ** k, "extrapolated: " + how)
     for a in alphas:
         for w in widths:
@@ -272,7 +286,7 @@ def by_alpha(args, spec, points, widths):
             t.setdefault(k, []).append(np.inf if r[args.clock] is None else r[args.clock])
         return {k: (np.inf if np.inf in v else float(np.mean(v))) for k, v in t.items()}
 
-    ws = [_key(w) for w in widths]
+    ws = sorted({_key(p[ax]) for p in points})          # all widths, for the projection
     if not args.project_only:
         print(f"{spec.name} --full: {len(points)} points; load average {os.getloadavg()[0]:.2f} "
               f"on {os.cpu_count()} cores; timing {aax} = "
