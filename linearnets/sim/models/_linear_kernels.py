@@ -17,7 +17,9 @@ from ..methods._erk_kernels import error_norm, make_erk_advance, sumsq
 from ..methods._rosw_kernels import make_rosw_advance
 from ..methods.tableaux import SSPRK104_LOW_STORAGE as _LS
 
-__all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains", "rhs_flat",
+__all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "SMALL_PRODUCT_MAX", "SMALL_DOT_MAX",
+           "SMALL_TRANSPOSED_PRODUCT_MAX", "DGEMM", "small_product", "mul", "mul_t",
+           "times_transpose", "chains", "rhs_flat",
            "jvp_flat", "rhs", "jvp", "stage", "combination", "combinations", "step_end",
            "stage_stiffness_sums", "stage_fsal", "gemm_acc", "add_stage", "hermite_states",
            "error_sums", "slot_stiffness_sums", "ssp_advance", "end_to_end",
@@ -26,6 +28,15 @@ __all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "DGEMM", "times_transpose", "chains",
 
 #: Largest layer (bytes) whose ``G W^T`` is formed as ``(W G^T)^T`` (docs/simulator.md).
 TRANSPOSED_PRODUCT_MAX_BYTES = 1 << 21
+
+#: Largest one-row products (multiply-adds) that :func:`mul` (``x B``) and :func:`mul_t`
+#: (``x B^T``, dot products) form in their own loops rather than through BLAS: the measured
+#: crossovers (docs/simulator.md, "The linear network").
+SMALL_PRODUCT_MAX = 1024
+SMALL_DOT_MAX = 256
+#: Largest ``G W^T`` (multiply-adds) formed by ``np.dot`` on the transposed view of ``W``,
+#: not through :func:`times_transpose`'s copies.
+SMALL_TRANSPOSED_PRODUCT_MAX = 4096
 
 #: scipy's Fortran ``dgemm`` for ``C += alpha A B``, passed as an argument (docs/simulator.md).
 DGEMM = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))(
@@ -76,12 +87,84 @@ def _add_into(out, P):
             out[a, b] += P[a, b]
 
 
+@njit(cache=True, inline="always")
+def small_product(m, k, n, dot=False):
+    """Whether :func:`mul` (``dot``: :func:`mul_t`) forms an (m x k) by (k x n) product in its
+    own loops: one row, at least one term, at most ``SMALL_PRODUCT_MAX`` (``SMALL_DOT_MAX``)
+    multiply-adds."""
+    return m == 1 and 0 < k and k * n <= (SMALL_DOT_MAX if dot else SMALL_PRODUCT_MAX)
+
+
+@njit(cache=True)
+def mul(a, ao, b, bo, m, k, n, out, oo):
+    """``out = A B`` on flat C-ordered buffers: ``A`` (m x k) at ``a[ao:]``, ``B`` (k x n) at
+    ``b[bo:]``, ``out`` (m x n) at ``out[oo:]``.  One row (m = 1) of at most
+    ``SMALL_PRODUCT_MAX`` multiply-adds in loops over blocks of eight columns, each summed
+    over ``p`` in eight registers (no views, no stores inside the sum); else ``np.dot`` on
+    views (docs/simulator.md, "The linear network").  Returns whether the loops formed it."""
+    if not small_product(m, k, n):
+        np.dot(a[ao:ao + m * k].reshape((m, k)), b[bo:bo + k * n].reshape((k, n)),
+               out[oo:oo + m * n].reshape((m, n)))
+        return False
+    x = a[ao:ao + k]
+    main = n - n % 8
+    for q0 in range(0, main, 8):
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+        for p in range(k):
+            xp = x[p]
+            r = b[bo + p * n + q0:bo + p * n + q0 + 8]
+            s0 += xp * r[0]
+            s1 += xp * r[1]
+            s2 += xp * r[2]
+            s3 += xp * r[3]
+            s4 += xp * r[4]
+            s5 += xp * r[5]
+            s6 += xp * r[6]
+            s7 += xp * r[7]
+        o = out[oo + q0:oo + q0 + 8]
+        o[0], o[1], o[2], o[3] = s0, s1, s2, s3
+        o[4], o[5], o[6], o[7] = s4, s5, s6, s7
+    for q in range(main, n):
+        acc = 0.0
+        for p in range(k):
+            acc += x[p] * b[bo + p * n + q]
+        out[oo + q] = acc
+    return True
+
+
+@njit(cache=True)
+def mul_t(a, ao, b, bo, m, k, n, out, oo):
+    """``out = A B^T`` on flat buffers as :func:`mul` (``B``: n x k): one row of at most
+    ``SMALL_DOT_MAX`` multiply-adds as dot products of contiguous rows in four partial
+    sums; else ``np.dot`` on the transposed view.  Returns whether the loops formed it."""
+    if not small_product(m, k, n, True):
+        np.dot(a[ao:ao + m * k].reshape((m, k)), b[bo:bo + n * k].reshape((n, k)).T,
+               out[oo:oo + m * n].reshape((m, n)))
+        return False
+    main = k - k % 4
+    x = a[ao:ao + k]
+    for i in range(n):
+        row = b[bo + i * k:bo + (i + 1) * k]
+        s0 = s1 = s2 = s3 = 0.0
+        for p in range(0, main, 4):
+            s0 += x[p] * row[p]
+            s1 += x[p + 1] * row[p + 1]
+            s2 += x[p + 2] * row[p + 2]
+            s3 += x[p + 3] * row[p + 3]
+        for p in range(main, k):
+            s0 += x[p] * row[p]
+        out[oo + i] = (s0 + s1) + (s2 + s3)
+    return True
+
+
 @njit(cache=True)
 def times_transpose(G, W, out, tbuf):
     """``out = G W^T`` (C x r) for ``G`` (C x c), ``W`` (r x c), as ``linear.times_transpose``."""
     C, c = G.shape
     r = W.shape[0]
-    if 8 * r * c <= TRANSPOSED_PRODUCT_MAX_BYTES:
+    if C * c * r <= SMALL_TRANSPOSED_PRODUCT_MAX:
+        np.dot(G, W.T, out)
+    elif 8 * r * c <= TRANSPOSED_PRODUCT_MAX_BYTES:
         GT = tbuf[:c * C].reshape((c, C))
         GT[:, :] = G.T
         OT = tbuf[c * C:(c + r) * C].reshape((r, C))
@@ -197,55 +280,41 @@ def jvp(v, out, y, jdata):
 
 # --- factored Butcher stages --------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _apply_left(l, A, out, k, w, C, ints, bufs, y):
-    """``out = A W_l^st`` (A: C x N_l, out: C x N_{l-1}; ``linear.FactoredStages``)."""
+def _apply(l, src, so, dst, do, right, k, w, C, ints, bufs, y):
+    """``dst = X W_l^st`` (``right``: ``X W_l^st^T``) for ``X`` (C x N_l, or C x N_{l-1}) at
+    ``src[so:]``, into ``dst[do:]`` (``linear.FactoredStages``); the rank-C corrections of
+    the stored slots from ``U``, ``V`` (one kernel for both sides was measured 25 % slower
+    on the small bench problem than two; here the products choose their own loops)."""
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
     ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     r, c = rows[l], cols[l]
-    if factored[l] == 0:
-        np.dot(A, wst[offs[l]:offs[l + 1]].reshape((r, c)), out)
+    src_w = wst if factored[l] == 0 else y
+    if right:
+        ni, no = c, r
+        if C * c * r <= SMALL_TRANSPOSED_PRODUCT_MAX:
+            mul_t(src, so, src_w, offs[l], C, c, r, dst, do)
+        else:
+            times_transpose(src[so:so + C * c].reshape((C, c)),
+                            src_w[offs[l]:offs[l + 1]].reshape((r, c)),
+                            dst[do:do + C * r].reshape((C, r)), tbuf)
+    else:
+        ni, no = r, c
+        mul(src, so, src_w, offs[l], C, r, c, dst, do)
+    if factored[l] == 0 or k == 0:
         return
-    np.dot(A, y[offs[l]:offs[l + 1]].reshape((r, c)), out)
-    if k == 0:
-        return
-    U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
-    V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
-    M = mbuf[:C * k * C].reshape((C, k * C))
-    np.dot(A, U.T, M)
+    # M = X F_in^T (C x kC), scaled by the slots' weights; dst += M F_out
+    fin, fio, fout, foo = (vs, vsoff[l], ut, utoff[l]) if right else (ut, utoff[l], vs, vsoff[l])
+    q = k * C
+    mul_t(src, so, fin, fio, C, ni, q, mbuf, 0)
     for a in range(C):
-        for q in range(k * C):
-            M[a, q] *= w[q // C]
-    T = tmp[:C * c].reshape((C, c))
-    np.dot(M, V, T)
-    _add_into(out, T)
+        for j in range(q):
+            mbuf[a * q + j] *= w[j // C]
+    mul(mbuf, 0, fout, foo, C, q, no, tmp, 0)
+    for m in range(C * no):
+        dst[do + m] += tmp[m]
 
 
 @njit(cache=True, inline="always")
-def _apply_right(l, G, out, k, w, C, ints, bufs, y):
-    """``out = G W_l^st^T`` (G: C x N_{l-1}, out: C x N_l), as :func:`_apply_left` (one
-    kernel for both sides was measured 25 % slower on the small bench problem)."""
-    rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
-    r, c = rows[l], cols[l]
-    if factored[l] == 0:
-        times_transpose(G, wst[offs[l]:offs[l + 1]].reshape((r, c)), out, tbuf)
-        return
-    times_transpose(G, y[offs[l]:offs[l + 1]].reshape((r, c)), out, tbuf)
-    if k == 0:
-        return
-    U = ut[utoff[l]:utoff[l] + k * C * r].reshape((k * C, r))
-    V = vs[vsoff[l]:vsoff[l] + k * C * c].reshape((k * C, c))
-    N = nbuf[:C * k * C].reshape((C, k * C))
-    np.dot(G, V.T, N)
-    for a in range(C):
-        for q in range(k * C):
-            N[a, q] *= w[q // C]
-    T = tmp[:C * r].reshape((C, r))
-    np.dot(N, U, T)
-    _add_into(out, T)
-
-
-@njit(cache=True)
 def _dense_sum(kd, base, size, w, k, m):
     """``sum_{j<k} w_j K_j[m]`` of a dense layer's slots (zero weights skipped)."""
     acc = 0.0
@@ -268,54 +337,47 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
             size = rows[l] * cols[l]
             for m in range(size):
                 wst[offs[l] + m] = y[offs[l] + m] + _dense_sum(kd, kdoff[l], size, w, k, m)
-    W = wbuf.reshape((C, D))
     # A_{L-2} = W_{L-1}^st, A_{l-1} = A_l W_l^st, W = A_0 W_0^st (L = 1: W = W_0^st)
-    top = abuf[aoff[L - 2]:aoff[L - 1]] if L > 1 else wbuf
-    for m in range(C * cols[L - 1]):
-        top[m] = wst[offs[L - 1] + m]
-    for l in range(L - 2, -1, -1):
-        out = abuf[aoff[l - 1]:aoff[l]].reshape((C, rows[l - 1])) if l > 0 else W
-        _apply_left(l, abuf[aoff[l]:aoff[l + 1]].reshape((C, rows[l])), out, k, w, C, ints, bufs,
-                    y)
-    E = _bottom(gbuf, goff, cols, 0, C)
-    if white:
-        for a in range(C):
-            for d in range(D):
-                E[a, d] = Syx[a, d] - W[a, d]
+    if L > 1:
+        for m in range(C * cols[L - 1]):
+            abuf[aoff[L - 2] + m] = wst[offs[L - 1] + m]
     else:
-        SW = sw.reshape((C, D))
-        np.dot(W, Sxx, SW)
-        for a in range(C):
-            for d in range(D):
-                E[a, d] = Syx[a, d] - SW[a, d]
+        for m in range(C * D):
+            wbuf[m] = wst[offs[0] + m]
+    for l in range(L - 2, -1, -1):
+        if l > 0:
+            _apply(l, abuf, aoff[l], abuf, aoff[l - 1], False, k, w, C, ints, bufs, y)
+        else:
+            _apply(l, abuf, aoff[l], wbuf, 0, False, k, w, C, ints, bufs, y)
+    e0 = goff[0]
+    if not white:
+        mul(wbuf, 0, Sxx.ravel(), 0, C, D, D, sw, 0)
+    src = wbuf if white else sw
+    for a in range(C):
+        for d in range(D):
+            gbuf[e0 + a * D + d] = Syx[a, d] - src[a * D + d]
     for l in range(L):
         r, c = rows[l], cols[l]
-        G = gbuf[goff[l]:goff[l + 1]].reshape((C, c))
         if l > 0:
-            _apply_right(l - 1, gbuf[goff[l - 1]:goff[l]].reshape((C, cols[l - 1])), G, k, w, C,
-                         ints, bufs, y)
+            _apply(l - 1, gbuf, goff[l - 1], gbuf, goff[l], True, k, w, C, ints, bufs, y)
         eta = eta_l[l]
         if factored[l] != 0:
-            Al = abuf[aoff[l]:aoff[l + 1]].reshape((C, r))
-            U = ut[utoff[l]:utoff[l + 1]].reshape(((utoff[l + 1] - utoff[l]) // r, r))
-            V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
-            for a in range(C):
-                for i in range(r):
-                    U[slot * C + a, i] = Al[a, i] * eta
-                for i in range(c):
-                    V[slot * C + a, i] = G[a, i]
+            for m in range(C * r):
+                ut[utoff[l] + slot * C * r + m] = abuf[aoff[l] + m] * eta
+            for m in range(C * c):
+                vs[vsoff[l] + slot * C * c + m] = gbuf[goff[l] + m]
             continue
-        Kd = kd[kdoff[l] + slot * r * c:kdoff[l] + (slot + 1) * r * c].reshape((r, c))
+        kb = kdoff[l] + slot * r * c
         if l == L - 1:
-            for a in range(r):
-                for i in range(c):
-                    Kd[a, i] = G[a, i] * eta
+            for m in range(r * c):
+                kd[kb + m] = gbuf[goff[l] + m] * eta
         else:
-            np.dot(abuf[aoff[l]:aoff[l + 1]].reshape((C, r)).T, G, Kd)
+            Kd = kd[kb:kb + r * c].reshape((r, c))
+            np.dot(abuf[aoff[l]:aoff[l + 1]].reshape((C, r)).T,
+                   gbuf[goff[l]:goff[l + 1]].reshape((C, c)), Kd)
             if eta != 1.0:
-                for a in range(r):
-                    for i in range(c):
-                        Kd[a, i] = Kd[a, i] * eta
+                for m in range(r * c):
+                    kd[kb + m] = kd[kb + m] * eta
 
 
 @njit(cache=True)
@@ -387,22 +449,43 @@ def combinations(W, k, y, out, C, ints, bufs):
             o[m] = o[m] + y[m]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _sumsq_lanes(x, n):
+    """``sum x[:n]^2`` in eight partial sums, which vectorise (summed in a fixed order)."""
+    main = n - n % 8
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    for m in range(0, main, 8):
+        s0 += x[m] * x[m]
+        s1 += x[m + 1] * x[m + 1]
+        s2 += x[m + 2] * x[m + 2]
+        s3 += x[m + 3] * x[m + 3]
+        s4 += x[m + 4] * x[m + 4]
+        s5 += x[m + 5] * x[m + 5]
+        s6 += x[m + 6] * x[m + 6]
+        s7 += x[m + 7] * x[m + 7]
+    for m in range(main, n):
+        s0 += x[m] * x[m]
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+
+
+@njit(cache=True, error_model="numpy")     # no zero-division test: the divisions vectorise
 def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
-    """``y_new = y + pb`` on one block from offset ``m0``; its sums of scaled error squares."""
-    s5 = 0.0
-    s3 = 0.0
-    for m in range(pb.shape[0]):
-        yv = y[m0 + m]
+    """``y_new = y + pb`` on one block from offset ``m0``; its sums of scaled error squares
+    (``pe``, ``p3`` overwritten by the scaled errors: a pass with no sum, which vectorises,
+    then the sums in lanes)."""
+    n = pb.shape[0]
+    yb = y[m0:m0 + n]
+    ynb = y_new[m0:m0 + n]
+    for m in range(n):
+        yv = yb[m]
         yn = yv + pb[m]
-        y_new[m0 + m] = yn
-        sc = atol + rtol * max(abs(yv), abs(yn))
-        q5 = pe[m] / sc
-        s5 += q5 * q5
-        if use_e3:
-            q3 = (p3[m] + c3 * pb[m]) / sc
-            s3 += q3 * q3
-    return s5, s3
+        ynb[m] = yn
+        pe[m] = pe[m] / (atol + rtol * max(abs(yv), abs(yn)))
+    if not use_e3:
+        return _sumsq_lanes(pe, n), 0.0
+    for m in range(n):
+        p3[m] = (p3[m] + c3 * pb[m]) / (atol + rtol * max(abs(yb[m]), abs(ynb[m])))
+    return _sumsq_lanes(pe, n), _sumsq_lanes(p3, n)
 
 
 @njit(cache=True)
