@@ -27,12 +27,16 @@ table gives the best of the rounds of each and their ratio (base / this tree): a
 A/B of the kernels, since a kernel's compiled constants (``SMALL_PRODUCT_MAX``) cannot
 change inside one process.
 
-What it shows on this machine (``--base`` the kernels before their own loops,
-``SMALL_PRODUCT_MAX = 0``, two runs): see docs/simulator.md ("The linear network").
+What it shows on this machine (``--base`` the revision before the kernels' small-width
+loops, three rounds, docs/simulator.md, "Small widths"): the stage 1.8-2.5 against 2.9-3.3
+us, the step end 4.2 against 5.7 us, a whole attempt 2.9 against 4.3 us per evaluation, the
+compiled run 4.1 against 5.6 us per evaluation, ``gradient_flow`` 1.26 against 1.55 ms (3.7
+against 5.2 us per evaluation beyond its fixed cost, 0.6 ms).  ``--crossover``: one-row
+``x B`` in loops wins up to 1,024 multiply-adds, dot products up to 256.
 
 Usage::
 
-    python benchmarks/studies/study_small_linear.py [--base REV] [--rounds 3]
+    python benchmarks/studies/study_small_linear.py [--base REV] [--rounds 3] [--problem medium]
     python benchmarks/studies/study_small_linear.py --crossover
 """
 from __future__ import annotations
@@ -58,8 +62,9 @@ RUNS = 60
 
 
 def _best(f, n, loops=LOOPS, clock=time.thread_time):
-    """Best time per call of ``f(n)`` (n calls) over ``loops`` loops; the components on this
-    thread's CPU time, which a busy machine's other processes do not add to."""
+    """Best time per call of ``f(n)`` (n calls) over ``loops`` loops, on this thread's CPU
+    time, which a busy machine's other processes do not add to (the calls here run on one
+    thread: BLAS runs products this small on the calling thread)."""
     best = np.inf
     for _ in range(loops):
         t0 = clock()
@@ -68,19 +73,23 @@ def _best(f, n, loops=LOOPS, clock=time.thread_time):
     return best
 
 
-def worker():
-    """Time this tree's kernels; one JSON line of microseconds (and counts)."""
+def worker(name):
+    """Time this tree's kernels on bench_flow's problem ``name``; one JSON line of
+    microseconds (and counts).  The whole runs on the small problem only."""
+    import linearnets as ln         # this tree's (PYTHONPATH), before bench_flow puts its own
+    tree = os.environ.get("STUDY_TREE")
+    if tree and not os.path.abspath(ln.__file__).startswith(os.path.abspath(tree)):
+        raise RuntimeError(f"linearnets from {ln.__file__}, not from {tree}")
     sys.path.insert(0, os.path.join(HERE, ".."))            # bench_flow
     from numba import njit
 
     import bench_flow as bf
-    import linearnets as ln
     from linearnets.sim.methods import compiled
     from linearnets.sim.methods.base import StepperOptions
     from linearnets.sim.methods.tableaux import RK45
     from linearnets.sim.models import _linear_kernels as lk, linear as lin
 
-    ws, X, Y, _ = bf.make("small")
+    ws, X, Y, _ = bf.make(name)
     problem = lin.make_problem(tuple(w.shape for w in ws), X, Y)
     y0 = lin.pack(ws)
     tab = RK45
@@ -132,24 +141,29 @@ def worker():
 
     out = {}
     s = tab.n_stages
+    calls = max(20, CALLS * 1696 // y0.size)
+    loops = LOOPS if name == "small" else 7
     for k in range(1, s + 1):
         w = ws_[k - 1]
         loop_stage(1, y0, w, k, ops.data)
-        out[f"stage k={k}"] = _best(lambda n: loop_stage(n, y0, w, k, ops.data), CALLS)
+        out[f"stage k={k}"] = _best(lambda n: loop_stage(n, y0, w, k, ops.data), calls, loops)
     wb, we = h * tab.b, h * tab.e
     loop_end(1, y0, y_new, wb, we, ops.data)
-    out["step end"] = _best(lambda n: loop_end(n, y0, y_new, wb, we, ops.data), CALLS)
+    out["step end"] = _best(lambda n: loop_end(n, y0, y_new, wb, we, ops.data), calls, loops)
     wd = compiled.stiffness_args(tab)[0]
     loop_stiff(1, s, wd, ops.data)
-    out["stiffness"] = _best(lambda n: loop_stiff(n, s, wd, ops.data), CALLS)
+    out["stiffness"] = _best(lambda n: loop_stiff(n, s, wd, ops.data), calls, loops)
     loop_attempt(1, y0, y_new, h, pair, ops.data)
     out["attempt / 6"] = _best(lambda n: loop_attempt(n, y0, y_new, h, pair, ops.data),
-                               CALLS // 6) / s
+                               max(3, calls // 6), loops) / s
     args = lin.numba_rhs_args(problem)
     f = np.empty_like(y0)
     loop_rhs(1, y0, f, args)
-    out["rhs_flat"] = _best(lambda n: loop_rhs(n, y0, f, args), CALLS)
+    out["rhs_flat"] = _best(lambda n: loop_rhs(n, y0, f, args), calls, loops)
     out = {k: v * 1e6 for k, v in out.items()}
+    if name != "small":
+        print(json.dumps(out))
+        return
 
     # whole runs
     t_eval = np.array([0.0, T_END])
@@ -159,16 +173,14 @@ def worker():
             o = lin.erk_ops(problem, tab, factored=factored)
             return compiled.erk(o, y0, t_eval, tab, opts, lambda k, y: None)
         res = run(0)
-        best = _best(run, 1, RUNS, time.perf_counter)
+        best = _best(run, 1, RUNS)
         out[f"run {name}"] = best * 1e6 / res.nfev
         out[f"run {name} nfev"] = res.nfev
     kw = dict(rtol=RTOL, atol=ATOL)
     full = ln.gradient_flow(ws, X, Y, t_eval, **kw)
     short = ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * T_END], **kw)
-    t_full = _best(lambda _: ln.gradient_flow(ws, X, Y, t_eval, **kw), 1, RUNS,
-                   time.perf_counter)
-    t_short = _best(lambda _: ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * T_END], **kw), 1,
-                    RUNS, time.perf_counter)
+    t_full = _best(lambda _: ln.gradient_flow(ws, X, Y, t_eval, **kw), 1, RUNS)
+    t_short = _best(lambda _: ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * T_END], **kw), 1, RUNS)
     out["gradient_flow (ms)"] = t_full * 1e3
     out["gradient_flow nfev"] = full.nfev
     out["fixed cost (ms)"] = t_short * 1e3
@@ -177,41 +189,51 @@ def worker():
 
 
 def crossover():
-    """Time ``mul``, ``mul_t``, ``t_mul`` in their loops and through ``np.dot`` (BLAS) over
-    shapes (m, k, n); print both and the ratio (BLAS / loops)."""
+    """Time one-row products ``x B`` and ``x B^T`` (1 x k x n) in the loops of
+    ``_linear_kernels.mul`` and ``mul_t`` (``row_times``, ``row_dots``, at every size) and through
+    ``np.dot`` on views of flat buffers, as the kernels call it; print both and the ratio
+    (BLAS / loops): where it falls below 1 is the crossover (``SMALL_PRODUCT_MAX``,
+    ``SMALL_DOT_MAX``)."""
+    sys.path.insert(0, ROOT)
     from numba import njit
 
-    @njit
-    def loops_mul(n, A, B, out):
-        m, k = A.shape
-        for _ in range(n):
-            for a in range(m):
-                o = out[a]
-                for q in range(o.shape[0]):
-                    o[q] = 0.0
-                for p in range(k):
-                    s = A[a, p]
-                    b = B[p]
-                    for q in range(o.shape[0]):
-                        o[q] += s * b[q]
+    from linearnets.sim.models import _linear_kernels as lk
 
     @njit
-    def blas_mul(n, A, B, out):
-        for _ in range(n):
-            np.dot(A, B, out)
+    def loops_mul(calls, x, b, k, n, out):
+        for _ in range(calls):
+            lk.row_times(x, b, 0, k, n, out, 0)
 
-    print(f"{'C x k x n':>14s} {'madds':>8s} {'loops (us)':>11s} {'BLAS (us)':>10s} "
-          f"{'BLAS / loops':>13s}")
-    for m in (1, 2, 4, 10):
-        for k, n in ((20, 32), (32, 32), (64, 64), (128, 128), (256, 256)):
-            A, B, out = np.random.rand(m, k), np.random.rand(k, n), np.empty((m, n))
-            calls = max(200, 2_000_000 // (m * k * n))
-            loops_mul(1, A, B, out)
-            blas_mul(1, A, B, out)
-            tl = _best(lambda c: loops_mul(c, A, B, out), calls)
-            tb = _best(lambda c: blas_mul(c, A, B, out), calls)
-            print(f"{m:4d}x{k:4d}x{n:4d} {m * k * n:8d} {tl * 1e6:11.3f} {tb * 1e6:10.3f} "
-                  f"{tb / tl:12.2f}x", flush=True)
+    @njit
+    def loops_dot(calls, x, b, k, n, out):
+        for _ in range(calls):
+            lk.row_dots(x, b, 0, k, n, out, 0)
+
+    @njit
+    def blas_mul(calls, x, b, k, n, out):
+        for _ in range(calls):
+            np.dot(x[:k].reshape((1, k)), b[:k * n].reshape((k, n)), out[:n].reshape((1, n)))
+
+    @njit
+    def blas_dot(calls, x, b, k, n, out):
+        for _ in range(calls):
+            np.dot(x[:k].reshape((1, k)), b[:k * n].reshape((n, k)).T, out[:n].reshape((1, n)))
+
+    print(f"{'1 x k x n':>12s} {'madds':>7s} {'x B loops':>10s} {'BLAS':>7s} {'ratio':>7s} "
+          f"{'x B^T loops':>12s} {'BLAS':>7s} {'ratio':>7s}   (us)")
+    for k, n in ((7, 32), (32, 7), (16, 16), (20, 32), (32, 20), (32, 32), (48, 48), (64, 64),
+                 (128, 128)):
+        x, b, out = np.random.rand(k), np.random.rand(k * n), np.empty(n)
+        calls = max(200, 200_000 // (k * n))
+        row = []
+        for loops, blas in ((loops_mul, blas_mul), (loops_dot, blas_dot)):
+            loops(1, x, b, k, n, out)
+            blas(1, x, b, k, n, out)
+            tl = _best(lambda c: loops(c, x, b, k, n, out), calls)
+            tb = _best(lambda c: blas(c, x, b, k, n, out), calls)
+            row += [tl * 1e6, tb * 1e6, tb / tl]
+        print(f"{'1 x %d x %d' % (k, n):>12s} {k * n:7d} {row[0]:10.3f} {row[1]:7.3f} "
+              f"{row[2]:6.2f}x {row[3]:12.3f} {row[4]:7.3f} {row[5]:6.2f}x", flush=True)
 
 
 def _tree(rev):
@@ -227,9 +249,11 @@ def _tree(rev):
     return path
 
 
-def _round(tree):
-    env = dict(os.environ, PYTHONPATH=tree)
-    res = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker"], env=env,
+def _round(tree, name):
+    # compiled in the process (not on numpy beside a background compile) on a first run
+    env = dict(os.environ, PYTHONPATH=tree, STUDY_TREE=tree, LINEARNETS_JIT="eager")
+    res = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--problem",
+                          name], env=env,
                          capture_output=True, text=True, cwd=tree)
     if res.returncode:
         raise RuntimeError(res.stderr)
@@ -240,12 +264,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", help="a git revision to time beside this tree (same run)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--problem", default="small", choices=("small", "medium"),
+                    help="bench_flow's problem (medium: the components only)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--crossover", action="store_true",
                     help="the loops against BLAS over product shapes")
     a = ap.parse_args(argv)
     if a.worker:
-        return worker()
+        return worker(a.problem)
     if a.crossover:
         return crossover()
     trees = {"this tree": ROOT}
@@ -254,7 +280,7 @@ def main(argv=None):
     best = {name: {} for name in trees}
     for r in range(a.rounds):
         for name, tree in trees.items():
-            for k, v in _round(tree).items():
+            for k, v in _round(tree, a.problem).items():
                 best[name][k] = min(best[name].get(k, np.inf), v)
         print(f"round {r + 1} of {a.rounds} done", file=sys.stderr, flush=True)
     names = list(trees)

@@ -18,8 +18,8 @@ from ..methods._rosw_kernels import make_rosw_advance
 from ..methods.tableaux import SSPRK104_LOW_STORAGE as _LS
 
 __all__ = ["TRANSPOSED_PRODUCT_MAX_BYTES", "SMALL_PRODUCT_MAX", "SMALL_DOT_MAX",
-           "SMALL_TRANSPOSED_PRODUCT_MAX", "DGEMM", "small_product", "mul", "mul_t",
-           "times_transpose", "chains", "rhs_flat",
+           "SMALL_TRANSPOSED_PRODUCT_MAX", "DGEMM", "small_product", "row_times", "row_dots",
+           "mul", "mul_t", "times_transpose", "chains", "rhs_flat",
            "jvp_flat", "rhs", "jvp", "stage", "combination", "combinations", "step_end",
            "stage_stiffness_sums", "stage_fsal", "gemm_acc", "add_stage", "hermite_states",
            "error_sums", "slot_stiffness_sums", "ssp_advance", "end_to_end",
@@ -95,18 +95,10 @@ def small_product(m, k, n, dot=False):
     return m == 1 and 0 < k and k * n <= (SMALL_DOT_MAX if dot else SMALL_PRODUCT_MAX)
 
 
-@njit(cache=True)
-def mul(a, ao, b, bo, m, k, n, out, oo):
-    """``out = A B`` on flat C-ordered buffers: ``A`` (m x k) at ``a[ao:]``, ``B`` (k x n) at
-    ``b[bo:]``, ``out`` (m x n) at ``out[oo:]``.  One row (m = 1) of at most
-    ``SMALL_PRODUCT_MAX`` multiply-adds in loops over blocks of eight columns, each summed
-    over ``p`` in eight registers (no views, no stores inside the sum); else ``np.dot`` on
-    views (docs/simulator.md, "The linear network").  Returns whether the loops formed it."""
-    if not small_product(m, k, n):
-        np.dot(a[ao:ao + m * k].reshape((m, k)), b[bo:bo + k * n].reshape((k, n)),
-               out[oo:oo + m * n].reshape((m, n)))
-        return False
-    x = a[ao:ao + k]
+@njit(cache=True, inline="always")
+def row_times(x, b, bo, k, n, out, oo):
+    """``out[oo:oo + n] = x[:k] B`` for ``B`` (k x n) at ``b[bo:]``: blocks of eight columns,
+    each summed over ``p`` in eight scalars that stay in registers (no stores in the sum)."""
     main = n - n % 8
     for q0 in range(0, main, 8):
         s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
@@ -129,20 +121,13 @@ def mul(a, ao, b, bo, m, k, n, out, oo):
         for p in range(k):
             acc += x[p] * b[bo + p * n + q]
         out[oo + q] = acc
-    return True
 
 
-@njit(cache=True)
-def mul_t(a, ao, b, bo, m, k, n, out, oo):
-    """``out = A B^T`` on flat buffers as :func:`mul` (``B``: n x k): one row of at most
-    ``SMALL_DOT_MAX`` multiply-adds as dot products of contiguous rows in four partial
-    sums; else ``np.dot`` on the transposed view.  Returns whether the loops formed it."""
-    if not small_product(m, k, n, True):
-        np.dot(a[ao:ao + m * k].reshape((m, k)), b[bo:bo + n * k].reshape((n, k)).T,
-               out[oo:oo + m * n].reshape((m, n)))
-        return False
+@njit(cache=True, inline="always")
+def row_dots(x, b, bo, k, n, out, oo):
+    """``out[oo:oo + n] = x[:k] B^T`` for ``B`` (n x k) at ``b[bo:]``: dot products of
+    contiguous rows in four partial sums."""
     main = k - k % 4
-    x = a[ao:ao + k]
     for i in range(n):
         row = b[bo + i * k:bo + (i + 1) * k]
         s0 = s1 = s2 = s3 = 0.0
@@ -154,6 +139,33 @@ def mul_t(a, ao, b, bo, m, k, n, out, oo):
         for p in range(main, k):
             s0 += x[p] * row[p]
         out[oo + i] = (s0 + s1) + (s2 + s3)
+
+
+@njit(cache=True)
+def mul(a, ao, b, bo, m, k, n, out, oo):
+    """``out = A B`` on flat C-ordered buffers: ``A`` (m x k) at ``a[ao:]``, ``B`` (k x n) at
+    ``b[bo:]``, ``out`` (m x n) at ``out[oo:]``.  One row (m = 1) of at most
+    ``SMALL_PRODUCT_MAX`` multiply-adds in the loops of :func:`row_times`, with no views;
+    else ``np.dot`` on views (docs/simulator.md, "The linear network").  Returns whether the
+    loops formed it."""
+    if not small_product(m, k, n):
+        np.dot(a[ao:ao + m * k].reshape((m, k)), b[bo:bo + k * n].reshape((k, n)),
+               out[oo:oo + m * n].reshape((m, n)))
+        return False
+    row_times(a[ao:ao + k], b, bo, k, n, out, oo)
+    return True
+
+
+@njit(cache=True)
+def mul_t(a, ao, b, bo, m, k, n, out, oo):
+    """``out = A B^T`` on flat buffers as :func:`mul` (``B``: n x k): one row of at most
+    ``SMALL_DOT_MAX`` multiply-adds in the loops of :func:`row_dots`; else ``np.dot`` on the
+    transposed view.  Returns whether the loops formed it."""
+    if not small_product(m, k, n, True):
+        np.dot(a[ao:ao + m * k].reshape((m, k)), b[bo:bo + n * k].reshape((n, k)).T,
+               out[oo:oo + m * n].reshape((m, n)))
+        return False
+    row_dots(a[ao:ao + k], b, bo, k, n, out, oo)
     return True
 
 
