@@ -32,7 +32,9 @@ Two ways to sample:
   and no less than the budget where the full-size point ran past it. Between the sampled
   values the cost is interpolated piecewise linearly in log time over log alpha (constant
   beyond the sampled ends), and summed over every point of the grid. Every figure that is
-  not a full-size timing is printed as extrapolated, with its exponent and its points.
+  not a full-size timing is printed as extrapolated, with its exponent and its points, and
+  the rule is checked on the full-size timings: each left out in turn and extrapolated from
+  the others.
 
 On N workers the projection is ``max(total / N, the longest point)``: points are independent
 and the sweep engine spreads them over workers. ``--record FILE`` keeps the timings (a JSON
@@ -334,6 +336,20 @@ def by_alpha(args, spec, points, widths):
     print("|---|---|---|---|")
     for (w, a), (sec, how) in sorted(costs.items()):
         print(f"| {w:g} | {a:g} | {sec:.0f} | {how} |")
+    check = []
+    for (w, a, s), sec in sorted(t.items()):
+        if s == full and np.isfinite(sec):
+            rest = {k: v for k, v in t.items() if k != (w, a, s)}
+            got = full_size_costs(rest, ws, [a], sizes, full).get((w, a))
+            if got:
+                check.append(f"| {w:g} | {a:g} | {sec:.0f} | {got[0]:.0f} "
+                             f"({got[0] / sec - 1:+.0%}) | {got[1]} |")
+    if check:
+        print("\nthe rule checked: each full-size timing left out and extrapolated from the "
+              "others\n")
+        print(f"| {ax} | {aax} | timed s | extrapolated s | how |")
+        print("|---|---|---|---|---|")
+        print("\n".join(check))
     pts = [{ax: _key(p[ax]), aax: _key(p[aax])} for p in points]
     per_width, longest, missing = grid_total({k: v[0] for k, v in costs.items()}, pts, ax, aax)
     print(f"\n| {ax} | grid points | projected s (interpolated over {aax}) |")
