@@ -16,7 +16,9 @@ Two ways to sample:
 * With ``--alphas-axis NAME``: at each width, ``--per-alpha`` values of that axis (its two
   ends, its middle and evenly spaced ones between; the first value of every other axis), at
   the full size and at the smaller sizes ``--sizes PARAM=v1,v2`` (a fixed parameter of the
-  spec, e.g. ``n_train=200,400``). The cost at each sampled (width, alpha) is
+  spec, e.g. ``n_train=200,400``); ``--alpha-values v1,v2`` times the grid's values nearest
+  to those instead (e.g. more where the cost turns). The cost at each sampled (width, alpha)
+  is
 
   1. the time at full size, where it was timed;
   2. otherwise extrapolated in the size parameter from the largest size ``s`` timed there, as
@@ -34,7 +36,8 @@ Two ways to sample:
   beyond the sampled ends), and summed over every point of the grid. Every figure that is
   not a full-size timing is printed as extrapolated, with its exponent and its points, and
   the rule is checked on the full-size timings: each left out in turn and extrapolated from
-  the others.
+  the others; the interpolation is checked likewise, each inner sampled value left out and
+  interpolated from its neighbours.
 
 On N workers the projection is ``max(total / N, the longest point)``: points are independent
 and the sweep engine spreads them over workers. ``--record FILE`` keeps the timings (a JSON
@@ -273,6 +276,9 @@ def by_alpha(args, spec, points, widths):
     ax, aax = args.axis, args.alphas_axis
     all_alphas = sorted({p[aax] for p in points})
     alphas = [all_alphas[i] for i in spread(len(all_alphas), args.per_alpha)]
+    if args.alpha_values:       # these values of the grid instead (the nearest to each given)
+        alphas = sorted({min(all_alphas, key=lambda v: abs(np.log(v / float(x))))
+                         for x in args.alpha_values.split(",")})
     first = {k: v for k, v in points[0].items() if k not in (ax, aax)}
     warm = {}
     for item in filter(None, args.warm.split(",")):
@@ -350,6 +356,19 @@ def by_alpha(args, spec, points, widths):
         print(f"| {ax} | {aax} | timed s | extrapolated s | how |")
         print("|---|---|---|---|---|")
         print("\n".join(check))
+    errs = []
+    for w, s in sorted({(k[0], k[2]) for k in t}):
+        a = sorted(k[1] for k in t if k[0] == w and k[2] == s and np.isfinite(t[k]))
+        for i in range(1, len(a) - 1):
+            got = interpolate_alpha([a[i - 1], a[i + 1]], [t[w, a[i - 1], s], t[w, a[i + 1], s]],
+                                    [a[i]])[0]
+            errs.append((got / t[w, a[i], s] - 1, w, a[i], s))
+    if errs:
+        lo, hi = min(errs), max(errs)
+        print(f"\nthe interpolation over {aax} checked: each inner sampled value left out and "
+              f"interpolated from its two neighbours (twice the spacing) at {len(errs)} points: "
+              f"{lo[0]:+.0%} ({ax}={lo[1]:g}, {aax}={lo[2]:g}, {size_name}={lo[3]:g}) to "
+              f"{hi[0]:+.0%} ({ax}={hi[1]:g}, {aax}={hi[2]:g}, {size_name}={hi[3]:g})")
     pts = [{ax: _key(p[ax]), aax: _key(p[aax])} for p in points]
     per_width, longest, missing = grid_total({k: v[0] for k, v in costs.items()}, pts, ax, aax)
     print(f"\n| {ax} | grid points | projected s (interpolated over {aax}) |")
@@ -409,6 +428,7 @@ def main(argv=None):
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     ap.add_argument("--alphas-axis", default="", help="the axis to resolve the cost along")
     ap.add_argument("--per-alpha", type=int, default=5)
+    ap.add_argument("--alpha-values", default="", help="v1,v2,...: time these values instead")
     ap.add_argument("--sizes", default="", help="PARAM=v1,v2: smaller sizes of a fixed parameter")
     ap.add_argument("--warm", default="", help="PARAM=v,...: an untimed call so overridden first")
     ap.add_argument("--record", default="", help="a JSON file of the timings (appended to)")
