@@ -47,6 +47,10 @@ def test_size_and_width_extrapolation_recover_power_laws():
         assert "width^2.00 from widths 64, 128" in out[256.0, a][1]
     # a full-size point over the budget costs at least the budget
     assert out[64.0, 1e2][0] == 1e9 and "floored" in out[64.0, 1e2][1]
+    # ... and so does one that ran past it at a smaller size
+    times[128.0, 1e-2, 400.0] = np.inf
+    out = sfc.full_size_costs(times, WIDTHS, ALPHAS, [200.0, 400.0], 1000.0, budget=1e9)
+    assert out[128.0, 1e-2][0] == 1e9 and "over it at size 400" in out[128.0, 1e-2][1]
 
 
 def test_size_exponent_over_the_same_interval_for_a_steepening_cost():

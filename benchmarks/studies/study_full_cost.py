@@ -31,7 +31,7 @@ Two ways to sample:
   3. otherwise extrapolated in the width from the two widest widths with a figure at that
      alpha, as ``width^k``;
 
-  and no less than the budget where the full-size point ran past it. Between the sampled
+  and no less than the budget where the point ran past it at any size. Between the sampled
   values the cost is interpolated piecewise linearly in log time over log alpha (constant
   beyond the sampled ends), and summed over every point of the grid. Every figure that is
   not a full-size timing is printed as extrapolated, with its exponent and its points, and
@@ -41,10 +41,10 @@ Two ways to sample:
 
 On N workers the projection is ``max(total / N, the longest point)``: points are independent
 and the sweep engine spreads them over workers. ``--record FILE`` keeps the timings (a JSON
-list, appended to; a point already there is not timed again), and ``--project-only`` prints
-the projection from the record without timing anything. ``--skip-predicted`` does not time a
-point whose cost, projected from the timings so far, exceeds the budget (the widths and
-sizes are timed cheapest first).
+list, appended to; a point already there is not timed again unless it ran past a smaller
+budget than this run's), and ``--project-only`` prints the projection from the record
+without timing anything. ``--skip-predicted`` does not time a point whose cost, projected
+from the timings so far, exceeds the budget (the sizes and widths are timed cheapest first).
 
 Usage::
 
@@ -204,10 +204,12 @@ def full_size_costs(times, widths, alphas, sizes, full, budget=None):
             k = loglog_slope(w0, out[w0, a][0], w1, out[w1, a][0])
             out[w, a] = (out[w1, a][0] * (w / w1) ** k,
                          f"extrapolated: width^{k:.2f} from widths {w0:g}, {w1:g}")
-    if budget is not None:
+    if budget is not None:      # a point over the budget at some size: over it at full size
         for (w, a), (sec, how) in list(out.items()):
-            if times.get((w, a, full)) == np.inf and sec < budget:
-                out[w, a] = (budget, how + f" (floored at the budget, {budget:g} s)")
+            over = [s for s in ladder if times.get((w, a, s)) == np.inf]
+            if over and sec < budget:
+                out[w, a] = (budget, how + f" (floored at the budget, {budget:g} s: over it "
+                             f"at size {over[0]:g})")
     return out
 
 
@@ -292,7 +294,16 @@ def by_alpha(args, spec, points, widths):
         for r in rec:
             k = (_key(r["width"]), _key(r["alpha"]), _key(r["size"]))
             t.setdefault(k, []).append(np.inf if r[args.clock] is None else r[args.clock])
-        return {k: (np.inf if np.inf in v else float(np.mean(v))) for k, v in t.items()}
+        # a timing supersedes a run past a (smaller) budget
+        return {k: (float(np.mean(f)) if (f := [x for x in v if np.isfinite(x)]) else np.inf)
+                for k, v in t.items()}
+
+    def over_budget(key):
+        """Budgets the point at ``key`` ran past (none if it was timed)."""
+        rs = [r for r in rec if (_key(r["width"]), _key(r["alpha"]), _key(r["size"])) == key]
+        if any(r[args.clock] is not None for r in rs):
+            return []
+        return [r.get("budget", args.budget) for r in rs]
 
     ws = sorted({_key(p[ax]) for p in points})          # all widths, for the projection
     if not args.project_only:
@@ -305,8 +316,9 @@ def by_alpha(args, spec, points, widths):
                 for a in alphas:
                     key = (_key(w), _key(a), s)
                     t = times()
-                    if key in t:
-                        continue
+                    if key in t and not (over_budget(key)
+                                         and max(over_budget(key)) < args.budget):
+                        continue            # (timed, or over a budget as large as this one)
                     if args.skip_predicted:
                         pred = full_size_costs(t, ws, [_key(a)], [x for x in ladder if x < s], s)
                         # the cost at this size, as projected to it from what is timed
@@ -321,7 +333,7 @@ def by_alpha(args, spec, points, widths):
                     rec.append(dict(width=w, alpha=a, size=s,
                                     **{c: (None if not np.isfinite(r[c]) else r[c])
                                        for c in ("wall", "cpu")},
-                                    load=r["load"]))
+                                    load=r["load"], budget=args.budget))
                     if not np.isfinite(r["seconds"]):
                         rec[-1][args.clock] = None
                     _save_record(args.record, rec)
