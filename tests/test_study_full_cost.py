@@ -50,7 +50,8 @@ def test_size_and_width_extrapolation_recover_power_laws():
     # ... and so does one that ran past it at a smaller size
     times[128.0, 1e-2, 400.0] = np.inf
     out = sfc.full_size_costs(times, WIDTHS, ALPHAS, [200.0, 400.0], 1000.0, budget=1e9)
-    assert out[128.0, 1e-2][0] == 1e9 and "over it at size 400" in out[128.0, 1e-2][1]
+    assert out[128.0, 1e-2][0] == pytest.approx(1e9 * 2.5, rel=1e-12)     # size^1 from 400
+    assert "over 1e+09 s at size 400" in out[128.0, 1e-2][1]
 
 
 def test_size_exponent_over_the_same_interval_for_a_steepening_cost():

@@ -31,7 +31,8 @@ Two ways to sample:
   3. otherwise extrapolated in the width from the two widest widths with a figure at that
      alpha, as ``width^k``;
 
-  and no less than the budget where the point ran past it at any size. Between the sampled
+  and no less than the budget where the point ran past it (at a smaller size: the budget
+  extrapolated as in 2). Between the sampled
   values the cost is interpolated piecewise linearly in log time over log alpha (constant
   beyond the sampled ends), and summed over every point of the grid. Every figure that is
   not a full-size timing is printed as extrapolated, with its exponent and its points, and
@@ -140,8 +141,10 @@ def full_size_costs(times, widths, alphas, sizes, full, budget=None):
         The smaller sizes (of the size parameter) that may have been timed.
     full : float
         The full size.
-    budget : float, optional
-        The budget: the cost of a full-size point that ran past it is at least this.
+    budget : float or dict, optional
+        The budget, or ``{(width, alpha, size): budget}`` of the points that ran past theirs:
+        the cost at full size is at least that budget, times ``(full / size)^k`` where the
+        figure is extrapolated in the size with exponent ``k > 0``.
 
     Returns
     -------
@@ -150,7 +153,7 @@ def full_size_costs(times, widths, alphas, sizes, full, budget=None):
         extrapolated (exponent and points); pairs with no way to a figure are left out.
     """
     ladder = sorted(set(sizes) | {full})
-    out = {}
+    out, exps = {}, {}
 
     def timed_sizes(w, a):
         return [s for s in ladder if np.isfinite(times.get((w, a, s), np.nan))]
@@ -193,6 +196,7 @@ def full_size_costs(times, widths, alphas, sizes, full, budget=None):
                 how += f"; {cands[0][1]}: {cands[0][0]:.2f}"
             how += ")"
             out[w, a] = (times[w, a, s1] * (full / s1) ** k, "extrapolated: " + how)
+            exps[w, a] = k
     for a in alphas:
         for w in widths:
             if (w, a) in out:
@@ -204,12 +208,17 @@ def full_size_costs(times, widths, alphas, sizes, full, budget=None):
             k = loglog_slope(w0, out[w0, a][0], w1, out[w1, a][0])
             out[w, a] = (out[w1, a][0] * (w / w1) ** k,
                          f"extrapolated: width^{k:.2f} from widths {w0:g}, {w1:g}")
-    if budget is not None:      # a point over the budget at some size: over it at full size
+    if budget is not None:      # a point over its budget at some size: a lower bound
         for (w, a), (sec, how) in list(out.items()):
-            over = [s for s in ladder if times.get((w, a, s)) == np.inf]
-            if over and sec < budget:
-                out[w, a] = (budget, how + f" (floored at the budget, {budget:g} s: over it "
-                             f"at size {over[0]:g})")
+            for so in ladder:
+                if times.get((w, a, so)) != np.inf:
+                    continue
+                b = budget[w, a, so] if isinstance(budget, dict) else budget
+                bound = b * (full / so) ** max(exps.get((w, a), 0.0), 0.0)
+                if sec < bound:
+                    sec = bound
+                    how += f" (floored: over {b:g} s at size {so:g}, so at least {bound:.0f} s)"
+                    out[w, a] = (sec, how)
     return out
 
 
@@ -344,11 +353,13 @@ def by_alpha(args, spec, points, widths):
     print(f"| {ax} | {aax} | {size_name} | cpu s | wall s | load |")
     print("|---|---|---|---|---|---|")
     for r in sorted(rec, key=lambda r: (r["width"], r["alpha"], r["size"])):
+        over = f"> {r.get('budget', args.budget):g}"
         print(f"| {r['width']:g} | {r['alpha']:g} | {r['size']:g} | "
-              f"{_fmt(np.inf if r['cpu'] is None else r['cpu'])} | "
-              f"{_fmt(np.inf if r['wall'] is None else r['wall'])} | {r['load']:.2f} |")
+              f"{over if r['cpu'] is None else _fmt(r['cpu'])} | "
+              f"{over if r['wall'] is None else _fmt(r['wall'])} | {r['load']:.2f} |")
     sampled = sorted({k[1] for k in t})
-    costs = full_size_costs(t, ws, sampled, sizes, full if full else 1.0, args.budget)
+    bounds = {k: max(over_budget(k)) for k, v in t.items() if v == np.inf}
+    costs = full_size_costs(t, ws, sampled, sizes, full if full else 1.0, bounds)
     print(f"\nfull-size cost ({size_name} = {full:g}) at each sampled point:\n")
     print(f"| {ax} | {aax} | seconds | how |")
     print("|---|---|---|---|")
