@@ -70,10 +70,8 @@ import sys
 
 import numpy as np
 
+from linearnets.sweep._worker import THREAD_VARS   # what a sweep worker pins to one thread
 from linearnets.sweep.spec import load_spec
-
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
-               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 CHILD = r"""
 import json, os, resource, sys, time
