@@ -1,7 +1,8 @@
 """What a ``gradient_flow`` call costs besides its steps, on two source trees in one run.
 
-On ``bench_flow.py``'s small problem (20-32-32-1, P = 200, t_end = 1122.4) and its medium one
-(128-256-256-256-10, P = 2000, t_end = 1125.1), each tree given on the command line is timed
+On ``bench_flow.py``'s small problem (20-32-32-1, P = 200, t_end = 1122.4), its medium one
+(128-256-256-256-10, P = 2000, t_end = 1125.1) and its large one (512-1024-1024-10, P = 4000,
+t_end = 400; the medium one's methods and rtol), each tree given on the command line is timed
 in its own fresh process (``PYTHONPATH=<tree>``), the trees alternating over ``--rounds``:
 
 * ``run``: ``gradient_flow`` to t_end at bench_flow's winning tolerance (small: RK45 and auto
@@ -23,7 +24,7 @@ rounds, min (median): be02454 RK45 run 1.44 (1.51) ms, fixed 0.46 (0.47); 503b80
 (1.62), RK45 1.48 (1.58), fixed 0.49 (0.52); with ``--outputs 201`` (1,322 evaluations, six
 rounds) be02454 12.4 (12.5) ms against 12.9 (12.9) ms, from 14.8 ms at 705d19c.
 
-Run: ``python benchmarks/studies/study_call_cost.py TREE [TREE ...] [--problem small|medium]
+Run: ``python benchmarks/studies/study_call_cost.py TREE [TREE ...] [--problem small|medium|large]
 [--rounds 3] [--outputs 2]``
 (a tree is a directory holding ``linearnets/``, e.g. a ``git worktree`` of another commit).
 """
@@ -47,10 +48,14 @@ if problem == "small":
     Y = y[:, None]
     ws = ln.init_network((20, 32, 32, 1), 1e-3, seed=1)
     t_end, runs = 1122.4, [("RK45", 3e-5), ("auto", 3e-5)]
-else:
+elif problem == "medium":
     X, Y = teacher_task(2000, 128, tuple(np.linspace(1.0, 0.5, 10)), seed=0)
     ws = ln.init_network((128, 256, 256, 256, 10), 0.03, seed=1)
     t_end, runs = 1125.1, [("SSPRK104", 3e-3), ("auto", 3e-3)]
+else:
+    X, Y = teacher_task(4000, 512, tuple(np.linspace(1.0, 0.5, 10)), seed=0)
+    ws = ln.init_network((512, 1024, 1024, 10), 0.03, seed=1)
+    t_end, runs = 400.0, [("SSPRK104", 3e-3), ("auto", 3e-3)]
 
 
 def best(f):
@@ -79,7 +84,7 @@ print(json.dumps(out))
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("trees", nargs="+")
-    ap.add_argument("--problem", default="small", choices=("small", "medium"))
+    ap.add_argument("--problem", default="small", choices=("small", "medium", "large"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--outputs", type=int, default=2,
