@@ -79,14 +79,6 @@ def _bottom(buf, goff, cols, i, C):
     return buf[goff[i]:goff[i] + C * cols[i]].reshape((C, cols[i]))
 
 
-@njit(cache=True)
-def _add_into(out, P):
-    """``out += P`` (2-D, same shape)."""
-    for a in range(out.shape[0]):
-        for b in range(out.shape[1]):
-            out[a, b] += P[a, b]
-
-
 @njit(cache=True, inline="always")
 def small_product(m, k, n, dot=False):
     """Whether :func:`mul` (``dot``: :func:`mul_t`) forms an (m x k) by (k x n) product in its
@@ -298,7 +290,7 @@ def _apply(l, src, so, dst, do, right, k, w, C, ints, bufs, y):
     the stored slots from ``U``, ``V`` (one kernel for both sides was measured 25 % slower
     on the small bench problem than two; here the products choose their own loops)."""
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     r, c = rows[l], cols[l]
     src_w = wst if factored[l] == 0 else y
     if right:
@@ -340,7 +332,7 @@ def _dense_sum(kd, base, size, w, k, m):
 def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
     """Store in ``slot`` the factors of ``f(y + sum_{j<k} w_j K_j)`` (``w``: >= k entries)."""
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     L = rows.shape[0]
     C = Syx.shape[0]
     D = Sxx.shape[0]
@@ -396,7 +388,7 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
 def _gather(l, w, k, which, C, ints, bufs):
     """Layer l's slots with a nonzero weight, ``U^T w`` and ``V``, into area ``which``; q."""
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     r, c = rows[l], cols[l]
     q = 0
     for j in range(k):
@@ -424,7 +416,7 @@ def _gather(l, w, k, which, C, ints, bufs):
 def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
     """``out = (U^T w)[i0:i1] V`` from work area ``which`` (out: (i1 - i0) x N_{l-1})."""
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     c = cols[l]
     if q == 0:
         out[:, :] = 0.0
@@ -439,7 +431,7 @@ def _block_product(l, which, q, i0, i1, out, C, ints, bufs):
 def combination(w, k, out, C, ints, bufs):
     """``out = sum_{j<k} w_j K_j`` as a dense flat vector (n,)."""
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     for l in range(rows.shape[0]):
         r, c = rows[l], cols[l]
         if factored[l] != 0:
@@ -506,7 +498,7 @@ def step_end(y, y_new, weights, rtol, atol, block_entries, C, ints, bufs, pbuf):
     (``weights = (wb, we, we3, use_e3, c3)``)."""
     wb, we, we3, use_e3, c3 = weights
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     e5 = 0.0
     e3 = 0.0
     nb = pbuf.shape[0] // 3
@@ -553,7 +545,7 @@ def step_end(y, y_new, weights, rtol, atol, block_entries, C, ints, bufs, pbuf):
 @njit(cache=True)
 def _gram_pair(X, Y, bufs):
     """``(X X^T, Y Y^T)`` into the ``gram`` buffer, each a product with a copied transpose."""
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     q, r = X.shape
     c = Y.shape[1]
     GX = gram[:q * q].reshape((q, q))
@@ -579,7 +571,7 @@ def stage_stiffness_sums(s, wd, store):
     Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
     C = Syx.shape[0]
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     num = 0.0
     dd = 0.0
     ref = 0.0
@@ -634,7 +626,7 @@ def stage_fsal(s, store):
     Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
     C = Syx.shape[0]
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
-    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, nbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
+    ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     for l in range(rows.shape[0]):       # element loops, as _gram_pair
         if factored[l] != 0:
             nu = C * rows[l]

@@ -658,7 +658,7 @@ class FactoredStageOps(_LinearOps):
                 lay.toff, lay.goff)
         bufs = (np.empty(lay.utoff[-1]), np.empty(lay.vsoff[-1]), np.empty(lay.kdoff[-1]),
                 np.empty(n), np.empty(lay.toff[-1]), np.empty(lay.goff[-1]), np.empty(D * C),
-                np.empty(D * C), np.empty(S1 * C * C), np.empty(S1 * C * C), np.empty(mx * C),
+                np.empty(D * C), np.empty(S1 * C * C), np.empty(mx * C),
                 np.empty(3 * S1 * C * mx), np.empty(3 * S1 * C * mx),
                 np.empty(2 * (S1 * C) ** 2), np.empty(2 * C * mx))
         self.C, self.ints, self.bufs = C, ints, bufs
