@@ -32,16 +32,14 @@ from .theory.ntk import final_alignment, final_ntk, final_ntk_multi
 from .theory.kernels import kernel_alignment, kernel_regression
 
 # --- simulation ----------------------------------------------------------------
-from .sim.network import init_network
+from .network import empirical_ntk, end_to_end, forward, init_balanced, init_network
 
 # --- simulation: integrator ------------------------------------------------------
 from .sim.flow import gradient_flow
 
 # --- simulation: NTK ---------------------------------------------------------------
-from .sim.ntk import empirical_ntk
 
 # --- simulation: networks, trajectories, data helpers, backends (extensions) ------
-from .sim.network import end_to_end, forward, init_balanced
 from .sim.flow import FlowError, FlowInterrupted, FlowStatus, FlowWarning, Trajectory
 from .data import (
     load_digits,
@@ -158,7 +156,7 @@ from .regimes import (
 from .sim.models import Model, ModelOptions, model_names, register_model
 
 # --- simulation: named parameterisations (standard, NTK, mean field, Zhou et al., Geiger et al.) ---
-from .sim.parameterisations import (
+from .parameterisations import (
     Parameterised,
     activation_normalisation,
     geiger_parameterisation,

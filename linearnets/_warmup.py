@@ -21,7 +21,7 @@ __all__ = ["TASKS", "warmup", "kernel_dispatchers"]
 
 def _problem(sizes, seed=0):
     from .data import scalar_teacher, teacher_task
-    from .sim.network import init_network
+    from .network import init_network
 
     D, C = sizes[0], sizes[-1]
     P = max(2 * D, 8)

@@ -227,7 +227,7 @@ def test_geiger_point_feature_and_lazy_ends():
     alpha sqrt(h) (Geiger et al.: t1 ~ alpha sqrt(h))."""
     import math
 
-    from linearnets.sim.parameterisations import geiger_parameterisation
+    from linearnets.parameterisations import geiger_parameterisation
     geiger = _module("geiger_feature_lazy", "geiger")
     small = dict(n_train=40, n_test=40, n_kernel=16)
     feat = geiger.point(1e-2, 16, 0, **small)

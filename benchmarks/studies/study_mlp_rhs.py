@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from problems import gemm_rate  # noqa: E402
 from linearnets.sim.models import parse_options  # noqa: E402
 from linearnets.sim.models.mlp import MLP, MLPNumba  # noqa: E402
-from linearnets.sim.network import init_network  # noqa: E402
+from linearnets.network import init_network  # noqa: E402
 
 PROBLEMS = {
     "small": ((10, 64, 64, 1), 200, "relu", "mse"),

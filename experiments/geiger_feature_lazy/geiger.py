@@ -108,7 +108,7 @@ def point(alpha_sqrt_h, h, seed, n_hidden=3, n_train=200, n_test=200, n_kernel=6
           t_max=1e8, rtol=1e-6, atol=1e-9):
     """One (alpha sqrt(h), h, seed) point of the feature/lazy diagram (see the module docstring)."""
     import linearnets as ln
-    from linearnets.sim.parameterisations import geiger_parameterisation
+    from linearnets.parameterisations import geiger_parameterisation
 
     cpu0 = time.process_time()
     Xtr, ytr, Xte, yte = digits_parity(n_train, n_test, pca)

@@ -129,7 +129,7 @@ def point(gamma, gamma_prime, m, seed, loss_stop=1e-4, t_max=1e4, rtol=1e-4, kin
     """
     import linearnets as ln
     from linearnets.compare.infinite_width import zhou_lazy_distance
-    from linearnets.sim.parameterisations import zhou_parameterisation
+    from linearnets.parameterisations import zhou_parameterisation
 
     m = int(m)
     if m < 2:

@@ -142,7 +142,7 @@ def angular_concentration(W, b, bins=72, top=3):
 
 
 def _network(gamma2, gamma3, m, seed):
-    from linearnets.sim.parameterisations import zhou_parameterisation
+    from linearnets.parameterisations import zhou_parameterisation
 
     e1, e2, e3 = exponents(float(gamma2), float(gamma3))
     return zhou_parameterisation((1, m, m, 1), (m ** e1, m ** e2, m ** e3), 1.0, seed=seed, biases=True)

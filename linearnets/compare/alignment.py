@@ -12,8 +12,7 @@ import numpy as np
 from .._validation import check_depth, check_positive
 from ..data import scalar_teacher
 from ..regimes import crossing_time
-from ..sim.network import init_network
-from ..sim.ntk import empirical_ntk
+from ..network import empirical_ntk, init_network
 from ..theory.alignment import qr_full_path, qr_initial_moments, qr_trajectory
 from ..theory.dynamics import half_time, loss_curve, mode_time
 from ..theory.kernels import kernel_alignment

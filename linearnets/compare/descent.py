@@ -20,8 +20,8 @@ from .._validation import as_float_array
 from ..data import whitened_inputs
 from ..sim.descent import gradient_descent
 from ..sim.flow import FlowWarning, gradient_flow
-from ..sim.network import init_network
-from ..sim.parameterisations import init_parameterised
+from ..network import init_network
+from ..parameterisations import init_parameterised
 from ..theory.discrete import (_max_margin, catapult_map, gd_mode_strength, gd_stability_threshold, lazy_prediction_gd,
                                max_margin_direction)
 from ..theory.infinite_width import infinite_width_kernels

@@ -15,8 +15,8 @@ import math
 import numpy as np
 
 from ..sim.flow import gradient_flow
-from ..sim.ntk import empirical_ntk
-from ..sim.parameterisations import init_parameterised
+from ..network import empirical_ntk
+from ..parameterisations import init_parameterised
 from ..theory.infinite_width import infinite_width_kernels
 from ..theory.lazy import lazy_prediction
 from .common import Z_SCORE, _check_args, _loglog_slope, _seeded

@@ -13,7 +13,7 @@ import numpy as np
 from .._validation import check_depth, check_positive
 from ..data import scalar_teacher, sufficient_statistics, teacher_task
 from ..regimes import crossing_time
-from ..sim.network import end_to_end, init_network
+from ..network import end_to_end, init_network
 from ..theory.dynamics import half_time, loss_curve, mode_strength
 from ..theory.multimode import mode_learning_times, multimode_dynamics, path_ntk, task_modes
 from .common import (

@@ -12,8 +12,7 @@ import numpy as np
 
 from .._validation import check_depth, check_positive
 from ..data import partially_whitened, scalar_teacher, sufficient_statistics, teacher_task
-from ..sim.network import end_to_end, init_network
-from ..sim.ntk import empirical_ntk
+from ..network import empirical_ntk, end_to_end, init_network
 from ..theory.dynamics import half_time
 from ..theory.intermediate import intermediate_alignment, intermediate_kernel
 from ..theory.kernels import kernel_alignment, kernel_regression

@@ -19,9 +19,8 @@ from .. import regimes as _regimes
 from ..data import _digit_images, whitened_inputs
 from ..sim.ensemble import gradient_flow_ensemble
 from ..sim.flow import gradient_flow
-from ..sim.network import init_network
-from ..sim.ntk import empirical_ntk
-from ..sim.parameterisations import init_parameterised
+from ..network import empirical_ntk, init_network
+from ..parameterisations import init_parameterised
 from ..theory.balanced import init_lambda_balanced, lambda_balanced_flow, lambda_balanced_ntk
 from ..theory.diagonal import diagonal_implicit_bias
 from ..theory.kernels import kernel_regression

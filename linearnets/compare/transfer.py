@@ -10,8 +10,7 @@ import numpy as np
 
 from .._validation import check_depth
 from ..data import scalar_teacher
-from ..sim.network import init_network
-from ..sim.ntk import empirical_ntk
+from ..network import empirical_ntk, init_network
 from ..theory.dynamics import half_time
 from ..theory.kernels import kernel_regression
 from ..theory.transfer import trained_ntk_spike, transfer_error

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .._validation import check_positive
-from ..sim.network import init_network
+from ..network import init_network
 from ..theory.unwhitened import unwhitened_init_stats, unwhitened_kernel_matrix, unwhitened_phase1
 from .common import (
     _seeded,

@@ -18,7 +18,7 @@ from .methods import FlowStatus
 from .methods.base import Result
 from .models import get_model, parse_options
 from .models.mlp import check_biases
-from .network import check_weights, largest_layer
+from ..network import check_weights, largest_layer
 from .progress import check_progress, progress_for
 
 __all__ = ["gradient_descent", "sharpness", "minibatches", "BatchOrder", "check_steps",
@@ -256,7 +256,7 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
     Examples
     --------
     >>> from linearnets.data import scalar_teacher
-    >>> from linearnets.sim.network import init_network
+    >>> from linearnets.network import init_network
     >>> X, y, beta = scalar_teacher(20, 3, 1.0)
     >>> ws = init_network((3, 4, 1), 0.1)
     >>> traj = gradient_descent(ws, X, y, [0, 10, 2000], lr=0.1, backend="numpy")

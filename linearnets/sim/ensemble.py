@@ -17,7 +17,7 @@ from . import flow as _flow
 from .methods import STEPPERS, FlowStatus
 from .methods.compiled import batch_threads
 from .models.mlp import check_biases
-from .network import check_weights
+from ..network import check_weights
 from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow_ensemble", "EnsembleTrajectory", "ENSEMBLE_RECORDABLE", "warm"]
@@ -392,7 +392,7 @@ def warm():
     """Load (or compile, the first time) the kernels of the linear ensemble: a small run on
     ``backend="numba"`` (for ``linearnets._warmup`` and a sweep's worker warm-up)."""
     from ..data import scalar_teacher
-    from .network import init_network
+    from ..network import init_network
     X, y, _ = scalar_teacher(8, 3, 1.0, seed=0)
     nets = [init_network((3, 4, 1), 0.3, seed=s) for s in range(2)]
     gradient_flow_ensemble(nets, X, y, [0.5, 1.0], backend="numba")

@@ -24,7 +24,7 @@ from .models import get_model, parse_options, select_model
 from .curvature import HessianProducts, ModifiedFlow, top_eigenvalues
 from .models.base import Layout
 from .models.mlp import check_biases
-from .network import bias_shapes, check_layer_sizes, check_weights, largest_layer, widths_of
+from ..network import bias_shapes, check_layer_sizes, check_weights, largest_layer, widths_of
 from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowStatus",
@@ -1096,7 +1096,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     Examples
     --------
     >>> from linearnets.data import scalar_teacher
-    >>> from linearnets.sim.network import init_network
+    >>> from linearnets.network import init_network
     >>> X, y, beta = scalar_teacher(20, 3, 1.0)
     >>> ws = init_network((3, 4, 1), 0.1)
     >>> traj = gradient_flow(ws, X, y, [0.0, 50.0], backend="numpy")

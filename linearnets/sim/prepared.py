@@ -12,7 +12,7 @@ def warm():
     """Load (or compile, the first time) the kernels of a small linear run, once per sweep
     worker (``[sweep] warmup = "linearnets.sim.prepared:warm"``)."""
     from ..data import scalar_teacher
-    from .network import init_network
+    from ..network import init_network
 
     X, y, _ = scalar_teacher(8, 3, 1.0, seed=0)
     w = init_network((3, 4, 1), 0.3, seed=0)

@@ -16,7 +16,7 @@ from sim_helpers import fake_cupy
 #: The methods every backend runs (the CuPy one in the one numpy/CuPy loop).
 METHODS = ("RK45", "DOP853", "SSPRK104", "ROS34PW2", "auto")
 from linearnets.sim.flow import gradient_flow
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 
 def test_module_does_not_import_cupy():

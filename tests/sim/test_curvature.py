@@ -8,7 +8,7 @@ import pytest
 import linearnets as ln
 from linearnets.sim import curvature
 from linearnets.sim.models import get_model, parse_options
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 ACTS = ["linear", "tanh", ("softplus", 2.0), "relu", ("leaky_relu", 0.1)]
 LOSSES = ["mse", "logistic", "cross_entropy", "soft_hinge"]

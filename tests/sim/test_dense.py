@@ -14,7 +14,7 @@ from linearnets.sim.methods.base import STABILITY_SAFETY
 from linearnets.sim.methods import base as mbase, compiled
 from linearnets.sim.methods.tableaux import RK45, SSPRK104, TABLEAUX
 from linearnets.sim.flow import DENSE_METHODS, gradient_flow
-from linearnets.sim.network import init_balanced, init_network
+from linearnets.network import init_balanced, init_network
 
 from test_flow import saxe
 

@@ -8,7 +8,7 @@ import pytest
 import linearnets as ln
 from linearnets.sim import descent
 from linearnets.sim.descent import BatchOrder, minibatches
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 BACKENDS = ["numpy", "numba"]
 

@@ -11,7 +11,7 @@ from linearnets.sim.models import linear as _rhs
 from linearnets.sim.methods import METHODS, FlowStatus
 from linearnets.sim.methods.tableaux import TABLEAUX
 from linearnets.sim.flow import Trajectory, gradient_flow
-from linearnets.sim.network import init_balanced, init_network
+from linearnets.network import init_balanced, init_network
 
 #: Runs that fail on purpose here warn (FlowWarning); the tests read their status.
 pytestmark = pytest.mark.filterwarnings("ignore::linearnets.sim.flow.FlowWarning")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import linearnets as ln
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 ACTS = ["linear", "relu", ("leaky_relu", 0.1), ("softplus", 2.0), "tanh"]
 #: keyword sets: plain; biases; multipliers and alpha; centred with biases; all of them

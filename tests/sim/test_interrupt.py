@@ -12,7 +12,7 @@ import pytest
 import linearnets as ln
 from linearnets.sim import ensemble as _ensemble
 from linearnets.sim.flow import prepare_flow
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 _CHILD = r"""
 import sys, time

@@ -7,7 +7,7 @@ from scipy.special import log_softmax
 
 import linearnets as ln
 from linearnets.sim.models import get_model, parse_options
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 LOSSES = ["logistic", "cross_entropy", ("soft_hinge", 3.0), "mse"]
 

@@ -12,7 +12,7 @@ from linearnets.sim.flow import gradient_flow
 from linearnets.sim.methods import FlowStatus
 from linearnets.sim.methods.tableaux import TABLEAUX
 from linearnets.sim.models import linear as _lowrank
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 from sim_helpers import erk, options, phase
 
 #: Runs that fail on purpose here warn (FlowWarning); the tests read their status.

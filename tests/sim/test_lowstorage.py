@@ -11,7 +11,7 @@ from linearnets.sim.methods import FlowStatus
 from linearnets.sim.methods import base as mbase
 from linearnets.sim.methods.tableaux import SSPRK104
 from linearnets.sim.models import linear as _lowstorage
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 from sim_helpers import erk, options, ssp
 
 # (layer sizes, teacher singular values, whitened inputs, sigma, per-layer learning rates)

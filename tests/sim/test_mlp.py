@@ -10,7 +10,7 @@ import linearnets as ln
 from linearnets import backend as B
 from linearnets.sim.methods import driver
 from linearnets.sim.models import get_model, parse_options
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 ACTS = ["linear", "relu", ("leaky_relu", 0.1), "softplus", "tanh"]
 OPTS = [dict(), dict(biases=True, alpha=1e-2, centered=True),

@@ -8,7 +8,7 @@ import pytest
 import linearnets as ln
 from linearnets.sim.models import Layout, get_model, model_names, parse_options, register_model
 from linearnets.sim.models.base import Model
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 ACTS = ["linear", "relu", ("leaky_relu", 0.1), ("softplus", 2.0), "tanh"]
 

@@ -8,7 +8,7 @@ import pytest
 from scipy import integrate
 
 import linearnets as ln
-from linearnets.sim.parameterisations import (
+from linearnets.parameterisations import (
     activation_normalisation,
     geiger_parameterisation,
     init_parameterised,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from linearnets.sim.flow import prepare_flow
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 from reference_mlp import RefMLP, fd_grad
 
 CASES = [

@@ -4,7 +4,7 @@ import pytest
 
 import linearnets as ln
 from linearnets.sim import progress as P
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 
 def _problem():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import linearnets as ln
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 CASES = [("linear", {}), ("linear", dict(alpha=0.1, centered=True, multipliers=(2.0, 0.5))),
          ("relu", dict(biases=True)), ("tanh", dict(alpha=0.1, centered=True)),

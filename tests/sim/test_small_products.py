@@ -9,7 +9,7 @@ from scipy.integrate import solve_ivp
 from linearnets.data import teacher_task
 from linearnets.sim.methods.tableaux import RK45
 from linearnets.sim.models import linear as lin
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 from sim_helpers import erk, options
 
 lk = pytest.importorskip("linearnets.sim.models._linear_kernels")

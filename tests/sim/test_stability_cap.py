@@ -9,7 +9,7 @@ from linearnets.sim.methods import base as _explicit
 from linearnets.sim.methods import base as mbase
 from linearnets.sim.methods.tableaux import TABLEAUX
 from linearnets.sim.flow import gradient_flow
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 #: Runs that fail on purpose here warn (FlowWarning); the tests read their status.
 pytestmark = pytest.mark.filterwarnings("ignore::linearnets.sim.flow.FlowWarning")

@@ -17,7 +17,7 @@ from linearnets.sim.methods import StepControl, StepperOptions, integrate
 from linearnets.sim.methods.erk import ExplicitRK
 from linearnets.sim.methods.tableaux import TABLEAUX
 from linearnets.sim.flow import gradient_flow
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 EXPONENT = -1.0 / 5.0  # RK45: error estimate of order 4
 

@@ -13,7 +13,7 @@ from linearnets.sim.methods import driver
 from linearnets.sim.methods.rosw import FAILED_SOLVE_ERR, ROS34PW2 as ROSW
 from linearnets.sim.methods.tableaux import DOP853, ROS34PW2
 from linearnets.sim.models.linear import worth_factoring
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 from sim_helpers import fake_cupy, linear_net, options, phase, solve
 
 #: Runs that fail on purpose here warn (FlowWarning); the tests read their status.

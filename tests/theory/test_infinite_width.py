@@ -640,7 +640,7 @@ def test_zhou_infinite_width_ntk_against_wide_networks(L):
     at width 2000 against the limit: relative error O(m^-1/2), tolerance 6/sqrt(m) (measured
     constants 1-2 for these sizes, seeds 0-3)."""
     from linearnets.compare.infinite_width import zhou_infinite_width_ntk
-    from linearnets.sim.parameterisations import zhou_parameterisation
+    from linearnets.parameterisations import zhou_parameterisation
 
     m = 2000
     betas = (0.8, 1.3 / math.sqrt(m), 0.6 / math.sqrt(m))[:L] if L == 3 else (0.8, 1.1 / math.sqrt(m))

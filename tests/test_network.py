@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import linearnets as ln
-from linearnets.sim.network import check_weights, end_to_end, forward, init_balanced, init_network
+from linearnets.network import check_weights, end_to_end, forward, init_balanced, init_network
 
 
 def test_init_shapes_and_reproducibility():

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from linearnets import empirical_ntk
-from linearnets.sim.network import init_network
+from linearnets.network import init_network
 
 
 def fd_ntk(ws, X1, X2, h=1e-6):

@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from .._validation import check_nonnegative, check_positive, rng_from_seed
-from .models.base import ACTIVATIONS, _named_choice
+from ._validation import check_nonnegative, check_positive, rng_from_seed
+from .sim.models.base import ACTIVATIONS, _named_choice
 from .network import check_layer_sizes, init_network
 
 __all__ = [
