@@ -94,7 +94,7 @@ def ssp(problem, y0, t_eval, opts, observe, backend="numpy", store=None, dense=F
     t_eval = np.asarray(t_eval, dtype=np.float64)
     if backend == "numba":
         from linearnets.sim.models import linear as lo
-        return compiled.ssp(lo.LowStorageStages(problem), y0, t_eval, SSPRK104, opts, observe,
+        return compiled.erk(lo.LowStorageStages(problem), y0, t_eval, SSPRK104, opts, observe,
                             replace(compiled.ERK_CONTROL, dense=dense), t0=0.0)
     net = linear_net(problem, y0)
     store = ls.FactoredSlots(problem) if store is None else None if store == "dense" else store

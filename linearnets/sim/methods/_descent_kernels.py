@@ -14,13 +14,7 @@ from __future__ import annotations
 
 from ..._numba_cache import njit
 
-__all__ = ["make_gd_advance", "make_sgd_advance", "euler_step", "GD_ADVANCE_ARGS",
-           "SGD_ADVANCE_ARGS"]
-
-#: The arguments of a loop built by :func:`make_gd_advance`, in order.
-GD_ADVANCE_ARGS = ("y", "g", "n", "lr", "data")
-#: The arguments of a loop built by :func:`make_sgd_advance`, in order.
-SGD_ADVANCE_ARGS = ("y", "g", "batches", "lr", "data", "full")
+__all__ = ["make_gd_advance", "make_sgd_advance", "euler_step"]
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -1,20 +1,12 @@
 """Compiled embedded Runge-Kutta loop, for any model (numba; nothing here knows networks).
 
-The step-size control of the compiled explicit loops, written once: the error norm, the
-controller with Gustafsson's predictive step, the stiffness estimate and the stability
-cap, the stiffness test and the checks before a step (``methods.base`` is the numpy
-reference); the stage states of the continuous extension; and :func:`make_erk_advance`,
-which builds the adaptive loop around a model's operations.
-
-``make_erk_advance(rhs, switches=None, stop=None, store=None)`` takes the model's numba
-functions: always ``rhs(y, out, data)`` (``dy/dt`` at ``y`` (n,) into ``out`` (n,);
-``data`` is one tuple of the model's arrays, passed through untouched), a piecewise-smooth
-model's switch functions, a stop function, or a stage store (the linear network's factored
-stages).  A loop built without switches has no kink code, one without a stop no stop code.
-The returned ``@njit(nogil=True)`` dispatcher (its arguments: :func:`make_erk_advance`) is
-not cached by itself: a model calls it from a module-level ``@njit(cache=True,
-nogil=True)`` entry point of its own module, which numba caches with the loop and the
-model's functions compiled in (``models/_linear_kernels.erk_advance``,
+The step-size control of the compiled explicit loops (the stiffness test, the stability
+cap and the kink bookkeeping on the loop state of ``_loop_state``; the scalar rules are
+``methods.base``'s), the stage states of the continuous extension, and
+:func:`make_erk_advance`, which builds the adaptive loop around a model's numba functions.
+The dispatcher it returns is not cached by itself: a model calls it from a module-level
+``@njit(cache=True, nogil=True)`` entry point of its own module, which numba caches with the
+loop and the model's functions compiled in (``models/_linear_kernels.erk_advance``,
 ``models/_mlp_kernels.erk_advance_smooth``); a dispatcher passed as an *argument* to a
 cached kernel is recompiled in every process.  ``methods.compiled.erk`` drives an entry
 point from Python.  The scalar helpers are ``inline="always"``, compiled into each loop.
@@ -26,11 +18,11 @@ import numpy as np
 from ..._numba_cache import njit
 from . import _loop_state as S
 from ._loop_state import PENDING, STIFF, STOPPED
-from .base import (accept_step, error_norm, kink_factor, stability_cap, step_factor,
-                   stiffness_estimate)
+from .base import (accept_step, error_norm, illinois_bracket, illinois_theta, stability_cap,
+                   step_factor, stiffness_estimate)
 
 __all__ = ["accept_into", "sumsq", "capped_step", "count_stiff", "PENDING", "STIFF",
-           "step_guard", "exchange", "settle", "hold_step", "stage_state", "stage_states",
+           "step_guard", "settle", "hold_step", "stage_state", "stage_states",
            "make_erk_advance", "STOPPED", "error_norm", "kink_rejection", "kink_accepted",
            "dense_stiffness_sums"]
 
@@ -81,7 +73,6 @@ def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
     return stability_cap(h, rho, stiff[S.BOUNDARY], stiff[S.CAP_SAFETY])
 
 
-
 @njit(cache=True, inline="always")
 def step_guard(h, min_step, stats, max_steps, nonfinite):
     """-3: step budget spent; -1: ``h < min_step`` (``stats[S.NONFINITE_TRIALS]``: after
@@ -92,15 +83,6 @@ def step_guard(h, min_step, stats, max_steps, nonfinite):
         stats[S.NONFINITE_TRIALS] = 1 if nonfinite else 0
         return -1
     return 0
-
-
-@njit(cache=True)
-def exchange(a, b):
-    """Swap the contents of ``a`` and ``b`` (n,)."""
-    for m in range(a.shape[0]):
-        v = a[m]
-        a[m] = b[m]
-        b[m] = v
 
 
 @njit(cache=True)
@@ -115,12 +97,10 @@ def hold_step(th, t, h, h_try, t_new, y, y_new, swapped):
     """Hand back an accepted step ``t -> t_new`` of length ``h_try``: record it in ``th``
     (``h``: the step proposed next) and return :data:`PENDING`, the step's start in ``y``
     and its end in ``y_new`` (exchanged first if the loop ``swapped`` their roles)."""
-    th[S.T] = t
-    th[S.H] = h
-    th[S.H_STEP] = h_try
-    th[S.T_NEW] = t_new
+    th[S.T], th[S.H], th[S.H_STEP], th[S.T_NEW] = t, h, h_try, t_new
     if swapped:
-        exchange(y, y_new)
+        for m in range(y.shape[0]):
+            y[m], y_new[m] = y_new[m], y[m]
     return PENDING
 
 
@@ -146,15 +126,11 @@ def stage_states(y, K, W, h, out):
         stage_state(y, K, W[i], h, out[i])
 
 
-
 @njit(cache=True, inline="always")
 def dense_stiffness_sums(K, y_new, wd, s):
     """``(num, dd, ref, yy)`` of :func:`stiffness_estimate` from an accepted step's stage rows
     ``K``, as ``methods.erk.ExplicitRK``."""
-    num = 0.0
-    dd = 0.0
-    ref = 0.0
-    yy = 0.0
+    num = dd = ref = yy = 0.0
     for m in range(y_new.shape[0]):
         yy += y_new[m] * y_new[m]
         ref += K[0, m] * K[0, m]
@@ -177,9 +153,7 @@ def kink_rejection(th, on_low, max_rejections):
     th[S.KINK_REJ] += 1.0
     if th[S.KINK_REJ] < max_rejections:
         return False
-    th[S.ACTIVE] = 1.0
-    th[S.KINK_REJ] = 0.0
-    th[S.CALM] = 0.0
+    th[S.ACTIVE], th[S.KINK_REJ], th[S.CALM] = 1.0, 0.0, 0.0
     return True
 
 
@@ -292,12 +266,10 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
             if kinks and not crossed:
                 crossed = crossings(data, pat, True) > 0
         # error norm (RMS, or Hairer's DOP853 combination of err5 and err3)
-        e5 = 0.0
-        e3n = 0.0
+        e5 = e3n = 0.0
         for m in range(n):
             sc = atol + rtol * max(abs(y[m]), abs(y_new[m]))
-            acc = 0.0
-            acc3 = 0.0
+            acc = acc3 = 0.0
             for j in range(s + 1):  # zero weights skipped, as in the numpy stepper
                 if e[j] != 0.0:
                     acc += e[j] * K[j, m]
@@ -321,36 +293,18 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
     def _locate(y, K, y_new, ybuf, h_try, g0, pair, ctl, pat, data, stats):
         """``methods.base._locate_stop``: the located state into ``ybuf``; returns ``theta``."""
         atol, iters, xtol = ctl[S.ATOL], int(ctl[S.STOP_ITERATIONS]), ctl[S.STOP_XTOL]
-        n = y.shape[0]
-        lo, hi = 0.0, 1.0
-        glo, ghi = g0, -1.0
-        side = 0
-        for m in range(n):
-            ybuf[m] = y_new[m]
+        lo, hi, glo, ghi, side = 0.0, 1.0, g0, -1.0, 0
+        ybuf[:] = y_new
         for _ in range(iters):
             if hi - lo <= xtol:
                 break
-            if glo == ghi:
-                th = 0.5 * (lo + hi)
-            else:
-                th = hi - ghi * (hi - lo) / (ghi - glo)
-                if not lo < th < hi:
-                    th = 0.5 * (lo + hi)
+            th = illinois_theta(lo, hi, glo, ghi)
             _attempt(y, K, y_new, th * h_try, pair, atol, pat, data)
             stats[S.NFEV] += pair[S.P_B].shape[0]
             g = stop_value(y_new, data)
             if g <= 0.0:
-                hi, ghi = th, g
-                for m in range(n):
-                    ybuf[m] = y_new[m]
-                if side == -1:
-                    glo *= 0.5
-                side = -1
-            else:
-                lo, glo = th, g
-                if side == 1:
-                    ghi *= 0.5
-                side = 1
+                ybuf[:] = y_new
+            lo, hi, glo, ghi, side = illinois_bracket(lo, hi, glo, ghi, side, th, g)
         return hi
 
     @njit(nogil=True)
@@ -384,19 +338,14 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         n = y.shape[0]
         tab, low, late = pairs
         ctl, wd, stiff = control
-        atol, safety, min_factor = ctl[S.ATOL], ctl[S.SAFETY], ctl[S.MIN_FACTOR]
-        max_factor, ulps = ctl[S.MAX_FACTOR], ctl[S.ULPS]
-        predictive = ctl[S.PREDICTIVE] != 0.0
+        atol, min_factor, max_factor = ctl[S.ATOL], ctl[S.MIN_FACTOR], ctl[S.MAX_FACTOR]
+        ulps, predictive = ctl[S.ULPS], ctl[S.PREDICTIVE] != 0.0
         kink_rej_max, calm_max = ctl[S.KINK_REJECTIONS], ctl[S.CALM_STEPS]
         growth, clip_eps, kink_early = ctl[S.KINK_GROWTH], ctl[S.CLIP_EPS], ctl[S.KINK_EARLY]
         capping = stiff[S.BOUNDARY] > 0.0
         t_target, t_out, max_steps = th[S.T_TARGET], th[S.T_OUT], stats[S.BUDGET]
-        t = th[S.T]
-        h = th[S.H]
-        nonfinite = False
-        cur = y            # a store's loop swaps the state and the trial state
-        nxt = y_new
-        in_y = True
+        t, h, nonfinite = th[S.T], th[S.H], False
+        cur, nxt, in_y = y, y_new, True     # a store's loop swaps the state and the trial
         while True:
             min_step = ulps * (np.nextafter(t, np.inf) - t)
             if h < min_step:
@@ -405,43 +354,33 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
             while True:
                 code = step_guard(h, min_step, stats, max_steps, nonfinite)
                 if code != 0:
-                    th[S.T] = t
-                    th[S.H] = h
+                    th[S.T], th[S.H] = t, h
                     settle(y, cur, in_y)
                     return code
                 on_low = kinks and th[S.ACTIVE] != 0.0
-                if not on_low:
-                    pair = tab
-                elif stats[S.FALLBACK_STEPS] < kink_early:
-                    pair = low
-                else:
-                    pair = late
+                # the fallback at kink_rtol for its first KINK_EARLY_STEPS steps, then late
+                pair = tab if not on_low else low if stats[S.FALLBACK_STEPS] < kink_early else late
                 s = pair[S.P_B].shape[0]
                 clipped = h >= t_target - t or t + h >= t_target - clip_eps * abs(t_target)
                 h_try = t_target - t if clipped else h
                 err, stage_crossed = _attempt(cur, K, nxt, h_try, pair, atol, pat, data)
                 stats[S.NFEV] += s
-                if not np.isfinite(err):
+                nonfinite = not np.isfinite(err)
+                if nonfinite:
                     stats[S.REJECTED] += 1
-                    nonfinite = True
                     rejected = True
                     h = h_try * min_factor
                     continue
-                nonfinite = False
                 crossed = crossings(data, pat, False) if kinks else 0
                 if err < 1.0:
                     break
                 stats[S.REJECTED] += 1
-                if kinks:
-                    across = crossed > 0 or stage_crossed
-                    if across:
-                        on_low = kink_rejection(th, on_low, kink_rej_max)
-                    if across and on_low:
-                        h = h_try * kink_factor(err, True)
-                    else:
-                        h = h_try * step_factor(err, pair[S.P_EXPONENT], True)
-                else:
-                    h = h_try * max(min_factor, safety * err ** pair[S.P_EXPONENT])
+                exponent = pair[S.P_EXPONENT]
+                if kinks and (crossed > 0 or stage_crossed):
+                    on_low = kink_rejection(th, on_low, kink_rej_max)
+                    if on_low:
+                        exponent = -1.0     # kink_factor: the error is first order in h
+                h = h_try * step_factor(err, exponent, True)
                 rejected = True
             t_new = t_target if clipped else t + h_try
             if stops:
@@ -450,10 +389,8 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                     theta = _locate(y, K, y_new, ybuf, h_try, th[S.G], pair, ctl, pat, data,
                                     stats)
                     stats[S.ACCEPTED] += 1
-                    for m in range(n):
-                        y[m] = ybuf[m]
-                    th[S.T_STOP] = t + theta * h_try
-                    th[S.T] = th[S.T_STOP]
+                    y[:] = ybuf
+                    th[S.T] = th[S.T_STOP] = t + theta * h_try
                     th[S.H] = h
                     return STOPPED
                 th[S.G] = g_new
@@ -465,10 +402,8 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                 on_low = kink_accepted(th, stats, on_low, crossed, stage_crossed, t_new,
                                        calm_max)
             if on_low:
-                if crossed > 0:
-                    fac = kink_factor(err, rejected)
-                else:
-                    fac = step_factor(err, pair[S.P_EXPONENT], rejected)
+                # kink_factor (exponent -1) after a crossing; growth held to KINK_GROWTH
+                fac = step_factor(err, -1.0 if crossed > 0 else pair[S.P_EXPONENT], rejected)
                 h = h_try * min(fac, growth)
             elif predictive:
                 h = accept_into(th, h, h_try, err, tab[S.P_EXPONENT], max_factor, rejected, clipped)
@@ -495,8 +430,7 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                     y[m] = y_new[m]
                     K[0, m] = K[s, m]
             if clipped or stiff_now:
-                th[S.T] = t_target if clipped else t + h_try
-                th[S.H] = h
+                th[S.T], th[S.H] = t_target if clipped else t + h_try, h
                 settle(y, cur, in_y)
                 return 0 if clipped else STIFF
             t = t + h_try

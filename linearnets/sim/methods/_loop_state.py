@@ -33,18 +33,15 @@ TH_SIZE = 18
 #: the Rosenbrock-W loop: accepted steps in a row on which the explicit pair was cheaper,
 #: and the work counted at the last step.
 N_CHEAPER, COST0 = 7, 8
-ROSW_TH_SIZE = 9
 
 # -- stats (int64): counters ---------------------------------------------------------------
 #: evaluations, accepted and rejected steps, and the attempted steps at which the call
 #: returns (set by the runner: the chunk's budget), every loop's; the explicit loop's
 #: underflow after non-finite trials (0/1), capped steps, kink crossings and fallback steps.
 NFEV, ACCEPTED, REJECTED, BUDGET = range(4)
-NONFINITE_TRIALS, CAPPED, KINKS, FALLBACK_STEPS = range(4, 8)
-STATS_SIZE = 8
-#: the Rosenbrock-W loop's Jacobian-vector products.
-NJEV = 4
-ROSW_STATS_SIZE = 5
+#: The Rosenbrock-W loop's Jacobian-vector products.
+NONFINITE_TRIALS, CAPPED, KINKS, FALLBACK_STEPS, NJEV = range(4, 9)
+STATS_SIZE = 9
 
 # -- a pair (tuple) as the explicit loop takes it (``compiled.tableau_args``) ---------------
 #: the tableau's arrays, Hairer's third-order error weights where USE_E3, the controller's

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..._numba_cache import njit
 from . import _loop_state as S
-from ._erk_kernels import accept_into
+from ._erk_kernels import accept_into, step_guard
+from .base import step_factor
 from ._loop_state import NONSTIFF
 
 __all__ = ["make_rosw_advance", "NONSTIFF"]
@@ -102,8 +103,7 @@ def make_rosw_advance(rhs, jvp):
         t_target, max_steps = th[S.T_TARGET], stats[S.BUDGET]
         s, n = mw.shape[0], y.shape[0]
         exponent, rtol, atol = ctl[S.R_EXPONENT], ctl[S.R_RTOL], ctl[S.R_ATOL]
-        safety, min_factor, max_factor = ctl[S.R_SAFETY], ctl[S.R_MIN_FACTOR], ctl[S.R_MAX_FACTOR]
-        ulps = ctl[S.R_ULPS]
+        min_factor, max_factor, ulps = ctl[S.R_MIN_FACTOR], ctl[S.R_MAX_FACTOR], ctl[S.R_ULPS]
         ktol, kmax = ctl[S.R_KRYLOV_TOL], int(ctl[S.R_MAX_KRYLOV])
         boundary, s_erk = ctl[S.R_BOUNDARY], ctl[S.R_EXPLICIT_STAGES]
         switch_steps = ctl[S.R_SWITCH_STEPS]
@@ -113,12 +113,10 @@ def make_rosw_advance(rhs, jvp):
         t, h = th[S.T], th[S.H]
         rejected, rho = False, 0.0
         while True:
-            if stats[S.ACCEPTED] + stats[S.REJECTED] >= max_steps:
+            code = step_guard(h, ulps * (np.nextafter(t, np.inf) - t), stats, max_steps, False)
+            if code != 0:
                 th[S.T], th[S.H] = t, h
-                return -3
-            if h < ulps * (np.nextafter(t, np.inf) - t):
-                th[S.T], th[S.H] = t, h
-                return -1
+                return code
             clipped = t + h >= t_target
             h_try = t_target - t if clipped else h
             hg = h_try * gamma
@@ -167,7 +165,7 @@ def make_rosw_advance(rhs, jvp):
             if not err < 1.0:
                 stats[S.REJECTED] += 1
                 h = h_try * (min_factor if not np.isfinite(err)
-                             else max(min_factor, safety * err ** exponent))
+                             else step_factor(err, exponent, True))
                 rejected = True
                 continue
             if boundary > 0.0 and not clipped:

@@ -23,7 +23,7 @@ __all__ = ["FlowStatus", "Stepper", "StepperOptions", "StepControl", "Result", "
            "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL",
            "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES", "NO_PREVIOUS_STEP",
            "run_message", "predictive_step", "accept_step", "stiffness_estimate",
-           "stability_cap", "select_initial_step", "min_step", "dense_batch_rows",
+           "stability_cap", "select_initial_step", "dense_batch_rows",
            "observe_step", "observe_until", "Controller"]
 
 #: Safety factor on the optimal step.
@@ -177,23 +177,10 @@ def _rms(x):
 
 def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np, timed=False,
                         interval=None):
-    """Initial step size (Hairer-Norsett-Wanner I, Sec. II.4, as in scipy).
-
-    Parameters
-    ----------
-    fun : callable ``fun(y) -> dy``, with ``timed`` ``fun(y, dt) -> dy`` (``dt`` after t0)
-    t0, t_end, rtol, atol, error_order : float, float, float, float, int
-    y0, f0 : ndarray, shape (n,)
-        Initial state and ``fun(y0)`` (numpy, or ``xp``'s arrays).
-    interval : float, optional
-        The largest step, by default ``t_end - t0``.
-
-    Returns
-    -------
-    h : float
-        The step (one extra evaluation of ``fun``); 0 where the scale of the problem is
-        beyond float64 (the loop then reports a step-size underflow).
-    """
+    """The first step from ``y0``, ``f0 = fun(y0)`` (``xp``'s arrays), at most ``interval``
+    (by default ``t_end - t0``): Hairer-Norsett-Wanner I, Sec. II.4, as in scipy, at the cost
+    of one evaluation ``fun(y)`` (``timed``: ``fun(y, dt)``, ``dt`` after t0); 0 where the
+    problem's scale is beyond float64 (the loop then reports a step-size underflow)."""
     interval = t_end - t0 if interval is None else interval
     scale = atol + xp.abs(y0) * rtol
     d0 = _rms(y0 / scale)
@@ -211,11 +198,6 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np, 
     else:
         h1 = (0.01 / max(d1, d2)) ** (1.0 / (error_order + 1))
     return min(100 * h0, h1, interval)
-
-
-def min_step(t):
-    """The shortest step at time ``t``: MIN_STEP_ULPS units in the last place of t."""
-    return MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
 
 
 def dense_batch_rows(n):
@@ -463,33 +445,40 @@ def kink_factor(err, after_rejection):
     return step_factor(err, -1.0, after_rejection)
 
 
+@register_jitable
+def illinois_theta(lo, hi, glo, ghi):
+    """The regula falsi point of the bracket ``[lo, hi]`` (values ``glo > 0 >= ghi``), its
+    midpoint where the secant leaves it or is flat."""
+    if glo == ghi:
+        return 0.5 * (lo + hi)
+    th = hi - ghi * (hi - lo) / (ghi - glo)
+    return th if lo < th < hi else 0.5 * (lo + hi)
+
+
+@register_jitable
+def illinois_bracket(lo, hi, glo, ghi, side, th, g):
+    """``(lo, hi, glo, ghi, side)`` after the value ``g`` at ``th``: Illinois halves the kept
+    end's value when the same end moves twice in a row (``side``: -1 hi, 1 lo)."""
+    if g <= 0:
+        return lo, th, (glo * 0.5 if side == -1 else glo), g, -1
+    return th, hi, g, (ghi * 0.5 if side == 1 else ghi), 1
+
+
 def _locate_stop(stepper, t, y, f, h, g0, stop, y1):
     """Illinois regula falsi on ``theta`` in [0, 1] for ``stop(y(t + theta h)) = 0`` along the
     stepper's own step to ``y1``: ``(theta, y_theta, nfev)`` with ``stop(y_theta) <= 0``."""
-    lo, hi, glo, ghi = 0.0, 1.0, g0, -1.0
-    y_hi, nfev, side = y1, 0, 0
+    lo, hi, glo, ghi, side = 0.0, 1.0, g0, -1.0, 0
+    y_hi, nfev = y1, 0
     for _ in range(STOP_ITERATIONS):
         if hi - lo <= STOP_XTOL:
             break
-        if glo == ghi:
-            th = 0.5 * (lo + hi)
-        else:
-            th = hi - ghi * (hi - lo) / (ghi - glo)
-            if not lo < th < hi:
-                th = 0.5 * (lo + hi)
+        th = illinois_theta(lo, hi, glo, ghi)
         y_th, _, _ = stepper.attempt(t, y, f, th * h)
         nfev += stepper.n_evals
         g = stop(y_th)
         if g <= 0:
-            hi, ghi, y_hi = th, g, y_th
-            if side == -1:
-                glo *= 0.5
-            side = -1
-        else:
-            lo, glo = th, g
-            if side == 1:
-                ghi *= 0.5
-            side = 1
+            y_hi = y_th
+        lo, hi, glo, ghi, side = illinois_bracket(lo, hi, glo, ghi, side, th, g)
     return hi, y_hi, nfev
 
 
@@ -555,11 +544,6 @@ class Controller:
             self.erk_boundary = STABILITY_SAFETY * back.stability_boundary
             self.cost0 = main.cost
 
-    def nonfinite(self, step):
-        """The step after a trial ``step`` whose stages overflowed."""
-        self.rejected = True
-        return step * MIN_FACTOR
-
     def reject(self, step, err, crossed):
         """The step after ``step`` was rejected with error norm ``err`` (``crossed``: a
         switch changed on the way): the fallback after ``KINK_REJECTIONS`` of those."""
@@ -622,11 +606,7 @@ class Controller:
             cheaper = self.erk_stages / h_erk < (cost - self.cost0) / step
             self.n_cheaper = self.n_cheaper + 1 if cheaper else 0
             self.cost0 = cost
-        self._tests(stiff_now)
-        return h
-
-    def _tests(self, stiff_now):
-        c, self.ends = self.control, None
+        self.ends = None
         if c.stiff_steps > 0:
             if stiff_now:
                 self.n_nonstiff = 0
@@ -637,9 +617,10 @@ class Controller:
                     self.n_stiff = 0
             if self.n_stiff >= c.stiff_steps:
                 self.ends = "stiff"
-                return
+                return h
         if c.switch_steps > 0 and self.n_cheaper >= c.switch_steps:
             self.ends = "nonstiff"
+        return h
 
 
 def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl(),
@@ -681,8 +662,8 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
     # every evaluation compares the switch pattern with the step's start: a stage may
     # cross a switching surface that the step's end does not (sliding)
     stage_cross = False
-    fallback = control.fallback
-    if switches is not None and fallback is not None:
+    kinks = switches is not None and control.fallback is not None
+    if kinks:
         user_rhs = rhs
 
         def rhs(t, y):
@@ -694,8 +675,7 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
             return out
     main = primary(rhs, n, options.rtol, options.atol, xp)
     early, late = kink_tolerances(options)
-    low = (fallback(rhs, n, early, options.atol, xp)
-           if fallback is not None and switches is not None else None)
+    low = control.fallback(rhs, n, early, options.atol, xp) if kinks else None
     pat = None
     T = t_eval.size
     t = float(t0)
@@ -736,18 +716,17 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
         h = main.initial_step(t, y, f, t_eval[-1] - t)
         nfev += 1
     # (not with the kink fallback: a step of the fallback would have to interpolate too)
-    dense = (bool(control.dense) and low is None and main.interpolate is not None
-             and main.tableau.dense_P is not None)
-    attempts = 0
+    dense = bool(control.dense) and low is None and main.interpolate is not None
     tick = observe.tick
     while k < T:
         if tick is not None:
             tick(t)
         # with dense output only the last output time ends a step
         target = float(t_eval[-1] if dense else t_eval[k])
-        if attempts >= options.max_steps:
+        if nsteps + nrejected >= options.max_steps:     # the attempted steps
             return done(FlowStatus.MAX_STEPS)
-        if not h >= min_step(t):     # (a NaN step too)
+        # MIN_STEP_ULPS units in the last place of t (a NaN step fails too)
+        if not h >= MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t):
             return done(FlowStatus.STEP_UNDERFLOW)
         clipped = h >= target - t or t + h >= target - 4 * _EPS * abs(target)
         t_new = target if clipped else t + h
@@ -755,12 +734,11 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
         stage_cross = False
         active = ctl.active
         y_new, f_new, err = active.attempt(t, y, f, step)
-        attempts += 1
         nfev += active.n_evals
         nonfinite = not math.isfinite(err)
-        if nonfinite:
+        if nonfinite:       # the stages overflowed: MIN_FACTOR, as after any infinite error
             nrejected += 1
-            h = ctl.nonfinite(step)
+            h = ctl.reject(step, math.inf, 0)
             continue
         crossed = 0
         if pat is not None:

@@ -17,7 +17,7 @@ from .base import (CALM_STEPS, KINK_EARLY_STEPS, KINK_GROWTH, KINK_REJECTIONS, M
 from . import _loop_state as S
 from ._loop_state import NONSTIFF, PENDING, STIFF, STOPPED
 
-__all__ = ["erk", "ssp", "rosw", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
+__all__ = ["erk", "rosw", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
            "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
            "JVP_COST", "chunk_budget", "advance_in_chunks", "stiff_fired", "DenseStageOps",
            "STOPPED", "tableau_args", "loop_control", "BATCH_THREADS", "batch_threads"]
@@ -48,15 +48,9 @@ def chunk_budget(attempted, max_steps, n, s):
 
 
 def advance_in_chunks(advance, counts, max_steps, n, s, tick=None, th=None):
-    """Call ``advance()`` (a compiled loop returning ``FlowStatus.MAX_STEPS.code`` once its
-    attempted steps ``counts[S.ACCEPTED] + counts[S.REJECTED]`` reach the chunk's budget,
-    which this sets in ``counts[S.BUDGET]``, ready to resume) until it returns anything else
-    or ``max_steps`` is spent; its last return code.
-    ``n``: the work of one evaluation in state entries (``ops.eval_work`` where the model
-    gives it).
-
-    ``tick(t)`` (the run's progress hook, ``observe.tick``) is called after each call with
-    ``t = th[S.T]``, the loop's time."""
+    """Call the compiled loop ``advance()`` with the chunk's budget in ``counts[S.BUDGET]``
+    (:func:`chunk_budget`) until it returns other than ``FlowStatus.MAX_STEPS.code`` or
+    ``max_steps`` is spent, ``tick(th[S.T])`` (the progress hook) after each; its last code."""
     exhausted = FlowStatus.MAX_STEPS.code
     while True:
         budget = counts[S.BUDGET] = chunk_budget(counts[S.ACCEPTED] + counts[S.REJECTED],
@@ -69,8 +63,7 @@ def advance_in_chunks(advance, counts, max_steps, n, s, tick=None, th=None):
 
 
 def stiff_fired(stiff_steps, th):
-    """Whether the stiffness test of an explicit loop (``th[S.N_STIFF]``) reached
-    ``stiff_steps``."""
+    """Whether the stiffness test of an explicit loop (``th[S.N_STIFF]``) fired."""
     return stiff_steps > 0 and th[S.N_STIFF] >= stiff_steps
 
 
@@ -128,13 +121,13 @@ def _start(first, rhs, y, t_eval, t0, order, options, observe, k=0):
 
 
 def _result(code, k, y, th, stats, low, t_eval, observe):
-    """The Result of an explicit loop from its return code, ``th`` and ``stats``
-    (:data:`STIFF`: a success with ``stiff=True``; :data:`STOPPED`: one with ``t_stop``, the
-    stopped state observed at every later output)."""
-    stiff, stopped = code == STIFF, code == STOPPED
+    """The Result of a compiled loop from its return code, ``th`` and ``stats``
+    (:data:`STIFF`, :data:`NONSTIFF`: a success with ``stiff``, ``nonstiff``; :data:`STOPPED`:
+    one with ``t_stop``, the stopped state observed at every later output)."""
+    stiff, nonstiff, stopped = code == STIFF, code == NONSTIFF, code == STOPPED
     if stopped:
         k = observe_until(k, t_eval, math.inf, y, observe)
-    status = FlowStatus.SUCCESS if stiff or stopped else _STATUS_BY_CODE[code]
+    status = FlowStatus.SUCCESS if stiff or nonstiff or stopped else _STATUS_BY_CODE[code]
     t = float(th[S.T])
     t_stop = float(th[S.T_STOP]) if stopped else None
     kinks, fallback_steps = int(stats[S.KINKS]), int(stats[S.FALLBACK_STEPS])
@@ -147,7 +140,33 @@ def _result(code, k, y, th, stats, low, t_eval, observe):
                   status=status, message=msg, t_stop=t_stop,
                   kinks=kinks, sliding_time=sliding, fallback_steps=fallback_steps,
                   h_next=float(th[S.H]), rho=float(th[S.RHO]), ncapped=int(stats[S.CAPPED]),
-                  stiff=stiff, nonfinite=bool(stats[S.NONFINITE_TRIALS]))
+                  stiff=stiff, nonfinite=bool(stats[S.NONFINITE_TRIALS]), nonstiff=nonstiff)
+
+
+def _outputs(advance, y, th, stats, t_eval, k, observe, max_steps, work, steps=0, held=None):
+    """Call the compiled loop ``advance()`` (:func:`advance_in_chunks`, ``work`` its ``(n,
+    s)``) onto each output time from ``k``: ``(code, k)``.  With dense output ``held(k)``
+    observes the outputs inside a step held across them (:data:`PENDING`) and completes it."""
+    code = 0
+    while k < t_eval.size:
+        # with dense output only the last output time ends a step: the loop returns PENDING
+        # after the step that reaches t_out = t_eval[k]
+        th[S.T_TARGET] = t_eval[-1] if held else t_eval[k]
+        if held:
+            th[S.T_OUT] = t_eval[k]
+        with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
+            code = advance_in_chunks(advance, stats, max_steps, *work, observe.tick, th)
+        if code == PENDING:
+            k, code = held(k), 0
+            continue
+        if code != 0:
+            break
+        observe(k, y)
+        k += 1
+        if stiff_fired(steps, th):
+            code = STIFF
+            break
+    return code, k
 
 
 #: The compiled explicit loop's default control: the predictive controller and the stability
@@ -156,30 +175,13 @@ ERK_CONTROL = StepControl(predictive=True, cap_safety=None)
 
 
 def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=None, k0=0):
-    """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` onto ``t_eval[k0:]``.
-
-    The numba counterpart of ``methods.base.integrate`` with ``methods.erk.ExplicitRK``
-    (kink switches and the stop event are the ``ops``' own: docs/simulator.md).
-
-    Parameters
-    ----------
-    ops : compiled operations (docs/simulator.md, "Module overviews")
-    y0 : ndarray, shape (n,)
-    t_eval : ndarray, shape (T,)
-    primary : Tableau
-    options, observe, k0
-        As for ``base.integrate``.
-    control : StepControl
-        As for ``base.integrate`` (``fallback`` a Tableau; no switch-back test);
-        ``cap_safety`` None: ``STABILITY_SAFETY`` at the call.
-    t0 : float, optional
-        The start time, by default ``t_eval[0]``.
-
-    Returns
-    -------
-    Result
-    """
-    tab, low, dense = primary, control.fallback, control.dense
+    """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` (docs/simulator.md,
+    "Module overviews") and the pair ``primary`` (a Tableau) from ``y0`` at ``t0`` (by default
+    ``t_eval[0]``) onto ``t_eval[k0:]``: the numba counterpart of ``methods.base.integrate``
+    with ``methods.erk.ExplicitRK``, its ``options``, ``observe`` and ``control`` (``fallback``
+    a Tableau, no switch-back test, ``cap_safety`` None: ``STABILITY_SAFETY`` at the call);
+    kink switches and the stop event are the ``ops``' own.  Returns a Result."""
+    tab, low = primary, control.fallback
     t_eval, observe = np.asarray(t_eval, dtype=np.float64), as_observer(observe)
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
@@ -196,7 +198,7 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
     steps = int(control.stiff_steps) if ops.detects_stiffness else 0
     ops.prepare(tab, low, options, predictive=control.predictive, cap_safety=control.cap_safety,
                 stiff_steps=steps, stiff_held=control.stiff_held)
-    dense = bool(dense) and tab.dense_P is not None and low is None
+    dense = bool(control.dense) and tab.dense_P is not None and low is None
     g0 = ops.stop_value(y)
     if g0 is not None:
         th[S.G] = g0
@@ -204,44 +206,24 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
             th[S.T_STOP] = t0
             return _result(STOPPED, k, y, th, stats, low, t_eval, observe)
     y_new = np.empty(n)
-    tick = observe.tick
     th[S.T_OUT] = math.inf
     # the states of the outputs inside a step (observe_step passes at most this many)
     batch = np.empty((dense_batch_rows(n), n)) if dense else None
-    while k < t_eval.size:
-        # with dense output only the last output time ends a step: the loop returns PENDING
-        # after the step that reaches t_out = t_eval[k]
-        th[S.T_TARGET] = t_eval[-1] if dense else t_eval[k]
-        if dense:
-            th[S.T_OUT] = t_eval[k]
-        with np.errstate(all="ignore"):  # overflow is detected and reported, not warned
-            code = advance_in_chunks(lambda: ops.advance(y, y_new, th, stats), stats,
-                                     int(options.max_steps), ops.eval_work or n, s, tick, th)
-        if code == PENDING:
-            # the outputs inside the held step, then the step completed as the loop would
-            h_step = float(th[S.H_STEP])
-            k = observe_step(k, t_eval, float(th[S.T]), h_step, float(th[S.T_NEW]), y_new,
-                             lambda theta: ops.interpolate(theta, y, y_new, h_step), observe,
-                             lambda thetas: ops.interpolate_many(thetas, y, y_new, h_step,
-                                                                 batch))
-            y[:] = y_new
-            ops.fsal()
-            th[S.T] = th[S.T_NEW]
-            code = 0
-            continue
-        if code != 0:
-            break
-        observe(k, y)
-        k += 1
-        if stiff_fired(steps, th):
-            code = STIFF
-            break
+
+    def held(k):
+        # the outputs inside the held step, then the step completed as the loop would
+        h_step = float(th[S.H_STEP])
+        k = observe_step(k, t_eval, float(th[S.T]), h_step, float(th[S.T_NEW]), y_new,
+                         lambda theta: ops.interpolate(theta, y, y_new, h_step), observe,
+                         lambda thetas: ops.interpolate_many(thetas, y, y_new, h_step, batch))
+        y[:] = y_new
+        ops.fsal()
+        th[S.T] = th[S.T_NEW]
+        return k
+    code, k = _outputs(lambda: ops.advance(y, y_new, th, stats), y, th, stats, t_eval, k,
+                       observe, int(options.max_steps), (ops.eval_work or n, s), steps,
+                       held if dense else None)
     return _result(code, k, y, th, stats, low, t_eval, observe)
-
-
-#: The runner of a low-storage SSP loop (``ops``: the model's two-register stages): the
-#: contract of :func:`erk`, the stiffness test included, no kinks.
-ssp = erk
 
 
 class DenseStageOps:
@@ -319,7 +301,7 @@ def batch_threads(B):
     return max(1, min(int(B), int(n)))
 
 
-def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=True,
+def rosw(ops, y0, t_eval, tab, options, observe, *, t0=None, k0=0, start=True,
          switch_back=None, switch_steps=0):
     """Integrate with the compiled Rosenbrock-W loop of ``ops`` onto ``t_eval[k0:]``.
 
@@ -330,7 +312,6 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
     as :data:`JVP_COST` evaluations, the first ``f(y)`` included.
     """
     from .rosw import KRYLOV_TOL, MAX_KRYLOV, RosenbrockWStepper
-    tab = tableau
     t_eval, observe = np.asarray(t_eval, dtype=np.float64), as_observer(observe)
     t = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
@@ -353,10 +334,10 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
         work[S.W_METRIC] = ops.metric    # CG in the inner product in which J is self-adjoint
     # a fresh controller memory, as the numpy loop starts with; the kernel's counters start
     # at zero after f0
-    th = np.zeros(S.ROSW_TH_SIZE)
+    th = np.zeros(S.TH_SIZE)
     th[S.T], th[S.H] = t, float(h)
     th[S.H_PREV], th[S.ERR_PREV] = NO_PREVIOUS_STEP
-    counts = np.zeros(S.ROSW_STATS_SIZE, dtype=np.int64)
+    stats = np.zeros(S.STATS_SIZE, dtype=np.int64)
     uform, data = (a, c, m, e, float(tab.gamma)), (ops.rhs_args, ops.scratch_args, ops.jvp_args)
     sb = switch_back
     ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,
@@ -364,27 +345,11 @@ def rosw(ops, y0, t_eval, tableau, options, observe, *, t0=None, k0=0, start=Tru
                     MAX_KRYLOV, *((STABILITY_SAFETY * sb.stability_boundary,
                                    SWITCH_BACK_MARGIN * sb.n_stages, switch_steps)
                                   if sb is not None else (0.0, 0.0, 0.0))], dtype=np.float64)
-    code = 0
-    tick = observe.tick
-    while k < t_eval.size:
-        # in chunks (advance_in_chunks), a step counted as ROSW_CHUNK_EVALS evaluations
-        th[S.T_TARGET] = t_eval[k]
-        with np.errstate(all="ignore"):
-            code = advance_in_chunks(
-                lambda: ops.rosw_advance(y, f0, U, work, th, counts, uform, ctl, data),
-                counts, int(options.max_steps), n, ROSW_CHUNK_EVALS, tick, th)
-        if code != 0:
-            break
-        observe(k, y)
-        k += 1
-    ops.nfev += int(counts[S.NFEV])
-    ops.njev += int(counts[S.NJEV])
-    nonstiff = code == NONSTIFF
-    status = FlowStatus.SUCCESS if nonstiff else _STATUS_BY_CODE[code]
-    t_last = float(th[S.T])
-    return Result(n_done=k, t_last=t_last, y_last=y,
-                  nfev=started + int(counts[S.NFEV]) + JVP_COST * int(counts[S.NJEV]),
-                  nsteps=int(counts[S.ACCEPTED]), nrejected=int(counts[S.REJECTED]),
-                  status=status, message=run_message(status, t_last), h_next=float(th[S.H]),
-                  rho=float(th[S.RHO]),
-                  nonstiff=nonstiff)
+    # in chunks (advance_in_chunks), a step counted as ROSW_CHUNK_EVALS evaluations
+    code, k = _outputs(lambda: ops.rosw_advance(y, f0, U, work, th, stats, uform, ctl, data), y,
+                       th, stats, t_eval, k, observe, int(options.max_steps),
+                       (n, ROSW_CHUNK_EVALS))
+    ops.nfev += int(stats[S.NFEV])
+    ops.njev += int(stats[S.NJEV])
+    stats[S.NFEV] += started + JVP_COST * stats[S.NJEV]
+    return _result(code, k, y, th, stats, None, t_eval, observe)

@@ -68,7 +68,7 @@ def _explicit(tab, net):
     return partial(ExplicitRK, fun=net.rhs if net.smooth else None, tableau=tab, store=store)
 
 
-def stepper_for(method, net, xp=np):
+def stepper_for(method, net):
     """``(primary, fallback)`` stepper factories of ``method`` on model ``net`` for
     ``base.integrate`` (the fallback only for a model with kinks)."""
     kind, tab = METHODS[method]
@@ -93,13 +93,10 @@ def stepper_for(method, net, xp=np):
 
 
 def _compiled_ops(net, backend, kind, tab, stop):
-    if backend != "numba":
-        return kind, None
-    if stop is None and net.smooth:
-        return net.compiled_ops(kind, tab)
-    # kinks and stop rules where the model's ops have them (the rule: ``stop.rule``)
+    # kinks and stop rules only where the model's ops have them (the rule: ``stop.rule``)
     rule = None if stop is None else stop.rule
-    if net.compiled_events and (stop is None or rule is not None):
+    events = net.compiled_events and (stop is None or rule is not None)
+    if backend == "numba" and (stop is None and net.smooth or events):
         return net.compiled_ops(kind, tab, stop=rule)
     return kind, None
 
@@ -127,7 +124,7 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, run, tests=_NO_TESTS, 
     switch_back, smooth = tests.switch_back, net.smooth
     switch_steps = HANDBACK_STEPS if switch_back is not None else 0
     if ops is None:
-        primary, low = stepper_for(method, net, run.xp)
+        primary, low = stepper_for(method, net)
         cap = _base.STABILITY_SAFETY if kind != "rosw" and smooth else 0.0
         control = replace(tests, predictive=smooth, cap_safety=cap, dense=run.dense,
                           fallback=low, switch_steps=switch_steps)

@@ -44,6 +44,7 @@ class RosenbrockWStepper(Stepper):
     """
 
     tableau = ROS34PW2_TABLEAU
+    n_evals = 0
     MAX_FACTOR = 5.0
     JVP_COST = 1.0
     EVALUATE_REJECTED = True
@@ -69,16 +70,12 @@ class RosenbrockWStepper(Stepper):
         self._M = None if self.metric is None else xp.asarray(self.metric, dtype=xp.float64)
         if self._M is not None and self._M.shape != (self.n,):
             raise ValueError(f"metric: expected shape ({self.n},), got {self._M.shape}")
-        self._last = self.tableau.n_stages
+        #: evaluations (right-hand sides and Krylov products) of the last attempt
+        self.n_evals = self.tableau.n_stages
         self._fi = xp.empty(self.n)
         #: the largest Rayleigh quotient of ``-J`` met since the last accepted step
         self.rho = 0.0
         self.n_rhs = self.n_jvp = self.n_failed = 0
-
-    @property
-    def n_evals(self) -> int:
-        """Evaluations (right-hand sides and Krylov products) of the last attempt."""
-        return self._last
 
     def _freeze(self, t, y, f):
         """``(v -> J v, evaluations made)`` at the base point ``(t, y)``, ``f = rhs(t, y)``."""
@@ -211,7 +208,7 @@ class RosenbrockWStepper(Stepper):
         return y_new, f_new, err
 
     def _count(self, nrhs, njvp):
-        self._last = nrhs + int(round(self.JVP_COST * njvp))
+        self.n_evals = nrhs + int(round(self.JVP_COST * njvp))
         self.n_rhs += nrhs
         self.n_jvp += njvp
 
