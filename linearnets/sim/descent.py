@@ -4,7 +4,6 @@ sharpness of the training loss (docs/descent.md): the front end of the flow
 the adaptive integrator."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -12,8 +11,8 @@ import numpy as np
 from .. import _threads
 from .._validation import as_float_array, check_int, check_positive, check_seed
 from .curvature import HessianProducts, top_eigenvalues
-from .flow import (FlowInterrupted, PreparedFlow, Recording, SolverOptions, _prepare,
-                   check_data, check_labels, check_record, report_failure)
+from .flow import (PreparedFlow, Recording, SolverOptions, _prepare,
+                   check_data, check_labels, check_record)
 from .methods import FlowStatus
 from .methods.base import Result
 from .models import get_model, parse_options
@@ -75,11 +74,6 @@ def check_steps(steps):
     return arr.astype(np.int64)
 
 
-def _model_keywords(shapes, activation, multipliers, alpha, centered, loss, lr_scales):
-    return parse_options(len(shapes), activation=activation, multipliers=multipliers,
-                         alpha=alpha, centered=centered, loss=loss, lr_scales=lr_scales)
-
-
 class PreparedDescent(PreparedFlow):
     """:class:`~.flow.PreparedFlow` whose run is gradient descent with step ``lr`` at the step
     counts ``steps`` (full batch, or the :func:`minibatches` of ``batch_size`` and ``seed``);
@@ -93,11 +87,7 @@ class PreparedDescent(PreparedFlow):
         self.method = "GD" if batch_size is None else "SGD"
         return self
 
-    def _net(self, ws, bs):
-        self._params = (ws, bs)        # the batch model's (one PreparedDescent a call)
-        return super()._net(ws, bs)
-
-    def _advance(self, net):
+    def _advance(self, net, ws, bs):
         """``advance(y, n) -> steps taken`` for ``n <= CHUNK`` (fewer than n where the next
         state is not finite; ``y`` the last finite state, updated in place)."""
         xp, lr = self.xp, self.lr
@@ -112,7 +102,7 @@ class PreparedDescent(PreparedFlow):
             if self.backend == "numba" and cls.name == "linear":
                 # a batch's samples, not its statistics: the compiled loop of the MLP model
                 cls = get_model("mlp").numba_model
-            step_net = cls(*self._params, self.options, xp=xp)
+            step_net = cls(ws, bs, self.options, xp=xp)
             order = BatchOrder(self.X.shape[0], self.batch_size, self.seed)
             Xd, Yd = self._data
             first = np.arange(self.batch_size)
@@ -136,11 +126,10 @@ class PreparedDescent(PreparedFlow):
             return n
         return advance
 
-    def _integrate(self, net, observe):
-        steps, lr, T = self.steps, self.lr, self.steps.size
-        look, tick = self._observer(net, observe), observe.tick
+    def _integrate(self, net, ws, bs, observe):
+        steps, lr, T, tick = self.steps, self.lr, self.steps.size, observe.tick
         y = net.xp.array(net.y0, dtype=net.xp.float64, copy=True)
-        advance = self._advance(net)
+        advance = self._advance(net, ws, bs)
         done = k = 0
         status, loss_out = FlowStatus.SUCCESS, False
         while k < T:
@@ -155,7 +144,7 @@ class PreparedDescent(PreparedFlow):
                     tick(float(done))
             if status is not FlowStatus.SUCCESS:
                 break
-            look(k, y)
+            observe(k, y)
             k += 1
             with np.errstate(over="ignore", invalid="ignore"):
                 loss_out = not math.isfinite(float(net.loss(y)))
@@ -171,24 +160,11 @@ class PreparedDescent(PreparedFlow):
         else:
             message = (f"{status.message}: the weights after step {done + 1} (t = "
                        f"{(done + 1) * lr:.6g}) are not finite; the state of step {done} is kept")
-        self._done = done
         return Result(n_done=k, t_last=done * lr, y_last=y, nfev=nfev, nsteps=done,
                       nrejected=0, status=status, message=message)
 
     def _bar(self, progress):
         return progress_for(progress, self.steps, label="step", desc=self.what)
-
-    def run(self, weights0, biases0=None, *, report=True, progress=None):
-        self._done = 0
-        try:
-            traj = super().run(weights0, biases0, report=False, progress=progress)
-        except FlowInterrupted as exc:     # the steps of what was recorded
-            exc.trajectory = dataclasses.replace(exc.trajectory, steps=self.steps.copy())
-            raise
-        traj = dataclasses.replace(traj, steps=self.steps.copy(), t_last=self._done * self.lr)
-        if report and not traj.success:
-            return report_failure(traj, traj.message, self.raise_on_failure, self.what)
-        return traj
 
 
 def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
@@ -319,7 +295,8 @@ def sharpness(weights, X, Y, *, k=1, biases=None, activation="linear", multiplie
     shapes = tuple(w.shape for w in ws)
     X, Y = check_data(X, Y, shapes, loss)
     bs = check_biases(biases, shapes)
-    options = _model_keywords(shapes, activation, multipliers, alpha, centered, loss, lr_scales)
+    options = parse_options(len(shapes), activation=activation, multipliers=multipliers,
+                            alpha=alpha, centered=centered, loss=loss, lr_scales=lr_scales)
     check_labels(options, Y)
     net = get_model("mlp")(ws, bs, options).prepare(X, Y)
     with _threads.limited(X.shape[0] * largest_layer(shapes)):

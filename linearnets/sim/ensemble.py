@@ -86,12 +86,7 @@ class EnsembleTrajectory:
     conservation: Optional[np.ndarray] = None
     t_stop: Optional[np.ndarray] = None
 
-    def __post_init__(self):
-        for name in ("t", "alpha") + _STACKED:
-            a = getattr(self, name)
-            for x in a if isinstance(a, tuple) else [a]:
-                if x is not None:
-                    x.setflags(write=False)
+    __post_init__ = _flow.Trajectory.__post_init__        # every array read-only
 
     @property
     def n_members(self) -> int:
@@ -122,11 +117,9 @@ class EnsembleTrajectory:
                                 **{name: pick(name) for name in _STACKED})
 
 
-#: The fields of :class:`EnsembleTrajectory`: the members' ``Trajectory`` fields, stacked.
-_STACKED = ("loss", "end_to_end", "weights", "t_last", "nfev", "nsteps", "nrejected",
-            "success", "biases", "weights_t", "biases_t", "outputs", "kinks", "sliding_time",
-            "fallback_steps", "weights0", "biases0", "ntk", "ntk_norm", "ntk_alignment",
-            "modes", "mode_s", "mode_u", "mode_v", "conservation", "t_stop")
+#: The fields of :class:`EnsembleTrajectory` that stack the members' ``Trajectory`` fields.
+_STACKED = tuple(f.name for f in dataclasses.fields(EnsembleTrajectory)
+                 if f.name not in ("t", "status", "message", "method", "backend", "model", "alpha"))
 
 
 def _unstack(arrays, name, ndim, count=None, shapes=None):
@@ -270,12 +263,10 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         if not (value is None or isinstance(value, str)) or value not in allowed:
             raise ValueError(f"{name} must be one of {allowed} on the ensemble path, got "
                              f"{value!r}")
-    rec = _flow.check_record(record, ENSEMBLE_RECORDABLE) | (set() if probe is None
-                                                              else {"outputs"})
+    record = tuple(_flow.check_record(record, ENSEMBLE_RECORDABLE)
+                   | (set() if probe is None else {"outputs"}))
+    max_steps = _flow.DEFAULT_MAX_STEPS if max_steps is None else max_steps
     network, solver, recording = _flow.split_keywords(locals())
-    if max_steps is None:
-        solver = solver._replace(max_steps=_flow.DEFAULT_MAX_STEPS)
-    recording = recording._replace(record=tuple(rec))
     flows = {a: _flow._prepare(shapes, X, Y, {**network, "alpha": a}, solver, recording,
                                biases=biases is not None, model=model, gd_lr=gd_lr)
              for a in dict.fromkeys(map(float, alphas))}
@@ -298,8 +289,12 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         return tick
 
     def run(b):
-        return flows[float(alphas[b])]._run(nets[b], None if biases is None else biases[b],
-                                            tick_for(b))
+        try:
+            trs[b] = flows[float(alphas[b])]._run(nets[b], None if biases is None else biases[b],
+                                                  tick_for(b))
+        except KeyboardInterrupt as exc:      # a FlowInterrupted keeps what the member computed
+            trs[b] = getattr(exc, "trajectory", None)
+            raise
     trs, interrupt = [None] * B, None
     try:
         if threaded:
@@ -315,20 +310,16 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                     for f in futures:
                         f.cancel()
                     wait(futures)
-                for b, f in enumerate(futures):
-                    if f.cancelled():
-                        continue
-                    exc = f.exception()
+                for f in futures:
+                    exc = None if f.cancelled() else f.exception()
                     if exc is not None and not isinstance(exc, KeyboardInterrupt):
                         raise exc
-                    trs[b] = getattr(exc, "trajectory", None) if exc else f.result()
         else:
-            for b in range(B):
-                try:
-                    trs[b] = run(b)
-                except KeyboardInterrupt as exc:
-                    interrupt, trs[b] = exc, getattr(exc, "trajectory", None)
-                    break
+            try:
+                for b in range(B):
+                    run(b)
+            except KeyboardInterrupt as exc:
+                interrupt = exc
         if bar is not None and interrupt is None:
             bar.update_all(float(pf.t_eval[-1]))
     finally:

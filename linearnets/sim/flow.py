@@ -8,7 +8,7 @@ import operator
 import os
 import sys
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -252,15 +252,6 @@ def check_horizon(t_end, y0, f0, max_steps, xp=np):
             f"max_steps = {max_steps} steps reaches in float64")
 
 
-def class_labels(Y, C):
-    """One-hot rows (P, C) of integer class labels ``Y`` (P,) in ``[0, C)`` (``ValueError``
-    naming ``Y``)."""
-    if not np.all(Y == np.floor(Y)) or Y.size and not (Y.min() >= 0 and Y.max() < C):
-        raise ValueError(f"Y: loss='cross_entropy' takes class labels as integers in [0, {C}) "
-                         f"(shape (P,)) or rows of C = {C} probabilities (shape (P, {C}))")
-    return np.ascontiguousarray(np.eye(C)[Y.astype(np.int64)])
-
-
 def check_data(X, Y, shapes, loss="mse"):
     """``X`` (P, D) and ``Y`` (P, C) as float64, P >= 1, D and C those of ``shapes``; for
     ``loss`` ``"cross_entropy"`` integer class labels ``Y`` (P,) become one-hot rows."""
@@ -270,8 +261,11 @@ def check_data(X, Y, shapes, loss="mse"):
     Y = as_float_array(Y, "Y", ndim=(1, 2))
     D, *_, C = widths_of(shapes)
     name = loss[0] if isinstance(loss, tuple) and loss else loss
-    if name == "cross_entropy" and Y.ndim == 1 and C >= 2:
-        Y = class_labels(Y, C)
+    if name == "cross_entropy" and Y.ndim == 1 and C >= 2:     # class labels: one-hot rows
+        if not np.all(Y == np.floor(Y)) or Y.size and not (Y.min() >= 0 and Y.max() < C):
+            raise ValueError(f"Y: loss='cross_entropy' takes class labels as integers in [0, "
+                             f"{C}) (shape (P,)) or rows of C = {C} probabilities (shape (P, {C}))")
+        Y = np.eye(C)[Y.astype(np.int64)]
     Y = np.ascontiguousarray(Y.reshape(-1, 1) if Y.ndim == 1 else Y)
     if X.shape[1] != D:
         raise ValueError(f"X has {X.shape[1]} columns but weights[0] expects D={D}")
@@ -499,16 +493,15 @@ def check_solver(solver):
 
 class _Guard:
     """The breakdown guard: ``broken``, the first output whose loss rose (or None), and
-    ``last_y``, a copy of the last state before it."""
+    ``last_y``, a copy of the last state before it; ``rise`` None: no guard."""
 
-    def __init__(self, loss0, y0, rise=BREAKDOWN_RISE):
+    def __init__(self, loss0, y0, rise):
         self.loss0, self.last_y = (None if loss0 is None else float(loss0)), y0
         self.loss_bad = self.broken = None
         self.rise = rise
 
     def rose(self, k, loss, size, states, to_np):
-        """True (``broken`` set) if one of the outputs ``k, k + 1, ...`` rose (never for a
-        guard without a ``rise``: None)."""
+        """True (``broken`` set) if one of the outputs ``k, k + 1, ...`` rose."""
         if self.rise is None:
             return False
         if self.loss0 is None:
@@ -537,7 +530,7 @@ class _Recorder:
     times by the loops (:meth:`observer`): NaN where not reached; ``n_done`` the outputs
     recorded in full and ``y_done`` the state of the last (what an interrupted run keeps)."""
 
-    def __init__(self, flow, net, has_biases):
+    def __init__(self, flow, net, ws, bs):
         rec, xp, T, C = flow.record, flow.xp, flow.t_eval.size, flow.Y.shape[1]
         nan = np.nan
         self.net, self.Xo = net, flow.Xo
@@ -546,7 +539,7 @@ class _Recorder:
         self.e2e = np.full((T, C, flow.X.shape[1]), nan) if net.linear else None
         self.wt = tuple(np.full((T,) + s, nan) for s in flow.shapes) if "weights" in rec else None
         self.bt = (tuple(np.full((T, r), nan) for r, _ in flow.shapes[:-1])
-                   if self.wt is not None and has_biases else None)
+                   if self.wt is not None and bs is not None else None)
         self.outs = np.full((T, flow.Xo.shape[0], C), nan) if "outputs" in rec else None
         self.cons = np.full(T, nan) if "conservation" in rec else None
         self.ntk = self.ntk_norm = self.ntk_align = None
@@ -559,22 +552,23 @@ class _Recorder:
             self.yflat = Yp.reshape(-1) if Yp is not None else None
             self.kernel = net.probe_ntk(xp.asarray(Xp))
         self.Xo_dev = xp.asarray(flow.Xo) if self.outs is not None and not net.linear else None
+        self.sharp = None
+        if "sharpness" in rec:        # exact products on the numpy MLP model (sharpness())
+            self.sharp = np.full((T, flow.sharpness_k), nan)
+            self.products = HessianProducts(get_model("mlp")(ws, bs, flow.options).prepare(
+                flow.X, flow.Y))
         # a linear model's loss from its maps: cheap terms for the guard at every output,
         # the exact loss of all maps at the end
         self.terms = terms = net.loss_terms
-        if flow.t_eval[0] == 0.0:     # t = 0: the first output's loss
-            self.guard = _Guard(None, net.y0, flow.breakdown_rise)
-        elif flow.breakdown_rise is None:
-            self.guard = _Guard(None, net.y0, None)
-        elif terms is not None:
-            loss0, _ = terms(self.to_np(net.end_to_end(net.y0)))
-            self.guard = _Guard(loss0, net.y0)
-        else:
-            self.guard = _Guard(net.loss(net.y0), net.y0)
+        loss0 = None                  # (from the first output where it is at t = 0)
+        if flow.t_eval[0] != 0.0 and flow.breakdown_rise is not None:
+            loss0 = (terms(self.to_np(net.end_to_end(net.y0)))[0] if terms is not None
+                     else net.loss(net.y0))
+        self.guard = _Guard(loss0, net.y0, flow.breakdown_rise)
         self.n_done, self.y_done = 0, net.y0
         # "many" reads the maps alone: only where nothing else reads the states
         self.maps_only = terms is not None and all(
-            a is None for a in (self.wt, self.outs, self.cons, self.ntk))
+            a is None for a in (self.wt, self.outs, self.cons, self.ntk, self.sharp))
 
     def observer(self, tick=None):
         """The :class:`~.methods.base.Observer` of the loops (``tick``: the progress hook)."""
@@ -607,6 +601,8 @@ class _Recorder:
             self.cons[k] = net.conservation(y, k == 0)
         if self.ntk is not None:
             self._ntk(k, to_np(self.kernel(y)))
+        if self.sharp is not None:
+            self.sharp[k] = top_eigenvalues(self.products, to_np(y), self.sharp.shape[1])
         self.n_done, self.y_done = k + 1, guard.last_y
 
     def _ntk(self, k, K):
@@ -637,7 +633,7 @@ class _Recorder:
     def unrecorded(self, n):
         """Outputs ``n, n + 1, ...`` back to NaN."""
         for a in (self.loss, self.e2e, self.outs, self.cons, self.ntk, self.ntk_norm,
-                  self.ntk_align) + (self.wt or ()) + (self.bt or ()):
+                  self.ntk_align, self.sharp) + (self.wt or ()) + (self.bt or ()):
             if a is not None:
                 a[n:] = np.nan
 
@@ -655,8 +651,9 @@ class PreparedFlow:
     #: What runs (in failure messages); the breakdown guard's rise (None: no guard); whether
     #: a run first tests its horizon (:func:`check_horizon`).
     what, breakdown_rise, horizon_test = "gradient flow", BREAKDOWN_RISE, True
-    #: How many eigenvalues ``record=("sharpness",)`` keeps.
-    sharpness_k = 1
+    #: How many eigenvalues ``record=("sharpness",)`` keeps; the step counts of the outputs
+    #: (gradient descent's, ``Trajectory.steps``).
+    sharpness_k, steps = 1, None
 
     def __init__(self, shapes, X, Y, model, options, solver, recording, *, backend="numpy",
                  has_biases=False, raise_on_failure=False, gd_lr=None):
@@ -791,7 +788,6 @@ class PreparedFlow:
         ws, bs = self._parameters(weights0, biases0)
         with _threads.limited(self._work):    # BLAS threads for this size (docs/methods.md)
             net = self._net(ws, bs)
-            sharp = self._sharpness_recorder(net, ws, bs)
             if self.t_eval[-1] > 0.0 and self.horizon_test:
                 with np.errstate(all="ignore"):   # (an overflowing start: the run's to report)
                     f0 = net.velocity(net.y0)
@@ -799,16 +795,12 @@ class PreparedFlow:
                               self.xp)
             with np.errstate(over="ignore", invalid="ignore"):
                 # a state that overflows is reported through the status, not through warnings
-                traj = self._trajectory(net, ws, bs, tick)
-        if sharp is not None:             # rows of outputs not reached are NaN
-            sharp[np.isnan(traj.loss)] = np.nan
-            traj = replace(traj, sharpness=sharp)
-        return traj
+                return self._trajectory(net, ws, bs, tick)
 
     def _trajectory(self, net, ws, bs, tick=None):
-        t_eval, out = self.t_eval, _Recorder(self, net, bs is not None)
+        t_eval, out = self.t_eval, _Recorder(self, net, ws, bs)
         try:
-            raw, interrupt = self._integrate(net, out.observer(tick)), None
+            raw, interrupt = self._integrate(net, ws, bs, out.observer(tick)), None
         except KeyboardInterrupt as exc:
             # the outputs recorded in full are kept (a row being written is not), the
             # state the last of them
@@ -832,6 +824,8 @@ class PreparedFlow:
             out.unrecorded(n)
         if out.terms is not None:
             out.loss[:n] = net.loss_of_map(out.e2e[:n])
+        if out.sharp is not None:         # rows of outputs not reached are NaN
+            out.sharp[np.isnan(out.loss)] = np.nan
         message = self._hints(raw, status, message)
         host = net.layout.unpack(np.array(y_last, dtype=np.float64, copy=True))
         L, e2e = len(self.shapes), out.e2e
@@ -848,7 +842,8 @@ class PreparedFlow:
             biases=tuple(host[L:]) if bs is not None else None, biases_t=out.bt,
             outputs=out.outs, t_stop=raw.t_stop, kinks=int(raw.kinks),
             sliding_time=float(raw.sliding_time), fallback_steps=int(raw.fallback_steps),
-            weights0=tuple(ws), biases0=tuple(bs) if bs is not None else None)
+            weights0=tuple(ws), biases0=tuple(bs) if bs is not None else None,
+            steps=None if self.steps is None else self.steps.copy(), sharpness=out.sharp)
         if interrupt is not None:
             # (the frames below, inside the loops, say nothing to the user)
             raise FlowInterrupted(f"{self.what} {message}", traj) from None
@@ -875,36 +870,7 @@ class PreparedFlow:
                         f"of converged modes: {_AUTO_HINT}")
         return message
 
-    def _sharpness_recorder(self, net, ws, bs):
-        """For ``record=("sharpness",)``: the (T, k) array of the :attr:`sharpness_k` largest
-        eigenvalues of the loss's Hessian at each output (exact products on the MLP model
-        of numpy: :func:`linearnets.sharpness`), filled by :meth:`_observer` through
-        ``net.sharpness_at``; None otherwise."""
-        if "sharpness" not in self.record:
-            return None
-        products = HessianProducts(get_model("mlp")(ws, bs, self.options).prepare(self.X,
-                                                                                  self.Y))
-        sharp = np.full((self.t_eval.size, self.sharpness_k), np.nan)
-
-        def at(k, y):
-            sharp[k] = top_eigenvalues(products, _backend.to_numpy(y), self.sharpness_k)
-        net.sharpness_at = at
-        return sharp
-
-    @staticmethod
-    def _observer(net, observe):
-        """``observe``, and the sharpness at each output where it is recorded."""
-        at = net.sharpness_at
-        if at is None:
-            return observe
-
-        def look(k, y):
-            observe(k, y)
-            at(k, y)
-        return Observer(look, tick=observe.tick)        # (one output at a time: no many)
-
-    def _integrate(self, net, observe):
-        observe = self._observer(net, observe)
+    def _integrate(self, net, ws, bs, observe):
         xp, rule = self.xp, self.stop
         if rule is not None and rule.kind == "relative_loss":
             # once, from the loss at t = 0: the loss stop of the same units
@@ -985,12 +951,11 @@ def _prepare(shapes, X, Y, network, solver, recording, *, biases=False, model=No
         rec = rec | {"ntk"}
     concrete = _backend.resolve_backend(solver.backend, max(max(s) for s in shapes),
                                         _backend.BACKENDS)
-    if concrete == "numba" and gd_lr is not None:
-        concrete = "numpy"          # the modified flow: the numpy model's exact products
     if concrete == "numba":
-        # a model's compiled twin; a model without one runs its numpy reference
+        # a model's compiled twin; a model without one, and the modified flow (the numpy
+        # model's exact products), run the numpy reference
         cls, concrete = (cls.numba_model, "numba") if cls.numba_model is not None \
-            else (cls, "numpy")
+            and gd_lr is None else (cls, "numpy")
     return prepared(shapes, X, Y, cls, options, solver, Recording(t_eval, rec, probe, stop),
                     backend=concrete, has_biases=has_biases,
                     raise_on_failure=bool(raise_on_failure), gd_lr=gd_lr)

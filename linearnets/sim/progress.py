@@ -27,36 +27,18 @@ def check_progress(progress):
 
 
 class Progress:
-    """A bar over a clock running from ``start`` to ``end`` (flow time, or steps).
+    """A bar over the clocks (flow time, or steps) of ``members`` runs from 0 to ``end``,
+    at the mean of their positions: linear in the clock, or ``log(c / log_from) / log(end /
+    log_from)`` from a clock ``log_from`` > 0 (times spanning decades).  ``label`` names the
+    clock (``"t"``, ``"step"``), ``desc`` the run.  Shown from the start with ``show`` True,
+    after :data:`AUTO_AFTER` seconds with None; :meth:`update` redraws at most every
+    :data:`REDRAW_EVERY` seconds, so that a loop may call it at every step."""
 
-    :meth:`update` takes the clock of one member of the run (several for an ensemble: the
-    bar shows the mean of their fractions); it redraws at most every :data:`REDRAW_EVERY`
-    seconds, so that a loop may call it at every step. With ``show=None`` (automatic) the
-    bar appears once the run has lasted :data:`AUTO_AFTER` seconds.
-
-    Parameters
-    ----------
-    show : bool or None
-        True: the bar from the start; None: after :data:`AUTO_AFTER` seconds.
-    end : float
-        The clock at the end of the run (> ``start``).
-    start : float
-        The clock at the start.
-    log_from : float, optional
-        A clock > 0 from which the bar's position is ``log(c / log_from) / log(end /
-        log_from)`` (times spanning decades); None: linear in the clock.
-    label, desc : str
-        The clock's name in the bar (``"t"``, ``"step"``) and the bar's title.
-    members : int
-        How many clocks run at once (an ensemble's members).
-    """
-
-    def __init__(self, show, end, *, start=0.0, log_from=None, label="t",
-                 desc="gradient flow", members=1):
-        self.show, self.end, self.start = show, float(end), float(start)
+    def __init__(self, show, end, *, log_from=None, label="t", desc="gradient flow",
+                 members=1):
+        self.end = float(end)
         self.log_from, self.label, self.desc = log_from, label, desc
-        self.frac = [0.0] * int(members)
-        self.clock = [self.start] * int(members)
+        self.clock = [0.0] * int(members)
         self.t0 = self.last = time.monotonic()
         self.bar = None
         if show:
@@ -64,20 +46,18 @@ class Progress:
 
     def fraction(self, c):
         """The bar's position in [0, 1] at clock ``c``."""
-        span = self.end - self.start
         if self.log_from is not None:
             lo = self.log_from
             return min(1.0, max(0.0, math.log(max(c, lo) / lo) / math.log(self.end / lo)))
-        return 1.0 if span <= 0 else min(1.0, max(0.0, (c - self.start) / span))
+        return 1.0 if self.end <= 0 else min(1.0, max(0.0, c / self.end))
 
     def update(self, c, member=0):
         """The clock of ``member`` is now ``c``: redraw if the last redraw is old enough."""
         now = time.monotonic()
+        self.clock[member] = c
         if now - self.last < REDRAW_EVERY:
-            self.clock[member] = c
             return
         self.last = now
-        self.clock[member] = c
         if self.bar is None:
             if now - self.t0 < AUTO_AFTER:
                 return
