@@ -17,17 +17,11 @@ DENSE_MAX = 64
 
 
 class HessianProducts:
-    """``v -> Λ^{1/2} H Λ^{1/2} v`` at the states of a prepared model with a ``jvp`` (the R-op:
-    ``J(y) v = -R H(y) v``, ``R`` the rates ``eta lr_scales`` of each parameter): ``H`` the
-    Hessian of the training loss in θ (weights and biases), ``Λ`` the ``lr_scales`` (the
-    identity by default), exact to rounding for smooth activations and, for ReLU-type ones,
-    away from kinks (their pattern is frozen at the state).
-
-    Parameters
-    ----------
-    net : Model
-        A prepared model (``jvp``, ``layout``); ``net.options.eta`` and ``lr_scales`` give R.
-    """
+    """``v -> Λ^{1/2} H Λ^{1/2} v`` at the states of ``net``, a prepared model with a ``jvp``
+    (the R-op: ``J(y) v = -R H(y) v``, ``R`` the rates ``eta lr_scales`` of each parameter, from
+    ``net.options``): ``H`` the Hessian of the training loss in θ (weights and biases), ``Λ``
+    the ``lr_scales`` (the identity by default), exact to rounding for smooth activations
+    and, for ReLU-type ones, away from kinks (their pattern is frozen at the state)."""
 
     def __init__(self, net):
         if net.jvp is None:

@@ -233,17 +233,12 @@ def check_t_eval(t_eval):
     return np.ascontiguousarray(t)
 
 
-def check_horizon(t_end, y0, f0, max_steps, xp=np):
+def check_horizon(t_end, y0, f0, max_steps):
     """``ValueError`` naming ``t_eval`` where ``t_end`` exceeds ``max_steps / eps`` initial time
-    scales ``|y0| / |f0|`` of the flow (``y0``, ``f0``: (n,) or (B, n), the fastest counts)."""
-    with np.errstate(all="ignore"):
-        if xp is np and y0.ndim == 1:     # one state: in floats (inf / inf is NaN)
-            ny, nf = math.sqrt(float(y0 @ y0)), math.sqrt(float(f0 @ f0))
-            rate = nf / ny if ny > 0 else 0.0
-        else:
-            ny = xp.sqrt(xp.sum(y0 * y0, axis=-1))
-            nf = xp.sqrt(xp.sum(f0 * f0, axis=-1))
-            rate = float(xp.max(xp.where(ny > 0, nf / xp.where(ny > 0, ny, 1.0), 0.0)))
+    scales ``|y0| / |f0|`` of the flow (``y0``, ``f0``: (n,), numpy or CuPy)."""
+    with np.errstate(all="ignore"):       # in floats (inf / inf is NaN)
+        ny, nf = math.sqrt(float(y0 @ y0)), math.sqrt(float(f0 @ f0))
+    rate = nf / ny if ny > 0 else 0.0
     if math.isfinite(rate) and t_end * rate > max_steps / _EPS:
         raise ValueError(
             f"t_eval ends at {t_end:.6g}, {t_end * rate:.3g} initial time scales of the flow "
@@ -527,8 +522,9 @@ class _Guard:
 
 class _Recorder:
     """The outputs of one run of ``flow`` (a :class:`PreparedFlow`), filled at the output
-    times by the loops (:meth:`observer`): NaN where not reached; ``n_done`` the outputs
-    recorded in full and ``y_done`` the state of the last (what an interrupted run keeps)."""
+    times by the loops (:meth:`observe`, :meth:`observe_many`): NaN where not reached;
+    ``n_done`` the outputs recorded in full and ``y_done`` the state of the last (what an
+    interrupted run keeps)."""
 
     def __init__(self, flow, net, ws, bs):
         rec, xp, T, C = flow.record, flow.xp, flow.t_eval.size, flow.Y.shape[1]
@@ -570,10 +566,6 @@ class _Recorder:
         self.maps_only = terms is not None and all(
             a is None for a in (self.wt, self.outs, self.cons, self.ntk, self.sharp))
 
-    def observer(self, tick=None):
-        """The :class:`~.methods.base.Observer` of the loops (``tick``: the progress hook)."""
-        return Observer(self.observe, self.observe_many, tick)
-
     def _losses(self, k, m, y):
         if self.terms is not None:
             self.loss[k:k + m], self.size[k:k + m] = self.terms(self.e2e[k:k + m])
@@ -600,19 +592,16 @@ class _Recorder:
         if self.cons is not None:
             self.cons[k] = net.conservation(y, k == 0)
         if self.ntk is not None:
-            self._ntk(k, to_np(self.kernel(y)))
+            self.ntk[k] = K = to_np(self.kernel(y))
+            self.ntk_norm[k] = norm = np.linalg.norm(K)
+            if self.ntk_align is not None:
+                yflat = self.yflat          # (Q C,): sample-major
+                Kmat = K if K.ndim == 2 else K.transpose(0, 2, 1, 3).reshape(yflat.size, -1)
+                denom = norm * (yflat @ yflat)
+                self.ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else np.nan
         if self.sharp is not None:
             self.sharp[k] = top_eigenvalues(self.products, to_np(y), self.sharp.shape[1])
         self.n_done, self.y_done = k + 1, guard.last_y
-
-    def _ntk(self, k, K):
-        self.ntk[k] = K
-        self.ntk_norm[k] = norm = np.linalg.norm(K)
-        if self.ntk_align is not None:
-            yflat = self.yflat          # (Q C,): sample-major
-            Kmat = K if K.ndim == 2 else K.transpose(0, 2, 1, 3).reshape(yflat.size, -1)
-            denom = norm * (yflat @ yflat)
-            self.ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else np.nan
 
     def observe_many(self, k, states):
         """Record the outputs ``k, k + 1, ...`` of one step (dense output): the maps in one
@@ -791,8 +780,7 @@ class PreparedFlow:
             if self.t_eval[-1] > 0.0 and self.horizon_test:
                 with np.errstate(all="ignore"):   # (an overflowing start: the run's to report)
                     f0 = net.velocity(net.y0)
-                check_horizon(float(self.t_eval[-1]), net.y0, f0, self.solver.max_steps,
-                              self.xp)
+                check_horizon(float(self.t_eval[-1]), net.y0, f0, self.solver.max_steps)
             with np.errstate(over="ignore", invalid="ignore"):
                 # a state that overflows is reported through the status, not through warnings
                 return self._trajectory(net, ws, bs, tick)
@@ -800,7 +788,8 @@ class PreparedFlow:
     def _trajectory(self, net, ws, bs, tick=None):
         t_eval, out = self.t_eval, _Recorder(self, net, ws, bs)
         try:
-            raw, interrupt = self._integrate(net, ws, bs, out.observer(tick)), None
+            observer = Observer(out.observe, out.observe_many, tick)
+            raw, interrupt = self._integrate(net, ws, bs, observer), None
         except KeyboardInterrupt as exc:
             # the outputs recorded in full are kept (a row being written is not), the
             # state the last of them
