@@ -368,13 +368,12 @@ def _unstarted(template, ws, bs):
         if isinstance(a, tuple):
             return tuple(np.full_like(x, np.nan) for x in a)
         return np.full_like(a, np.nan) if isinstance(a, np.ndarray) else a
-    st = FlowStatus.INTERRUPTED
+    st, bs = FlowStatus.INTERRUPTED, None if bs is None else tuple(bs)
     fields = {name: nan(getattr(template, name)) for name in _STACKED
               if name not in ("mode_s", "mode_u", "mode_v")}     # (the task's, shared)
     fields.update(weights=tuple(ws), weights0=tuple(ws), t_last=0.0, nfev=0, nsteps=0,
                   nrejected=0, success=False, kinks=0, sliding_time=0.0, fallback_steps=0,
-                  biases=None if bs is None else tuple(bs), t_stop=None, status=st,
-                  biases0=None if bs is None else tuple(bs),
+                  biases=bs, biases0=bs, t_stop=None, status=st,
                   message=f"{st.message} before this member started")
     return dataclasses.replace(template, **fields)
 
