@@ -166,9 +166,7 @@ def times_transpose(G, W, out, tbuf):
     """``out = G W^T`` (C x r) for ``G`` (C x c), ``W`` (r x c), as ``linear.times_transpose``."""
     C, c = G.shape
     r = W.shape[0]
-    if C * c * r <= SMALL_TRANSPOSED_PRODUCT_MAX:
-        np.dot(G, W.T, out)
-    elif 8 * r * c <= TRANSPOSED_PRODUCT_MAX_BYTES:
+    if C * c * r > SMALL_TRANSPOSED_PRODUCT_MAX and 8 * r * c <= TRANSPOSED_PRODUCT_MAX_BYTES:
         GT = tbuf[:c * C].reshape((c, C))
         GT[:, :] = G.T
         OT = tbuf[c * C:(c + r) * C].reshape((r, C))
@@ -285,10 +283,8 @@ def jvp(v, out, y, jdata):
 # --- factored Butcher stages --------------------------------------------------------------
 @njit(cache=True, inline="always")
 def _apply(l, src, so, dst, do, right, k, w, C, ints, bufs, y):
-    """``dst = X W_l^st`` (``right``: ``X W_l^st^T``) for ``X`` (C x N_l, or C x N_{l-1}) at
-    ``src[so:]``, into ``dst[do:]`` (``linear.FactoredStages``); the rank-C corrections of
-    the stored slots from ``U``, ``V`` (one kernel for both sides was measured 25 % slower
-    on the small bench problem than two; here the products choose their own loops)."""
+    """``dst[do:] = X W_l^st`` (``right``: ``X W_l^st^T``), ``X`` at ``src[so:]`` (one kernel for
+    both sides: measured 25 % slower on the small bench problem than two products' loops)."""
     rows, cols, offs, factored, utoff, vsoff, kdoff, aoff, goff = ints
     ut, vs, kd, wst, abuf, gbuf, wbuf, sw, mbuf, tmp, usbuf, vgbuf, gram, tbuf = bufs
     r, c = rows[l], cols[l]
@@ -474,9 +470,8 @@ def _sumsq_lanes(x, n):
 
 @njit(cache=True, error_model="numpy")     # no zero-division test: the divisions vectorise
 def _finish_block(y, y_new, m0, pb, pe, p3, use_e3, c3, rtol, atol):
-    """``y_new = y + pb`` on one block from offset ``m0``; its sums of scaled error squares
-    (``pe``, ``p3`` overwritten by the scaled errors: a pass with no sum, which vectorises,
-    then the sums in lanes)."""
+    """``y_new = y + pb`` from ``m0`` and the sums of scaled error squares (``pe``, ``p3``
+    scaled in place by a pass with no sum, which vectorises, then summed in lanes)."""
     n = pb.shape[0]
     yb = y[m0:m0 + n]
     ynb = y_new[m0:m0 + n]
@@ -643,8 +638,7 @@ def stage_fsal(s, store):
 
 @njit(cache=True, nogil=True)
 def _store_attempt(y, y_new, h_try, pair, atol, store):
-    """One attempted step of ``h_try`` with ``pair`` (``compiled.tableau_args``) on factored
-    stages: the stages, ``y_new`` and the error norm (``store``:
+    """One attempted step on factored stages: ``y_new``, its error norm (``store``:
     ``linear.FactoredStageOps.data``)."""
     A, b, e, e3, use_e3, _, rtol = pair
     Sxx, Syx, eta_l, white, ints, bufs, pbuf, block, wtmp = store
@@ -856,8 +850,7 @@ def _ssp_attempt(y, y_new, h_try, pair, atol, store):
 
 @njit(cache=True, nogil=True)
 def _ssp_stiffness(s, wd, store):
-    """``(num, dd, ref)`` of the accepted step: ``|K_s - K_{s-1}|^2``, ``|y_new - q1|^2 /
-    h^2`` (s = SSP_STAGES)."""
+    """``(|K_s - K_{s-1}|^2, |y_new - q1|^2 / h^2, |K_0|^2)`` (s = SSP_STAGES)."""
     q1, q2, at, g, eslots, ew, pbuf, gram, min_rel, blas, block_entries, sums, args = store
     num, ref_new = slot_stiffness_sums(SSP_STAGES, SSP_STAGES - 1, store)
     ref = sums[REF]

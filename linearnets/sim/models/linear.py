@@ -613,6 +613,8 @@ class _LinearOps:
 
     detects_stiffness = True
     eval_work = None
+    #: The third-order companion's weights in place of the tableau's (None: the tableau's).
+    e3 = None
 
     def __init__(self, problem, advance):
         n = problem.size
@@ -627,11 +629,8 @@ class _LinearOps:
         lk.rhs(v, out, self.rhs_args)
         return out
 
-    def _tableau(self, tab, rtol):
-        return compiled.tableau_args(tab, rtol)
-
     def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
-        pair = self._tableau(tab, options.rtol)
+        pair = compiled.tableau_args(tab, options.rtol, self.e3)
         self.pairs = (pair, pair, pair)
         self.control = (compiled.loop_control(options, True),
                         *compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held))
@@ -666,9 +665,6 @@ class FactoredStageOps(_LinearOps):
                      np.empty(3 * max(BLOCK_ENTRIES, mx)), BLOCK_ENTRIES, np.empty(self.s + 1))
         self.e3 = third_order_rest(tab) if tab.e3 is not None else np.zeros_like(tab.e)
 
-    def _tableau(self, tab, rtol):
-        return compiled.tableau_args(tab, rtol, self.e3)
-
     def first(self, y):
         lk.stage(y, np.zeros(1), 0, 0, *self.data[:6])
         lk.combination(np.ones(1), 1, self.f0, self.C, self.ints, self.bufs)
@@ -689,15 +685,13 @@ class LowStorageStages(_LinearOps):
 
     def __init__(self, problem):
         super().__init__(problem, lk.ssp_advance)
-        self.problem = problem
-        n = problem.size
+        n, mx = problem.size, problem.max_width
         st = self.st = FactoredSlots(problem)
-        mx, C, args = problem.max_width, st.C, self.rhs_args
         blas = (lk.DGEMM, np.zeros(8, dtype=np.int32), np.zeros(2))
         self.sums = np.zeros(2)      # _linear_kernels.DD, REF
         self.data = (np.empty(n), np.empty(n), st.at, st.g, ERROR_SLOTS, ERROR_WEIGHTS,
-                     np.empty(2 * max(BLOCK_ENTRIES, mx)), np.empty(2 * C * C), GRAM_MIN_REL,
-                     blas, BLOCK_ENTRIES, self.sums, args)
+                     np.empty(2 * max(BLOCK_ENTRIES, mx)), np.empty(2 * st.C * st.C),
+                     GRAM_MIN_REL, blas, BLOCK_ENTRIES, self.sums, self.rhs_args)
 
     def first(self, y):
         st = self.st
@@ -722,12 +716,9 @@ class RosenbrockOps:
     ``rhs(y, out, keep=True)`` keeps the products of ``y``, which :meth:`jvp` differentiates."""
 
     def __init__(self, problem):
-        self.xp, self.rosw_advance = np, lk.rosw_advance
-        self.nfev = self.njev = 0
-        self.n = problem.size
+        self.rosw_advance, self.nfev, self.njev = lk.rosw_advance, 0, 0
         self.metric = inverse_rates(problem, problem.eta_l)
-        self.rhs_args = numba_rhs_args(problem)
-        self.scratch_args = numba_rhs_args(problem)
+        self.rhs_args, self.scratch_args = numba_rhs_args(problem), numba_rhs_args(problem)
         Sxx, _, eta_l, lay, abuf, gbuf, (_, _, tbuf) = self.rhs_args
         C, D = problem.Syx.shape
         largest = max(max(r * c, r * C, C * c) for r, c in problem.shapes)
@@ -904,10 +895,6 @@ class LinearNet(Model):
     def end_to_end(self, y):
         return self._mapped(end_to_end_flat(_backend.to_numpy(y), self.shapes,
                                             self.layout.offsets))
-
-    def end_to_end_many(self, Ys):
-        """:meth:`end_to_end` of each row of ``Ys`` (m, n): (m, C, D)."""
-        return np.stack([self.end_to_end(y) for y in Ys])
 
     def loss_of_map(self, F):
         """The loss of maps ``F`` (..., C, D): ``(1/(2 alpha^2 P)) |Y - X F^T|^2`` without
