@@ -177,8 +177,7 @@ def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
     upper = dsyrk(1.0 / P, X.T)                  # the lower triangle is zero
     Sxx = np.ascontiguousarray(upper + np.triu(upper, 1).T)
     Syx = np.ascontiguousarray(dgemm(1.0 / P, Y.T, X.T, trans_b=1))
-    L = len(shapes)
-    scale = np.ones(L) if lr_scale is None else np.asarray(lr_scale, dtype=np.float64)
+    scale = np.ones(len(shapes)) if lr_scale is None else np.asarray(lr_scale, dtype=np.float64)
     eta_l = np.ascontiguousarray(eta * scale, dtype=np.float64)
     return FlowProblem(tuple((int(r), int(c)) for r, c in shapes), Sxx, Syx, eta_l, X, Y)
 
@@ -977,7 +976,7 @@ class LinearNetNumba(LinearNet):
         rows = self._lay[0]
         if first:
             sq = [int(r) * int(r) for r in rows[:-1]]
-            self._goffs = np.concatenate(([0], np.cumsum(sq))).astype(np.int64)
+            self._goffs = _cumulative(sq)
             self._gram = (np.empty(self._goffs[-1]), np.empty(self._goffs[-1]),
                           np.empty(max(sq, default=0)))
         g, g0, tmp = self._gram

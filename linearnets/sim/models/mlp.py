@@ -10,7 +10,7 @@ import functools
 import numpy as np
 
 from ..._validation import as_float_array
-from .base import Layout, Model, inverse_rates, register_model
+from .base import CLASSIFICATION_LOSSES, Layout, Model, inverse_rates, register_model
 
 __all__ = ["MLP", "MLPNumba", "activation_functions", "check_biases"]
 
@@ -183,7 +183,7 @@ class MLP(Model):
         """The margins (P,) at ``y``: ``y F`` (one output, labels +-1), or ``F_y - max_{c !=
         y} F_c`` for the hard labels ``y`` of the cross entropy."""
         loss = self.options.loss
-        if loss not in ("soft_hinge", "logistic", "cross_entropy"):
+        if loss not in CLASSIFICATION_LOSSES:
             raise ValueError(f"stop='margin' needs a classification loss, got loss={loss!r}")
         F = self._train_outputs(y)
         if loss != "cross_entropy":
