@@ -787,8 +787,8 @@ class PreparedFlow:
 
     def _trajectory(self, net, ws, bs, tick=None):
         t_eval, out = self.t_eval, _Recorder(self, net, ws, bs)
+        observer = Observer(out.observe, out.observe_many, tick)
         try:
-            observer = Observer(out.observe, out.observe_many, tick)
             raw, interrupt = self._integrate(net, ws, bs, observer), None
         except KeyboardInterrupt as exc:
             # the outputs recorded in full are kept (a row being written is not), the
