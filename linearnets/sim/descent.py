@@ -10,14 +10,14 @@ import numpy as np
 
 from .. import _threads
 from .._validation import as_float_array, check_int, check_positive, check_seed
-from .curvature import HessianProducts, top_eigenvalues
+from ..curvature import HessianProducts, top_eigenvalues
+from ..network import check_weights, largest_layer
 from .flow import (PreparedFlow, Recording, SolverOptions, _prepare,
                    check_data, check_labels)
 from .methods import FlowStatus
 from .methods.base import Result
 from .models import get_model, parse_options
 from .models.mlp import check_biases
-from ..network import check_weights, largest_layer
 from .progress import check_progress, progress_for
 
 __all__ = ["gradient_descent", "sharpness", "minibatches", "BatchOrder", "check_steps",
@@ -268,7 +268,7 @@ def sharpness(weights, X, Y, *, k=1, biases=None, activation="linear", multiplie
     (Cohen et al. 2021 call λ_max the sharpness).  Exact Hessian-vector products (the R-op
     of the backpropagation, Pearlmutter 1994; for ReLU-type activations the pattern of the
     state, away from kinks), Lanczos (``scipy.sparse.linalg.eigsh``) above
-    :data:`~linearnets.sim.curvature.DENSE_MAX` parameters, the Hessian formed column by
+    :data:`~linearnets.curvature.DENSE_MAX` parameters, the Hessian formed column by
     column below.
 
     Parameters

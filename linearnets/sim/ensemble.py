@@ -13,11 +13,11 @@ import numpy as np
 
 from .. import _threads
 from .._validation import check_positive
+from ..network import check_weights
 from . import flow as _flow
 from .methods import STEPPERS, FlowStatus
 from .methods.compiled import batch_threads
 from .models.mlp import check_biases
-from ..network import check_weights
 from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow_ensemble", "EnsembleTrajectory", "ENSEMBLE_RECORDABLE", "warm"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import linearnets as ln
-from linearnets.sim import curvature
+from linearnets import curvature
 from linearnets.sim.models import get_model, parse_options
 from linearnets.network import init_network
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigsh
 
-from .. import backend as _backend
-from .._validation import check_int
+from . import backend as _backend
+from ._validation import check_int
 
 __all__ = ["HessianProducts", "ModifiedFlow", "top_eigenvalues", "DENSE_MAX"]
 
