@@ -242,7 +242,6 @@ def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
     ``interpolate(theta)``, the state at ``t + theta h_step``, or ``interpolate_many(thetas)``
     where given, up to :func:`dense_batch_rows` rows at once (the same numbers), observed by
     ``observe.many(k, states)`` (an :class:`Observer`'s); one at ``t_new`` is ``y_new``."""
-    T = t_eval.size
     inner = k
     if interpolate_many is not None:
         end = k + int(np.searchsorted(t_eval[k:], t_new, side="right"))  # t_eval[end-1] <= t_new
@@ -259,7 +258,7 @@ def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
                 for i in range(stop - k):
                     observe(k + i, states[i])
             k = stop
-    while k < T and t_eval[k] <= t_new:
+    while k < t_eval.size and t_eval[k] <= t_new:
         tk = float(t_eval[k])
         observe(k, y_new if tk == t_new else interpolate((tk - t) / h_step))
         k += 1

@@ -68,10 +68,9 @@ def stiff_fired(stiff_steps, th):
 
 
 def stiffness_args(tab, stiff_steps=0, cap_safety=None, stiff_held=1.0):
-    """``(wd, stiff)`` of the compiled explicit loops: the stiffness weights and ``[boundary,
-    safety, STIFFNESS_MEMORY, STIFFNESS_MIN_REL, sum |wd|, STIFFNESS_STATE_ULPS eps,
-    NONSTIFF_RESET, stiff_steps, stiff_held]`` (``cap_safety`` 0: no cap; None: here's
-    ``STABILITY_SAFETY``; no cap where the last stage is not at ``t + h``)."""
+    """``(wd, stiff)`` of the compiled explicit loops: the stiffness weights and the constants
+    of ``_loop_state``'s stiff (``cap_safety`` 0: no cap; None: here's ``STABILITY_SAFETY``;
+    no cap where the last stage is not at ``t + h``)."""
     has = tab.stability_boundary > 0.0 and tab.c[-1] == 1.0
     wd = tab.stiffness_weights if has else np.zeros(tab.n_stages)
     safety = STABILITY_SAFETY if cap_safety is None else float(cap_safety)
@@ -345,7 +344,6 @@ def rosw(ops, y0, t_eval, tab, options, observe, *, t0=None, k0=0, start=True,
                     MAX_KRYLOV, *((STABILITY_SAFETY * sb.stability_boundary,
                                    SWITCH_BACK_MARGIN * sb.n_stages, switch_steps)
                                   if sb is not None else (0.0, 0.0, 0.0))], dtype=np.float64)
-    # in chunks (advance_in_chunks), a step counted as ROSW_CHUNK_EVALS evaluations
     code, k = _outputs(lambda: ops.rosw_advance(y, f0, U, work, th, stats, uform, ctl, data), y,
                        th, stats, t_eval, k, observe, int(options.max_steps),
                        (n, ROSW_CHUNK_EVALS))
