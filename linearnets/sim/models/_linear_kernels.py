@@ -345,10 +345,8 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
         for m in range(C * D):
             wbuf[m] = wst[offs[0] + m]
     for l in range(L - 2, -1, -1):
-        if l > 0:
-            _apply(l, abuf, aoff[l], abuf, aoff[l - 1], False, k, w, C, ints, bufs, y)
-        else:
-            _apply(l, abuf, aoff[l], wbuf, 0, False, k, w, C, ints, bufs, y)
+        dst, do = (abuf, aoff[l - 1]) if l > 0 else (wbuf, 0)
+        _apply(l, abuf, aoff[l], dst, do, False, k, w, C, ints, bufs, y)
     e0 = goff[0]
     if not white:
         mul(wbuf, 0, Sxx.ravel(), 0, C, D, D, sw, 0)
