@@ -130,10 +130,10 @@ def activate(Z, Dv, y, boff, m, act, a):
 
 
 @njit(cache=True, nogil=True)
-def mlp_forward(y, X, data, keep):
-    """``f(X)`` into ``data``'s ``F`` (P, C); with ``keep`` ``H_l`` into ``H`` and ``phi'`` into
-    ``Dv``, otherwise through ``G1``/``G2``."""
-    _, _, _, lay, m, _, iopt, fopt, H, Dv, hoffs, G1, G2, F = data
+def mlp_forward(y, data, keep):
+    """``f(X)`` of ``data``'s ``X`` into its ``F`` (P, C); with ``keep`` ``H_l`` into ``H`` and
+    ``phi'`` into ``Dv``, otherwise through ``G1``/``G2``."""
+    X, _, _, lay, m, _, iopt, fopt, H, Dv, hoffs, G1, G2, F = data
     L = lay.shape[0]
     P = X.shape[0]
     h = X
@@ -157,8 +157,8 @@ def mlp_forward(y, X, data, keep):
 @njit(cache=True, nogil=True)
 def mlp_outputs(y, data):
     """``F = alpha (f - f0)`` (P, C) on the training inputs at ``y`` (``data``'s ``F``)."""
-    X, _, f0, _, _, _, _, fopt, _, _, _, _, _, F = data
-    mlp_forward(y, X, data, False)
+    _, _, f0, _, _, _, _, fopt, _, _, _, _, _, F = data
+    mlp_forward(y, data, False)
     F -= f0
     F *= fopt[ALPHA]
     return F
@@ -167,8 +167,7 @@ def mlp_outputs(y, data):
 @njit(cache=True, nogil=True)
 def mlp_loss(y, data):
     """The training loss ``(1/(alpha^2 P)) sum_mu l(F(x_mu), y_mu)`` at ``y``."""
-    X, _, _, _, _, _, _, _, _, _, _, _, _, _ = data
-    mlp_forward(y, X, data, False)
+    mlp_forward(y, data, False)
     return _loss_of(data)
 
 
@@ -252,7 +251,7 @@ def mlp_rhs(y, out, data):
     X, Y, f0, lay, m, scales, iopt, fopt, H, Dv, hoffs, G1, G2, F = data
     L = lay.shape[0]
     P, C = F.shape
-    mlp_forward(y, X, data, True)
+    mlp_forward(y, data, True)
     G = G1[:P * C].reshape((P, C))         # G_L = l'(F, Y) / (alpha P), F = alpha (f - f0)
     loss_gradient(F, f0, Y, G, iopt, fopt)
     for l in range(L - 1, -1, -1):

@@ -358,7 +358,7 @@ class MLPNumba(MLP):
                           hoffs[:-1].copy(), np.empty(n_g), np.empty(n_g), F)
         self.f0 = None
         if opt.centered:                # the outputs at y0, from mlp_forward's F
-            K.mlp_forward(self.y0, X, d, False)
+            K.mlp_forward(self.y0, d, False)
             f0[...] = F
             self.f0 = f0
         self._grad_data = d[:5] + (np.ones(L),) + d[6:]
