@@ -82,8 +82,7 @@ def _bottom(buf, goff, cols, i, C):
 @njit(cache=True, inline="always")
 def small_product(m, k, n, dot=False):
     """Whether :func:`mul` (``dot``: :func:`mul_t`) forms an (m x k) by (k x n) product in its
-    own loops: one row, at least one term, at most ``SMALL_PRODUCT_MAX`` (``SMALL_DOT_MAX``)
-    multiply-adds."""
+    own loops."""
     return m == 1 and 0 < k and k * n <= (SMALL_DOT_MAX if dot else SMALL_PRODUCT_MAX)
 
 
@@ -136,10 +135,8 @@ def row_dots(x, b, bo, k, n, out, oo):
 @njit(cache=True)
 def mul(a, ao, b, bo, m, k, n, out, oo):
     """``out = A B`` on flat C-ordered buffers: ``A`` (m x k) at ``a[ao:]``, ``B`` (k x n) at
-    ``b[bo:]``, ``out`` (m x n) at ``out[oo:]``.  One row (m = 1) of at most
-    ``SMALL_PRODUCT_MAX`` multiply-adds in the loops of :func:`row_times`, with no views;
-    else ``np.dot`` on views (docs/simulator.md, "The linear network").  Returns whether the
-    loops formed it."""
+    ``b[bo:]``, ``out`` (m x n) at ``out[oo:]``, by :func:`row_times` where
+    :func:`small_product`, else ``np.dot`` on views.  Returns whether the loops formed it."""
     if not small_product(m, k, n):
         np.dot(a[ao:ao + m * k].reshape((m, k)), b[bo:bo + k * n].reshape((k, n)),
                out[oo:oo + m * n].reshape((m, n)))
@@ -150,9 +147,8 @@ def mul(a, ao, b, bo, m, k, n, out, oo):
 
 @njit(cache=True)
 def mul_t(a, ao, b, bo, m, k, n, out, oo):
-    """``out = A B^T`` on flat buffers as :func:`mul` (``B``: n x k): one row of at most
-    ``SMALL_DOT_MAX`` multiply-adds in the loops of :func:`row_dots`; else ``np.dot`` on the
-    transposed view.  Returns whether the loops formed it."""
+    """``out = A B^T`` as :func:`mul` (``B``: n x k), by :func:`row_dots` or ``np.dot`` on the
+    transposed view."""
     if not small_product(m, k, n, True):
         np.dot(a[ao:ao + m * k].reshape((m, k)), b[bo:bo + n * k].reshape((n, k)).T,
                out[oo:oo + m * n].reshape((m, n)))
