@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .. import _threads
+from .._progress import check_progress, progress_for
 from .._validation import as_float_array, check_int, check_positive, check_seed
 from ..curvature import HessianProducts, top_eigenvalues
 from ..network import check_weights, largest_layer
@@ -18,7 +19,6 @@ from .methods import FlowStatus
 from .methods.base import Result
 from .models import get_model, parse_options
 from .models.mlp import check_biases
-from .progress import check_progress, progress_for
 
 __all__ = ["gradient_descent", "sharpness", "minibatches", "BatchOrder", "check_steps",
            "PreparedDescent", "CHUNK"]

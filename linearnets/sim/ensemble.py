@@ -12,13 +12,13 @@ from typing import Optional
 import numpy as np
 
 from .. import _threads
+from .._progress import check_progress, progress_for
 from .._validation import check_positive
 from ..network import check_weights
 from . import flow as _flow
 from .methods import STEPPERS, FlowStatus
 from .methods.compiled import batch_threads
 from .models.mlp import check_biases
-from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow_ensemble", "EnsembleTrajectory", "ENSEMBLE_RECORDABLE", "warm"]
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _threads
 from .. import backend as _backend
+from .._progress import check_progress, progress_for
 from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
 from ..curvature import HessianProducts, ModifiedFlow, top_eigenvalues
 from ..network import bias_shapes, check_layer_sizes, check_weights, largest_layer, widths_of
@@ -25,7 +26,6 @@ from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
 from .models.base import Layout
 from .models.mlp import check_biases
-from .progress import check_progress, progress_for
 
 __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowStatus",
            "FlowWarning", "FlowError", "FlowInterrupted", "RECORDABLE", "DEFAULT_MAX_STEPS",

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import linearnets as ln
-from linearnets.sim import progress as P
+from linearnets import _progress as P
 from linearnets.network import init_network
 
 
