@@ -59,8 +59,8 @@ P_A, P_B, P_E, P_E3, P_USE_E3, P_EXPONENT, P_RTOL = range(7)
  STIFF_HELD) = range(9)
 
 # -- the Rosenbrock-W loop's ctl (float64; ``compiled.rosw``) ------------------------------
-(R_EXPONENT, R_RTOL, R_ATOL, R_SAFETY, R_MIN_FACTOR, R_MAX_FACTOR, R_MIN_ERR, R_ULPS,
- R_KRYLOV_TOL, R_MAX_KRYLOV, R_BOUNDARY, R_EXPLICIT_STAGES, R_SWITCH_STEPS) = range(13)
+(R_EXPONENT, R_RTOL, R_ATOL, R_MIN_FACTOR, R_MAX_FACTOR, R_ULPS, R_KRYLOV_TOL, R_MAX_KRYLOV,
+ R_BOUNDARY, R_EXPLICIT_STAGES, R_SWITCH_STEPS) = range(11)
 #: rows of its ``work`` (n,) scratch: stage state, stage derivative, right-hand side, CG's
 #: residual, direction and product, the error scale, and the metric where there is one.
 W_Y, W_F, W_B, W_R, W_P, W_JV, W_SCALE, W_METRIC = range(8)

@@ -19,7 +19,7 @@ from ._loop_state import NONSTIFF, PENDING, STIFF, STOPPED
 
 __all__ = ["erk", "rosw", "stiffness_args", "PENDING", "STIFF", "NONSTIFF",
            "INTERRUPT_STEPS", "INTERRUPT_WORK", "MIN_CHUNK_STEPS", "ROSW_CHUNK_EVALS",
-           "JVP_COST", "chunk_budget", "advance_in_chunks", "stiff_fired", "DenseStageOps",
+           "JVP_COST", "advance_in_chunks", "stiff_fired", "DenseStageOps",
            "STOPPED", "tableau_args", "loop_control", "BATCH_THREADS", "batch_threads"]
 
 #: Work of one call of a compiled loop: at most INTERRUPT_STEPS attempted steps and
@@ -40,21 +40,16 @@ _EPS = float(np.finfo(np.float64).eps)
 _STATUS_BY_CODE = {st.code: st for st in FlowStatus}
 
 
-def chunk_budget(attempted, max_steps, n, s):
-    """The step budget of one compiled call after ``attempted`` steps of a run with budget
-    ``max_steps``, state size ``n`` and ``s`` evaluations a step (:data:`INTERRUPT_STEPS`)."""
-    chunk = max(MIN_CHUNK_STEPS, min(INTERRUPT_STEPS, INTERRUPT_WORK // max(1, int(n) * int(s))))
-    return min(int(max_steps), int(attempted) + chunk)
-
-
 def advance_in_chunks(advance, counts, max_steps, n, s, tick=None, th=None):
-    """Call the compiled loop ``advance()`` with the chunk's budget in ``counts[S.BUDGET]``
-    (:func:`chunk_budget`) until it returns other than ``FlowStatus.MAX_STEPS.code`` or
+    """Call the compiled loop ``advance()`` with the budget of attempted steps in
+    ``counts[S.BUDGET]`` raised by a chunk (:data:`INTERRUPT_STEPS`; state size ``n``, ``s``
+    evaluations a step) until it returns other than ``FlowStatus.MAX_STEPS.code`` or
     ``max_steps`` is spent, ``tick(th[S.T])`` (the progress hook) after each; its last code."""
+    chunk = max(MIN_CHUNK_STEPS, min(INTERRUPT_STEPS, INTERRUPT_WORK // max(1, int(n) * int(s))))
     exhausted = FlowStatus.MAX_STEPS.code
     while True:
-        budget = counts[S.BUDGET] = chunk_budget(counts[S.ACCEPTED] + counts[S.REJECTED],
-                                                 max_steps, n, s)
+        attempted = int(counts[S.ACCEPTED] + counts[S.REJECTED])
+        budget = counts[S.BUDGET] = min(int(max_steps), attempted + chunk)
         code = advance()
         if tick is not None:
             tick(float(th[S.T]))
@@ -97,11 +92,10 @@ def loop_control(options, predictive):
                      KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, 4.0 * _EPS, KINK_EARLY_STEPS])
 
 
-def _start(first, rhs, y, t_eval, t0, order, options, observe, k=0):
-    """The start of a run at ``t0``: ``f(y) = first(y)``, the outputs at ``t0``, the first
+def _start(first, rhs, y, t_eval, t, order, options, observe, k):
+    """The start of a run at ``t``: ``f(y) = first(y)``, the outputs at ``t``, the first
     step (``rhs(v, out)`` for its trial evaluation).  Returns ``(early, k, h, nfev, f0)``:
     ``early`` the finished Result when the run ends here."""
-    t = float(t0)
     with np.errstate(all="ignore"):
         f0 = first(y)
     k = observe_until(k, t_eval, t, y, observe)
@@ -339,11 +333,10 @@ def rosw(ops, y0, t_eval, tab, options, observe, *, t0=None, k0=0, start=True,
     stats = np.zeros(S.STATS_SIZE, dtype=np.int64)
     uform, data = (a, c, m, e, float(tab.gamma)), (ops.rhs_args, ops.scratch_args, ops.jvp_args)
     sb = switch_back
-    ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, SAFETY, MIN_FACTOR,
-                    RosenbrockWStepper.MAX_FACTOR, PREDICTIVE_MIN_ERR, MIN_STEP_ULPS, KRYLOV_TOL,
-                    MAX_KRYLOV, *((STABILITY_SAFETY * sb.stability_boundary,
-                                   SWITCH_BACK_MARGIN * sb.n_stages, switch_steps)
-                                  if sb is not None else (0.0, 0.0, 0.0))], dtype=np.float64)
+    ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, MIN_FACTOR,
+                    RosenbrockWStepper.MAX_FACTOR, MIN_STEP_ULPS, KRYLOV_TOL, MAX_KRYLOV,
+                    *((STABILITY_SAFETY * sb.stability_boundary, SWITCH_BACK_MARGIN * sb.n_stages,
+                       switch_steps) if sb is not None else (0.0, 0.0, 0.0))], dtype=np.float64)
     code, k = _outputs(lambda: ops.rosw_advance(y, f0, U, work, th, stats, uform, ctl, data), y,
                        th, stats, t_eval, k, observe, int(options.max_steps),
                        (n, ROSW_CHUNK_EVALS))
