@@ -182,14 +182,12 @@ def chains(y, Sxx, Syx, lay, abuf, gbuf, scratch):
     WT, SW, tbuf = scratch
     L = rows.shape[0]
     C = Syx.shape[0]
-    if L > 1:
-        _top(abuf, aoff, rows, L - 2, C)[:, :] = _layer(y, offs, rows, cols, L - 1).T
-        for i in range(L - 3, -1, -1):
-            np.dot(_layer(y, offs, rows, cols, i + 1).T, _top(abuf, aoff, rows, i + 1, C),
-                   _top(abuf, aoff, rows, i, C))
-        np.dot(_layer(y, offs, rows, cols, 0).T, _top(abuf, aoff, rows, 0, C), WT)
-    else:
-        WT[:, :] = _layer(y, offs, rows, cols, 0).T
+    for i in range(L - 1, -1, -1):      # A_{i-1}^T = W_i^T A_i^T, down to W^T
+        dst = _top(abuf, aoff, rows, i - 1, C) if i > 0 else WT
+        if i == L - 1:
+            dst[:, :] = _layer(y, offs, rows, cols, i).T
+        else:
+            np.dot(_layer(y, offs, rows, cols, i).T, _top(abuf, aoff, rows, i, C), dst)
     np.dot(Sxx, WT, SW)
     np.subtract(Syx, SW.T, _bottom(gbuf, goff, cols, 0, C))
     for i in range(1, L):
