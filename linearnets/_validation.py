@@ -258,6 +258,17 @@ def rng_from_seed(seed, name="seed"):
     return np.random.default_rng(check_seed(seed, name))
 
 
+def array_list(arrays, name, ndim, what):
+    """``arrays`` as a list, one ``ndim``-D array alone as a list of it (``ValueError``: ``name``
+    must be ``what``, for anything that is not a sequence)."""
+    if isinstance(arrays, np.ndarray) and arrays.ndim == ndim:
+        return [arrays]
+    try:
+        return list(arrays)
+    except TypeError as exc:
+        raise ValueError(f"{name} must be {what}") from exc
+
+
 def check_matrix(x, name, *, finite=True):
     """Cast to a C-contiguous float64 2-D array."""
     arr = as_float_array(x, name, finite=finite, ndim=2)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _threads
-from ._validation import (as_float_array, check_depth, check_layer_sizes, check_matrix,
-                           check_positive, ldexp_safe, pow2_normalise, rng_from_seed)
+from ._validation import (array_list, as_float_array, check_depth, check_layer_sizes,
+                          check_matrix, check_positive, ldexp_safe, pow2_normalise, rng_from_seed)
 
 __all__ = ["init_network", "init_balanced", "forward", "end_to_end", "check_weights",
            "check_layer_sizes", "empirical_ntk"]
@@ -36,12 +36,7 @@ def bias_shapes(shapes):
 def check_weights(weights, name="weights"):
     """C-contiguous float64 *copies* of the layers: a non-empty sequence of finite 2-D arrays
     whose shapes chain (``W_{l+1}.shape[1] == W_l.shape[0]``), else ``ValueError``."""
-    if isinstance(weights, np.ndarray) and weights.ndim == 2:
-        weights = [weights]
-    try:
-        ws = list(weights)
-    except TypeError as exc:
-        raise ValueError(f"{name} must be a list of 2-D arrays [W_1, ..., W_L]") from exc
+    ws = array_list(weights, name, 2, "a list of 2-D arrays [W_1, ..., W_L]")
     if not ws:
         raise ValueError(f"{name} must contain at least one layer")
     out = [np.array(check_matrix(w, f"{name}[{i}]"), dtype=np.float64, order="C", copy=True)

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from ..._validation import as_float_array
+from ..._validation import array_list, as_float_array
 from .base import CLASSIFICATION_LOSSES, Layout, Model, inverse_rates, register_model
 
 __all__ = ["MLP", "MLPNumba", "activation_functions", "check_biases"]
@@ -43,12 +43,7 @@ def check_biases(biases, shapes, name="biases"):
     """
     if biases is None:
         return None
-    if isinstance(biases, np.ndarray) and biases.ndim == 1:
-        biases = [biases]
-    try:
-        bs = list(biases)
-    except TypeError as exc:
-        raise ValueError(f"{name} must be a list [b_1, ..., b_(L-1)] of 1-D arrays") from exc
+    bs = array_list(biases, name, 1, "a list [b_1, ..., b_(L-1)] of 1-D arrays")
     L = len(shapes)
     if len(bs) != L - 1:
         raise ValueError(f"{name} must have L - 1 = {L - 1} entries (one per hidden layer), "
