@@ -229,8 +229,6 @@ class Model(abc.ABC):
     #: (``make_sgd_advance``) on this model prepared on a batch, drawing from the full data,
     #: or None (a Python loop).
     batch_ops = None
-    #: ``sharpness_at(k, y)``: set by the front end where ``record=("sharpness",)``.
-    sharpness_at = None
 
     def stores(self, kind, tab):
         """``(family, store)``: a stage store of method family ``kind`` with tableau ``tab``
