@@ -75,7 +75,7 @@ def _mlp():
     (kinks: the switch pattern), a soft-hinge run with biases and a margin stop, the
     gradient, and two ensembles (members on threads, smooth and with kinks)."""
     from .sim.flow import gradient_flow
-    from .sim.models import parse_options
+    from .options import parse_options
     from .sim.models.mlp import MLPNumba
 
     weights, X, y = _problem((4, 6, 5, 1))

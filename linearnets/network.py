@@ -8,11 +8,32 @@ from __future__ import annotations
 import numpy as np
 
 from . import _threads
+from .options import parse_options
 from ._validation import (array_list, as_float_array, check_depth, check_layer_sizes,
                           check_matrix, check_positive, ldexp_safe, pow2_normalise, rng_from_seed)
 
 __all__ = ["init_network", "init_balanced", "forward", "end_to_end", "check_weights",
            "check_layer_sizes", "empirical_ntk"]
+
+
+def check_biases(biases, shapes, name="biases"):
+    """Validate ``[b_1, ..., b_{L-1}]`` (``b_l`` shape (N_l,)) against the weight shapes.
+
+    Returns float64 copies, or None for ``biases=None``; ``ValueError`` naming
+    ``biases`` for a wrong length, shape or a non-finite entry.
+    """
+    if biases is None:
+        return None
+    bs = array_list(biases, name, 1, "a list [b_1, ..., b_(L-1)] of 1-D arrays")
+    L = len(shapes)
+    if len(bs) != L - 1:
+        raise ValueError(f"{name} must have L - 1 = {L - 1} entries (one per hidden layer), "
+                         f"got {len(bs)}")
+    out = [np.array(as_float_array(b, f"{name}[{i}]"), copy=True) for i, b in enumerate(bs)]
+    for i, arr in enumerate(out):
+        if arr.shape != (shapes[i][0],):
+            raise ValueError(f"{name}[{i}] must have shape ({shapes[i][0]},), got {arr.shape}")
+    return out
 
 
 def widths_of(shapes):
@@ -220,8 +241,7 @@ def forward(weights, X, *, activation="linear", biases=None, multipliers=None, a
         W, e = _end_to_end_scaled(ws)
         Xs, ex = pow2_normalise(X)
         return ldexp_safe(Xs @ W.T, e + ex)
-    from .sim.models import parse_options
-    from .sim.models.mlp import MLP, check_biases
+    from .sim.models.mlp import MLP
 
     shapes = tuple(w.shape for w in ws)
     options = parse_options(len(ws), activation=activation, multipliers=multipliers,
@@ -321,8 +341,7 @@ def _ntk(ws, X1, X2, activation, biases, multipliers, alpha):
             and multipliers is None and not isinstance(alpha, bool) and alpha == 1.0):
         K = _ntk_blocks(ws, X1, X2)
         return K[:, :, 0, 0].copy() if K.shape[2] == 1 else K
-    from .sim.models import parse_options
-    from .sim.models.mlp import MLP, check_biases
+    from .sim.models.mlp import MLP
 
     options = parse_options(len(ws), activation=activation, multipliers=multipliers,
                             alpha=alpha)

@@ -22,8 +22,8 @@ import math
 import numpy as np
 
 from ._validation import check_nonnegative, check_positive, rng_from_seed
-from .sim.models.base import ACTIVATIONS, _named_choice
 from .network import check_layer_sizes, init_network
+from .options import ACTIVATIONS, named_choice
 
 __all__ = [
     "Parameterised",
@@ -295,7 +295,7 @@ def activation_normalisation(activation):
     """
     if isinstance(activation, list):
         activation = tuple(activation)
-    name, par = _named_choice(activation, ACTIVATIONS, "activation")   # the simulator's rule
+    name, par = named_choice(activation, ACTIVATIONS, "activation")   # the simulator's rule
     if name in ("linear", "relu", "leaky_relu"):        # E[phi^2] = (1 + a^2)/2, slope a
         a = {"linear": 1.0, "relu": 0.0}.get(name, par)
         return math.sqrt(2.0 / (1.0 + a * a))

@@ -202,7 +202,7 @@ def zhou_lazy_distance(p, betas, weights, biases, t, X, Y, X_test):
         ‖F_t(X_test) − F_t^lazy(X_test)‖ / ‖Y‖ · √(P/Q) (root-mean-square over the test
         inputs, in units of the targets' root-mean-square).
     """
-    from ..sim.models import parse_options
+    from ..options import parse_options
     from ..sim.models.mlp import MLP
 
     X, X_test = np.asarray(X, float), np.asarray(X_test, float)

@@ -12,13 +12,12 @@ from .. import _threads
 from .._progress import check_progress, progress_for
 from .._validation import as_float_array, check_int, check_positive, check_seed
 from ..curvature import HessianProducts, top_eigenvalues
-from ..network import check_weights, largest_layer
+from ..network import check_biases, check_weights, largest_layer
 from .flow import (PreparedFlow, Recording, SolverOptions, _prepare,
                    check_data, check_labels)
 from .methods import FlowStatus
 from .methods.base import Result
 from .models import get_model, parse_options
-from .models.mlp import check_biases
 
 __all__ = ["gradient_descent", "sharpness", "minibatches", "BatchOrder", "check_steps",
            "PreparedDescent", "CHUNK"]

@@ -14,11 +14,10 @@ import numpy as np
 from .. import _threads
 from .._progress import check_progress, progress_for
 from .._validation import check_positive
-from ..network import check_weights
+from ..network import check_biases, check_weights
 from . import flow as _flow
 from .methods import STEPPERS, FlowStatus
 from .methods.compiled import batch_threads
-from .models.mlp import check_biases
 
 __all__ = ["gradient_flow_ensemble", "EnsembleTrajectory", "ENSEMBLE_RECORDABLE", "warm"]
 

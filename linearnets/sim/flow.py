@@ -18,14 +18,14 @@ from .. import backend as _backend
 from .._progress import check_progress, progress_for
 from .._validation import as_float_array, check_int, check_matrix, check_positive, overflow_check
 from ..curvature import HessianProducts, ModifiedFlow, top_eigenvalues
-from ..network import bias_shapes, check_layer_sizes, check_weights, largest_layer, widths_of
+from ..network import (bias_shapes, check_biases, check_layer_sizes, check_weights, largest_layer,
+                       widths_of)
 from .methods import METHODS, FlowStatus
 from .methods import run as run_method
 from .methods.base import STABILITY_SAFETY, Observer, Result, StopEvent
 from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
 from .models.base import Layout
-from .models.mlp import check_biases
 
 __all__ = ["gradient_flow", "prepare_flow", "PreparedFlow", "Trajectory", "FlowStatus",
            "FlowWarning", "FlowError", "FlowInterrupted", "RECORDABLE", "DEFAULT_MAX_STEPS",

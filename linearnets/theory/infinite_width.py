@@ -71,19 +71,17 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import numpy as np
 from numpy.polynomial.legendre import leggauss
 from scipy.special import expit
 
 from .._validation import check_int, check_nonnegative, check_positive, ldexp_safe
+from ..options import ACTIVATIONS, named_choice
 from .ntk import _check_pair
 
 __all__ = ["infinite_width_kernels", "infinite_width_layer_kernels", "ACTIVATIONS"]
 
-#: The activations of ``gradient_flow`` and the default of their parameter.
-ACTIVATIONS = {"linear": None, "relu": None, "leaky_relu": 0.01, "softplus": 1.0, "tanh": None}
 #: Mehler series: cut where every sample's Parseval remainder is below this fraction of E[g²].
 TAIL_RTOL = 1e-12
 #: First and largest truncation order of the Mehler series (doubling in between).
@@ -110,32 +108,6 @@ _SERIES_THETA = 0.1
 _ZERO_EXP = -(1 << 30)
 #: Exponent differences are clipped to this before ldexp (far beyond the float range).
 _EXP_CLIP = 1 << 20
-
-
-def _parse_activation(activation):
-    if isinstance(activation, str):
-        name, par = activation, None
-    elif (isinstance(activation, (tuple, list)) and len(activation) == 2
-          and isinstance(activation[0], str)):
-        name, par = activation
-    else:
-        raise ValueError(f"activation must be a name from {tuple(ACTIVATIONS)} or a pair "
-                         f"(name, parameter), got {activation!r}")
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation: unknown {name!r}; choose from {tuple(ACTIVATIONS)}")
-    if par is None:
-        return name, ACTIVATIONS[name]
-    if ACTIVATIONS[name] is None:
-        raise ValueError(f"activation: {name!r} takes no parameter, got {par!r}")
-    if isinstance(par, bool) or not isinstance(par, numbers.Real) or not math.isfinite(par):
-        raise ValueError(f"activation: the parameter of {name!r} must be a finite number, "
-                         f"got {par!r}")
-    par = float(par)
-    if name == "softplus" and not par > 0:
-        raise ValueError(f"activation: the beta of 'softplus' must be > 0, got {par!r}")
-    if name == "leaky_relu" and not 0 <= par < 1:
-        raise ValueError(f"activation: the slope of 'leaky_relu' must be in [0, 1), got {par!r}")
-    return name, par
 
 
 # ---------------------------------------------------------------------------------------
@@ -687,7 +659,7 @@ def infinite_width_kernels(X1, X2, depth, activation="relu", *, sigma=1.0, biase
     """
     X1, X2 = _check_pair(X1, X2)
     L = check_int(depth, "depth", minimum=1, maximum=MAX_DEPTH)
-    name, par = _parse_activation(activation)
+    name, par = named_choice(activation, ACTIVATIONS, "activation")
     sigma = float(check_positive(sigma, "sigma", ndim=0))
     if not isinstance(biases, (bool, np.bool_)):
         raise ValueError(f"biases must be True or False, got {biases!r}")
@@ -735,7 +707,7 @@ def infinite_width_layer_kernels(X1, X2, depth, activation="relu", *, sigmas, bi
     """
     X1, X2 = _check_pair(X1, X2)
     L = check_int(depth, "depth", minimum=1, maximum=MAX_DEPTH)
-    name, par = _parse_activation(activation)
+    name, par = named_choice(activation, ACTIVATIONS, "activation")
     s = check_positive(sigmas, "sigmas", ndim=1)
     if s.size != L:
         raise ValueError(f"sigmas must have depth = {L} entries, got {s.size}")

@@ -12,7 +12,7 @@ from linearnets.sim.methods import StepControl, StepperOptions, integrate
 from linearnets.sim.methods.rosw import (FAILED_SOLVE_ERR, ROS34PW2, ROSENBROCK,
                                          RosenbrockWStepper)
 from linearnets.sim.models import get_model, parse_options
-from linearnets.sim.models.mlp import check_biases
+from linearnets.network import check_biases
 
 
 # ------------------------------------------------------------------ the stepper alone

@@ -219,7 +219,7 @@ def test_mehler_and_mixture_agree(act):
     its bound): their difference is within the series' bound TAIL_RTOL of sqrt(E[g_u^2] E[g_v^2])."""
     from linearnets.theory import _infinite_width_kernels as _k
 
-    name, par = iw._parse_activation(SMOOTH[act][0])
+    name, par = iw.named_choice(SMOOTH[act][0], iw.ACTIVATIONS, "activation")
     g, dg, pf, pd, kind, t, w, scale2 = iw._smooth(name, par)
     a = np.array([1e-4, 0.3, 1.0, 4.0, 12.0]) / scale2
     C = {f: iw._mehler_tables(a, f, np.ones(a.size, dtype=bool)) for f in (g, dg)}

@@ -9,10 +9,9 @@ import functools
 
 import numpy as np
 
-from ..._validation import array_list, as_float_array
 from .base import CLASSIFICATION_LOSSES, Layout, Model, inverse_rates, register_model
 
-__all__ = ["MLP", "MLPNumba", "activation_functions", "check_biases"]
+__all__ = ["MLP", "MLPNumba", "activation_functions"]
 
 
 def activation_functions(name, param, xp=np):
@@ -33,26 +32,6 @@ def activation_functions(name, param, xp=np):
     if name == "tanh":
         return xp.tanh, (lambda z: 1.0 - xp.tanh(z) ** 2), (lambda z, d: -2.0 * xp.tanh(z) * d)
     raise ValueError(f"activation: unknown {name!r}")
-
-
-def check_biases(biases, shapes, name="biases"):
-    """Validate ``[b_1, ..., b_{L-1}]`` (``b_l`` shape (N_l,)) against the weight shapes.
-
-    Returns float64 copies, or None for ``biases=None``; ``ValueError`` naming
-    ``biases`` for a wrong length, shape or a non-finite entry.
-    """
-    if biases is None:
-        return None
-    bs = array_list(biases, name, 1, "a list [b_1, ..., b_(L-1)] of 1-D arrays")
-    L = len(shapes)
-    if len(bs) != L - 1:
-        raise ValueError(f"{name} must have L - 1 = {L - 1} entries (one per hidden layer), "
-                         f"got {len(bs)}")
-    out = [np.array(as_float_array(b, f"{name}[{i}]"), copy=True) for i, b in enumerate(bs)]
-    for i, arr in enumerate(out):
-        if arr.shape != (shapes[i][0],):
-            raise ValueError(f"{name}[{i}] must have shape ({shapes[i][0]},), got {arr.shape}")
-    return out
 
 
 class MLP(Model):
