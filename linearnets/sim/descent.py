@@ -13,8 +13,7 @@ from .._progress import check_progress, progress_for
 from .._validation import as_float_array, check_int, check_positive, check_seed
 from ..curvature import HessianProducts, top_eigenvalues
 from ..network import check_biases, check_weights, largest_layer
-from .flow import (PreparedFlow, Recording, SolverOptions, _prepare,
-                   check_data, check_labels)
+from .flow import PreparedFlow, _prepare, check_data, check_labels
 from .methods import FlowStatus
 from .methods.base import Result
 from .models import get_model, parse_options
@@ -249,11 +248,8 @@ def gradient_descent(weights, X, Y, steps, lr, *, batch_size=None, seed=0,
     seed = check_seed(seed)
     check_progress(progress)
     k = check_int(sharpness_k, "sharpness_k", minimum=1)
-    network = dict(activation=activation, multipliers=multipliers, alpha=alpha,
-                   centered=centered, loss=loss, lr_scales=lr_scales)
-    prepared = _prepare(shapes, X, Y, network, SolverOptions(max_steps=1, backend=backend),
-                        Recording(steps * lr, record, probe), biases=bs is not None,
-                        model=model, raise_on_failure=raise_on_failure, prepared=PreparedDescent)
+    prepared = _prepare(shapes, X, Y, {**locals(), "t_eval": steps * lr, "max_steps": 1},
+                        PreparedDescent)
     return prepared.configure(steps, lr, batch_size, seed, k).run(ws, bs, progress=progress)
 
 

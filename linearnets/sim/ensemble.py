@@ -121,29 +121,24 @@ _STACKED = tuple(f.name for f in dataclasses.fields(EnsembleTrajectory)
                  if f.name not in ("t", "status", "message", "method", "backend", "model", "alpha"))
 
 
-def _unstack(arrays, name, ndim, count=None, shapes=None):
-    """The B members ``[a[b] for a in arrays]`` of ``count`` (or any number of) arrays (B, ...)
-    of ``ndim`` dimensions, ``a[b]`` of shape ``shapes[i]`` where given; else ``arrays``."""
-    if not (isinstance(arrays, (list, tuple)) and len(arrays) > 0
-            and count in (None, len(arrays))
-            and all(isinstance(a, np.ndarray) and a.ndim == ndim for a in arrays)):
-        return arrays
-    first, *_ = arrays
-    B = len(first)
-    for i, a in enumerate(arrays):
-        if a.shape[0] != B:
-            raise ValueError(f"{name}[{i}] stacks {a.shape[0]} members, {name}[0] {B}")
-        if shapes is not None and a.shape[1:] != shapes[i]:
-            raise ValueError(f"{name}[{i}] must have shape ({B}, {shapes[i][0]}), got {a.shape}")
-    return [[a[b] for a in arrays] for b in range(B)]
-
-
-def _members(arg, name, what, B=None):
-    """``arg`` as a list of one entry per member, at least one (B where given)."""
+def _members(arg, name, what, ndim, count=None, shapes=None, B=None):
+    """``arg`` as a list of one entry per member, at least one (B where given): a sequence
+    of them, or ``count`` (or any number of) arrays (B, ...) of ``ndim`` dimensions stacked
+    over the members, ``a[b]`` of shape ``shapes[i]`` where given."""
     try:
         members = list(arg)
     except TypeError as exc:
         raise ValueError(f"{name} must be a sequence of {what}") from exc
+    if (members and count in (None, len(members))
+            and all(isinstance(a, np.ndarray) and a.ndim == ndim for a in members)):
+        n = len(members[0])
+        for i, a in enumerate(members):
+            if a.shape[0] != n:
+                raise ValueError(f"{name}[{i}] stacks {a.shape[0]} members, {name}[0] {n}")
+            if shapes is not None and a.shape[1:] != shapes[i]:
+                raise ValueError(f"{name}[{i}] must have shape ({n}, {shapes[i][0]}), got "
+                                 f"{a.shape}")
+        members = [list(layers) for layers in zip(*members)]
     if not members or B not in (None, len(members)):
         raise ValueError(f"{name} must have one entry per member (at least one"
                          f"{'' if B is None else f'; B = {B}'}), got {len(members)}")
@@ -151,29 +146,27 @@ def _members(arg, name, what, B=None):
 
 
 def _stack_members(weights_list, biases_list):
-    """``(B, shapes, nets, biases)``: B validated networks ``[W_1, ..., W_L]`` and bias lists
+    """``(shapes, nets, biases)``: B validated networks ``[W_1, ..., W_L]`` and bias lists
     ``[b_1, ..., b_{L-1}]`` or None (copies), each from B members or from arrays (B, ...)
     stacked over members."""
-    members = _members(_unstack(weights_list, "weights_list", 3), "weights_list",
-                       "networks [W_1, ..., W_L] (one per member) or of L stacked "
-                       "(B, N_l, N_(l-1)) arrays")
+    members = _members(weights_list, "weights_list", "networks [W_1, ..., W_L] (one per "
+                       "member) or of L stacked (B, N_l, N_(l-1)) arrays", 3)
     nets = [check_weights(w, f"weights_list[{b}]") for b, w in enumerate(members)]
-    first, *_ = nets
-    shapes = tuple(w.shape for w in first)
+    shapes = tuple(w.shape for w in nets[0])
     for b, net in enumerate(nets):
         sh = tuple(w.shape for w in net)
         if sh != shapes:
             raise ValueError(f"weights_list[{b}] has layer shapes {sh}, but weights_list[0] "
                              f"has {shapes}: every member must have the same architecture")
     if biases_list is None:
-        return len(nets), shapes, nets, None
-    members = _members(_unstack(biases_list, "biases_list", 2, len(shapes) - 1,
-                                [(r,) for r, _ in shapes]), "biases_list",
-                       "bias lists (one per member) or of L - 1 stacked (B, N_l) arrays", len(nets))
+        return shapes, nets, None
+    members = _members(biases_list, "biases_list", "bias lists (one per member) or of L - 1 "
+                       "stacked (B, N_l) arrays", 2, len(shapes) - 1, [(r,) for r, _ in shapes],
+                       len(nets))
     bs = [check_biases(m, shapes, name=f"biases_list[{b}]") for b, m in enumerate(members)]
     if any(b is None for b in bs):
         raise ValueError("biases_list: every member needs its biases (or pass biases_list=None)")
-    return len(nets), shapes, nets, bs
+    return shapes, nets, bs
 
 
 def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12,
@@ -248,7 +241,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     >>> ens.loss.shape, bool(ens.all_success and np.all(ens.loss[:, -1] < 1e-10))
     ((8, 2), True)
     """
-    B, shapes, nets, biases = _stack_members(weights_list, biases_list)
+    shapes, nets, biases = _stack_members(weights_list, biases_list)
+    B = len(nets)
     X, Y = _flow.check_data(X, Y, shapes, loss)
     check_progress(progress)
     alphas = check_positive(alpha, "alpha", ndim=(0, 1))
@@ -265,9 +259,8 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     record = tuple(_flow.check_record(record, ENSEMBLE_RECORDABLE)
                    | (set() if probe is None else {"outputs"}))
     max_steps = _flow.DEFAULT_MAX_STEPS if max_steps is None else max_steps
-    network, solver, recording = _flow.split_keywords(locals())
-    flows = {a: _flow._prepare(shapes, X, Y, {**network, "alpha": a}, solver, recording,
-                               biases=biases is not None, model=model, gd_lr=gd_lr)
+    given = locals()
+    flows = {a: _flow._prepare(shapes, X, Y, {**given, "alpha": a})
              for a in dict.fromkeys(map(float, alphas))}
     pf, *_ = flows.values()
     threaded = pf.backend == "numba" and B > 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 import os
 import sys
 import warnings
@@ -420,11 +419,9 @@ def shapes_of(layers):
 
 
 class SolverOptions(NamedTuple):
-    """How a run integrates: the fields of :class:`~.methods.base.StepperOptions` (the
-    tolerances, the budget of attempted steps, the first step and the fallback's rtol at
-    kinks, None: :data:`KINK_RTOL` then :data:`KINK_RTOL_LATE`), the method, dense output and
-    the backend, as a front end's keywords give them; :func:`check_solver` validates them
-    and sets ``kink_rtol_late``."""
+    """How a run integrates (the fields of :class:`~.methods.base.StepperOptions`, the method,
+    dense output, the backend), as a front end's keywords give them; :func:`check_solver`
+    validates them and sets ``kink_rtol_late``."""
 
     rtol: float = 1e-8
     atol: float = 1e-12
@@ -438,10 +435,8 @@ class SolverOptions(NamedTuple):
 
 
 class Recording(NamedTuple):
-    """What a run records and where (diffrax's ``SaveAt``): the output times ``t_eval``, the
-    quantities ``record`` (:data:`RECORDABLE`), the ``probe`` inputs (and targets) and the
-    ``stop`` rule, as a front end's keywords give them; validated by :func:`_prepare` (a
-    frozenset, a :class:`Probe`, a :class:`StopRule`)."""
+    """What a run records and where (diffrax's ``SaveAt``), as a front end's keywords give
+    them; validated by :func:`_prepare` (a frozenset, a :class:`Probe`, a :class:`StopRule`)."""
 
     t_eval: object = None
     record: object = ()
@@ -453,22 +448,9 @@ class Recording(NamedTuple):
 NETWORK_KEYWORDS = ("eta", "activation", "multipliers", "alpha", "centered", "loss", "lr_scales")
 
 
-_KEYWORDS = tuple(operator.itemgetter(*names)
-                  for names in (NETWORK_KEYWORDS, SolverOptions._fields[:-1],
-                                Recording._fields))
-
-
-def split_keywords(given):
-    """A front end's keywords ``given`` (its ``locals()``) as ``(network keywords,
-    SolverOptions, Recording)``."""
-    network, solver, recording = (pick(given) for pick in _KEYWORDS)
-    return dict(zip(NETWORK_KEYWORDS, network)), SolverOptions(*solver), Recording(*recording)
-
-
 def check_solver(solver):
-    """``solver`` (:class:`SolverOptions`) validated, ``ValueError`` naming the argument: the
-    tolerances, ``kink_rtol``, method (None: :data:`DEFAULT_METHOD`) and ``dense``,
-    ``max_steps``, ``first_step`` and the backend's name."""
+    """``solver`` (:class:`SolverOptions`) validated (``ValueError`` naming the argument; method
+    None: :data:`DEFAULT_METHOD`)."""
     rtol, atol = check_tolerances(solver.rtol, solver.atol)
     kink_rtol, first_step = solver.kink_rtol, solver.first_step
     if kink_rtol is None:
@@ -486,45 +468,12 @@ def check_solver(solver):
                          kink_rtol_late=late)
 
 
-class _Guard:
-    """The breakdown guard: ``broken``, the first output whose loss rose (or None), and
-    ``last_y``, a copy of the last state before it; ``rise`` None: no guard."""
-
-    def __init__(self, loss0, y0, rise):
-        self.loss0, self.last_y = (None if loss0 is None else float(loss0)), y0
-        self.loss_bad = self.broken = None
-        self.rise = rise
-
-    def rose(self, k, loss, size, states, to_np):
-        """True (``broken`` set) if one of the outputs ``k, k + 1, ...`` rose."""
-        if self.rise is None:
-            return False
-        if self.loss0 is None:
-            self.loss0 = float(loss[0])
-        allowed = max((self.rise - 1.0) * self.loss0, 0.0)
-        if len(loss) == 1:                # one output: in floats
-            rise = float(loss[0]) - self.loss0
-            calm = rise <= allowed or rise <= BREAKDOWN_ROUNDING * float(size[0])
-        else:
-            with np.errstate(invalid="ignore"):
-                bad = ~((loss - self.loss0 <= allowed)
-                        | (loss - self.loss0 <= BREAKDOWN_ROUNDING * size))
-            calm = not bad.any()
-        if calm or not math.isfinite(self.loss0):
-            self.last_y = np.array(to_np(states[-1]), dtype=np.float64, copy=True)
-            return False
-        i = 0 if len(loss) == 1 else int(np.argmax(bad))
-        self.broken, self.loss_bad = k + i, float(loss[i])
-        if i > 0:
-            self.last_y = np.array(to_np(states[i - 1]), dtype=np.float64, copy=True)
-        return True
-
-
 class _Recorder:
     """The outputs of one run of ``flow`` (a :class:`PreparedFlow`), filled at the output
     times by the loops (:meth:`observe`, :meth:`observe_many`): NaN where not reached;
-    ``n_done`` the outputs recorded in full and ``y_done`` the state of the last (what an
-    interrupted run keeps)."""
+    ``n_done`` the outputs recorded in full and ``y_done`` (a copy) the state of the last:
+    what an interrupted run keeps, and a run whose loss rose (the breakdown guard,
+    ``flow.breakdown_rise``; None: no guard), whose first such output is ``broken``."""
 
     def __init__(self, flow, net, ws, bs):
         rec, xp, T, C = flow.record, flow.xp, flow.t_eval.size, flow.Y.shape[1]
@@ -556,11 +505,11 @@ class _Recorder:
         # a linear model's loss from its maps: cheap terms for the guard at every output,
         # the exact loss of all maps at the end
         self.terms = terms = net.loss_terms
-        loss0 = None                  # (from the first output where it is at t = 0)
-        if flow.t_eval[0] != 0.0 and flow.breakdown_rise is not None:
-            loss0 = (terms(self.to_np(net.end_to_end(net.y0)))[0] if terms is not None
-                     else net.loss(net.y0))
-        self.guard = _Guard(loss0, net.y0, flow.breakdown_rise)
+        self.rise, self.loss0 = flow.breakdown_rise, None  # (loss0: at the first output at 0)
+        if flow.t_eval[0] != 0.0 and self.rise is not None:
+            self.loss0 = float(terms(self.to_np(net.end_to_end(net.y0)))[0] if terms is not None
+                               else net.loss(net.y0))
+        self.broken = self.loss_bad = None
         self.n_done, self.y_done = 0, net.y0
         # "many" reads the maps alone: only where nothing else reads the states
         self.maps_only = terms is not None and all(
@@ -572,15 +521,44 @@ class _Recorder:
         else:
             self.loss[k] = self.size[k] = self.net.loss(y)
 
+    def _rose(self, k, states):
+        """True if the loss of one of the outputs ``k, k + 1, ...`` (the ``states``) rose
+        (``broken`` set, the outputs before it kept)."""
+        if self.rise is None:
+            return False
+        m = len(states)
+        loss, size = self.loss[k:k + m], self.size[k:k + m]
+        if self.loss0 is None:
+            self.loss0 = float(loss[0])
+        allowed = max((self.rise - 1.0) * self.loss0, 0.0)
+        if m == 1:                        # one output: in floats
+            rise = float(loss[0]) - self.loss0
+            calm = rise <= allowed or rise <= BREAKDOWN_ROUNDING * float(size[0])
+        else:
+            with np.errstate(invalid="ignore"):
+                bad = ~((loss - self.loss0 <= allowed)
+                        | (loss - self.loss0 <= BREAKDOWN_ROUNDING * size))
+            calm = not bad.any()
+        if calm or not math.isfinite(self.loss0):
+            return False
+        i = 0 if m == 1 else int(np.argmax(bad))
+        self.broken, self.loss_bad = k + i, float(loss[i])
+        if i > 0:
+            self._done(k + i, states[i - 1])
+        return True
+
+    def _done(self, n, y):
+        self.n_done, self.y_done = n, np.array(self.to_np(y), dtype=np.float64, copy=True)
+
     def observe(self, k, y):
         """Record output ``k``, the state ``y``."""
-        guard, net, e2e, to_np = self.guard, self.net, self.e2e, self.to_np
-        if guard.broken is not None:
+        net, e2e, to_np = self.net, self.e2e, self.to_np
+        if self.broken is not None:
             return  # nothing is recorded once step control has broken down
         if e2e is not None:
             e2e[k] = to_np(net.end_to_end(y))
         self._losses(k, 1, y)
-        if guard.rose(k, self.loss[k:k + 1], self.size[k:k + 1], y[None], to_np):
+        if self._rose(k, y[None]):
             return
         if self.wt is not None:
             for a, w in zip(self.wt + (self.bt or ()),
@@ -601,7 +579,7 @@ class _Recorder:
                 self.ntk_align[k] = (yflat @ Kmat @ yflat) / denom if denom > 0 else np.nan
         if self.sharp is not None:
             self.sharp[k] = top_eigenvalues(self.products, to_np(y), self.sharp.shape[1])
-        self.n_done, self.y_done = k + 1, guard.last_y
+        self._done(k + 1, y)
 
     def observe_many(self, k, states):
         """Record the outputs ``k, k + 1, ...`` of one step (dense output): the maps in one
@@ -610,14 +588,13 @@ class _Recorder:
             for i, y in enumerate(states):
                 self.observe(k + i, y)
             return
-        guard = self.guard
-        if guard.broken is not None:
+        if self.broken is not None:
             return
         m = states.shape[0]
         self.e2e[k:k + m] = self.net.end_to_end_many(states)
         self._losses(k, m, None)
-        if not guard.rose(k, self.loss[k:k + m], self.size[k:k + m], states, self.to_np):
-            self.n_done, self.y_done = k + m, guard.last_y
+        if not self._rose(k, states):
+            self._done(k + m, states[-1])
 
     def unrecorded(self, n):
         """Outputs ``n, n + 1, ...`` back to NaN."""
@@ -791,26 +768,28 @@ class PreparedFlow:
         try:
             raw, interrupt = self._integrate(net, ws, bs, observer), None
         except KeyboardInterrupt as exc:
-            # the outputs recorded in full are kept (a row being written is not), the
-            # state the last of them
-            interrupt, n, st = exc, out.n_done, FlowStatus.INTERRUPTED
-            t_n = float(t_eval[n - 1]) if n > 0 else 0.0
-            raw = Result(n_done=n, t_last=t_n, y_last=out.y_done, nfev=0, nsteps=0,
-                         nrejected=0, status=st,
-                         message=(f"{st.message}: the outputs up to t = {t_n:.6g} ({n} of "
-                                  f"{t_eval.size}) are kept, later ones are NaN"))
-            out.unrecorded(n)
+            st = FlowStatus.INTERRUPTED
+            raw = Result(n_done=0, t_last=0.0, y_last=None, nfev=0, nsteps=0, nrejected=0,
+                         status=st, message=st.message)
+            interrupt = exc
         n, status, message = raw.n_done, raw.status, raw.message
         t_last = float(t_eval[-1]) if status.success else float(raw.t_last)
-        y_last, guard = out.to_np(raw.y_last), out.guard
-        if guard.broken is not None and interrupt is None:
-            n = guard.broken
-            status, y_last = FlowStatus.BREAKDOWN, guard.last_y
+        if interrupt is not None or out.broken is not None:
+            # the outputs recorded in full are kept (a row being written is not), the state
+            # the last of them
+            n, y_last = out.n_done, out.y_done
             t_last = float(t_eval[n - 1]) if n > 0 else 0.0
-            message = (f"{status.message}: the loss rose from {guard.loss0:.6g} at t=0 to "
-                       f"{guard.loss_bad:.6g} at t={t_eval[n]:.6g}; the outputs from there on "
-                       f"are not recorded (a tighter rtol or atol keeps control)")
+            if interrupt is not None:
+                message += (f": the outputs up to t = {t_last:.6g} ({n} of {t_eval.size}) are "
+                            f"kept, later ones are NaN")
+            else:
+                status = FlowStatus.BREAKDOWN
+                message = (f"{status.message}: the loss rose from {out.loss0:.6g} at t=0 to "
+                           f"{out.loss_bad:.6g} at t={t_eval[n]:.6g}; the outputs from there "
+                           f"on are not recorded (a tighter rtol or atol keeps control)")
             out.unrecorded(n)
+        else:
+            y_last = out.to_np(raw.y_last)
         if out.terms is not None:
             out.loss[:n] = net.loss_of_map(out.e2e[:n])
         if out.sharp is not None:         # rows of outputs not reached are NaN
@@ -904,22 +883,23 @@ def prepare_flow(X, Y, layers, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="
     """
     shapes = shapes_of(layers)
     X, Y = check_data(X, Y, shapes, loss)
-    return _prepare(shapes, X, Y, *split_keywords(locals()), biases=biases, model=model,
-                    raise_on_failure=raise_on_failure, gd_lr=gd_lr)
+    return _prepare(shapes, X, Y, locals())
 
 
-def _prepare(shapes, X, Y, network, solver, recording, *, biases=False, model=None,
-             raise_on_failure=False, gd_lr=None, prepared=PreparedFlow):
+def _prepare(shapes, X, Y, given, prepared=PreparedFlow):
     """A ``prepared`` (:class:`PreparedFlow` or a subclass) on weight ``shapes`` and data
-    already checked (:func:`check_data`), from the ``network`` keywords
-    (:data:`NETWORK_KEYWORDS`), ``solver`` and ``recording`` as the front ends give them."""
-    t_eval = check_t_eval(recording.t_eval)
-    eta = float(check_positive(network.get("eta", 1.0), "eta", ndim=0))
-    options = parse_options(len(shapes), **{**network, "eta": eta})
-    has_biases = biases is not None and biases is not False
-    stop = check_stop(recording.stop, options, Y)
-    solver = check_solver(solver)
-    rec = check_record(recording.record)
+    already checked (:func:`check_data`), from a front end's keywords ``given`` (its
+    ``locals()``; one it lacks takes its default)."""
+    def pick(names):
+        return {name: given[name] for name in names if name in given}
+    network, model, gd_lr = pick(NETWORK_KEYWORDS), given["model"], given.get("gd_lr")
+    t_eval = check_t_eval(given["t_eval"])
+    network["eta"] = float(check_positive(network.get("eta", 1.0), "eta", ndim=0))
+    options = parse_options(len(shapes), **network)
+    has_biases = given["biases"] is not None and given["biases"] is not False
+    stop = check_stop(given.get("stop"), options, Y)
+    solver = check_solver(SolverOptions(**pick(SolverOptions._fields[:-1])))
+    rec = check_record(given["record"])
     cls = select_model(options, has_biases) if model is None else get_model(model)
     if "sharpness" in rec and cls.name not in ("mlp", "linear"):
         raise ValueError(f"record: 'sharpness' exists for the networks of the 'mlp' and "
@@ -934,7 +914,7 @@ def _prepare(shapes, X, Y, network, solver, recording, *, biases=False, model=No
         bad = "modes" if "modes" in rec else "conservation"
         raise ValueError(f"record: {bad!r} exists only for a linear network (activation="
                          f"'linear', no biases), got activation={options.activation!r}")
-    probe = recording.probe
+    probe = given["probe"]
     if probe is not None or "ntk" in rec:
         probe = check_probe(probe if probe is not None else (X, Y), X.shape[1], Y.shape[1])
         rec = rec | {"ntk"}
@@ -947,7 +927,7 @@ def _prepare(shapes, X, Y, network, solver, recording, *, biases=False, model=No
             and gd_lr is None else (cls, "numpy")
     return prepared(shapes, X, Y, cls, options, solver, Recording(t_eval, rec, probe, stop),
                     backend=concrete, has_biases=has_biases,
-                    raise_on_failure=bool(raise_on_failure), gd_lr=gd_lr)
+                    raise_on_failure=bool(given["raise_on_failure"]), gd_lr=gd_lr)
 
 
 def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend="auto", *,
@@ -1063,5 +1043,4 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     bs = check_biases(biases, shapes)
     check_method(method, dense)
     check_progress(progress)
-    return _prepare(shapes, X, Y, *split_keywords(locals()), biases=bs is not None, model=model,
-                    raise_on_failure=raise_on_failure, gd_lr=gd_lr).run(ws, bs, progress=progress)
+    return _prepare(shapes, X, Y, locals()).run(ws, bs, progress=progress)
