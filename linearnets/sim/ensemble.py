@@ -6,6 +6,7 @@ import dataclasses
 import numbers
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Optional
 
@@ -267,51 +268,41 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     bar = progress_for(progress, pf.t_eval, members=B)
     cancel = threading.Event()
 
-    def tick_for(b):
-        # member b's hook in the loops: the bar, and (on threads) the stop on Ctrl-C, which
-        # Python delivers to the main thread only
-        if bar is None and not threaded:
-            return None
-
+    def run(b):
         def tick(t):
+            # the bar, and the stop on Ctrl-C, which Python delivers to the main thread only
             if cancel.is_set():
                 raise KeyboardInterrupt
             if bar is not None:
                 bar.update(t, b)
-        return tick
-
-    def run(b):
         try:
             trs[b] = flows[float(alphas[b])]._run(nets[b], None if biases is None else biases[b],
-                                                  tick_for(b))
+                                                  tick)
         except KeyboardInterrupt as exc:      # a FlowInterrupted keeps what the member computed
             trs[b] = getattr(exc, "trajectory", None)
             raise
     trs, interrupt = [None] * B, None
     try:
-        if threaded:
-            # members on threads, each on one BLAS thread (none changes the libraries' setting)
-            with _threads.threads(1), _threads.limited(0), \
-                    ThreadPoolExecutor(batch_threads(B)) as pool:
-                futures = [pool.submit(run, b) for b in range(B)]
-                try:
-                    wait(futures)
-                except KeyboardInterrupt as exc:
-                    interrupt = exc
-                    cancel.set()           # the running members stop at their next chunk
-                    for f in futures:
-                        f.cancel()
-                    wait(futures)
-                for f in futures:
-                    exc = None if f.cancelled() else f.exception()
-                    if exc is not None and not isinstance(exc, KeyboardInterrupt):
-                        raise exc
-        else:
+        # on numba, members on threads, each on one BLAS thread (none changes the libraries'
+        # setting); on numpy, one after the other
+        with ExitStack() as scope:
+            if threaded:
+                scope.enter_context(_threads.threads(1))
+                scope.enter_context(_threads.limited(0))
+            pool = scope.enter_context(ThreadPoolExecutor(batch_threads(B) if threaded else 1))
+            futures = [pool.submit(run, b) for b in range(B)]
             try:
-                for b in range(B):
-                    run(b)
+                wait(futures)
             except KeyboardInterrupt as exc:
                 interrupt = exc
+                cancel.set()           # the running members stop at their next chunk
+                for f in futures:
+                    f.cancel()
+                wait(futures)
+            for f in futures:
+                exc = None if f.cancelled() else f.exception()
+                if exc is not None and not isinstance(exc, KeyboardInterrupt):
+                    raise exc
         if bar is not None and interrupt is None:
             bar.update_all(float(pf.t_eval[-1]))
     finally:
