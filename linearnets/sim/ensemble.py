@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
@@ -14,7 +13,7 @@ import numpy as np
 
 from .. import _threads
 from .._progress import check_progress, progress_for
-from .._validation import check_positive
+from .._validation import check_int, check_positive
 from ..network import check_biases, check_weights
 from . import flow as _flow
 from .methods import STEPPERS, FlowStatus
@@ -101,9 +100,7 @@ class EnsembleTrajectory:
     def member(self, b):
         """Member ``b`` as a :class:`~linearnets.sim.flow.Trajectory` (copies)."""
         B = self.n_members
-        if isinstance(b, bool) or not isinstance(b, numbers.Integral) or not -B <= b < B:
-            raise ValueError(f"b must be an integer in [-{B}, {B}), got {b!r}")
-        b = int(b) % B
+        b = check_int(b, "b", minimum=-B, maximum=B - 1) % B
 
         def pick(name):
             a = getattr(self, name)

@@ -671,8 +671,7 @@ class PreparedFlow:
             net.prepare(*self._data, self._shared)
         else:
             net.prepare(*self._data)
-        gd_lr = self.gd_lr
-        return net if gd_lr is None else ModifiedFlow(net, gd_lr)
+        return net if self.gd_lr is None else ModifiedFlow(net, self.gd_lr)
 
     def rhs(self, y, weights0=None, biases0=None):
         """``dy/dt = -eta R grad L(y)`` (``R`` the rates ``lr_scales``), the vector field that
