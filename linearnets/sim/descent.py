@@ -125,41 +125,35 @@ class PreparedDescent(PreparedFlow):
         return advance
 
     def _integrate(self, net, ws, bs, observe):
-        steps, lr, T, tick = self.steps, self.lr, self.steps.size, observe.tick
+        steps, lr, tick = self.steps, self.lr, observe.tick
         y = net.xp.array(net.y0, dtype=net.xp.float64, copy=True)
         advance = self._advance(net, ws, bs)
-        done = k = 0
-        status, loss_out = FlowStatus.SUCCESS, False
-        while k < T:
-            while done < steps[k]:             # Python between chunks: Ctrl-C, the bar
-                m = min(int(steps[k]) - done, CHUNK)
+        done = 0
+
+        def result(n_done, nfev, failure=None):
+            status = FlowStatus.SUCCESS if failure is None else FlowStatus.NONFINITE
+            message = (f"reached the last recorded step ({done})" if failure is None
+                       else f"{status.message}: {failure}")
+            return Result(n_done=n_done, t_last=done * lr, y_last=y, nfev=nfev, nsteps=done,
+                          nrejected=0, status=status, message=message)
+        for k, target in enumerate(steps):
+            while done < target:               # Python between chunks: Ctrl-C, the bar
+                m = min(int(target) - done, CHUNK)
                 taken = advance(y, m)
                 done += taken
                 if taken < m:
-                    status = FlowStatus.NONFINITE
-                    break
+                    return result(k, done + 1, f"the weights after step {done + 1} (t = "
+                                  f"{(done + 1) * lr:.6g}) are not finite; the state of step "
+                                  f"{done} is kept")
                 if tick is not None:
                     tick(float(done))
-            if status is not FlowStatus.SUCCESS:
-                break
             observe(k, y)
-            k += 1
             with np.errstate(over="ignore", invalid="ignore"):
-                loss_out = not math.isfinite(float(net.loss(y)))
-            if loss_out:                       # the run ends at the recorded step it is in
-                status = FlowStatus.NONFINITE
-                break
-        nfev = done + (status is not FlowStatus.SUCCESS and not loss_out)
-        if status.success:
-            message = f"reached the last recorded step ({done})"
-        elif loss_out:
-            message = (f"{status.message}: the training loss at step {done} (t = "
-                       f"{done * lr:.6g}) is not finite (its weights are; they are kept)")
-        else:
-            message = (f"{status.message}: the weights after step {done + 1} (t = "
-                       f"{(done + 1) * lr:.6g}) are not finite; the state of step {done} is kept")
-        return Result(n_done=k, t_last=done * lr, y_last=y, nfev=nfev, nsteps=done,
-                      nrejected=0, status=status, message=message)
+                loss = float(net.loss(y))
+            if not math.isfinite(loss):        # the run ends at the recorded step it is in
+                return result(k + 1, done, f"the training loss at step {done} (t = "
+                              f"{done * lr:.6g}) is not finite (its weights are; they are kept)")
+        return result(steps.size, done)
 
     def _bar(self, progress):
         return progress_for(progress, self.steps, label="step", desc=self.what)

@@ -144,9 +144,8 @@ def _members(arg, name, what, ndim, count=None, shapes=None, B=None):
 
 
 def _stack_members(weights_list, biases_list):
-    """``(shapes, nets, biases)``: B validated networks ``[W_1, ..., W_L]`` and bias lists
-    ``[b_1, ..., b_{L-1}]`` or None (copies), each from B members or from arrays (B, ...)
-    stacked over members."""
+    """``(shapes, nets, biases)``: the members' validated weights and biases (None: none),
+    copies, from :func:`_members`."""
     members = _members(weights_list, "weights_list", "networks [W_1, ..., W_L] (one per "
                        "member) or of L stacked (B, N_l, N_(l-1)) arrays", 3)
     nets = [check_weights(w, f"weights_list[{b}]") for b, w in enumerate(members)]
@@ -309,7 +308,6 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         done = [tr for tr in trs if tr is not None]
         if not done:
             raise interrupt
-        finished = sum(bool(tr.success) for tr in done)
         template, *_ = done
         trs = [tr if tr is not None else _unstarted(template, nets[b],
                                                      None if biases is None else biases[b])
@@ -318,8 +316,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
 
     def stack(name):
         if name == "t_stop":
-            return None if stop is None else np.array(
-                [np.nan if tr.t_stop is None else tr.t_stop for tr in trs])
+            return None if stop is None else np.array([tr.t_stop for tr in trs], float)  # None: NaN
         value = getattr(first, name)
         if isinstance(value, tuple):
             return tuple(np.stack(a) for a in zip(*(getattr(tr, name) for tr in trs)))
@@ -330,9 +327,9 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         model=pf.model.name, alpha=alphas, **{name: stack(name) for name in _STACKED})
     if interrupt is not None:
         raise _flow.FlowInterrupted(
-            f"gradient flow ensemble interrupted (KeyboardInterrupt): {finished} of {B} "
-            f"members finished, the outputs of the others up to the interrupt are kept", ens) \
-            from None
+            f"gradient flow ensemble interrupted (KeyboardInterrupt): {np.sum(ens.success)} "
+            f"of {B} members finished, the outputs of the others up to the interrupt are kept",
+            ens) from None
     bad = np.flatnonzero(~ens.success)
     summary = "; ".join(f"member {b}: {ens.message[b]}" for b in bad[:3])
     more = f" (and {bad.size - 3} more)" if bad.size > 3 else ""
