@@ -173,7 +173,7 @@ def test_nothing_compiles_at_import_and_warmup_lists_every_kernel(tmp_path):
     names = set(out["kernels"])
     assert {"sim.models._linear_kernels.rhs_flat", "sim.models._linear_kernels.erk_advance",
             "sim.models._linear_kernels.rosw_advance", "sim.models._linear_kernels.rhs",
-            "sim.models._linear_kernels.jvp", "sim.methods._erk_kernels.accept_into",
+            "sim.models._linear_kernels.jvp", "sim.methods._erk_kernels.stage_states",
             "theory._kernels.strength_deep"} <= names
     assert len(names) >= 50
 

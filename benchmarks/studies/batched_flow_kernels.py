@@ -26,7 +26,9 @@ import numpy as np
 
 from numba import njit
 
-from linearnets.sim.methods.base import error_norm, kink_factor, step_factor
+from linearnets.sim.methods.base import (CALM_STEPS, CLIP_EPS, KINK_GROWTH, KINK_REJECTIONS,
+                                         MAX_FACTOR, MIN_FACTOR, MIN_STEP_ULPS, error_norm,
+                                         kink_factor, step_factor)
 
 __all__ = ["batched_rhs", "batched_flow", "slot_rows"]
 
@@ -196,8 +198,9 @@ def batched_flow(y, K, ynew, t_eval, h0, out_y, mstate, mstats, max_steps, tab, 
     f0, alpha = data[3], data[8]
     B, n = y.shape
     T = t_eval.shape[0]
-    atol, min_factor = ctl[0], ctl[2]
-    ulps, kink_rej_max, calm_max, growth, clip_eps = ctl[5], ctl[7], ctl[8], ctl[9], ctl[12]
+    atol, min_factor = ctl[0], MIN_FACTOR       # ctl: compiled.loop_control's
+    ulps, kink_rej_max, calm_max, growth = MIN_STEP_ULPS, KINK_REJECTIONS, CALM_STEPS, KINK_GROWTH
+    clip_eps = CLIP_EPS
     B4 = (B + 3) // 4 * 4
     npat = pat.shape[0] // B4
     t = np.zeros(B)
@@ -389,7 +392,7 @@ def batched_flow(y, K, ynew, t_eval, h0, out_y, mstate, mstats, max_steps, tab, 
                     fac = step_factor(err, exponent, rejected[b])
                 h[b] = ht * min(fac, growth)
             else:
-                h[b] = ht * step_factor(err, tab[5], rejected[b], ctl[3])
+                h[b] = ht * step_factor(err, tab[5], rejected[b], MAX_FACTOR)
             rejected[b] = False
             fresh[b] = True
             for q in range(n):

@@ -121,7 +121,7 @@ class Batched:
         hh = np.minimum(hh, self.t_eval[-1])
         f1, _, _ = self.eval(y + hh[:, None] * f0)
         for b in range(Bn):
-            h0[b] = mb.select_initial_step(lambda v, b=b: f1[b], 0.0, y[b], f0[b],
+            h0[b] = mb.select_initial_step(lambda v, dt, b=b: f1[b], y[b], f0[b],
                                            float(self.t_eval[-1]), self.tab_obj.error_order,
                                            self.rtol, self.atol)
         K = np.empty((Bn, self.s + 1, n))

@@ -85,8 +85,8 @@ def erk(problem, y0, t_eval, tab, opts, observe, stages="dense", backend="numpy"
 
 def ssp(problem, y0, t_eval, opts, observe, backend="numpy", store=None, dense=False):
     """SSPRK104 in two-register form on the linear ``problem``: the numpy loop with the
-    slot store ``store`` (the model's factored slots by default; ``"dense"``: vectors), or
-    the compiled loop (``backend="numba"``)."""
+    slot store ``store`` (the model's factored slots by default), or the compiled loop
+    (``backend="numba"``)."""
     from linearnets.sim.methods import base, compiled, integrate
     from linearnets.sim.methods.ssp import LowStorageRK
     from linearnets.sim.methods.tableaux import SSPRK104
@@ -97,7 +97,7 @@ def ssp(problem, y0, t_eval, opts, observe, backend="numpy", store=None, dense=F
         return compiled.erk(lo.LowStorageStages(problem), y0, t_eval, SSPRK104, opts, observe,
                             replace(compiled.ERK_CONTROL, dense=dense), t0=0.0)
     net = linear_net(problem, y0)
-    store = ls.FactoredSlots(problem) if store is None else None if store == "dense" else store
+    store = ls.FactoredSlots(problem) if store is None else store
 
     def make(rhs, n, rtol, atol, xp):
         return LowStorageRK(rhs, n, rtol, atol, xp, fun=net.rhs, store=store)

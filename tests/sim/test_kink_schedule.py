@@ -5,6 +5,7 @@ import pytest
 
 import linearnets as ln
 from linearnets.sim import flow
+from linearnets.sim.methods import _loop_state as S
 from linearnets.sim.methods import base
 from linearnets.sim.methods.erk import ExplicitRK
 from linearnets.sim.methods.tableaux import TABLEAUX
@@ -44,7 +45,7 @@ def test_controller_turns_to_the_late_tolerance():
         ctl.active = low
         ctl.accept(1e-3, 1e-3, 0.5, False, crossed=1, t_new=1e-3 * (i + 1),
                    y_new=np.ones(1))
-    assert ctl.fallback_steps == base.KINK_EARLY_STEPS and low.rtol == 1e-3
+    assert ctl.stats[S.FALLBACK_STEPS] == base.KINK_EARLY_STEPS and low.rtol == 1e-3
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])

@@ -18,23 +18,22 @@ import numpy as np
 from ..._numba_cache import njit
 from . import _loop_state as S
 from ._loop_state import PENDING, STIFF, STOPPED
-from .base import (accept_step, error_norm, illinois_bracket, illinois_theta, stability_cap,
+from . import base
+from .base import (CALM_STEPS, CLIP_EPS, KINK_EARLY_STEPS, KINK_GROWTH, KINK_REJECTIONS,
+                   MAX_FACTOR, MIN_FACTOR, MIN_STEP_ULPS, STIFFNESS_MEMORY, STOP_ITERATIONS,
+                   STOP_XTOL, error_norm, illinois_bracket, illinois_theta, stability_cap,
                    step_factor, stiffness_estimate)
 
-__all__ = ["accept_into", "sumsq", "capped_step", "count_stiff", "PENDING", "STIFF",
+__all__ = ["accept_into", "sumsq", "count_stiff", "PENDING", "STIFF",
            "step_guard", "settle", "hold_step", "stage_state", "stage_states",
            "make_erk_advance", "STOPPED", "error_norm", "kink_rejection", "kink_accepted",
            "dense_stiffness_sums"]
 
 
-@njit(cache=True, inline="always")
-def accept_into(th, h, h_try, err, exponent, max_factor, rejected, clipped):
-    """``base.accept_step`` with its memory, the last accepted unclipped step and its floored
-    error, in ``th[S.H_PREV]``, ``th[S.ERR_PREV]``."""
-    h, memory = accept_step(h, h_try, err, exponent, max_factor, rejected, clipped,
-                            (th[S.H_PREV], th[S.ERR_PREV]))
-    th[S.H_PREV], th[S.ERR_PREV] = memory
-    return h
+#: ``base``'s rules on the loop state, compiled into each loop
+accept_into, count_stiff, kink_rejection, kink_accepted = (
+    njit(inline="always")(f) for f in (base.accept_into, base.count_stiff, base.kink_rejection,
+                                       base.kink_accepted))
 
 
 @njit(cache=True)
@@ -47,36 +46,8 @@ def sumsq(X):
 
 
 @njit(cache=True, inline="always")
-def count_stiff(h_capped, h_free, th, stiff, stats):
-    """``stats[S.CAPPED]`` counts capped steps; the stiffness test of ``base.integrate``
-    (``th[S.N_STIFF]``, ``th[S.N_NONSTIFF]`` its counts): True once it fires."""
-    if h_capped < h_free:
-        stats[S.CAPPED] += 1
-    if stiff[S.STIFF_STEPS] <= 0.0:
-        return False
-    if h_capped * stiff[S.STIFF_HELD] < h_free:
-        th[S.N_NONSTIFF] = 0.0
-        th[S.N_STIFF] += 1.0
-    else:
-        th[S.N_NONSTIFF] += 1.0
-        if th[S.N_NONSTIFF] == stiff[S.NONSTIFF_RESET]:
-            th[S.N_STIFF] = 0.0
-    return th[S.N_STIFF] >= stiff[S.STIFF_STEPS]
-
-
-@njit(cache=True, inline="always")
-def capped_step(h, h_try, num, dd, ref, yy, th, stiff):
-    """``h`` capped by the remembered estimate ``th[S.RHO]``, updated from the step's sums."""
-    rho = max(stiffness_estimate(num, dd, ref, stiff[S.WSUM], h_try, yy),
-              stiff[S.MEMORY] * th[S.RHO])
-    th[S.RHO] = rho
-    return stability_cap(h, rho, stiff[S.BOUNDARY], stiff[S.CAP_SAFETY])
-
-
-@njit(cache=True, inline="always")
 def step_guard(h, min_step, stats, max_steps, nonfinite):
-    """-3: step budget spent; -1: ``h < min_step`` (``stats[S.NONFINITE_TRIALS]``: after
-    non-finite trials); 0."""
+    """-3: the step budget spent; -1: ``h < min_step`` (after non-finite trials or not); 0."""
     if stats[S.ACCEPTED] + stats[S.REJECTED] >= max_steps:
         return -3
     if h < min_step:
@@ -94,8 +65,7 @@ def settle(y, cur, in_y):
 
 @njit(cache=True, inline="always")
 def hold_step(th, t, h, h_try, t_new, y, y_new, swapped):
-    """Hand back an accepted step ``t -> t_new`` of length ``h_try``: record it in ``th``
-    (``h``: the step proposed next) and return :data:`PENDING`, the step's start in ``y``
+    """:data:`PENDING`: the accepted step ``t -> t_new`` recorded in ``th``, its start in ``y``
     and its end in ``y_new`` (exchanged first if the loop ``swapped`` their roles)."""
     th[S.T], th[S.H], th[S.H_STEP], th[S.T_NEW] = t, h, h_try, t_new
     if swapped:
@@ -128,8 +98,7 @@ def stage_states(y, K, W, h, out):
 
 @njit(cache=True, inline="always")
 def dense_stiffness_sums(K, y_new, wd, s):
-    """``(num, dd, ref, yy)`` of :func:`stiffness_estimate` from an accepted step's stage rows
-    ``K``, as ``methods.erk.ExplicitRK``."""
+    """``(num, dd, ref, yy)`` of :func:`stiffness_estimate` from a step's stage rows ``K``."""
     num = dd = ref = yy = 0.0
     for m in range(y_new.shape[0]):
         yy += y_new[m] * y_new[m]
@@ -142,68 +111,6 @@ def dense_stiffness_sums(K, y_new, wd, s):
                 acc += wd[j] * K[j, m]
         dd += acc * acc
     return num, dd, ref, yy
-
-
-@njit(cache=True, inline="always")
-def kink_rejection(th, on_low, max_rejections):
-    """A step rejected across a switch, counted on the primary pair: after ``max_rejections``
-    in a row the loop turns to the fallback pair.  Returns whether it is on the fallback."""
-    if on_low:
-        return True
-    th[S.KINK_REJ] += 1.0
-    if th[S.KINK_REJ] < max_rejections:
-        return False
-    th[S.ACTIVE], th[S.KINK_REJ], th[S.CALM] = 1.0, 0.0, 0.0
-    return True
-
-
-@njit(cache=True, inline="always")
-def kink_accepted(th, stats, on_low, crossed, stage_crossed, t_new, calm_max):
-    """The counts, sliding time and calm steps after a step accepted at ``t_new`` with
-    ``crossed`` switches at its end; back to the primary pair after ``calm_max`` calm steps.
-    Returns whether the loop stays on the fallback."""
-    if on_low:
-        stats[S.FALLBACK_STEPS] += 1
-    if crossed > 0:
-        stats[S.KINKS] += crossed
-        if th[S.CALM] <= calm_max and not np.isnan(th[S.LAST_CROSS]):
-            th[S.SLIDING] += t_new - th[S.LAST_CROSS]
-        th[S.LAST_CROSS] = t_new
-        th[S.CALM] = 0.0
-    elif stage_crossed:
-        th[S.CALM] = 0.0       # a stage crossed, the end did not: along a kink
-    else:
-        th[S.CALM] += 1.0
-    th[S.KINK_REJ] = 0.0
-    if on_low and th[S.CALM] >= calm_max:
-        th[S.ACTIVE] = 0.0
-        return False
-    return on_low
-
-
-@njit(cache=True, inline="always")
-def _no_crossings(data, pat, first_only):
-    return 0
-
-
-@njit(cache=True, inline="always")
-def _no_pattern(data, pat):
-    return None
-
-
-@njit(cache=True, inline="always")
-def _no_stop(y, data):
-    return 1.0
-
-
-@njit(cache=True, inline="always")
-def _no_store_stiffness(s, wd, data):
-    return 0.0, 0.0, 0.0
-
-
-@njit(cache=True, inline="always")
-def _no_store_fsal(s, data):
-    return None
 
 
 def make_erk_advance(rhs, switches=None, stop=None, store=None):
@@ -248,10 +155,10 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
     stored = store is not None
     if stored and (kinks or stops):
         raise ValueError("store: a stage store's loop takes no switches and no stop")
-    crossings, keep_pattern = switches if kinks else (_no_crossings, _no_pattern)
-    stop_value = stop if stops else _no_stop
-    store_attempt, store_stiffness, store_fsal = (
-        store if stored else (None, _no_store_stiffness, _no_store_fsal))
+    # numba prunes the branches of the features a loop lacks (``if kinks:``) before typing
+    # them: the None below are never called
+    crossings, keep_pattern = switches if kinks else (None, None)
+    store_attempt, store_stiffness, store_fsal = store if stored else (None, None, None)
 
     @njit(nogil=True, inline="always")
     def _dense_attempt(y, K, y_new, h_try, pair, atol, pat, data):
@@ -290,18 +197,17 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         _attempt = _dense_attempt
 
     @njit(nogil=True, inline="always")
-    def _locate(y, K, y_new, ybuf, h_try, g0, pair, ctl, pat, data, stats):
+    def _locate(y, K, y_new, ybuf, h_try, g0, pair, atol, pat, data, stats):
         """``methods.base._locate_stop``: the located state into ``ybuf``; returns ``theta``."""
-        atol, iters, xtol = ctl[S.ATOL], int(ctl[S.STOP_ITERATIONS]), ctl[S.STOP_XTOL]
         lo, hi, glo, ghi, side = 0.0, 1.0, g0, -1.0, 0
         ybuf[:] = y_new
-        for _ in range(iters):
-            if hi - lo <= xtol:
+        for _ in range(STOP_ITERATIONS):
+            if hi - lo <= STOP_XTOL:
                 break
             th = illinois_theta(lo, hi, glo, ghi)
             _attempt(y, K, y_new, th * h_try, pair, atol, pat, data)
             stats[S.NFEV] += pair[S.P_B].shape[0]
-            g = stop_value(y_new, data)
+            g = stop(y_new, data)
             if g <= 0.0:
                 ybuf[:] = y_new
             lo, hi, glo, ghi, side = illinois_bracket(lo, hi, glo, ghi, side, th, g)
@@ -314,9 +220,9 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
 
         ``K`` (at least s + 1 rows of the larger pair, n) holds stage derivatives,
         ``K[0] = f(y)`` on entry and exit; ``pairs = (tab, low, late)`` the primary and the
-        low-order pair (only at kinks: ``low`` for its first ``ctl[S.KINK_EARLY]`` accepted
+        low-order pair (only at kinks: ``low`` for its first ``KINK_EARLY_STEPS`` accepted
         steps, ``late`` after them; slots ``S.P_*``); ``control = (ctl, wd,
-        stiff)``: the constants named in ``_loop_state`` (``ctl[S.PREDICTIVE]`` 1: the
+        stiff)``: the settings named in ``_loop_state`` (``ctl[S.PREDICTIVE]`` 1: the
         predictive controller of :func:`accept_step` and a step shortened onto an output
         time keeping the planned one, as the linear network's loops; 0: the plain
         controller, as ``integrate`` without ``predictive``), the primary's stiffness
@@ -338,16 +244,13 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
         n = y.shape[0]
         tab, low, late = pairs
         ctl, wd, stiff = control
-        atol, min_factor, max_factor = ctl[S.ATOL], ctl[S.MIN_FACTOR], ctl[S.MAX_FACTOR]
-        ulps, predictive = ctl[S.ULPS], ctl[S.PREDICTIVE] != 0.0
-        kink_rej_max, calm_max = ctl[S.KINK_REJECTIONS], ctl[S.CALM_STEPS]
-        growth, clip_eps, kink_early = ctl[S.KINK_GROWTH], ctl[S.CLIP_EPS], ctl[S.KINK_EARLY]
+        atol, predictive = ctl[S.ATOL], ctl[S.PREDICTIVE] != 0.0
         capping = stiff[S.BOUNDARY] > 0.0
         t_target, t_out, max_steps = th[S.T_TARGET], th[S.T_OUT], stats[S.BUDGET]
         t, h, nonfinite = th[S.T], th[S.H], False
         cur, nxt, in_y = y, y_new, True     # a store's loop swaps the state and the trial
         while True:
-            min_step = ulps * (np.nextafter(t, np.inf) - t)
+            min_step = MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t)
             if h < min_step:
                 h = min_step
             rejected = False
@@ -359,9 +262,10 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                     return code
                 on_low = kinks and th[S.ACTIVE] != 0.0
                 # the fallback at kink_rtol for its first KINK_EARLY_STEPS steps, then late
-                pair = tab if not on_low else low if stats[S.FALLBACK_STEPS] < kink_early else late
+                pair = (tab if not on_low else low if stats[S.FALLBACK_STEPS] < KINK_EARLY_STEPS
+                        else late)
                 s = pair[S.P_B].shape[0]
-                clipped = h >= t_target - t or t + h >= t_target - clip_eps * abs(t_target)
+                clipped = h >= t_target - t or t + h >= t_target - CLIP_EPS * abs(t_target)
                 h_try = t_target - t if clipped else h
                 err, stage_crossed = _attempt(cur, K, nxt, h_try, pair, atol, pat, data)
                 stats[S.NFEV] += s
@@ -369,7 +273,7 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                 if nonfinite:
                     stats[S.REJECTED] += 1
                     rejected = True
-                    h = h_try * min_factor
+                    h = h_try * MIN_FACTOR
                     continue
                 crossed = crossings(data, pat, False) if kinks else 0
                 if err < 1.0:
@@ -377,16 +281,16 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                 stats[S.REJECTED] += 1
                 exponent = pair[S.P_EXPONENT]
                 if kinks and (crossed > 0 or stage_crossed):
-                    on_low = kink_rejection(th, on_low, kink_rej_max)
+                    on_low = kink_rejection(th, on_low, KINK_REJECTIONS)
                     if on_low:
                         exponent = -1.0     # kink_factor: the error is first order in h
                 h = h_try * step_factor(err, exponent, True)
                 rejected = True
             t_new = t_target if clipped else t + h_try
             if stops:
-                g_new = stop_value(y_new, data)
+                g_new = stop(y_new, data)
                 if g_new <= 0.0:
-                    theta = _locate(y, K, y_new, ybuf, h_try, th[S.G], pair, ctl, pat, data,
+                    theta = _locate(y, K, y_new, ybuf, h_try, th[S.G], pair, atol, pat, data,
                                     stats)
                     stats[S.ACCEPTED] += 1
                     y[:] = ybuf
@@ -400,15 +304,15 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                 if crossed > 0:
                     keep_pattern(data, pat)
                 on_low = kink_accepted(th, stats, on_low, crossed, stage_crossed, t_new,
-                                       calm_max)
+                                       CALM_STEPS)
             if on_low:
                 # kink_factor (exponent -1) after a crossing; growth held to KINK_GROWTH
                 fac = step_factor(err, -1.0 if crossed > 0 else pair[S.P_EXPONENT], rejected)
-                h = h_try * min(fac, growth)
+                h = h_try * min(fac, KINK_GROWTH)
             elif predictive:
-                h = accept_into(th, h, h_try, err, tab[S.P_EXPONENT], max_factor, rejected, clipped)
+                h = accept_into(th, h, h_try, err, tab[S.P_EXPONENT], MAX_FACTOR, rejected, clipped)
             else:
-                h = h_try * step_factor(err, tab[S.P_EXPONENT], rejected, max_factor)
+                h = h_try * step_factor(err, tab[S.P_EXPONENT], rejected, MAX_FACTOR)
             stiff_now = False
             if capping and took_main:
                 if stored:
@@ -416,9 +320,14 @@ def make_erk_advance(rhs, switches=None, stop=None, store=None):
                     yy = sumsq(nxt)
                 else:
                     num, dd, ref, yy = dense_stiffness_sums(K, y_new, wd, s)
+                # the remembered estimate, updated from the step's sums, caps the step
+                rho = max(stiffness_estimate(num, dd, ref, stiff[S.WSUM], h_try, yy),
+                          STIFFNESS_MEMORY * th[S.RHO])
+                th[S.RHO] = rho
                 h_free = h
-                h = capped_step(h, h_try, num, dd, ref, yy, th, stiff)
-                stiff_now = count_stiff(h, h_free, th, stiff, stats)
+                h = stability_cap(h, rho, stiff[S.BOUNDARY], stiff[S.CAP_SAFETY])
+                stiff_now = count_stiff(h, h_free, th, stats, stiff[S.STIFF_STEPS],
+                                        stiff[S.STIFF_HELD])
             if t_new >= t_out:
                 return hold_step(th, t, h, h_try, t_new, y, y_new, not in_y)
             if stored:

@@ -46,21 +46,19 @@ STATS_SIZE = 9
 # -- a pair (tuple) as the explicit loop takes it (``compiled.tableau_args``) ---------------
 #: the tableau's arrays, Hairer's third-order error weights where USE_E3, the controller's
 #: exponent ``-1 / (error order + 1)`` and the pair's relative tolerance.  ``pairs = (tab,
-#: low, late)``: the primary pair, the fallback at kinks for its first ``ctl[KINK_EARLY]``
+#: low, late)``: the primary pair, the fallback at kinks for its first ``KINK_EARLY_STEPS``
 #: accepted steps, and the fallback after them (``base.kink_tolerances``).
 P_A, P_B, P_E, P_E3, P_USE_E3, P_EXPONENT, P_RTOL = range(7)
 
-# -- ctl (float64): the explicit loop's constants (``compiled.loop_control``) ---------------
-(ATOL, SAFETY, MIN_FACTOR, MAX_FACTOR, MIN_ERR, ULPS, PREDICTIVE, KINK_REJECTIONS, CALM_STEPS,
- KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, CLIP_EPS, KINK_EARLY) = range(14)
+# -- ctl (float64): the explicit loop's settings (``compiled.loop_control``) ----------------
+#: atol, and 1.0 for the predictive controller (the loops read ``base``'s constants as globals)
+ATOL, PREDICTIVE = range(2)
 
 # -- stiff (float64): the stability cap and stiffness test (``compiled.stiffness_args``) ---
-(BOUNDARY, CAP_SAFETY, MEMORY, MIN_REL, WSUM, ULPS_EPS, NONSTIFF_RESET, STIFF_STEPS,
- STIFF_HELD) = range(9)
+BOUNDARY, CAP_SAFETY, WSUM, STIFF_STEPS, STIFF_HELD = range(5)
 
 # -- the Rosenbrock-W loop's ctl (float64; ``compiled.rosw``) ------------------------------
-(R_EXPONENT, R_RTOL, R_ATOL, R_MIN_FACTOR, R_MAX_FACTOR, R_ULPS, R_KRYLOV_TOL, R_MAX_KRYLOV,
- R_BOUNDARY, R_EXPLICIT_STAGES, R_SWITCH_STEPS) = range(11)
+R_EXPONENT, R_RTOL, R_ATOL, R_BOUNDARY, R_EXPLICIT_STAGES, R_SWITCH_STEPS = range(6)
 #: rows of its ``work`` (n,) scratch: stage state, stage derivative, right-hand side, CG's
 #: residual, direction and product, the error scale, and the metric where there is one.
 W_Y, W_F, W_B, W_R, W_P, W_JV, W_SCALE, W_METRIC = range(8)

@@ -11,8 +11,11 @@ import numpy as np
 from ..._numba_cache import njit
 from . import _loop_state as S
 from ._erk_kernels import accept_into, step_guard
-from .base import step_factor
+from .base import MIN_FACTOR, MIN_STEP_ULPS, step_factor
 from ._loop_state import NONSTIFF
+from .rosw import KRYLOV_TOL, MAX_KRYLOV, RosenbrockWStepper
+
+_MAX_FACTOR = RosenbrockWStepper.MAX_FACTOR
 
 __all__ = ["make_rosw_advance", "NONSTIFF"]
 
@@ -46,7 +49,7 @@ def make_rosw_advance(rhs, jvp):
     numba functions ``rhs(y, out, data)`` and ``jvp(v, out, y, jdata)``."""
 
     @njit(nogil=True)
-    def cg_solve(x, b, hg, scale, tol, maxiter, r, p, Jv, y, jv, w):
+    def cg_solve(x, b, hg, scale, r, p, Jv, y, jv, w):
         """``RosenbrockWStepper._solve``: CG on ``(I - hg J) x = b`` into ``x`` in the metric
         ``w`` (empty: identity), ``J v = jvp(v, out, y, jv)``; ``(converged, its, rho)``."""
         n = x.shape[0]
@@ -58,13 +61,13 @@ def make_rosw_advance(rhs, jvp):
         for m in range(n):
             r[m] = Jv[m] * hg                   # r = b - (x - hg J x) = hg J x
         it = 1
-        if _scaled_rms(r, scale) <= tol:
+        if _scaled_rms(r, scale) <= KRYLOV_TOL:
             return True, it, rho
         for m in range(n):
             p[m] = r[m]
         rr = _dot(r, r, w)
         pp = rr
-        while it < maxiter:
+        while it < MAX_KRYLOV:
             jvp(p, Jv, y, jv)
             it += 1
             for m in range(n):
@@ -77,7 +80,7 @@ def make_rosw_advance(rhs, jvp):
             for m in range(n):
                 x[m] += alpha * p[m]
                 r[m] -= alpha * Jv[m]
-            if _scaled_rms(r, scale) <= tol:
+            if _scaled_rms(r, scale) <= KRYLOV_TOL:
                 return True, it, rho
             rr_new = _dot(r, r, w)
             beta = rr_new / rr
@@ -103,8 +106,6 @@ def make_rosw_advance(rhs, jvp):
         t_target, max_steps = th[S.T_TARGET], stats[S.BUDGET]
         s, n = mw.shape[0], y.shape[0]
         exponent, rtol, atol = ctl[S.R_EXPONENT], ctl[S.R_RTOL], ctl[S.R_ATOL]
-        min_factor, max_factor, ulps = ctl[S.R_MIN_FACTOR], ctl[S.R_MAX_FACTOR], ctl[S.R_ULPS]
-        ktol, kmax = ctl[S.R_KRYLOV_TOL], int(ctl[S.R_MAX_KRYLOV])
         boundary, s_erk = ctl[S.R_BOUNDARY], ctl[S.R_EXPLICIT_STAGES]
         switch_steps = ctl[S.R_SWITCH_STEPS]
         Yi, fi, bi, r = work[S.W_Y], work[S.W_F], work[S.W_B], work[S.W_R]
@@ -113,7 +114,8 @@ def make_rosw_advance(rhs, jvp):
         t, h = th[S.T], th[S.H]
         rejected, rho = False, 0.0
         while True:
-            code = step_guard(h, ulps * (np.nextafter(t, np.inf) - t), stats, max_steps, False)
+            code = step_guard(h, MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t), stats, max_steps,
+                              False)
             if code != 0:
                 th[S.T], th[S.H] = t, h
                 return code
@@ -142,8 +144,7 @@ def make_rosw_advance(rhs, jvp):
                         if c[i, j] != 0.0:
                             acc += (gamma * c[i, j]) * U[j, m]
                     bi[m] = acc
-                ok, its, rho_i = cg_solve(U[i], bi, hg, scale, ktol, kmax, r, p, Jv, y, jv,
-                                          metric)
+                ok, its, rho_i = cg_solve(U[i], bi, hg, scale, r, p, Jv, y, jv, metric)
                 stats[S.NJEV] += its
                 rho = max(rho, rho_i)
                 if not ok:
@@ -164,7 +165,7 @@ def make_rosw_advance(rhs, jvp):
                 err = np.sqrt(e2 / n) if n else 0.0
             if not err < 1.0:
                 stats[S.REJECTED] += 1
-                h = h_try * (min_factor if not np.isfinite(err)
+                h = h_try * (MIN_FACTOR if not np.isfinite(err)
                              else step_factor(err, exponent, True))
                 rejected = True
                 continue
@@ -178,7 +179,7 @@ def make_rosw_advance(rhs, jvp):
                 th[S.COST0] = cost
             th[S.RHO] = rho
             rho = 0.0
-            h = accept_into(th, h, h_try, err, exponent, max_factor, rejected, clipped)
+            h = accept_into(th, h, h_try, err, exponent, _MAX_FACTOR, rejected, clipped)
             rejected = False
             stats[S.ACCEPTED] += 1
             for m in range(n):

@@ -4,7 +4,9 @@
 The scalar step-size rules (``error_norm``, ``step_factor``, ``kink_factor``,
 ``predictive_step``, ``accept_step``, ``stiffness_estimate``, ``stability_cap``) are written
 once, here: ``register_jitable`` makes each a plain function in Python and compiles it into
-the numba loops that call it (``_erk_kernels``, ``_rosw_kernels``)."""
+the numba loops that call it (``_erk_kernels``, ``_rosw_kernels``).  So are the rules on the
+loop state ``th``, ``stats`` (``accept_into``, ``count_stiff``, ``kink_rejection``,
+``kink_accepted``), which :class:`Controller` calls and ``_erk_kernels`` compiles inline."""
 from __future__ import annotations
 
 import enum
@@ -15,16 +17,20 @@ from typing import NamedTuple, Optional
 import numpy as np
 from numba.extending import register_jitable
 
+from . import _loop_state as S
+from ._loop_state import NONSTIFF, STIFF, STOPPED
+
 __all__ = ["FlowStatus", "Stepper", "StepperOptions", "StepControl", "Result", "integrate",
            "sumsq",
            "error_norm", "step_factor", "kink_factor", "SAFETY", "MIN_FACTOR", "MAX_FACTOR",
            "KINK_REJECTIONS", "CALM_STEPS", "KINK_GROWTH", "KINK_EARLY_STEPS",
            "kink_tolerances", "PREDICTIVE_MIN_ERR",
            "MIN_STEP_ULPS", "STABILITY_SAFETY", "STIFFNESS_MEMORY", "STIFFNESS_MIN_REL",
-           "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES", "NO_PREVIOUS_STEP",
-           "run_message", "predictive_step", "accept_step", "stiffness_estimate",
+           "STIFFNESS_STATE_ULPS", "NONSTIFF_RESET", "DENSE_BATCH_BYTES", "CLIP_EPS",
+           "loop_state", "predictive_step", "accept_step", "stiffness_estimate",
            "stability_cap", "select_initial_step", "dense_batch_rows",
-           "observe_step", "observe_until", "Controller"]
+           "observe_step", "observe_until", "Controller", "accept_into", "count_stiff",
+           "kink_rejection", "kink_accepted", "loop_result"]
 
 #: Safety factor on the optimal step.
 SAFETY = 0.9
@@ -65,6 +71,8 @@ STOP_XTOL = 1e-12
 #: Bytes of interpolated states formed in one call of ``interpolate_many`` (dense output).
 DENSE_BATCH_BYTES = 1 << 22
 _EPS = float(np.finfo(np.float64).eps)
+#: A step within this many units of ``|t_target|`` of an output time is stretched onto it.
+CLIP_EPS = 4.0 * _EPS
 
 
 class FlowStatus(enum.Enum):
@@ -125,10 +133,6 @@ def predictive_step(h_next, h_try, err, exponent, h_prev, err_prev):
     return min(h_next, max(h_pred, MIN_FACTOR * h_try))
 
 
-#: The memory of :func:`accept_step` before the first accepted step.
-NO_PREVIOUS_STEP = (0.0, 0.0)
-
-
 @register_jitable
 def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
     """Next step after an accepted ``h_try`` with error ``err < 1``: ``h_try`` times
@@ -144,6 +148,66 @@ def accept_step(h, h_try, err, exponent, max_factor, rejected, clipped, memory):
     h_prev, err_prev = memory
     return (predictive_step(h_next, h_try, err, exponent, h_prev, err_prev),
             (h_try, max(err, PREDICTIVE_MIN_ERR)))
+
+
+def accept_into(th, h, h_try, err, exponent, max_factor, rejected, clipped):
+    """:func:`accept_step` with its memory in ``th[S.H_PREV]``, ``th[S.ERR_PREV]``."""
+    h, memory = accept_step(h, h_try, err, exponent, max_factor, rejected, clipped,
+                            (th[S.H_PREV], th[S.ERR_PREV]))
+    th[S.H_PREV], th[S.ERR_PREV] = memory
+    return h
+
+
+def count_stiff(h_capped, h_free, th, stats, steps, held):
+    """Counts a capped step and the stiffness test of :class:`StepControl`'s ``steps``,
+    ``held`` in ``th``, ``stats``: True once it fires."""
+    if h_capped < h_free:
+        stats[S.CAPPED] += 1
+    if steps <= 0:
+        return False
+    if h_capped * held < h_free:
+        th[S.N_NONSTIFF] = 0.0
+        th[S.N_STIFF] += 1.0
+    else:
+        th[S.N_NONSTIFF] += 1.0
+        if th[S.N_NONSTIFF] == NONSTIFF_RESET:
+            th[S.N_STIFF] = 0.0
+    return th[S.N_STIFF] >= steps
+
+
+def kink_rejection(th, on_low, max_rejections):
+    """A step rejected across a switch, counted on the primary pair: after ``max_rejections``
+    in a row the loop turns to the fallback pair.  Returns whether it is on the fallback."""
+    if on_low:
+        return True
+    th[S.KINK_REJ] += 1.0
+    if th[S.KINK_REJ] < max_rejections:
+        return False
+    th[S.ACTIVE], th[S.KINK_REJ], th[S.CALM] = 1.0, 0.0, 0.0
+    return True
+
+
+def kink_accepted(th, stats, on_low, crossed, stage_crossed, t_new, calm_max):
+    """The counts, sliding time and calm steps after a step accepted at ``t_new`` with
+    ``crossed`` switches at its end; back to the primary pair after ``calm_max`` calm steps.
+    Returns whether the loop stays on the fallback."""
+    if on_low:
+        stats[S.FALLBACK_STEPS] += 1
+    if crossed > 0:
+        stats[S.KINKS] += crossed
+        if th[S.CALM] <= calm_max and not np.isnan(th[S.LAST_CROSS]):
+            th[S.SLIDING] += t_new - th[S.LAST_CROSS]
+        th[S.LAST_CROSS] = t_new
+        th[S.CALM] = 0.0
+    elif stage_crossed:
+        th[S.CALM] = 0.0       # a stage crossed, the end did not: along a kink
+    else:
+        th[S.CALM] += 1.0
+    th[S.KINK_REJ] = 0.0
+    if on_low and th[S.CALM] >= calm_max:
+        th[S.ACTIVE] = 0.0
+        return False
+    return on_low
 
 
 @register_jitable
@@ -175,13 +239,11 @@ def _rms(x):
     return math.sqrt(float((x * x).mean())) if x.size else 0.0
 
 
-def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np, timed=False,
-                        interval=None):
-    """The first step from ``y0``, ``f0 = fun(y0)`` (``xp``'s arrays), at most ``interval``
-    (by default ``t_end - t0``): Hairer-Norsett-Wanner I, Sec. II.4, as in scipy, at the cost
-    of one evaluation ``fun(y)`` (``timed``: ``fun(y, dt)``, ``dt`` after t0); 0 where the
-    problem's scale is beyond float64 (the loop then reports a step-size underflow)."""
-    interval = t_end - t0 if interval is None else interval
+def select_initial_step(fun, y0, f0, interval, error_order, rtol, atol, xp=np):
+    """The first step from ``y0`` with ``f0`` the derivative there (``xp``'s arrays), at most
+    ``interval``: Hairer-Norsett-Wanner I, Sec. II.4, as in scipy, at the cost of one
+    evaluation ``fun(y, dt)`` (``dt`` after the start); 0 where the problem's scale is beyond
+    float64 (the loop then reports a step-size underflow)."""
     scale = atol + xp.abs(y0) * rtol
     d0 = _rms(y0 / scale)
     d1 = _rms(f0 / scale)
@@ -189,7 +251,7 @@ def select_initial_step(fun, t0, y0, f0, t_end, error_order, rtol, atol, xp=np, 
     h0 = min(h0, interval)
     if not h0 > 0.0:    # the flow's time scale is below float64's resolution
         return 0.0
-    f1 = fun(y0 + h0 * f0, h0) if timed else fun(y0 + h0 * f0)
+    f1 = fun(y0 + h0 * f0, h0)
     d2 = _rms((f1 - f0) / scale) / h0
     if not math.isfinite(d2):
         return h0
@@ -240,13 +302,14 @@ def observe_step(k, t_eval, t, h_step, t_new, y_new, interpolate, observe,
     """Observe every output time in ``(t, t_new]`` of the accepted step ``t -> t_new`` (every
     loop's output-time driver); returns the next output index.  Outputs before ``t_new`` are
     ``interpolate(theta)``, the state at ``t + theta h_step``, or ``interpolate_many(thetas)``
-    where given, up to :func:`dense_batch_rows` rows at once (the same numbers), observed by
-    ``observe.many(k, states)`` (an :class:`Observer`'s); one at ``t_new`` is ``y_new``."""
+    where given (``interpolate`` then unused), up to :func:`dense_batch_rows` rows at once,
+    observed by ``observe.many(k, states)`` (an :class:`Observer`'s); one at ``t_new`` is
+    ``y_new``."""
     inner = k
     if interpolate_many is not None:
         end = k + int(np.searchsorted(t_eval[k:], t_new, side="right"))  # t_eval[end-1] <= t_new
         inner = end - 1 if end > k and float(t_eval[end - 1]) == t_new else end
-    if inner - k > 1:
+    if inner > k:
         rows = dense_batch_rows(y_new.size)
         many = observe.many
         while k < inner:
@@ -327,9 +390,7 @@ class Stepper:
 
     def evaluate(self, t, y):
         """``f(t, y)`` as an array of its own (the first evaluation of a run)."""
-        if self.fun is not None:
-            return self.fun(y, self.xp.empty_like(y))
-        return self.xp.array(self.rhs(t, y), copy=True)
+        return self._eval(t, y, self.xp.empty_like(y))
 
     def attempt(self, t, y, f, h):
         """``(y_new, f_new, err)``: the step of size ``h`` from ``(t, y)`` with ``f = rhs(t, y)``,
@@ -349,9 +410,9 @@ class Stepper:
         if y0.size == 0:
             return h_max
         # Stepper.evaluate: a new array (a subclass may evaluate into its stage storage)
-        return select_initial_step(lambda v, dt: Stepper.evaluate(self, t0 + dt, v), t0, y0,
-                                   f0, None, self.tableau.error_order, self.rtol, self.atol,
-                                   self.xp, timed=True, interval=h_max)
+        return select_initial_step(lambda v, dt: Stepper.evaluate(self, t0 + dt, v), y0, f0,
+                                   h_max, self.tableau.error_order, self.rtol, self.atol,
+                                   self.xp)
 
 
 class StepperOptions(NamedTuple):
@@ -419,21 +480,48 @@ class Result:
     nonstiff: bool = False
 
 
-def run_message(status, t, nonfinite=False, extra="", kinks=0, sliding=0.0, fallback_steps=0,
-                low="-"):
-    """The message of a run that ended with ``status`` at ``t`` (every loop's): where a failed
-    run stopped, whether its rejected trial steps overflowed, ``extra``, and the kinks
+def loop_state(t, h, nfev=0):
+    """``(th, stats)``, the state of a loop (slots named in ``_loop_state``) starting at ``t``
+    with the step ``h`` after ``nfev`` evaluations."""
+    th, stats = np.zeros(S.TH_SIZE), np.zeros(S.STATS_SIZE, dtype=np.int64)
+    th[S.T], th[S.H], stats[S.NFEV] = t, h, nfev
+    th[S.LAST_CROSS] = th[S.T_STOP] = np.nan
+    return th, stats
+
+
+_STATUS_BY_CODE = {st.code: st for st in FlowStatus}
+
+
+def loop_result(code, k, y, th, stats, low, t_eval, observe):
+    """The Result of a loop (every loop's) from its return code, ``th`` and ``stats``
+    (:data:`STIFF`, :data:`NONSTIFF`: a success with ``stiff``, ``nonstiff``; :data:`STOPPED`:
+    one with ``t_stop``, the stopped state observed at every later output); its message says
+    where a failed run stopped, whether its rejected trial steps overflowed, and the kinks
     crossed, the time spent sliding and the steps taken by the fallback ``low``."""
+    stiff, nonstiff, stopped = code == STIFF, code == NONSTIFF, code == STOPPED
+    if stopped:
+        k = observe_until(k, t_eval, math.inf, y, observe)
+    status = FlowStatus.SUCCESS if stiff or nonstiff or stopped else _STATUS_BY_CODE[code]
+    t = float(th[S.T])
+    t_stop = float(th[S.T_STOP]) if stopped else None
+    kinks, fallback_steps = int(stats[S.KINKS]), int(stats[S.FALLBACK_STEPS])
+    sliding = float(th[S.SLIDING]) if kinks else 0.0
     msg = status.message
     if not status.success:
         msg = f"{msg} at t = {t:.6g}"
-        if nonfinite:
+        if stats[S.NONFINITE_TRIALS]:
             msg += "; the rejected trial steps overflowed (non-finite stages)"
-    msg += extra
+    if stopped:
+        msg += f"; stopped at t = {t_stop:.6g}"
     if kinks:
         msg += (f"; {kinks} kink crossings, {sliding:.3g} time units sliding, "
-                f"{fallback_steps} steps by {low}")
-    return msg
+                f"{fallback_steps} steps by {low.name if low else '-'}")
+    return Result(n_done=k, t_last=t, y_last=y, nfev=int(stats[S.NFEV]),
+                  nsteps=int(stats[S.ACCEPTED]), nrejected=int(stats[S.REJECTED]),
+                  status=status, message=msg, t_stop=t_stop,
+                  kinks=kinks, sliding_time=sliding, fallback_steps=fallback_steps,
+                  h_next=float(th[S.H]), rho=float(th[S.RHO]), ncapped=int(stats[S.CAPPED]),
+                  stiff=stiff, nonfinite=bool(stats[S.NONFINITE_TRIALS]), nonstiff=nonstiff)
 
 
 @register_jitable
@@ -522,19 +610,16 @@ class Controller:
     """The step control of :func:`integrate` (diffrax's ``adapt_step_size``): which stepper
     takes the next step (``active``: the ``main`` one, or the ``low`` fallback near kinks),
     the step after each attempt, the stability cap and the tests of :class:`StepControl`
-    that end a stretch (``ends``); it counts what :class:`Result` reports of them."""
+    that end a stretch (``ends``).  Its state is the compiled loop's, ``th`` and ``stats``
+    (slots named in ``_loop_state``), kept by the same rules (:func:`kink_accepted`, ...)."""
 
     def __init__(self, control, main, low, late=None):
         self.control, self.main, self.low, self.active = control, main, low, main
         self.late = late            # the fallback's rtol after KINK_EARLY_STEPS (None: kept)
         self.capping = control.cap_safety > 0.0 and main.stiffness is not None
         self.boundary = main.tableau.stability_boundary if self.capping else 0.0
-        self.memory = NO_PREVIOUS_STEP      # the last accepted unclipped step (accept_step)
-        self.rejected, self.ends = False, None
-        self.rho = self.sliding = 0.0
-        self.ncapped = self.kinks = self.fallback_steps = 0
-        self.kink_rejections = self.calm = self.n_stiff = self.n_nonstiff = self.n_cheaper = 0
-        self.last_cross = None
+        self.th, self.stats = loop_state(0.0, 0.0)
+        self.rejected, self.ends, self.n_cheaper = False, None, 0
         back = control.switch_back
         if back is not None:
             if main.rho is None or main.cost is None:
@@ -546,79 +631,47 @@ class Controller:
     def reject(self, step, err, crossed):
         """The step after ``step`` was rejected with error norm ``err`` (``crossed``: a
         switch changed on the way): the fallback after ``KINK_REJECTIONS`` of those."""
-        active, low = self.active, self.low
-        if crossed and low is not None and active is self.main:
-            self.kink_rejections += 1
-            if self.kink_rejections >= KINK_REJECTIONS:
-                self.active = active = low
-                self.kink_rejections = self.calm = 0
+        on_low = self.active is self.low
+        if crossed and self.low is not None:
+            on_low = kink_rejection(self.th, on_low, KINK_REJECTIONS)
+            self.active = self.low if on_low else self.main
         self.rejected = True
-        return step * (kink_factor(err, True) if crossed and active is low
-                       else active.factor(err, True))
-
-    def _kinks(self, crossed, along, t_new):
-        # the switches crossed by an accepted step (``along``: by a stage only)
-        if crossed:
-            self.kinks += crossed
-            if self.calm <= CALM_STEPS and self.last_cross is not None:
-                self.sliding += t_new - self.last_cross
-            self.last_cross, self.calm = t_new, 0
-        elif along:
-            self.calm = 0       # a stage crossed while the end state did not: along a kink
-        else:
-            self.calm += 1
-        if self.active is self.low and self.calm >= CALM_STEPS:
-            self.active = self.main
-        self.kink_rejections = 0
+        return step * (kink_factor(err, True) if crossed and on_low
+                       else self.active.factor(err, True))
 
     def accept(self, h, step, err, clipped, crossed=0, along=False, t_new=0.0, y_new=None):
         """The step after an accepted ``step`` (``h`` the one planned; ``clipped``: shortened
         onto an output time) from ``t_new``, ``y_new``; ``ends`` set where a test of
         :class:`StepControl` ends the stretch there."""
-        took, main, c = self.active, self.main, self.control
-        if took is self.low:
-            self.fallback_steps += 1
-            if self.fallback_steps == KINK_EARLY_STEPS and self.late is not None:
-                took.rtol = self.late
-        self._kinks(crossed, along, t_new)
-        active, rejected = self.active, self.rejected
-        if active is self.low:
+        took, main, c, th, stats = self.active, self.main, self.control, self.th, self.stats
+        on_low = kink_accepted(th, stats, took is self.low, crossed, along, t_new, CALM_STEPS)
+        if took is self.low and stats[S.FALLBACK_STEPS] == KINK_EARLY_STEPS and self.late:
+            took.rtol = self.late
+        self.active = active = self.low if on_low else main
+        rejected, self.rejected = self.rejected, False
+        if on_low:
             # near a kink: a crossing step's error is first order in h, and growth is
             # held to KINK_GROWTH (a step grown past the next crossing is rejected)
             fac = kink_factor(err, rejected) if crossed else active.factor(err, rejected)
             h = step * min(fac, KINK_GROWTH)
         elif c.predictive:
-            h, self.memory = accept_step(h, step, err, active.error_exponent, active.MAX_FACTOR,
-                                         rejected, clipped, self.memory)
+            h = float(accept_into(th, h, step, err, active.error_exponent, active.MAX_FACTOR,
+                                  rejected, clipped))
         else:
             h = step * active.factor(err, rejected)
-        self.rejected = stiff_now = False
+        h_free = h
         if self.capping and took is main:
-            self.rho = max(main.stiffness(step, y_new), STIFFNESS_MEMORY * self.rho)
-            h_free = h
-            h = stability_cap(h, self.rho, self.boundary, c.cap_safety)
-            self.ncapped += h < h_free
-            stiff_now = h * c.stiff_held < h_free
+            th[S.RHO] = max(main.stiffness(step, y_new), STIFFNESS_MEMORY * th[S.RHO])
+            h = float(stability_cap(h, th[S.RHO], self.boundary, c.cap_safety))
+        stiff = count_stiff(h, h_free, th, stats, c.stiff_steps, c.stiff_held)
         if c.switch_back is not None and took is main and not clipped:
             cost = main.cost
             h_erk = step if main.rho <= 0.0 else min(step, self.erk_boundary / main.rho)
             cheaper = self.erk_stages / h_erk < (cost - self.cost0) / step
             self.n_cheaper = self.n_cheaper + 1 if cheaper else 0
             self.cost0 = cost
-        self.ends = None
-        if c.stiff_steps > 0:
-            if stiff_now:
-                self.n_nonstiff = 0
-                self.n_stiff += 1
-            else:
-                self.n_nonstiff += 1
-                if self.n_nonstiff == NONSTIFF_RESET:
-                    self.n_stiff = 0
-            if self.n_stiff >= c.stiff_steps:
-                self.ends = "stiff"
-                return h
-        if c.switch_steps > 0 and self.n_cheaper >= c.switch_steps:
-            self.ends = "nonstiff"
+        self.ends = ("stiff" if stiff else "nonstiff" if 0 < c.switch_steps <= self.n_cheaper
+                     else None)
         return h
 
 
@@ -679,41 +732,36 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
     T = t_eval.size
     t = float(t0)
     y = xp.array(y0, dtype=xp.float64, copy=True)
-    nfev = 1
     f = main.evaluate(t, y)
     pat = switches() if switches is not None else None
     if pat is not None:
         pat = pat.copy()
-    nsteps = nrejected = 0
     h = 0.0
     nonfinite = False
     ctl = Controller(control, main, low, late)
+    th, stats = ctl.th, ctl.stats
+    stats[S.NFEV] = 1       # f(y0)
 
-    def done(status, extra="", t_stop=None, y_out=None, stiff=False, nonstiff=False):
-        msg = run_message(status, t, nonfinite, extra, ctl.kinks, ctl.sliding,
-                          ctl.fallback_steps, low.name if low else "-")
-        return Result(n_done=k, t_last=t, y_last=y if y_out is None else y_out, nfev=nfev,
-                      nsteps=nsteps, nrejected=nrejected, status=status, message=msg,
-                      t_stop=t_stop, kinks=ctl.kinks, sliding_time=ctl.sliding,
-                      fallback_steps=ctl.fallback_steps, h_next=h, rho=ctl.rho,
-                      ncapped=ctl.ncapped, stiff=stiff, nonfinite=nonfinite, nonstiff=nonstiff)
+    def done(code):
+        th[S.T], th[S.H], stats[S.NONFINITE_TRIALS] = t, h, nonfinite
+        return loop_result(code, k, y, th, stats, low, t_eval, observe)
 
     # the outputs at the start (observed even where f is not finite: they are the state)
     k = observe_until(k0, t_eval, t, y, observe)
     if not bool(xp.all(xp.isfinite(f))):
-        return done(FlowStatus.NONFINITE)
+        return done(FlowStatus.NONFINITE.code)
     if stop is not None:
         g = stop(y)
         if g <= 0:
-            k = observe_until(k, t_eval, math.inf, y, observe)
-            return done(FlowStatus.SUCCESS, "; stopped at t = 0", t_stop=t)
+            th[S.T_STOP] = t
+            return done(STOPPED)
     if k == T:
-        return done(FlowStatus.SUCCESS)
+        return done(0)
     if options.first_step is not None:
         h = min(options.first_step, t_eval[-1] - t)
     else:
         h = main.initial_step(t, y, f, t_eval[-1] - t)
-        nfev += 1
+        stats[S.NFEV] += 1
     # (not with the kink fallback: a step of the fallback would have to interpolate too)
     dense = bool(control.dense) and low is None and main.interpolate is not None
     tick = observe.tick
@@ -722,21 +770,21 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
             tick(t)
         # with dense output only the last output time ends a step
         target = float(t_eval[-1] if dense else t_eval[k])
-        if nsteps + nrejected >= options.max_steps:     # the attempted steps
-            return done(FlowStatus.MAX_STEPS)
+        if stats[S.ACCEPTED] + stats[S.REJECTED] >= options.max_steps:
+            return done(FlowStatus.MAX_STEPS.code)
         # MIN_STEP_ULPS units in the last place of t (a NaN step fails too)
         if not h >= MIN_STEP_ULPS * (np.nextafter(t, np.inf) - t):
-            return done(FlowStatus.STEP_UNDERFLOW)
-        clipped = h >= target - t or t + h >= target - 4 * _EPS * abs(target)
+            return done(FlowStatus.STEP_UNDERFLOW.code)
+        clipped = h >= target - t or t + h >= target - CLIP_EPS * abs(target)
         t_new = target if clipped else t + h
         step = t_new - t
         stage_cross = False
         active = ctl.active
         y_new, f_new, err = active.attempt(t, y, f, step)
-        nfev += active.n_evals
+        stats[S.NFEV] += active.n_evals
         nonfinite = not math.isfinite(err)
         if nonfinite:       # the stages overflowed: MIN_FACTOR, as after any infinite error
-            nrejected += 1
+            stats[S.REJECTED] += 1
             h = ctl.reject(step, math.inf, 0)
             continue
         crossed = 0
@@ -744,21 +792,18 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
             pat_new = switches()
             crossed = int(xp.count_nonzero(pat_new != pat))
         if not err < 1.0:
-            nrejected += 1
+            stats[S.REJECTED] += 1
             h = ctl.reject(step, err, crossed or stage_cross)
             continue
+        stats[S.ACCEPTED] += 1
         if stop is not None:
             g_new = stop(y_new)
             if g_new <= 0:
-                th, y_stop, extra = _locate_stop(active, t, y, f, step, g, stop, y_new)
-                nfev += extra
-                t = t_stop = t + th * step
-                nsteps += 1
-                k = observe_until(k, t_eval, math.inf, y_stop, observe)
-                return done(FlowStatus.SUCCESS, f"; stopped at t = {t_stop:.6g}",
-                            t_stop=t_stop, y_out=y_stop)
+                theta, y, extra = _locate_stop(active, t, y, f, step, g, stop, y_new)
+                stats[S.NFEV] += extra
+                t = th[S.T_STOP] = t + theta * step
+                return done(STOPPED)
             g = g_new
-        nsteps += 1
         if crossed:
             pat = pat_new.copy()
         h = ctl.accept(h, step, err, clipped, crossed, stage_cross, t_new, y_new)
@@ -770,6 +815,5 @@ def integrate(rhs, y0, t_eval, primary, options, observe, *, control=StepControl
         t, y = t_new, y_new
         k = observe_until(k, t_eval, t, y, observe)
         if ctl.ends is not None and k < T:
-            return done(FlowStatus.SUCCESS, stiff=ctl.ends == "stiff",
-                        nonstiff=ctl.ends == "nonstiff")
-    return done(FlowStatus.SUCCESS)
+            return done(STIFF if ctl.ends == "stiff" else NONSTIFF)
+    return done(0)

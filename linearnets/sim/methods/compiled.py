@@ -7,13 +7,9 @@ import os
 
 import numpy as np
 
-from .base import (CALM_STEPS, KINK_EARLY_STEPS, KINK_GROWTH, KINK_REJECTIONS, MAX_FACTOR,
-                   MIN_FACTOR, MIN_STEP_ULPS, NO_PREVIOUS_STEP, NONSTIFF_RESET,
-                   PREDICTIVE_MIN_ERR, SAFETY, STABILITY_SAFETY, STIFFNESS_MEMORY,
-                   STIFFNESS_MIN_REL, STIFFNESS_STATE_ULPS, STOP_ITERATIONS, STOP_XTOL,
-                   SWITCH_BACK_MARGIN, FlowStatus, Result, StepControl, as_observer,
-                   dense_batch_rows, kink_tolerances, observe_step, observe_until, run_message,
-                   select_initial_step)
+from .base import (STABILITY_SAFETY, SWITCH_BACK_MARGIN, FlowStatus, StepControl,
+                   as_observer, dense_batch_rows, kink_tolerances, loop_result, loop_state,
+                   observe_step, observe_until, select_initial_step)
 from . import _loop_state as S
 from ._loop_state import NONSTIFF, PENDING, STIFF, STOPPED
 
@@ -36,8 +32,6 @@ JVP_COST = 2
 #: Threads that drive the members of an ensemble (:func:`batch_threads`); None: the cores.
 BATCH_THREADS = None
 
-_EPS = float(np.finfo(np.float64).eps)
-_STATUS_BY_CODE = {st.code: st for st in FlowStatus}
 
 
 def advance_in_chunks(advance, counts, max_steps, n, s, tick=None, th=None):
@@ -70,9 +64,8 @@ def stiffness_args(tab, stiff_steps=0, cap_safety=None, stiff_held=1.0):
     wd = tab.stiffness_weights if has else np.zeros(tab.n_stages)
     safety = STABILITY_SAFETY if cap_safety is None else float(cap_safety)
     boundary = tab.stability_boundary if safety > 0.0 and has else 0.0
-    stiff = np.array([boundary, safety, STIFFNESS_MEMORY,
-                      STIFFNESS_MIN_REL, float(np.abs(wd).sum()), STIFFNESS_STATE_ULPS * _EPS,
-                      NONSTIFF_RESET, stiff_steps, stiff_held], dtype=np.float64)
+    stiff = np.array([boundary, safety, float(np.abs(wd).sum()), stiff_steps, stiff_held],
+                     dtype=np.float64)
     return wd, stiff
 
 
@@ -87,9 +80,7 @@ def tableau_args(tab, rtol, e3=None):
 
 def loop_control(options, predictive):
     """The control array of the compiled ERK loop (its slots: ``_loop_state``'s ctl)."""
-    return np.array([float(options.atol), SAFETY, MIN_FACTOR, MAX_FACTOR, PREDICTIVE_MIN_ERR,
-                     MIN_STEP_ULPS, 1.0 if predictive else 0.0, KINK_REJECTIONS, CALM_STEPS,
-                     KINK_GROWTH, STOP_ITERATIONS, STOP_XTOL, 4.0 * _EPS, KINK_EARLY_STEPS])
+    return np.array([float(options.atol), 1.0 if predictive else 0.0])
 
 
 def _start(first, rhs, y, t_eval, t, order, options, observe, k):
@@ -101,39 +92,15 @@ def _start(first, rhs, y, t_eval, t, order, options, observe, k):
     k = observe_until(k, t_eval, t, y, observe)
     bad = not np.all(np.isfinite(f0))
     if bad or k == t_eval.size:
-        st = FlowStatus.NONFINITE if bad else FlowStatus.SUCCESS
-        return (Result(n_done=k, t_last=t, y_last=y, nfev=1, nsteps=0, nrejected=0, status=st,
-                       message=run_message(st, t)), k, 0.0, 1, f0)
+        code = FlowStatus.NONFINITE.code if bad else 0
+        early = loop_result(code, k, y, *loop_state(t, 0.0, 1), None, t_eval, observe)
+        return early, k, 0.0, 1, f0
     if options.first_step is not None:
         return None, k, float(options.first_step), 1, f0
     with np.errstate(all="ignore"):
-        h = select_initial_step(lambda v: rhs(v, np.empty_like(v)), t, y, f0,
-                                float(t_eval[-1]), order, float(options.rtol),
-                                float(options.atol))
+        h = select_initial_step(lambda v, dt: rhs(v, np.empty_like(v)), y, f0,
+                                float(t_eval[-1]) - t, order, options.rtol, options.atol)
     return None, k, h, 2, f0
-
-
-def _result(code, k, y, th, stats, low, t_eval, observe):
-    """The Result of a compiled loop from its return code, ``th`` and ``stats``
-    (:data:`STIFF`, :data:`NONSTIFF`: a success with ``stiff``, ``nonstiff``; :data:`STOPPED`:
-    one with ``t_stop``, the stopped state observed at every later output)."""
-    stiff, nonstiff, stopped = code == STIFF, code == NONSTIFF, code == STOPPED
-    if stopped:
-        k = observe_until(k, t_eval, math.inf, y, observe)
-    status = FlowStatus.SUCCESS if stiff or nonstiff or stopped else _STATUS_BY_CODE[code]
-    t = float(th[S.T])
-    t_stop = float(th[S.T_STOP]) if stopped else None
-    kinks, fallback_steps = int(stats[S.KINKS]), int(stats[S.FALLBACK_STEPS])
-    sliding = float(th[S.SLIDING]) if kinks else 0.0
-    msg = run_message(status, t, bool(stats[S.NONFINITE_TRIALS]),
-                      f"; stopped at t = {t_stop:.6g}" if stopped else "", kinks, sliding,
-                      fallback_steps, low.name if low else "-")
-    return Result(n_done=k, t_last=t, y_last=y, nfev=int(stats[S.NFEV]),
-                  nsteps=int(stats[S.ACCEPTED]), nrejected=int(stats[S.REJECTED]),
-                  status=status, message=msg, t_stop=t_stop,
-                  kinks=kinks, sliding_time=sliding, fallback_steps=fallback_steps,
-                  h_next=float(th[S.H]), rho=float(th[S.RHO]), ncapped=int(stats[S.CAPPED]),
-                  stiff=stiff, nonfinite=bool(stats[S.NONFINITE_TRIALS]), nonstiff=nonstiff)
 
 
 def _outputs(advance, y, th, stats, t_eval, k, observe, max_steps, work, steps=0, held=None):
@@ -183,11 +150,7 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
                                   observe, int(k0))
     if early is not None:
         return early
-    th = np.zeros(S.TH_SIZE)
-    th[S.T], th[S.H] = t0, h
-    th[S.LAST_CROSS] = th[S.T_STOP] = np.nan
-    stats = np.zeros(S.STATS_SIZE, dtype=np.int64)
-    stats[S.NFEV] = nfev
+    th, stats = loop_state(t0, h, nfev)
     steps = int(control.stiff_steps) if ops.detects_stiffness else 0
     ops.prepare(tab, low, options, predictive=control.predictive, cap_safety=control.cap_safety,
                 stiff_steps=steps, stiff_held=control.stiff_held)
@@ -197,7 +160,7 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
         th[S.G] = g0
         if g0 <= 0.0:
             th[S.T_STOP] = t0
-            return _result(STOPPED, k, y, th, stats, low, t_eval, observe)
+            return loop_result(STOPPED, k, y, th, stats, low, t_eval, observe)
     y_new = np.empty(n)
     th[S.T_OUT] = math.inf
     # the states of the outputs inside a step (observe_step passes at most this many)
@@ -206,8 +169,8 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
     def held(k):
         # the outputs inside the held step, then the step completed as the loop would
         h_step = float(th[S.H_STEP])
-        k = observe_step(k, t_eval, float(th[S.T]), h_step, float(th[S.T_NEW]), y_new,
-                         lambda theta: ops.interpolate(theta, y, y_new, h_step), observe,
+        k = observe_step(k, t_eval, float(th[S.T]), h_step, float(th[S.T_NEW]), y_new, None,
+                         observe,
                          lambda thetas: ops.interpolate_many(thetas, y, y_new, h_step, batch))
         y[:] = y_new
         ops.fsal()
@@ -216,7 +179,7 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
     code, k = _outputs(lambda: ops.advance(y, y_new, th, stats), y, th, stats, t_eval, k,
                        observe, int(options.max_steps), (ops.eval_work or n, s), steps,
                        held if dense else None)
-    return _result(code, k, y, th, stats, low, t_eval, observe)
+    return loop_result(code, k, y, th, stats, low, t_eval, observe)
 
 
 class DenseStageOps:
@@ -236,7 +199,6 @@ class DenseStageOps:
         self._switches, self._stop = switches, stop
         self.pat = np.zeros(int(n_switches) if switches is not None else 0, dtype=np.bool_)
         self.ybuf = np.empty(self.n if stop is not None else 0)
-        self._out = np.empty(self.n)
         self.K = None
 
     def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps=0, stiff_held=1.0):
@@ -275,10 +237,6 @@ class DenseStageOps:
         return self._advance(y, self.K, y_new, th, stats, self.pairs, self.control, self.pat,
                              self.ybuf, self.data)
 
-    def interpolate(self, theta, y, y_new, h):
-        self._ek.stage_state(y, self.K[:self.s + 1], self.tab.dense_weights(theta), h, self._out)
-        return self._out
-
     def interpolate_many(self, thetas, y, y_new, h, batch):
         self._ek.stage_states(y, self.K[:self.s + 1], self.tab.dense_weights(thetas), h, batch)
         return batch
@@ -304,7 +262,6 @@ def rosw(ops, y0, t_eval, tab, options, observe, *, t0=None, k0=0, start=True,
     continues one with the step ``options.first_step``.  ``Result.nfev`` counts a product
     as :data:`JVP_COST` evaluations, the first ``f(y)`` included.
     """
-    from .rosw import KRYLOV_TOL, MAX_KRYLOV, RosenbrockWStepper
     t_eval, observe = np.asarray(t_eval, dtype=np.float64), as_observer(observe)
     t = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
@@ -327,14 +284,10 @@ def rosw(ops, y0, t_eval, tab, options, observe, *, t0=None, k0=0, start=True,
         work[S.W_METRIC] = ops.metric    # CG in the inner product in which J is self-adjoint
     # a fresh controller memory, as the numpy loop starts with; the kernel's counters start
     # at zero after f0
-    th = np.zeros(S.TH_SIZE)
-    th[S.T], th[S.H] = t, float(h)
-    th[S.H_PREV], th[S.ERR_PREV] = NO_PREVIOUS_STEP
-    stats = np.zeros(S.STATS_SIZE, dtype=np.int64)
+    th, stats = loop_state(t, float(h))
     uform, data = (a, c, m, e, float(tab.gamma)), (ops.rhs_args, ops.scratch_args, ops.jvp_args)
     sb = switch_back
-    ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol, MIN_FACTOR,
-                    RosenbrockWStepper.MAX_FACTOR, MIN_STEP_ULPS, KRYLOV_TOL, MAX_KRYLOV,
+    ctl = np.array([-1.0 / (tab.error_order + 1), options.rtol, options.atol,
                     *((STABILITY_SAFETY * sb.stability_boundary, SWITCH_BACK_MARGIN * sb.n_stages,
                        switch_steps) if sb is not None else (0.0, 0.0, 0.0))], dtype=np.float64)
     code, k = _outputs(lambda: ops.rosw_advance(y, f0, U, work, th, stats, uform, ctl, data), y,
@@ -343,4 +296,4 @@ def rosw(ops, y0, t_eval, tab, options, observe, *, t0=None, k0=0, start=True,
     ops.nfev += int(stats[S.NFEV])
     ops.njev += int(stats[S.NJEV])
     stats[S.NFEV] += started + JVP_COST * stats[S.NJEV]
-    return _result(code, k, y, th, stats, None, t_eval, observe)
+    return loop_result(code, k, y, th, stats, None, t_eval, observe)

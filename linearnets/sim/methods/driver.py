@@ -63,9 +63,13 @@ SWITCH_BACKOFF = 4
 HANDBACK_STEPS = 15
 
 
-def _explicit(tab, net):
-    store = net.stores("erk", tab)[1]
-    return partial(ExplicitRK, fun=net.rhs if net.smooth else None, tableau=tab, store=store)
+def _explicit(tab, net, kind="erk"):
+    # SSPRK104's two registers only on a model's slot store, else the pair on its tableau
+    kind, store = net.stores(kind, tab)
+    fun = net.rhs if net.smooth else None
+    if kind == "ssp" and store is not None:
+        return partial(LowStorageRK, fun=fun, store=store)
+    return partial(ExplicitRK, fun=fun, tableau=tab, store=store)
 
 
 def stepper_for(method, net):
@@ -83,22 +87,8 @@ def stepper_for(method, net):
         low = (primary if ROSENBROCK_FALLBACK == "same" else None if ROSENBROCK_FALLBACK is None
                else _explicit(TABLEAUX[ROSENBROCK_FALLBACK], net))
     else:
-        store = None
-        if kind == "ssp":
-            kind, store = net.stores("ssp", tab)
-        primary = (partial(LowStorageRK, fun=fun, store=store) if kind == "ssp"
-                   else _explicit(tab, net))
-        low = _explicit(TABLEAUX[FALLBACK], net)
+        primary, low = _explicit(tab, net, kind), _explicit(TABLEAUX[FALLBACK], net)
     return primary, (None if net.smooth else low)
-
-
-def _compiled_ops(net, backend, kind, tab, stop):
-    # kinks and stop rules only where the model's ops have them (the rule: ``stop.rule``)
-    rule = None if stop is None else stop.rule
-    events = net.compiled_events and (stop is None or rule is not None)
-    if backend == "numba" and (stop is None and net.smooth or events):
-        return net.compiled_ops(kind, tab, stop=rule)
-    return kind, None
 
 
 class RunSettings(NamedTuple):
@@ -120,24 +110,28 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, run, tests=_NO_TESTS, 
     ``tests`` the stiffness test (``stiff_steps``, ``stiff_held``) or the switch-back test
     (``switch_back``) that may end it."""
     kind, tab = METHODS[method]
-    kind, ops = _compiled_ops(net, run.backend, kind, tab, run.stop)
-    switch_back, smooth = tests.switch_back, net.smooth
+    switch_back, smooth, stop = tests.switch_back, net.smooth, run.stop
+    # the compiled loop where the model's ops have the kinks and the stop rule (``stop.rule``)
+    rule, ops = None if stop is None else stop.rule, None
+    if run.backend == "numba" and (stop is None and smooth or net.compiled_events
+                                   and (stop is None or rule is not None)):
+        kind, ops = net.compiled_ops(kind, tab, stop=rule)
     switch_steps = HANDBACK_STEPS if switch_back is not None else 0
+    cap = _base.STABILITY_SAFETY if kind != "rosw" and smooth else 0.0
+    control = replace(tests, predictive=smooth, cap_safety=cap, dense=run.dense,
+                      switch_steps=switch_steps)
     if ops is None:
         primary, low = stepper_for(method, net)
-        cap = _base.STABILITY_SAFETY if kind != "rosw" and smooth else 0.0
-        control = replace(tests, predictive=smooth, cap_safety=cap, dense=run.dense,
-                          fallback=low, switch_steps=switch_steps)
         return integrate(lambda t, v: net.rhs(v), y, t_eval, primary, opts, observe,
-                         control=control, switches=None if smooth else net.switches,
-                         stop=run.stop, t0=t0, xp=run.xp, k0=k0)
+                         control=replace(control, fallback=low),
+                         switches=None if smooth else net.switches, stop=stop, t0=t0,
+                         xp=run.xp, k0=k0)
     from . import compiled
     if kind == "rosw":
         return compiled.rosw(ops, y, t_eval, ROS34PW2, opts, observe, t0=t0, k0=k0,
                              start=start, switch_back=switch_back, switch_steps=switch_steps)
-    # one runner for the explicit and low-storage loops (cap None: its STABILITY_SAFETY)
-    control = replace(tests, predictive=smooth, cap_safety=None if smooth else 0.0,
-                      dense=run.dense, fallback=None if smooth else TABLEAUX[FALLBACK])
+    # one runner for the explicit and low-storage loops
+    control = replace(control, fallback=None if smooth else TABLEAUX[FALLBACK])
     return compiled.erk(ops, y, t_eval, tab, opts, observe, control, t0=t0, k0=k0)
 
 

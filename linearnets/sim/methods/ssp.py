@@ -1,7 +1,8 @@
-"""SSPRK104 in Ketcheson's two-register low-storage form (any model, any backend).
+"""SSPRK104 in Ketcheson's two-register low-storage form on a model's slot store.
 
 Ketcheson, SIAM J. Sci. Comput. 30 (2008) 2113, Sec. 4.3 (:data:`~.tableaux.SSPRK104_LOW_STORAGE`)
-over a *slot store*, :class:`DenseSlots` or a model's (docs/simulator.md, "Module overviews").
+over a *slot store* (docs/simulator.md, "Module overviews"); without one SSPRK104 runs as
+``erk.ExplicitRK`` on its tableau.
 """
 from __future__ import annotations
 
@@ -12,48 +13,19 @@ import numpy as np
 from .base import Stepper, error_norm, stiffness_estimate, sumsq
 from .tableaux import SSPRK104, SSPRK104_LOW_STORAGE, cubic_hermite
 
-__all__ = ["LowStorageRK", "DenseSlots"]
-
-
-class DenseSlots:
-    """The slot store of :class:`LowStorageRK` with every stage a vector of ``xp``."""
-
-    def __init__(self, evaluate, n, form=SSPRK104_LOW_STORAGE, xp=np):
-        self.evaluate, self.form, self.xp = evaluate, form, xp
-        self.K = xp.empty((form.stages + 1, n))
-
-    def stage(self, q, k):
-        self.evaluate(q, self.K[k])
-
-    def add(self, q, c, k):
-        q += c * self.K[k]
-
-    def error_sums(self, y, y_new, q1, h, rtol, atol):
-        xp, form = self.xp, self.form
-        S = self.K[xp.asarray(form.error_slots)].T @ xp.asarray(form.error_weights)
-        sc = atol + rtol * xp.maximum(xp.abs(y), xp.abs(y_new))
-        return sumsq(((y_new - y) - h * S) / sc, xp), sumsq(y_new - q1, xp)
-
-    def stiffness_sums(self, last, prev):
-        K = self.K
-        return sumsq(K[last] - K[prev], self.xp), sumsq(K[last], self.xp)
-
-    def fsal(self):
-        self.K[0] = self.K[-1]
+__all__ = ["LowStorageRK"]
 
 
 class LowStorageRK(Stepper):
-    """SSPRK104 in two-register form over a slot store (``store``, :class:`DenseSlots` by
-    default): a stage is one right-hand side and one update ``q1 += (h/6) K``; error ``y_new -
-    y - h sum_j w_j K_{slot_j}`` (third-order weights), dense output the cubic Hermite."""
+    """SSPRK104 in two-register form over a model's slot store ``store``: a stage is one
+    right-hand side and one update ``q1 += (h/6) K``; error ``y_new - y - h sum_j w_j
+    K_{slot_j}`` (third-order weights), dense output the cubic Hermite."""
 
     tableau = SSPRK104
 
-    def __init__(self, rhs, n, rtol, atol, xp=np, fun=None, *, store=None):
+    def __init__(self, rhs, n, rtol, atol, xp=np, fun=None, *, store):
         super().__init__(rhs, n, rtol, atol, xp, fun)
-        self.form = SSPRK104_LOW_STORAGE
-        self.store = store if store is not None else DenseSlots(
-            lambda y, out: self._eval(0.0, y, out), self.n, self.form, xp)
+        self.form, self.store = SSPRK104_LOW_STORAGE, store
         self._q1, self._q2 = xp.empty(self.n), xp.empty(self.n)
         self._wsum = float(np.abs(self.tableau.stiffness_weights).sum())
         self._dd = self._ref = 0.0
@@ -89,11 +61,8 @@ class LowStorageRK(Stepper):
         return y_new, None, err
 
     def accept(self, f_new):
-        """Slot 0 takes ``f(y_new)``; returns it as a vector where the store keeps one
-        (another stepper, the kink fallback, may continue from it), else None."""
+        """Slot 0 takes ``f(y_new)`` (no vector of it: the slot store keeps factors)."""
         self.store.fsal()
-        K = self.store.K
-        return None if K is None else K[0]
 
     def stiffness(self, h, y_new):
         """Hairer's estimate from the last stage (``|K_s - K_{s-1}| / |y_new - q1|``); the
