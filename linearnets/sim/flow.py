@@ -334,10 +334,8 @@ def check_probe(probe, D, C):
 
 
 def check_labels(options, Y):
-    """The labels of a classification loss (``ValueError`` naming ``Y`` or ``loss``): +-1 and
-    one output for the soft hinge and the logistic; C >= 2 outputs and rows of
-    non-negative entries summing to 1 for the cross entropy.  Returns whether the labels are
-    hard (+-1, or one-hot rows)."""
+    """Whether the labels ``Y`` of ``options.loss`` are hard (+-1, or one-hot rows), once
+    checked (``ValueError`` naming ``Y`` or ``loss``)."""
     loss, C = options.loss, Y.shape[1]
     if loss in ("soft_hinge", "logistic"):
         if C != 1:
@@ -366,9 +364,8 @@ class StopRule(NamedTuple):
 
 
 def check_stop(stop, options, Y):
-    """A stop rule: None, ``"margin"`` (``("margin", 1.0)``), ``("margin", m)``, ``("loss",
-    value)`` or ``("relative_loss", r)`` (0 < r < 1), as a :class:`StopRule`; the labels of
-    a classification loss (:func:`check_labels`)."""
+    """``stop`` as a :class:`StopRule` or None (``"margin"``: ``("margin", 1.0)``), the labels
+    checked first (:func:`check_labels`)."""
     hard = check_labels(options, Y)
     if stop is None:
         return None
@@ -435,13 +432,13 @@ class SolverOptions(NamedTuple):
 
 
 class Recording(NamedTuple):
-    """What a run records and where (diffrax's ``SaveAt``), as a front end's keywords give
-    them; validated by :func:`_prepare` (a frozenset, a :class:`Probe`, a :class:`StopRule`)."""
+    """What a run records and where (diffrax's ``SaveAt``): the output times, the quantities
+    (of :data:`RECORDABLE`), the probe and the stop rule, as :func:`_prepare` validates them."""
 
-    t_eval: object = None
-    record: object = ()
-    probe: object = None
-    stop: object = None
+    t_eval: np.ndarray
+    record: frozenset
+    probe: Optional[Probe]
+    stop: Optional[StopRule]
 
 
 #: The network keywords of the front ends (:func:`~.models.parse_options`).
