@@ -144,8 +144,8 @@ def _members(arg, name, what, ndim, count=None, shapes=None, B=None):
 
 
 def _stack_members(weights_list, biases_list):
-    """``(shapes, nets, biases)``: the members' validated weights and biases (None: none),
-    copies, from :func:`_members`."""
+    """``(shapes, nets, biases)``: the members' validated weights and biases (None each
+    without), copies, from :func:`_members`."""
     members = _members(weights_list, "weights_list", "networks [W_1, ..., W_L] (one per "
                        "member) or of L stacked (B, N_l, N_(l-1)) arrays", 3)
     nets = [check_weights(w, f"weights_list[{b}]") for b, w in enumerate(members)]
@@ -156,7 +156,7 @@ def _stack_members(weights_list, biases_list):
             raise ValueError(f"weights_list[{b}] has layer shapes {sh}, but weights_list[0] "
                              f"has {shapes}: every member must have the same architecture")
     if biases_list is None:
-        return shapes, nets, None
+        return shapes, nets, [None] * len(nets)
     members = _members(biases_list, "biases_list", "bias lists (one per member) or of L - 1 "
                        "stacked (B, N_l) arrays", 2, len(shapes) - 1, [(r,) for r, _ in shapes],
                        len(nets))
@@ -256,7 +256,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     record = tuple(_flow.check_record(record, ENSEMBLE_RECORDABLE)
                    | (set() if probe is None else {"outputs"}))
     max_steps = _flow.DEFAULT_MAX_STEPS if max_steps is None else max_steps
-    given = locals()
+    given = {**locals(), "biases": biases_list}
     flows = {a: _flow._prepare(shapes, X, Y, {**given, "alpha": a})
              for a in dict.fromkeys(map(float, alphas))}
     pf, *_ = flows.values()
@@ -272,8 +272,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
             if bar is not None:
                 bar.update(t, b)
         try:
-            trs[b] = flows[float(alphas[b])]._run(nets[b], None if biases is None else biases[b],
-                                                  tick)
+            trs[b] = flows[float(alphas[b])]._run(nets[b], biases[b], tick)
         except KeyboardInterrupt as exc:      # a FlowInterrupted keeps what the member computed
             trs[b] = getattr(exc, "trajectory", None)
             raise
@@ -305,12 +304,10 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         if bar is not None:
             bar.close()
     if interrupt is not None:
-        done = [tr for tr in trs if tr is not None]
-        if not done:
+        template = next((tr for tr in trs if tr is not None), None)
+        if template is None:
             raise interrupt
-        template, *_ = done
-        trs = [tr if tr is not None else _unstarted(template, nets[b],
-                                                     None if biases is None else biases[b])
+        trs = [tr if tr is not None else _unstarted(template, nets[b], biases[b])
                for b, tr in enumerate(trs)]
     first, *_ = trs
 
