@@ -285,8 +285,10 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                 scope.enter_context(_threads.threads(1))
                 scope.enter_context(_threads.limited(0))
             pool = scope.enter_context(ThreadPoolExecutor(batch_threads(B) if threaded else 1))
-            futures = [pool.submit(run, b) for b in range(B)]
-            try:
+            futures = []
+            try:               # (Ctrl-C may come while the first member starts its thread)
+                for b in range(B):
+                    futures.append(pool.submit(run, b))
                 wait(futures)
             except KeyboardInterrupt as exc:
                 interrupt = exc
