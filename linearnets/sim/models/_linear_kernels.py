@@ -332,15 +332,13 @@ def stage(y, w, k, slot, Sxx, Syx, eta_l, white, ints, bufs):
             for m in range(size):
                 wst[offs[l] + m] = y[offs[l] + m] + _dense_sum(kd, kdoff[l], size, w, k, m)
     # A_{L-2} = W_{L-1}^st, A_{l-1} = A_l W_l^st, W = A_0 W_0^st (L = 1: W = W_0^st)
-    if L > 1:
-        for m in range(C * cols[L - 1]):
-            abuf[aoff[L - 2] + m] = wst[offs[L - 1] + m]
-    else:
-        for m in range(C * D):
-            wbuf[m] = wst[offs[0] + m]
-    for l in range(L - 2, -1, -1):
+    for l in range(L - 1, -1, -1):
         dst, do = (abuf, aoff[l - 1]) if l > 0 else (wbuf, 0)
-        _apply(l, abuf, aoff[l], dst, do, False, k, w, C, ints, bufs, y)
+        if l == L - 1:
+            for m in range(C * cols[l]):
+                dst[do + m] = wst[offs[l] + m]
+        else:
+            _apply(l, abuf, aoff[l], dst, do, False, k, w, C, ints, bufs, y)
     e0 = goff[0]
     if not white:
         mul(wbuf, 0, Sxx.ravel(), 0, C, D, D, sw, 0)
@@ -489,43 +487,35 @@ def step_end(y, y_new, weights, rtol, atol, block_entries, C, ints, bufs, pbuf):
     e5 = 0.0
     e3 = 0.0
     nb = pbuf.shape[0] // 3
+    qb = qe = q3 = 0
     for l in range(rows.shape[0]):
         r, c = rows[l], cols[l]
-        base = offs[l]
-        if factored[l] != 0:
+        fac = factored[l] != 0
+        if fac:
             qb = _gather(l, wb, wb.shape[0], 0, C, ints, bufs)
             qe = _gather(l, we, we.shape[0], 1, C, ints, bufs)
             q3 = _gather(l, we3, we3.shape[0], 2, C, ints, bufs) if use_e3 else 0
-            rb = max(1, block_entries // c)
-            for i0 in range(0, r, rb):
-                i1 = min(r, i0 + rb)
-                size = (i1 - i0) * c
-                _block_product(l, 0, qb, i0, i1, pbuf[:size].reshape((i1 - i0, c)), C, ints, bufs)
-                _block_product(l, 1, qe, i0, i1, pbuf[nb:nb + size].reshape((i1 - i0, c)), C,
-                               ints, bufs)
+        rb = max(1, block_entries // c)
+        for i0 in range(0, r, rb):
+            i1 = min(r, i0 + rb)
+            size = (i1 - i0) * c
+            pb, pe, p3 = pbuf[:size], pbuf[nb:nb + size], pbuf[2 * nb:2 * nb + size]
+            if fac:
+                _block_product(l, 0, qb, i0, i1, pb.reshape((i1 - i0, c)), C, ints, bufs)
+                _block_product(l, 1, qe, i0, i1, pe.reshape((i1 - i0, c)), C, ints, bufs)
                 if use_e3:
-                    _block_product(l, 2, q3, i0, i1,
-                                   pbuf[2 * nb:2 * nb + size].reshape((i1 - i0, c)), C, ints,
-                                   bufs)
-                s5, s3 = _finish_block(y, y_new, base + i0 * c, pbuf[:size], pbuf[nb:nb + size],
-                                       pbuf[2 * nb:2 * nb + size], use_e3, c3, rtol, atol)
-                e5 += s5
-                e3 += s3
-            continue
-        size = r * c
-        kb = kdoff[l]
-        for m in range(size):
-            pb = _dense_sum(kd, kb, size, wb, wb.shape[0], m)
-            pe = _dense_sum(kd, kb, size, we, we.shape[0], m)
-            yv = y[base + m]
-            yn = yv + pb
-            y_new[base + m] = yn
-            sc = atol + rtol * max(abs(yv), abs(yn))
-            qv = pe / sc
-            e5 += qv * qv
-            if use_e3:
-                qv = (_dense_sum(kd, kb, size, we3, we3.shape[0], m) + c3 * pb) / sc
-                e3 += qv * qv
+                    _block_product(l, 2, q3, i0, i1, p3.reshape((i1 - i0, c)), C, ints, bufs)
+            else:
+                for m in range(size):
+                    x = i0 * c + m
+                    pb[m] = _dense_sum(kd, kdoff[l], r * c, wb, wb.shape[0], x)
+                    pe[m] = _dense_sum(kd, kdoff[l], r * c, we, we.shape[0], x)
+                    if use_e3:
+                        p3[m] = _dense_sum(kd, kdoff[l], r * c, we3, we3.shape[0], x)
+            s5, s3 = _finish_block(y, y_new, offs[l] + i0 * c, pb, pe, p3, use_e3, c3, rtol,
+                                   atol)
+            e5 += s5
+            e3 += s3
     return e5, e3
 
 
@@ -550,6 +540,22 @@ def _gram_pair(X, Y, bufs):
     return GX, GY
 
 
+#: The block weights of ``|K_0|^2`` and of ``|K_s - K_{s-1}|^2`` in :func:`_gram_form`.
+_ONE, _SIGNS = np.ones(1), np.array([-1.0, 1.0])
+
+
+@njit(cache=True, inline="always")
+def _gram_form(GU, GV, w, C, q):
+    """``sum_{p,p' < q} w_{p//C} w_{p'//C} GU_pp' GV_pp'``, the squared norm of ``sum_j w_j
+    U_j^T V_j`` from the Gram matrices of the factors."""
+    acc = 0.0
+    for p in range(q):
+        wp = w[p // C]
+        for p2 in range(q):
+            acc += wp * w[p2 // C] * GU[p, p2] * GV[p, p2]
+    return acc
+
+
 @njit(cache=True, nogil=True)
 def stage_stiffness_sums(s, wd, store):
     """``(num, dd, ref)`` of the accepted step (``linear.FactoredStages.stiffness_sums``;
@@ -569,16 +575,8 @@ def stage_stiffness_sums(s, wd, store):
             V = vs[vsoff[l]:vsoff[l + 1]].reshape(((vsoff[l + 1] - vsoff[l]) // c, c))
             q = s * C
             GU, GV = _gram_pair(U[:q], V[:q], bufs)
-            acc = 0.0
-            for a in range(C):
-                for b in range(C):
-                    acc += GU[a, b] * GV[a, b]
-            ref += acc
-            acc = 0.0
-            for p in range(q):
-                wp = wd[p // C]
-                for p2 in range(q):
-                    acc += wp * wd[p2 // C] * GU[p, p2] * GV[p, p2]
+            ref += _gram_form(GU, GV, _ONE, C, C)
+            acc = _gram_form(GU, GV, wd, C, q)
             sd = 0.0        # the floor of linear._gram_rounding
             for j in range(s):
                 du = 0.0
@@ -589,12 +587,7 @@ def stage_stiffness_sums(s, wd, store):
                 sd += abs(wd[j]) * np.sqrt(du * dv)
             dd += max(acc, (r + c + s * C) * eps * (sd * sd))
             GU, GV = _gram_pair(U[(s - 1) * C:(s + 1) * C], V[(s - 1) * C:(s + 1) * C], bufs)
-            acc = 0.0
-            for p in range(2 * C):
-                sp = -1.0 if p < C else 1.0
-                for p2 in range(2 * C):
-                    acc += sp * (-1.0 if p2 < C else 1.0) * GU[p, p2] * GV[p, p2]
-            num += acc
+            num += _gram_form(GU, GV, _SIGNS, C, 2 * C)
             continue
         size = r * c
         base = kdoff[l]
@@ -912,17 +905,16 @@ def probe_ntk(y, rows, cols, offs, Xp, out):
     abuf, hbuf = np.empty(2 * C * cols.max()), np.empty(2 * Q * cols.max())
     tt, hh = np.empty((L, C, C)), np.empty((Q, Q))
     tt[L - 1] = np.eye(C)
-    if L > 1:
-        half = abuf.shape[0] // 2
-        A = _layer(y, offs, rows, cols, L - 1)
-        slot = 0
-        for i in range(L - 2, -1, -1):
-            np.dot(A, A.T, tt[i])
-            if i > 0:
-                nxt = abuf[slot * half:slot * half + C * cols[i]].reshape((C, cols[i]))
-                np.dot(A, _layer(y, offs, rows, cols, i), nxt)
-                A = nxt
-                slot = 1 - slot
+    half = abuf.shape[0] // 2
+    A = _layer(y, offs, rows, cols, L - 1)
+    slot = 0
+    for i in range(L - 2, -1, -1):
+        np.dot(A, A.T, tt[i])
+        if i > 0:
+            nxt = abuf[slot * half:slot * half + C * cols[i]].reshape((C, cols[i]))
+            np.dot(A, _layer(y, offs, rows, cols, i), nxt)
+            A = nxt
+            slot = 1 - slot
     out[...] = 0.0
     half = hbuf.shape[0] // 2
     H = Xp

@@ -606,23 +606,18 @@ def erk_ops(problem, tab, factored=None):
     return compiled.DenseStageOps(lk.erk_advance, lk.rhs, numba_rhs_args(problem), problem.size)
 
 
-class _LinearOps:
-    """What the linear ops share: the stiffness test, no stop event, ``rhs`` into ``out``, the
-    predictive controller (no kinks) and the loop ``advance`` on the store tuple ``data``."""
+class _LinearOps(compiled.DenseStageOps):
+    """``methods.compiled.DenseStageOps`` on a store of the linear network's own (``data``, the
+    loop's; ``K`` unused): ``rhs`` on :func:`numba_rhs_args`, the predictive controller (no
+    kinks), no stop event."""
 
-    detects_stiffness = True
-    eval_work = None
     #: The third-order companion's weights in place of the tableau's (None: the tableau's).
     e3 = None
 
     def __init__(self, problem, advance):
-        n = problem.size
-        self.rhs_args, self._advance = numba_rhs_args(problem), advance
-        self.f0, self.out = np.empty(n), np.empty(n)
-        self.K, self.pat, self.ybuf = np.empty((1, 1)), np.zeros(0, dtype=np.bool_), np.empty(0)
-
-    def stop_value(self, y):
-        return None
+        self.rhs_args = numba_rhs_args(problem)
+        super().__init__(advance, lk.rhs, self.rhs_args, problem.size)
+        self.f0, self.K = np.empty(self.n), np.empty((1, 1))
 
     def rhs(self, v, out):
         lk.rhs(v, out, self.rhs_args)
@@ -634,12 +629,8 @@ class _LinearOps:
         self.control = (compiled.loop_control(options, True),
                         *compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held))
 
-    def advance(self, y, y_new, th, stats):
-        return self._advance(y, self.K, y_new, th, stats, self.pairs, self.control, self.pat,
-                             self.ybuf, self.data)
-
     def interpolate(self, theta, y, y_new, h):
-        return self.interpolate_many(np.array([theta]), y, y_new, h, self.out[None])[0]
+        return self.interpolate_many(np.array([theta]), y, y_new, h, self._out[None])[0]
 
 
 class FactoredStageOps(_LinearOps):
@@ -935,21 +926,14 @@ class LinearNetNumba(LinearNet):
         return self
 
     def rhs(self, y, out=None):
+        """``dy/dt`` at ``y`` by the kernel of the explicit loops' trial evaluations."""
         out = np.empty(self.layout.size) if out is None else out
-        if self._rhs_args is None:
-            self._rhs_args = numba_rhs_args(self.problem)
-        lk.rhs_flat(np.ascontiguousarray(y, dtype=np.float64), out, *self._rhs_args)
-        return out
-
-    def velocity(self, y):
-        # f(y0) by the kernel of the explicit loops' trial evaluations (_LinearOps.rhs)
-        out = np.empty(self.layout.size)
-        lk.rhs(np.ascontiguousarray(y, dtype=np.float64), out, numba_rhs_args(self.problem))
+        lk.rhs(np.ascontiguousarray(y, dtype=np.float64), out, self.descent_ops()[1])
         return out
 
     def descent_ops(self):
         """``(advance, data)``: the compiled gradient-descent loop on :meth:`rhs`'s kernel and
-        its data tuple (``_descent_kernels``)."""
+        its data tuple (``_descent_kernels``), formed on first use."""
         if self._rhs_args is None:
             self._rhs_args = numba_rhs_args(self.problem)
         return lk.gd_advance, self._rhs_args

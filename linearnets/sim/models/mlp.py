@@ -116,39 +116,32 @@ class MLP(Model):
         """``F`` (P, C) on the training inputs at ``y``."""
         return self._F_of_f(self.forward(y, self.X))
 
-    def _dloss(self, F, order=1):
-        """The loss term of the outputs ``F`` (P, C): ``sum_mu l(F, Y)`` (``order`` 0) or
-        ``dl/dF`` (1) (docs/descent.md, "Losses"; labels +-1 on the hinge and the logistic)."""
+    def _dloss(self, F, order=1, dF=None):
+        """The loss term of the outputs ``F`` (P, C): ``sum_mu l(F, Y)`` (``order`` 0), ``dl/dF``
+        (1) or its derivative along ``dF`` (P, C) (2) (docs/descent.md, "Losses"; labels +-1
+        on the hinge and the logistic)."""
         xp, Y, loss = self.xp, self.Y, self.options.loss
         if loss == "mse":
-            return 0.5 * xp.sum((Y - F) ** 2) if order == 0 else F - Y
+            if order == 0:
+                return 0.5 * xp.sum((Y - F) ** 2)
+            return F - Y if order == 1 else dF
         if loss == "cross_entropy":   # -sum_c y_c log softmax(F)_c, by the log-sum-exp
             top = xp.max(F, axis=1, keepdims=True)
             e = xp.exp(F - top)
             s = xp.sum(e, axis=1, keepdims=True)
             if order == 0:
                 return xp.sum(Y * ((top + xp.log(s)) - F))
-            return xp.sum(Y, axis=1, keepdims=True) * (e / s) - Y
+            p, ys = e / s, xp.sum(Y, axis=1, keepdims=True)
+            if order == 1:
+                return ys * p - Y
+            pd = p * dF               # (sum_c y_c) (diag(p) - p p^T) dF per sample
+            return ys * (pd - p * xp.sum(pd, axis=1, keepdims=True))
         beta = self.options.loss_param if loss == "soft_hinge" else 1.0
         u = beta * (1.0 - Y * F) if loss == "soft_hinge" else -Y * F
         if order == 0:        # log(1 + e^u) = max(u, 0) + log1p(e^{-|u|})
             return xp.sum(xp.maximum(u, 0.0) + xp.log1p(xp.exp(-xp.abs(u)))) / beta
-        return -Y * (0.5 * (1.0 + xp.tanh(0.5 * u)))
-
-    def _d2loss(self, F, dF):
-        """The second derivative of the loss term at ``F`` (P, C) along ``dF`` (P, C)."""
-        xp, Y, loss = self.xp, self.Y, self.options.loss
-        if loss == "mse":
-            return dF
-        if loss == "cross_entropy":   # (sum_c y_c) (diag(p) - p p^T) dF per sample
-            e = xp.exp(F - xp.max(F, axis=1, keepdims=True))
-            p = e / xp.sum(e, axis=1, keepdims=True)
-            pd = p * dF
-            return xp.sum(Y, axis=1, keepdims=True) * (pd - p * xp.sum(pd, axis=1, keepdims=True))
-        beta = self.options.loss_param if loss == "soft_hinge" else 1.0
-        u = beta * (1.0 - Y * F) if loss == "soft_hinge" else -Y * F
         sig = 0.5 * (1.0 + xp.tanh(0.5 * u))
-        return (beta * Y * Y) * sig * (1.0 - sig) * dF
+        return -Y * sig if order == 1 else (beta * Y * Y) * sig * (1.0 - sig) * dF
 
     def loss(self, y):
         return float(self._dloss(self._train_outputs(y), 0)) / (self.alpha ** 2 * self.P)
@@ -281,7 +274,7 @@ class MLP(Model):
                 break
             dZ.append(dz + dbs[l] if dbs else dz)
             dH[l + 1] = dphis[l] * dZ[-1]
-        dG = self._d2loss(F, self.alpha * dz) * (1.0 / (self.alpha * self.P))
+        dG = self._dloss(F, 2, self.alpha * dz) * (1.0 / (self.alpha * self.P))
         dGs = [None] * L
         for l in range(L - 1, -1, -1):
             dGs[l] = dG
@@ -314,10 +307,8 @@ class MLPNumba(MLP):
 
     def prepare(self, X, Y):
         """The data, into the kernels' data tuple (docs/simulator.md, "The MLP")."""
-        K, L, o, opt = self._K, self.L, self.layout.offsets, self.options
-        self.X = X = np.ascontiguousarray(X, dtype=np.float64)
-        self.P = P = int(X.shape[0])
-        self.Y = np.ascontiguousarray(np.asarray(Y, dtype=np.float64).reshape(P, -1))
+        super().prepare(X, Y)
+        K, L, o, opt, X, P = self._K, self.L, self.layout.offsets, self.options, self.X, self.P
         lay = np.array([(o[l], r, c, o[L + l] if self.has_biases and l < L - 1 else -1)
                         for l, (r, c) in enumerate(self.shapes)], dtype=np.int64)
         rows = [r for r, _ in self.shapes]
@@ -326,15 +317,10 @@ class MLPNumba(MLP):
                          int(self.has_biases), 0], dtype=np.int64)
         fopt = np.array([opt.activation_param or 0.0, opt.loss_param or 0.0, self.alpha, 0.0])
         n_h, n_g, FC = int(hoffs[-1]), P * max(rows), (P, self.Y.shape[1])
-        f0, F = np.zeros(FC), np.empty(FC)
+        f0 = np.zeros(FC) if self.f0 is None else np.ascontiguousarray(self.f0)
         d = self._data = (X, self.Y, f0, lay, np.array(self.m),
                           -np.array(self._rates[:L]), iopt, fopt, np.empty(n_h), np.empty(n_h),
-                          hoffs[:-1].copy(), np.empty(n_g), np.empty(n_g), F)
-        self.f0 = None
-        if opt.centered:                # the outputs at y0, from mlp_forward's F
-            K.mlp_forward(self.y0, d, False)
-            f0[...] = F
-            self.f0 = f0
+                          hoffs[:-1].copy(), np.empty(n_g), np.empty(n_g), np.empty(FC))
         self._grad_data = d[:5] + (np.ones(L),) + d[6:]
         self._pat = np.empty(n_h, dtype=bool)
         self._fresh = False
