@@ -629,9 +629,6 @@ class _LinearOps(compiled.DenseStageOps):
         self.control = (compiled.loop_control(options, True),
                         *compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held))
 
-    def interpolate(self, theta, y, y_new, h):
-        return self.interpolate_many(np.array([theta]), y, y_new, h, self._out[None])[0]
-
 
 class FactoredStageOps(_LinearOps):
     """The explicit ops with rank-C factored stages (:class:`StageLayout`): the loop of
