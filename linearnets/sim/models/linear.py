@@ -525,9 +525,8 @@ class FactoredSlots:
 
     def fsal(self):
         """The last slot (``f(y_new)``) becomes slot 0 of the next step."""
-        s = SSPRK104_LOW_STORAGE.stages
-        self.at[0] = self.at[s]
-        self.g[0] = self.g[s]
+        self.at[0] = self.at[-1]
+        self.g[0] = self.g[-1]
 
     def stage(self, q, k):
         """Store in slot k the factors of ``f(q)`` (:func:`chains`)."""

@@ -214,14 +214,11 @@ class MLP(Model):
         the forward activations ``H`` (l = 0..L-1)."""
         _, Z, H = self.forward(y, X, keep=True)
         Ws = self.weights_of(y)
-        L = self.L
-        deltas = [None] * (L - 1)
-        if L > 1:
-            d = (Ws[-1] * self.m[-1])[None, :, :] * self.dphi(Z[-1])[:, None, :]
-            deltas[L - 2] = d
-            for l in range(L - 2, 0, -1):
-                d = ((d @ Ws[l]) * self.m[l]) * self.dphi(Z[l - 1])[:, None, :]
-                deltas[l - 1] = d
+        deltas = [None] * (self.L - 1)
+        d = self.xp.eye(Ws[-1].shape[0])        # df/df (C, C), broadcast over the inputs
+        for l in range(self.L - 1, 0, -1):
+            d = ((d @ Ws[l]) * self.m[l]) * self.dphi(Z[l - 1])[:, None, :]
+            deltas[l - 1] = d
         return deltas, H
 
     def ntk(self, y, X1, X2):
