@@ -262,9 +262,14 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     pf, *_ = flows.values()
     threaded = pf.backend == "numba" and B > 1
     bar = progress_for(progress, pf.t_eval, members=B)
-    cancel = threading.Event()
+    cancel, idle, running = threading.Event(), threading.Condition(), [0]
 
     def run(b):
+        with idle:                    # a member queued behind an interrupt does not start
+            if cancel.is_set():
+                return
+            running[0] += 1
+
         def tick(t):
             # the bar, and the stop on Ctrl-C, which Python delivers to the main thread only
             if cancel.is_set():
@@ -276,6 +281,10 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
         except KeyboardInterrupt as exc:      # a FlowInterrupted keeps what the member computed
             trs[b] = getattr(exc, "trajectory", None)
             raise
+        finally:
+            with idle:
+                running[0] -= 1
+                idle.notify_all()
     trs, interrupt = [None] * B, None
     try:
         # on numba, members on threads, each on one BLAS thread (none changes the libraries'
@@ -291,11 +300,12 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
                     futures.append(pool.submit(run, b))
                 wait(futures)
             except KeyboardInterrupt as exc:
+                # the running members stop at their next chunk; wait for them all, also one
+                # whose thread the interrupt caught starting (its future never returned)
                 interrupt = exc
-                cancel.set()           # the running members stop at their next chunk
-                for f in futures:
-                    f.cancel()
-                wait(futures)
+                with idle:
+                    cancel.set()
+                    idle.wait_for(lambda: running[0] == 0)
             for f in futures:
                 exc = None if f.cancelled() else f.exception()
                 if exc is not None and not isinstance(exc, KeyboardInterrupt):
