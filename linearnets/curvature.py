@@ -118,6 +118,3 @@ class ModifiedFlow:
         out = net.xp.empty_like(f) if out is None else out
         out[...] = f - self._c * jf
         return out
-
-    def velocity(self, y):
-        return self.rhs(y)

@@ -752,7 +752,7 @@ class PreparedFlow:
             net = self._net(ws, bs)
             if self.t_eval[-1] > 0.0 and self.horizon_test:
                 with np.errstate(all="ignore"):   # (an overflowing start: the run's to report)
-                    f0 = net.velocity(net.y0)
+                    f0 = net.rhs(net.y0)
                 check_horizon(float(self.t_eval[-1]), net.y0, f0, self.solver.max_steps)
             with np.errstate(over="ignore", invalid="ignore"):
                 # a state that overflows is reported through the status, not through warnings

@@ -164,10 +164,6 @@ class Model(abc.ABC):
         """What :meth:`prepare` computes from the data alone, once per prepared flow, or None."""
         return None
 
-    def velocity(self, y):
-        """``dy/dt`` at ``y`` for the front end's horizon test (by default :meth:`rhs`)."""
-        return self.rhs(y)
-
     def end_to_end(self, y):
         raise ValueError(f"end_to_end: the {self.name!r} model is not linear in its inputs")
 
