@@ -24,16 +24,16 @@ from .base import (CALM_STEPS, CLIP_EPS, KINK_EARLY_STEPS, KINK_GROWTH, KINK_REJ
                    STOP_XTOL, error_norm, illinois_bracket, illinois_theta, stability_cap,
                    step_factor, stiffness_estimate)
 
-__all__ = ["accept_into", "sumsq", "count_stiff", "PENDING", "STIFF",
+__all__ = ["accept_into", "sumsq", "count_stiff", "count_cheaper", "PENDING", "STIFF",
            "step_guard", "settle", "hold_step", "stage_state", "stage_states",
            "make_erk_advance", "STOPPED", "error_norm", "kink_rejection", "kink_accepted",
            "dense_stiffness_sums"]
 
 
 #: ``base``'s rules on the loop state, compiled into each loop
-accept_into, count_stiff, kink_rejection, kink_accepted = (
-    njit(inline="always")(f) for f in (base.accept_into, base.count_stiff, base.kink_rejection,
-                                       base.kink_accepted))
+accept_into, count_stiff, count_cheaper, kink_rejection, kink_accepted = (
+    njit(inline="always")(f) for f in (base.accept_into, base.count_stiff, base.count_cheaper,
+                                       base.kink_rejection, base.kink_accepted))
 
 
 @njit(cache=True)

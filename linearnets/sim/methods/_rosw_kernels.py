@@ -10,7 +10,7 @@ import numpy as np
 
 from ..._numba_cache import njit
 from . import _loop_state as S
-from ._erk_kernels import accept_into, step_guard
+from ._erk_kernels import accept_into, count_cheaper, step_guard
 from .base import MIN_FACTOR, MIN_STEP_ULPS, step_factor
 from ._loop_state import NONSTIFF
 from .rosw import KRYLOV_TOL, MAX_KRYLOV, RosenbrockWStepper
@@ -45,7 +45,7 @@ def _dot(a, b, w):
 
 
 def make_rosw_advance(rhs, jvp):
-    """``(rosw_advance, cg_solve)``, ``@njit(nogil=True)`` and uncached, around the model's
+    """``rosw_advance``, ``@njit(nogil=True)`` and uncached, around the model's
     numba functions ``rhs(y, out, data)`` and ``jvp(v, out, y, jdata)``."""
 
     @njit(nogil=True)
@@ -170,13 +170,8 @@ def make_rosw_advance(rhs, jvp):
                 rejected = True
                 continue
             if boundary > 0.0 and not clipped:
-                # the explicit pair's step would be min(h, boundary / rho), at s_erk
-                # right-hand sides each; this method paid (rhs + 2 jvp) since the last step
-                cost = stats[S.NFEV] + 2.0 * stats[S.NJEV]
-                h_erk = h_try if rho <= 0.0 else min(h_try, boundary / rho)
-                cheaper = s_erk / h_erk < (cost - th[S.COST0]) / h_try
-                th[S.N_CHEAPER] = th[S.N_CHEAPER] + 1.0 if cheaper else 0.0
-                th[S.COST0] = cost
+                # the work so far: a Jacobian-vector product costs two right-hand sides
+                count_cheaper(th, stats[S.NFEV] + 2.0 * stats[S.NJEV], h_try, rho, boundary, s_erk)
             th[S.RHO] = rho
             rho = 0.0
             h = accept_into(th, h, h_try, err, exponent, _MAX_FACTOR, rejected, clipped)
@@ -198,4 +193,4 @@ def make_rosw_advance(rhs, jvp):
                 th[S.T], th[S.H] = t, h
                 return NONSTIFF
 
-    return rosw_advance, cg_solve
+    return rosw_advance

@@ -5,8 +5,9 @@ The scalar step-size rules (``error_norm``, ``step_factor``, ``kink_factor``,
 ``predictive_step``, ``accept_step``, ``stiffness_estimate``, ``stability_cap``) are written
 once, here: ``register_jitable`` makes each a plain function in Python and compiles it into
 the numba loops that call it (``_erk_kernels``, ``_rosw_kernels``).  So are the rules on the
-loop state ``th``, ``stats`` (``accept_into``, ``count_stiff``, ``kink_rejection``,
-``kink_accepted``), which :class:`Controller` calls and ``_erk_kernels`` compiles inline."""
+loop state ``th``, ``stats`` (``accept_into``, ``count_stiff``, ``count_cheaper``,
+``kink_rejection``, ``kink_accepted``), which :class:`Controller` calls and the loops
+compile inline."""
 from __future__ import annotations
 
 import enum
@@ -30,7 +31,7 @@ __all__ = ["FlowStatus", "Stepper", "StepperOptions", "StepControl", "Result", "
            "loop_state", "predictive_step", "accept_step", "stiffness_estimate",
            "stability_cap", "select_initial_step", "dense_batch_rows",
            "observe_step", "observe_until", "Controller", "accept_into", "count_stiff",
-           "kink_rejection", "kink_accepted", "loop_result"]
+           "count_cheaper", "kink_rejection", "kink_accepted", "loop_result"]
 
 #: Safety factor on the optimal step.
 SAFETY = 0.9
@@ -173,6 +174,16 @@ def count_stiff(h_capped, h_free, th, stats, steps, held):
         if th[S.N_NONSTIFF] == NONSTIFF_RESET:
             th[S.N_STIFF] = 0.0
     return th[S.N_STIFF] >= steps
+
+
+def count_cheaper(th, cost, h, rho, boundary, stages):
+    """The switch-back test after an unclipped accepted step ``h`` that brought the work to
+    ``cost``: the explicit pair's step would be ``min(h, boundary / rho)`` at ``stages``
+    right-hand sides each.  Counts in ``th[S.N_CHEAPER]`` the steps in a row it was cheaper."""
+    h_erk = h if rho <= 0.0 else min(h, boundary / rho)
+    cheaper = stages / h_erk < (cost - th[S.COST0]) / h
+    th[S.N_CHEAPER] = th[S.N_CHEAPER] + 1.0 if cheaper else 0.0
+    th[S.COST0] = cost
 
 
 def kink_rejection(th, on_low, max_rejections):
@@ -619,14 +630,14 @@ class Controller:
         self.capping = control.cap_safety > 0.0 and main.stiffness is not None
         self.boundary = main.tableau.stability_boundary if self.capping else 0.0
         self.th, self.stats = loop_state(0.0, 0.0)
-        self.rejected, self.ends, self.n_cheaper = False, None, 0
+        self.rejected, self.ends = False, None
         back = control.switch_back
         if back is not None:
             if main.rho is None or main.cost is None:
                 raise ValueError("switch_back: the stepper keeps no rho and cost estimate")
             self.erk_stages = SWITCH_BACK_MARGIN * back.n_stages
             self.erk_boundary = STABILITY_SAFETY * back.stability_boundary
-            self.cost0 = main.cost
+            self.th[S.COST0] = main.cost
 
     def reject(self, step, err, crossed):
         """The step after ``step`` was rejected with error norm ``err`` (``crossed``: a
@@ -665,12 +676,8 @@ class Controller:
             h = float(stability_cap(h, th[S.RHO], self.boundary, c.cap_safety))
         stiff = count_stiff(h, h_free, th, stats, c.stiff_steps, c.stiff_held)
         if c.switch_back is not None and took is main and not clipped:
-            cost = main.cost
-            h_erk = step if main.rho <= 0.0 else min(step, self.erk_boundary / main.rho)
-            cheaper = self.erk_stages / h_erk < (cost - self.cost0) / step
-            self.n_cheaper = self.n_cheaper + 1 if cheaper else 0
-            self.cost0 = cost
-        self.ends = ("stiff" if stiff else "nonstiff" if 0 < c.switch_steps <= self.n_cheaper
+            count_cheaper(th, main.cost, step, main.rho, self.erk_boundary, self.erk_stages)
+        self.ends = ("stiff" if stiff else "nonstiff" if 0 < c.switch_steps <= th[S.N_CHEAPER]
                      else None)
         return h
 

@@ -146,14 +146,14 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
     n, s = y.size, tab.n_stages
+    steps = int(control.stiff_steps) if ops.detects_stiffness else 0
+    ops.prepare(tab, low, options, predictive=control.predictive, cap_safety=control.cap_safety,
+                stiff_steps=steps, stiff_held=control.stiff_held)
     early, k, h, nfev, _ = _start(ops.first, ops.rhs, y, t_eval, t0, tab.error_order, options,
                                   observe, int(k0))
     if early is not None:
         return early
     th, stats = loop_state(t0, h, nfev)
-    steps = int(control.stiff_steps) if ops.detects_stiffness else 0
-    ops.prepare(tab, low, options, predictive=control.predictive, cap_safety=control.cap_safety,
-                stiff_steps=steps, stiff_held=control.stiff_held)
     dense = bool(control.dense) and tab.dense_P is not None and low is None
     g0 = ops.stop_value(y)
     if g0 is not None:
@@ -186,16 +186,22 @@ class DenseStageOps:
     """The explicit ops of a model with a compiled right-hand side, stages as the rows of
     ``K``: ``advance`` its entry point into ``_erk_kernels.make_erk_advance``'s loop, ``rhs(y,
     out, data)``, ``switches = (crossings, keep_pattern)`` and ``stop(y, data) -> g`` on its
-    data tuple ``data`` (docs/simulator.md, "Module overviews")."""
+    data tuple ``data`` (docs/simulator.md, "Module overviews"); ``rhs`` evaluates on
+    ``rhs_data``, which a subclass with a store of its own in ``data`` keeps apart."""
 
     detects_stiffness = True
     #: The work of one evaluation in state entries (None: the state size) for the chunks.
     eval_work = None
+    #: Whether the stages are the rows of ``K`` (False: the ops keep them in ``data``).
+    stages_in_K = True
+    #: The third-order companion's weights in place of the tableau's (None: the tableau's).
+    e3 = None
 
     def __init__(self, advance, rhs, data, n, switches=None, n_switches=0, stop=None):
         from . import _erk_kernels  # numba compiles (or loads its cache) on first use
         self._ek = _erk_kernels
         self._advance, self._rhs, self.data, self.n = advance, rhs, data, int(n)
+        self.rhs_data = data
         self._switches, self._stop = switches, stop
         self.pat = np.zeros(int(n_switches) if switches is not None else 0, dtype=np.bool_)
         self.ybuf = np.empty(self.n if stop is not None else 0)
@@ -204,12 +210,9 @@ class DenseStageOps:
     def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps=0, stiff_held=1.0):
         self.tab, self.s = tab, tab.n_stages
         rows = max(tab.n_stages, low.n_stages if low is not None else 0) + 1
-        if self.K is None or self.K.shape[0] < rows:
-            K = np.empty((rows, self.n))
-            if self.K is not None:
-                K[0] = self.K[0]
-            self.K = K
-        pair = tableau_args(tab, options.rtol)
+        if self.stages_in_K and (self.K is None or self.K.shape[0] < rows):
+            self.K = np.empty((rows, self.n))
+        pair = tableau_args(tab, options.rtol, self.e3)
         if low is None:
             self.pairs = (pair, pair, pair)
         else:
@@ -219,9 +222,7 @@ class DenseStageOps:
                         *stiffness_args(tab, stiff_steps, cap_safety, stiff_held))
 
     def first(self, y):
-        if self.K is None:
-            self.K = np.empty((1, self.n))
-        self._rhs(y, self.K[0], self.data)
+        self._rhs(y, self.K[0], self.rhs_data)
         if self._switches is not None:
             self._switches[1](self.data, self.pat)
         return self.K[0]
@@ -230,7 +231,7 @@ class DenseStageOps:
         return None if self._stop is None else float(self._stop(y, self.data))
 
     def rhs(self, v, out):
-        self._rhs(v, out, self.data)
+        self._rhs(v, out, self.rhs_data)
         return out
 
     def advance(self, y, y_new, th, stats):

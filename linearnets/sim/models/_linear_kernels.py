@@ -937,7 +937,7 @@ def probe_ntk(y, rows, cols, offs, Xp, out):
 _erk_loop = make_erk_advance(rhs)
 _factored_loop = make_erk_advance(rhs, store=(_store_attempt, stage_stiffness_sums, stage_fsal))
 _ssp_loop = make_erk_advance(rhs, store=(_ssp_attempt, _ssp_stiffness, _ssp_fsal))
-_rosw_loop, _ = make_rosw_advance(rhs, jvp)
+_rosw_loop = make_rosw_advance(rhs, jvp)
 _gd_loop = make_gd_advance(rhs)
 
 

@@ -606,27 +606,14 @@ def erk_ops(problem, tab, factored=None):
 
 
 class _LinearOps(compiled.DenseStageOps):
-    """``methods.compiled.DenseStageOps`` on a store of the linear network's own (``data``, the
-    loop's; ``K`` unused): ``rhs`` on :func:`numba_rhs_args`, the predictive controller (no
-    kinks), no stop event."""
+    """``methods.compiled.DenseStageOps`` with the stages in a store of the linear network's own
+    (``data``; ``K`` unused) and ``rhs`` on :func:`numba_rhs_args` (no kinks, no stop event)."""
 
-    #: The third-order companion's weights in place of the tableau's (None: the tableau's).
-    e3 = None
+    stages_in_K = False
 
     def __init__(self, problem, advance):
-        self.rhs_args = numba_rhs_args(problem)
-        super().__init__(advance, lk.rhs, self.rhs_args, problem.size)
+        super().__init__(advance, lk.rhs, numba_rhs_args(problem), problem.size)
         self.f0, self.K = np.empty(self.n), np.empty((1, 1))
-
-    def rhs(self, v, out):
-        lk.rhs(v, out, self.rhs_args)
-        return out
-
-    def prepare(self, tab, low, options, predictive, cap_safety, stiff_steps, stiff_held=1.0):
-        pair = compiled.tableau_args(tab, options.rtol, self.e3)
-        self.pairs = (pair, pair, pair)
-        self.control = (compiled.loop_control(options, True),
-                        *compiled.stiffness_args(tab, stiff_steps, cap_safety, stiff_held))
 
 
 class FactoredStageOps(_LinearOps):
@@ -647,7 +634,7 @@ class FactoredStageOps(_LinearOps):
                 np.empty(3 * S1 * C * mx), np.empty(3 * S1 * C * mx),
                 np.empty(2 * (S1 * C) ** 2), np.empty(2 * C * mx))
         self.C, self.ints, self.bufs = C, ints, bufs
-        self.data = (*self.rhs_args[:3], problem.white, ints, bufs,
+        self.data = (*self.rhs_data[:3], problem.white, ints, bufs,
                      np.empty(3 * max(BLOCK_ENTRIES, mx)), BLOCK_ENTRIES, np.empty(self.s + 1))
         self.e3 = third_order_rest(tab) if tab.e3 is not None else np.zeros_like(tab.e)
 
@@ -677,12 +664,12 @@ class LowStorageStages(_LinearOps):
         self.sums = np.zeros(2)      # _linear_kernels.DD, REF
         self.data = (np.empty(n), np.empty(n), st.at, st.g, ERROR_SLOTS, ERROR_WEIGHTS,
                      np.empty(2 * max(BLOCK_ENTRIES, mx)), np.empty(2 * st.C * st.C),
-                     GRAM_MIN_REL, blas, BLOCK_ENTRIES, self.sums, self.rhs_args)
+                     GRAM_MIN_REL, blas, BLOCK_ENTRIES, self.sums, self.rhs_data)
 
     def first(self, y):
         st = self.st
         # f(y) with slot 0 as the product buffers: the factors stay there
-        Sxx, Syx, eta_l, lay, _, _, scratch = self.rhs_args
+        Sxx, Syx, eta_l, lay, _, _, scratch = self.rhs_data
         lk.rhs_flat(y, self.f0, Sxx, Syx, eta_l, lay, st.at[0], st.g[0], scratch)
         _, self.sums[lk.REF] = lk.slot_stiffness_sums(0, 0, self.data)
         return self.f0
