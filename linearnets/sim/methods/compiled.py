@@ -146,7 +146,7 @@ def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=N
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
     n, s = y.size, tab.n_stages
-    steps = int(control.stiff_steps) if ops.detects_stiffness else 0
+    steps = int(control.stiff_steps)
     ops.prepare(tab, low, options, predictive=control.predictive, cap_safety=control.cap_safety,
                 stiff_steps=steps, stiff_held=control.stiff_held)
     early, k, h, nfev, _ = _start(ops.first, ops.rhs, y, t_eval, t0, tab.error_order, options,
@@ -189,7 +189,6 @@ class DenseStageOps:
     data tuple ``data`` (docs/simulator.md, "Module overviews"); ``rhs`` evaluates on
     ``rhs_data``, which a subclass with a store of its own in ``data`` keeps apart."""
 
-    detects_stiffness = True
     #: The work of one evaluation in state entries (None: the state size) for the chunks.
     eval_work = None
     #: Whether the stages are the rows of ``K`` (False: the ops keep them in ``data``).

@@ -636,7 +636,7 @@ class FactoredStageOps(_LinearOps):
         self.C, self.ints, self.bufs = C, ints, bufs
         self.data = (*self.rhs_data[:3], problem.white, ints, bufs,
                      np.empty(3 * max(BLOCK_ENTRIES, mx)), BLOCK_ENTRIES, np.empty(self.s + 1))
-        self.e3 = third_order_rest(tab) if tab.e3 is not None else np.zeros_like(tab.e)
+        self.e3 = third_order_rest(tab)
 
     def first(self, y):
         lk.stage(y, np.zeros(1), 0, 0, *self.data[:6])
