@@ -415,10 +415,10 @@ def compare_diagonal_bias(alphas=(3.0, 1.0, 0.3, 0.1, 0.03, 0.01), P=5, D=12, se
         if not tr.success:
             raise RuntimeError(f"diagonal flow failed at alpha = {a}: {tr.message}")
         nfev.append(tr.nfev)
-        errs.append(float(np.abs(tr.beta[-1] - b).max() / np.abs(b).max()))
-        l1_sim.append(float(np.abs(tr.beta[-1]).sum()))
+        errs.append(float(np.abs(tr.end_to_end[-1, 0] - b).max() / np.abs(b).max()))
+        l1_sim.append(float(np.abs(tr.end_to_end[-1, 0]).sum()))
         l1_th.append(float(np.abs(b).sum()))
-        d2.append(float(np.linalg.norm(tr.beta[-1] - b2) / np.linalg.norm(b2)))
+        d2.append(float(np.linalg.norm(tr.end_to_end[-1, 0] - b2) / np.linalg.norm(b2)))
     sv = np.linalg.svd(X, compute_uv=False)
     tol = SAFETY * (np.sqrt(2 * DIAG_STOP) * sv[0] / sv[-1] + GLOBAL_RTOL_FACTOR * rtol)
     err = float(max(errs))

@@ -351,8 +351,9 @@ def _(backend):
     stopped = diagonal_flow(X, X @ beta, [1.0, 1e4], alpha=0.1, rtol=1e-9, atol=1e-13,
                             stop_loss=1e-6, lr_scales=[1.0, 2.0])
     assert tr.success and stopped.success
-    return {"beta": tr.beta, "loss": tr.loss, "w_plus": tr.w_plus, "w_minus": tr.w_minus,
-            "stopped_beta": stopped.beta, "nfev": np.array(tr.nfev)}
+    return {"beta": tr.end_to_end[:, 0], "loss": tr.loss, "w_plus": tr.weights[0],
+            "w_minus": tr.weights[1], "stopped_beta": stopped.end_to_end[:, 0],
+            "nfev": np.array(tr.nfev)}
 
 
 # --------------------------------------------------------------------------------------

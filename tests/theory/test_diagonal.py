@@ -69,7 +69,7 @@ def test_flow_converges_to_the_implicit_bias_over_alpha():
         tr = diagonal_flow(X, y, [0.0, 1e4], alpha=alpha, stop_loss=stop, rtol=1e-10, max_steps=100000)
         assert tr.success, tr.message
         b = ln.diagonal_implicit_bias(X, y, alpha)
-        assert np.abs(tr.beta[-1] - b).max() < 1e-6 * np.abs(b).max(), (alpha, np.abs(tr.beta[-1] - b).max())
+        assert np.abs(tr.end_to_end[-1, 0] - b).max() < 1e-6 * np.abs(b).max(), (alpha, np.abs(tr.end_to_end[-1, 0] - b).max())
 
 
 def test_model_interface():

@@ -11,14 +11,12 @@ K(x, x′) = 4 Σ_i (w₊i² + w₋i²) x_i x′_i (no 1/P).  The state is [w₊
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..._validation import as_float_array, check_int, check_matrix, check_positive
 from .base import Layout, Model, parse_options, register_model
 
-__all__ = ["DiagonalNet", "diagonal_flow", "DiagonalTrajectory"]
+__all__ = ["DiagonalNet", "diagonal_flow"]
 
 
 class DiagonalNet(Model):
@@ -90,32 +88,6 @@ class DiagonalNet(Model):
 register_model("diagonal", DiagonalNet)
 
 
-@dataclass(frozen=True)
-class DiagonalTrajectory:
-    """Result of :func:`diagonal_flow`.
-
-    Attributes
-    ----------
-    t : (T,) ndarray
-    beta : (T, D) ndarray
-        β(t) = w₊² − w₋².
-    loss : (T,) ndarray
-    w_plus, w_minus : (D,) ndarray
-        The final weights.
-    nfev, success, message : int, bool, str
-        The run's evaluations, and whether and where it failed.
-    """
-
-    t: np.ndarray
-    beta: np.ndarray
-    loss: np.ndarray
-    w_plus: np.ndarray
-    w_minus: np.ndarray
-    nfev: int
-    success: bool
-    message: str
-
-
 def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, atol=1e-14,
                   method="DOP853", lr_scales=None, max_steps=1_000_000, stop_loss=None):
     r"""Gradient flow of the diagonal linear network β = w₊² − w₋² on (1/2P)‖y − Xβ‖².
@@ -141,7 +113,10 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
 
     Returns
     -------
-    DiagonalTrajectory
+    Trajectory
+        As :func:`linearnets.gradient_flow` returns it: ``end_to_end`` (T, 1, D) is β(t),
+        ``weights`` the final ``(w₊, w₋)``; a failed run says so in ``success`` and
+        ``message`` (no warning).
     """
     from ..flow import (PreparedFlow, Recording, SolverOptions, StopRule, check_t_eval,
                         check_tolerances)
@@ -165,8 +140,5 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
         "loss", float(check_positive(stop_loss, "stop_loss", ndim=0)))
     solver = SolverOptions(rtol=rtol, atol=atol, max_steps=check_int(max_steps, "max_steps", 1),
                            kink_rtol=rtol, method=method)
-    tr = PreparedFlow(((D,), (D,)), X, y[:, None], DiagonalNet, options, solver,
-                      Recording(t_eval, frozenset(), None, stop)).run(weights, report=False)
-    return DiagonalTrajectory(t=tr.t, beta=tr.end_to_end[:, 0], loss=tr.loss, w_plus=tr.weights[0],
-                              w_minus=tr.weights[1], nfev=tr.nfev, success=tr.success,
-                              message=tr.message)
+    return PreparedFlow(((D,), (D,)), X, y[:, None], DiagonalNet, options, solver,
+                        Recording(t_eval, frozenset(), None, stop)).run(weights, report=False)
