@@ -389,18 +389,6 @@ def check_stop(stop, options, Y):
                      f"('relative_loss', r) with 0 < r < 1, got {stop!r}")
 
 
-def check_method(method, dense):
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not isinstance(dense, (bool, np.bool_)):
-        raise ValueError(f"dense must be True or False, got {dense!r}")
-    if dense and method not in DENSE_METHODS:
-        raise ValueError(f"dense=True needs a method with a continuous extension "
-                         f"{DENSE_METHODS}, got method={method!r} (which steps onto every "
-                         f"output time: pass dense=False)")
-    return method, bool(dense)
-
-
 def shapes_of(layers):
     """Weight shapes from layer sizes ``(D, N_1, ..., C)`` or from the shapes themselves."""
     shapes = tuple(layers) if isinstance(layers, (tuple, list)) else ()
@@ -454,15 +442,22 @@ def check_solver(solver):
         kink_rtol, late = max(rtol, KINK_RTOL), max(rtol, KINK_RTOL_LATE)
     else:
         kink_rtol = late = float(check_positive(kink_rtol, "kink_rtol", ndim=0))
-    method, dense = check_method(DEFAULT_METHOD if solver.method is None else solver.method,
-                                 solver.dense)
+    method, dense = DEFAULT_METHOD if solver.method is None else solver.method, solver.dense
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(dense, (bool, np.bool_)):
+        raise ValueError(f"dense must be True or False, got {dense!r}")
+    if dense and method not in DENSE_METHODS:
+        raise ValueError(f"dense=True needs a method with a continuous extension "
+                         f"{DENSE_METHODS}, got method={method!r} (which steps onto every "
+                         f"output time: pass dense=False)")
     max_steps = check_int(solver.max_steps, "max_steps", minimum=1)
     if first_step is not None:
         first_step = float(check_positive(first_step, "first_step", ndim=0))
     _backend.check_backend(solver.backend)
     return SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps, first_step=first_step,
-                         kink_rtol=kink_rtol, method=method, dense=dense, backend=solver.backend,
-                         kink_rtol_late=late)
+                         kink_rtol=kink_rtol, method=method, dense=bool(dense),
+                         backend=solver.backend, kink_rtol_late=late)
 
 
 class _Recorder:
@@ -1037,6 +1032,7 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     shapes = tuple(w.shape for w in ws)
     X, Y = check_data(X, Y, shapes, loss)     # the data are named before the layer sizes
     bs = check_biases(biases, shapes)
-    check_method(method, dense)
+    if method is None:                # (prepare_flow's None is its default; here a name)
+        raise ValueError(f"method must be one of {METHODS}, got None")
     check_progress(progress)
     return _prepare(shapes, X, Y, locals()).run(ws, bs, progress=progress)

@@ -33,7 +33,6 @@ JVP_COST = 2
 BATCH_THREADS = None
 
 
-
 def advance_in_chunks(advance, counts, max_steps, n, s, tick=None, th=None):
     """Call the compiled loop ``advance()`` with the budget of attempted steps in
     ``counts[S.BUDGET]`` raised by a chunk (:data:`INTERRUPT_STEPS`; state size ``n``, ``s``

@@ -76,14 +76,13 @@ def stepper_for(method, net):
     """``(primary, fallback)`` stepper factories of ``method`` on model ``net`` for
     ``base.integrate`` (the fallback only for a model with kinks)."""
     kind, tab = METHODS[method]
-    fun = net.rhs if net.smooth else None
     if kind == "rosw":
         lin = net.linearize
         cls = ROS34PW2_STEPPER.bind(
             jvp=net.jvp if ROSENBROCK_JVP == "model" else None,
             linearize=lin, metric=net.metric, EVALUATE_REJECTED=not net.smooth,
             JVP_COST=net.jvp_cost if lin is not None else 1.0)
-        primary = partial(cls, fun=fun)
+        primary = partial(cls, fun=net.rhs if net.smooth else None)
         low = (primary if ROSENBROCK_FALLBACK == "same" else None if ROSENBROCK_FALLBACK is None
                else _explicit(TABLEAUX[ROSENBROCK_FALLBACK], net))
     else:

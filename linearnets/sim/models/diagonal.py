@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._validation import as_float_array, check_int, check_matrix, check_positive
+from ..._validation import as_float_array, check_matrix, check_positive
 from .base import Layout, Model, parse_options, register_model
 
 __all__ = ["DiagonalNet", "diagonal_flow"]
@@ -104,7 +104,7 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
     eta, rtol, atol : float > 0
         Learning rate; the local error tolerances (as for :func:`linearnets.gradient_flow`).
     method : str
-        A stepper of :mod:`linearnets.sim.methods` (``"DOP853"``, ``"RK45"``, ...).
+        A method of :func:`linearnets.gradient_flow` (``"DOP853"``, ``"RK45"``, ...).
     lr_scales, max_steps : (2,) floats > 0 or None, int
         Rates of w₊ and w₋ relative to eta; the budget of attempted steps.
     stop_loss : float > 0, optional
@@ -118,9 +118,7 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
         ``weights`` the final ``(w₊, w₋)``; a failed run says so in ``success`` and
         ``message`` (no warning).
     """
-    from ..flow import (PreparedFlow, Recording, SolverOptions, StopRule, check_t_eval,
-                        check_tolerances)
-    from ..methods import STEPPERS
+    from ..flow import PreparedFlow, Recording, SolverOptions, StopRule, check_solver, check_t_eval
     X = check_matrix(X, "X")
     P, D = X.shape
     y = as_float_array(y, "y", ndim=1)
@@ -132,13 +130,10 @@ def diagonal_flow(X, y, t_eval, alpha=None, weights=None, eta=1.0, rtol=1e-10, a
         a = float(check_positive(alpha, "alpha", ndim=0))
         weights = [np.full(D, a), np.full(D, a)]
     t_eval = check_t_eval(t_eval)
-    if method not in STEPPERS:
-        raise ValueError(f"method must be one of {tuple(STEPPERS)}, got {method!r}")
     options = parse_options(2, eta=float(check_positive(eta, "eta", ndim=0)), lr_scales=lr_scales)
-    rtol, atol = check_tolerances(rtol, atol)
     stop = None if stop_loss is None else StopRule(
         "loss", float(check_positive(stop_loss, "stop_loss", ndim=0)))
-    solver = SolverOptions(rtol=rtol, atol=atol, max_steps=check_int(max_steps, "max_steps", 1),
-                           kink_rtol=rtol, method=method)
+    solver = check_solver(SolverOptions(rtol=rtol, atol=atol, max_steps=max_steps,
+                                        kink_rtol=rtol, method=method, backend="numpy"))
     return PreparedFlow(((D,), (D,)), X, y[:, None], DiagonalNet, options, solver,
                         Recording(t_eval, frozenset(), None, stop)).run(weights, report=False)
