@@ -254,7 +254,8 @@ _MLP_CALL = textwrap.dedent("""
     ws = ln.init_network((2, 3, 1), 1.0, seed=0)
     tr = ln.gradient_flow(ws, X, Y, [0.0, 0.1], backend="numba", activation="relu",
                           loss="soft_hinge", centered=True, stop="margin", rtol=1e-4)
-    kernels = (k.mlp_rhs, k.mlp_loss, k.mlp_forward, k.erk_advance_kinks)
+    # the entry points Python calls (mlp_forward is compiled inside mlp_rhs and mlp_loss)
+    kernels = (k.mlp_rhs, k.mlp_loss, k.erk_advance_kinks)
     print(json.dumps({
         "backend": tr.backend,
         "compiles": _numba_cache.compile_count(),
@@ -270,7 +271,7 @@ def test_second_process_loads_the_compiled_mlp_from_cache(tmp_path):
     loaded from the cache in a second."""
     env = {"LINEARNETS_CACHE_DIR": str(tmp_path / "cache")}
     first, _ = _run(_MLP_CALL, env, tmp_path)
-    assert first["backend"] == "numba" and first["compiles"] >= 4 and first["misses"] >= 4
+    assert first["backend"] == "numba" and first["compiles"] >= 3 and first["misses"] >= 3
     second, err = _run(_MLP_CALL, env, tmp_path)
     assert second["compiles"] == 0 and second["misses"] == 0 and min(second["hits"]) >= 1
     assert "compiling numba kernels" not in err
