@@ -25,7 +25,8 @@ rounds, min (median): be02454 RK45 run 1.44 (1.51) ms, fixed 0.46 (0.47); 503b80
 rounds) be02454 12.4 (12.5) ms against 12.9 (12.9) ms, from 14.8 ms at 705d19c.
 
 Run: ``python benchmarks/studies/study_call_cost.py TREE [TREE ...] [--problem small|medium|large]
-[--rounds 3] [--outputs 2]``
+[--rounds 3] [--outputs 2] [--methods auto]``; the last lines give each
+tree's run time over the first tree's, round by round (median and range)
 (a tree is a directory holding ``linearnets/``, e.g. a ``git worktree`` of another commit).
 """
 from __future__ import annotations
@@ -36,6 +37,8 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+
 CHILD = r"""
 import json, sys, time
 import numpy as np
@@ -43,6 +46,7 @@ from threadpoolctl import threadpool_limits
 import linearnets as ln
 from linearnets.data import scalar_teacher, teacher_task
 problem, repeats, outputs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+only = sys.argv[4].split(",") if sys.argv[4] else None
 if problem == "small":
     X, y, _ = scalar_teacher(200, 20, 1.0, seed=0)
     Y = y[:, None]
@@ -70,7 +74,7 @@ def best(f):
 
 out = {}
 with threadpool_limits(1):
-    for m, r in runs:
+    for m, r in [(m, r) for m, r in runs if only is None or m in only]:
         call = lambda t, T=2: ln.gradient_flow(ws, X, Y, np.linspace(0.0, t, T), rtol=r,
                                                atol=1e-3 * r, backend="numba", method=m)
         nfev = int(call(t_end, outputs).nfev)
@@ -87,24 +91,35 @@ def main():
     ap.add_argument("--problem", default="small", choices=("small", "medium", "large"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--methods", default="",
+                    help="comma-separated methods of the problem to time (default: both)")
     ap.add_argument("--outputs", type=int, default=2,
                     help="output times of the run, evenly spaced from 0 to t_end")
     a = ap.parse_args()
     repeats = a.repeats or (60 if a.problem == "small" else 3)
     for tree in a.trees:       # a first process per tree compiles (or loads) its kernels
-        _child(tree, a.problem, 1, a.outputs)
+        _child(tree, a.problem, 1, a.outputs, a.methods)
+    runs = {tree: [] for tree in a.trees}
     for k in range(a.rounds):
         for tree in a.trees:
-            res = _child(tree, a.problem, repeats, a.outputs)
+            res = _child(tree, a.problem, repeats, a.outputs, a.methods)
+            runs[tree].append(res)
             cells = "  ".join(f"{m} run {v['run'] * 1e3:8.3f} ms, fixed {v['fixed'] * 1e3:7.3f} ms,"
                               f" loop {(v['run'] - v['fixed']) * 1e3:8.3f} ms ({v['nfev']} evals)"
                               for m, v in res.items())
             print(f"round {k + 1}  {tree}: {cells}", flush=True)
+    first = a.trees[0]
+    for tree in a.trees[1:]:      # each round's pair: the trees ran minutes apart at most
+        for m in runs[first][0]:
+            r = np.array([b[m]["run"] / f[m]["run"] for f, b in zip(runs[first], runs[tree])])
+            print(f"{tree} / {first}, {m} run: median {np.median(r):.3f}, "
+                  f"range {r.min():.3f}-{r.max():.3f} over {r.size} rounds")
 
 
-def _child(tree, problem, repeats, outputs):
+def _child(tree, problem, repeats, outputs, methods=""):
     tree = os.path.abspath(tree)      # the child runs in it: ``-c`` puts the cwd first
-    done = subprocess.run([sys.executable, "-c", CHILD, problem, str(repeats), str(outputs)],
+    done = subprocess.run([sys.executable, "-c", CHILD, problem, str(repeats), str(outputs),
+                           methods],
                           cwd=tree, env=dict(os.environ, PYTHONPATH=tree),
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
