@@ -28,7 +28,6 @@ import argparse
 import importlib.util
 import os
 import sys
-import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -37,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import linearnets as ln  # noqa: E402
 from bench_mlp import make  # noqa: E402
+from problems import best_of as best  # noqa: E402
 from linearnets.sim.models import get_model, parse_options  # noqa: E402
 
 LR = 0.01
@@ -49,15 +49,6 @@ def problem(width):
         sizes = (10, width, width, 1)
         pb = dict(pb, sizes=sizes, ws=ln.init_network(sizes, np.sqrt(2.0), seed=rng))
     return pb
-
-
-def best(f, rounds):
-    out = np.inf
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        f()
-        out = min(out, time.perf_counter() - t0)
-    return out
 
 
 def package_step(pb, n):

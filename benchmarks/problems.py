@@ -41,6 +41,19 @@ RELU_SIGMA = 0.5
 RELU_T = np.geomspace(0.1, 40.0, 20)
 
 
+def best_of(f, repeats, warm=False):
+    """The least wall time of ``repeats`` calls of ``f()`` in seconds (``warm``: after one
+    untimed call)."""
+    if warm:
+        f()
+    out = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f()
+        out = min(out, time.perf_counter() - t0)
+    return out
+
+
 def sweep_data():
     """``(X, y)`` of the sweep's point: ``scalar_teacher(40, 10, 1.0, seed=0)``, shapes (40, 10), (40,)."""
     X, y, _ = ln.scalar_teacher(SWEEP_SAMPLES, SWEEP_SIZES[0], SWEEP_STRENGTH, seed=0)

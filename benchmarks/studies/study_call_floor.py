@@ -47,7 +47,6 @@ import argparse
 import dataclasses
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -60,21 +59,14 @@ from linearnets.sim.methods.base import loop_state  # noqa: E402
 from linearnets.sim.methods.tableaux import RK45  # noqa: E402
 
 import bench_flow as bf  # noqa: E402
-from problems import busy_core, diffrax_available  # noqa: E402
+from problems import best_of, busy_core, diffrax_available  # noqa: E402
 
 #: bench_flow's winning tolerance of the default call on the small problem.
 RTOL = 3e-5
 
 
 def best(f, repeats):
-    """The least of ``repeats`` timings of ``f()`` (after one untimed call), in seconds."""
-    f()
-    b = np.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f()
-        b = min(b, time.perf_counter() - t0)
-    return b
+    return best_of(f, repeats, warm=True)
 
 
 def parts(ws, X, Y, t_end, repeats):
