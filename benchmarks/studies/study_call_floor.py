@@ -30,12 +30,12 @@ could reach 1.5x:
 on today's loop reaches, and ``budget`` = diffrax / 1.5 - loop what a 1.5x call may spend
 beside its steps.  ``--busy``: the same with one core kept busy by another process.
 
-What it shows on this machine (a quiet window, three runs): diffrax Tsit5 PI 1.15 and 1.27 ms
-idle, 1.12 ms busy; the call 1.30-1.35 ms (fixed cost 0.61-0.64 ms), its loop 0.72-0.75 ms
-(3.84-3.98 us per evaluation); the least parts 56 us (checks 11, statistics 9, dispatch 5,
-outputs 16, result 15 us).  The loop alone is 1.60-1.69x diffrax idle and 1.49x busy, the
-floor 1.48-1.57x and 1.39x: with one core busy no design of the call on today's loop reaches
-1.5x (docs/benchmarks.md).
+What it shows on this machine (a quiet window, four idle and three busy runs): diffrax Tsit5 PI
+1.15-1.31 ms idle, 1.12 ms busy; the call 1.30-1.35 ms (fixed cost 0.61-0.64 ms), its loop
+0.72-0.75 ms (3.83-3.99 us per evaluation); the least parts 56 us (checks 11, statistics 9,
+dispatch 5, outputs 16, result 15 us).  The loop alone is 1.58-1.74x diffrax idle and
+1.49-1.55x busy, the floor 1.47-1.62x and 1.39-1.44x; busy, a 1.5x call may spend -3 to 24 us
+beside its steps, less than the checks, statistics and dispatch alone (docs/benchmarks.md).
 
 Usage::
 
