@@ -59,14 +59,10 @@ from linearnets.sim.methods.base import loop_state  # noqa: E402
 from linearnets.sim.methods.tableaux import RK45  # noqa: E402
 
 import bench_flow as bf  # noqa: E402
-from problems import best_of, busy_core, diffrax_available  # noqa: E402
+from problems import best_of as best, busy_core, diffrax_available  # noqa: E402
 
 #: bench_flow's winning tolerance of the default call on the small problem.
 RTOL = 3e-5
-
-
-def best(f, repeats):
-    return best_of(f, repeats, warm=True)
 
 
 def parts(ws, X, Y, t_end, repeats):
@@ -115,7 +111,7 @@ def parts(ws, X, Y, t_end, repeats):
 
     def result():
         dataclasses.replace(traj)
-    return {name: best(f, repeats) for name, f in (
+    return {name: best(f, repeats, warm=True) for name, f in (
         ("checks", checks), ("statistics", statistics), ("dispatch", dispatch),
         ("outputs", outputs), ("result", result))}
 
@@ -127,12 +123,13 @@ def measure(repeats, diffrax_rtol):
     if diffrax_available():
         problem = bf.lin.make_problem(tuple(w.shape for w in ws), X, Y)
         for label, run in bf.diffrax_runs(problem, ws, t_end):
-            rows[label] = best(lambda: run(diffrax_rtol), repeats)
+            rows[label] = best(lambda: run(diffrax_rtol), repeats, warm=True)
     kw = dict(rtol=RTOL, atol=RTOL * bf.ATOL_RATIO)      # default method, backend, threads
     nfev = ln.gradient_flow(ws, X, Y, [0.0, t_end], **kw).nfev
     nfev1 = ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * t_end], **kw).nfev
-    call = best(lambda: ln.gradient_flow(ws, X, Y, [0.0, t_end], **kw), repeats)
-    fixed = best(lambda: ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * t_end], **kw), repeats)
+    call = best(lambda: ln.gradient_flow(ws, X, Y, [0.0, t_end], **kw), repeats, warm=True)
+    fixed = best(lambda: ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * t_end], **kw), repeats,
+                 warm=True)
     loop = (call - fixed) / (nfev - nfev1) * nfev
     return rows, call, fixed, loop, nfev, parts(ws, X, Y, t_end, repeats)
 
