@@ -536,9 +536,9 @@ def bench(name, quick, rate, only_methods=(), only_backends=(), extras=True, ref
     # gradient_flow: every method on every available backend
     backends = ["numpy"] + (["numba"] if have_numba else []) + (["cupy"] if B.gpu_available() else [])
     backends = [b for b in backends if not only_backends or b in only_backends]
-    methods = ["RK45", "DOP853", "SSPRK104", "auto", "ROS34PW2"]
+    methods = ["RK45", "Tsit5", "DOP853", "SSPRK104", "auto", "ROS34PW2"]
     if quick:
-        methods = ["RK45", "DOP853", "SSPRK104", "auto"]
+        methods = ["RK45", "Tsit5", "DOP853", "SSPRK104", "auto"]
     methods = [m for m in methods if not only_methods or m in only_methods]
     for m in methods:
         for b in backends:

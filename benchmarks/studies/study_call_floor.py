@@ -40,6 +40,10 @@ beside its steps, less than the checks, statistics and dispatch alone (docs/benc
 Usage::
 
     python benchmarks/studies/study_call_floor.py [--repeats 200] [--busy] [--diffrax-rtol 1e-3]
+        [--method Tsit5 --rtol 1e-4]
+
+``--method Tsit5 --rtol 1e-4`` measures the same for a call whose pair were Tsit5 (the
+pair of diffrax's row, 158 evaluations at bench_flow's target against RK45's 188).
 """
 from __future__ import annotations
 
@@ -116,7 +120,7 @@ def parts(ws, X, Y, t_end, repeats):
         ("outputs", outputs), ("result", result))}
 
 
-def measure(repeats, diffrax_rtol):
+def measure(repeats, diffrax_rtol, method=None, rtol=RTOL):
     ws, X, Y, _ = bf.make("small")
     t_end = bf.reference(ws, X, Y, 4000.0, "numba")[0]
     rows = {}
@@ -124,7 +128,9 @@ def measure(repeats, diffrax_rtol):
         problem = bf.lin.make_problem(tuple(w.shape for w in ws), X, Y)
         for label, run in bf.diffrax_runs(problem, ws, t_end):
             rows[label] = best(lambda: run(diffrax_rtol), repeats, warm=True)
-    kw = dict(rtol=RTOL, atol=RTOL * bf.ATOL_RATIO)      # default method, backend, threads
+    kw = dict(rtol=rtol, atol=rtol * bf.ATOL_RATIO)      # default method, backend, threads
+    if method:
+        kw["method"] = method
     nfev = ln.gradient_flow(ws, X, Y, [0.0, t_end], **kw).nfev
     nfev1 = ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * t_end], **kw).nfev
     call = best(lambda: ln.gradient_flow(ws, X, Y, [0.0, t_end], **kw), repeats, warm=True)
@@ -139,14 +145,22 @@ def main():
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--busy", action="store_true", help="one core busy with another process")
     ap.add_argument("--diffrax-rtol", type=float, default=1e-3)
+    ap.add_argument("--method", default=None,
+                    help="this method instead of the default (Tsit5: the pair that would "
+                         "shorten the loop)")
+    ap.add_argument("--rtol", type=float, default=RTOL,
+                    help="the call's rtol (bench_flow's scan: 3e-5 for the default, 1e-4 "
+                         "for Tsit5)")
     a = ap.parse_args()
     with busy_core(a.busy):
-        rows, call, fixed, loop, nfev, least = measure(a.repeats, a.diffrax_rtol)
+        rows, call, fixed, loop, nfev, least = measure(a.repeats, a.diffrax_rtol, a.method,
+                                                       a.rtol)
     print(f"one core busy: {'yes' if a.busy else 'no'}; load average "
           f"{os.getloadavg()[0]:.2f}; best of {a.repeats}")
     for label, dt in rows.items():
         print(f"  {label:28s} rtol {a.diffrax_rtol:.0e}  {dt * 1e3:7.3f} ms")
-    print(f"  gradient_flow (default)      rtol {RTOL:.0e}  {call * 1e3:7.3f} ms, {nfev} evaluations;"
+    print(f"  gradient_flow ({a.method or 'default'})      rtol {a.rtol:.0e}  {call * 1e3:7.3f} ms, "
+          f"{nfev} evaluations;"
           f" fixed cost {fixed * 1e3:.3f} ms; loop {loop * 1e3:.3f} ms "
           f"({loop / nfev * 1e6:.2f} us per evaluation)")
     for name, dt in least.items():

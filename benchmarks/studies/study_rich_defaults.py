@@ -31,7 +31,11 @@ Usage::
 
     python benchmarks/studies/study_rich_defaults.py [--scales 0.1,1,10,100,1000] [--h 200]
         [--P 100] [--seeds 0,1,2] [--ref-cache DIR] [--rounds 1] [--refs-only]
-        [--save FILE] [--load FILE,...]
+        [--kinks 1e-2,...] [--backend numpy] [--save FILE] [--load FILE,...]
+
+``--backend numpy`` runs the settings on the numpy loop, whose arithmetic differs from the
+compiled loop's (the references stay those of the default backend): whether a setting
+reaches the target at a scale can change with it.
 
 ``--save`` appends each run's figures to a file (one JSON line a run), ``--load`` prints
 the tables from such files without running (the last line of each scale, draw and
@@ -54,11 +58,16 @@ KINKS = (1e-2, 3e-3, 1e-3, 5e-4, 3e-4)
 
 #: (label, keywords) of the settings run beside the default.  ``"auto"`` on a ReLU net is
 #: DOP853 at rtol < 1e-6 and SSPRK104 at rtol >= 1e-6 (docs/methods.md).
-SETTINGS = [("default", {})] + [
-    (f"{m} rtol {r:g} kink {k:g}", dict(method=m, rtol=r, kink_rtol=k))
-    for m, rtols in (("auto", (1e-8, 1e-6, 1e-4)), ("DOP853", (1e-6, 1e-4)),
-                     ("SSPRK104", (1e-8,)))
-    for r in rtols for k in KINKS]
+def settings_of(kinks):
+    """The default and each method and rtol of the grid at each ``kink_rtol`` of ``kinks``."""
+    return [("default", {})] + [
+        (f"{m} rtol {r:g} kink {k:g}", dict(method=m, rtol=r, kink_rtol=k))
+        for m, rtols in (("auto", (1e-8, 1e-6, 1e-4)), ("DOP853", (1e-6, 1e-4)),
+                         ("SSPRK104", (1e-8,)))
+        for r in rtols for k in kinks]
+
+
+SETTINGS = settings_of(KINKS)
 
 #: Candidate default rules: name -> function of alpha sqrt(h) giving a label of SETTINGS.
 #: The rule on alpha sqrt(h) is an oracle (the front end does not know the regime); the
@@ -105,10 +114,10 @@ def readout(p, traj, Xte, kw):
     return F, float(ln.kernel_drift(K0, K)), traj.t_stop
 
 
-def run(p, X, y, kw, settings, t_max):
+def run(p, X, y, kw, settings, t_max, backend="auto"):
     t0 = time.perf_counter()
     traj = ln.gradient_flow(p.weights, X, y, [t_max], stop=("relative_loss", 0.01),
-                            max_steps=10 ** 7, **kw, **settings)
+                            max_steps=10 ** 7, backend=backend, **kw, **settings)
     return traj, time.perf_counter() - t0
 
 
@@ -153,10 +162,10 @@ def measure(scale, seeds, settings, args):
         if args.refs_only:
             continue
         for label, st in settings:
-            traj, sec = run(p, X, y, kw, st, t_max)               # compile or load
+            traj, sec = run(p, X, y, kw, st, t_max, args.backend)   # compile or load
             secs = [sec] if args.rounds == 0 else []
             for _ in range(args.rounds):
-                traj, sec = run(p, X, y, kw, st, t_max)
+                traj, sec = run(p, X, y, kw, st, t_max, args.backend)
                 secs.append(sec)
             F, drift, t_stop = readout(p, traj, Xte, kw)
             errs = (float(np.max(np.abs(F - F_ref)) / np.max(np.abs(F_ref))),
@@ -167,6 +176,7 @@ def measure(scale, seeds, settings, args):
             if args.save:
                 with open(args.save, "a") as f:
                     f.write(json.dumps(dict(scale=scale, seed=seed, label=label,
+                                            backend=args.backend,
                                             nfev=traj.nfev, sec=float(np.median(secs)),
                                             errs=errs, share=share, kinks=traj.kinks,
                                             nsteps=traj.nsteps,
@@ -246,16 +256,23 @@ def main(argv=None):
                     help="timed runs after a warm-up (0: the one run, its time as it comes)")
     ap.add_argument("--target", type=float, default=1e-3)
     ap.add_argument("--only", default="", help="only settings whose label contains this")
+    ap.add_argument("--kinks", default=",".join(f"{k:g}" for k in KINKS),
+                    help="the kink_rtol values of the grid")
+    ap.add_argument("--backend", default="auto",
+                    help="the runs' backend (the references keep theirs: numpy runs the "
+                         "same settings in other arithmetic)")
     ap.add_argument("--no-default", action="store_true", help="leave the default row out")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--save", default=None, help="append each run's figures to this file")
     ap.add_argument("--load", default=None,
                     help="tables from --save files (comma-separated) instead of running")
     args = ap.parse_args(argv)
-    settings = [s for s in SETTINGS if (args.only in s[0] and s[0] != "default")
+    settings = [s for s in settings_of([float(k) for k in args.kinks.split(",")])
+                if (args.only in s[0] and s[0] != "default")
                 or (s[0] == "default" and not args.no_default)]
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"load average {os.getloadavg()[0]:.2f}; h {args.h}, P {args.P}, draws {seeds}; "
+    print(f"load average {os.getloadavg()[0]:.2f}; backend {args.backend}; h {args.h}, "
+          f"P {args.P}, draws {seeds}; "
           f"reference DOP853 rtol {args.ref_rtol:g} kink_rtol {args.ref_kink_rtol:g} "
           f"(or tighter, cached)", flush=True)
     summary = []

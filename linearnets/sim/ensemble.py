@@ -194,7 +194,7 @@ def gradient_flow_ensemble(weights_list, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=
     X, Y, t_eval, eta, rtol, atol
         As for :func:`linearnets.gradient_flow`, shared by all members.
     backend : {"auto", "numpy", "numba"}
-    method : {"auto", "DOP853", "RK45", "SSPRK104", "BS32", "HE21"}
+    method : {"auto", "DOP853", "RK45", "Tsit5", "SSPRK104", "BS32", "HE21"}
     record : collection of str
         Any of ``"weights"``, ``"outputs"``, ``"ntk"``, ``"modes"``, ``"conservation"``,
         member by member (a ``probe`` records ``"outputs"`` and the NTK).

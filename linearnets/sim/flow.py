@@ -950,8 +950,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     method : str
         One of :data:`METHODS` (docs/methods.md): ``"auto"`` (the explicit pair, SSPRK104 or
         the L-stable ROS34PW2, whichever costs least per unit time: docs/simulator.md, "The
-        auto rule"), ``"DOP853"``, ``"RK45"``, ``"SSPRK104"``, ``"ROS34PW2"``, ``"BS32"``,
-        ``"HE21"``.
+        auto rule"), ``"DOP853"``, ``"RK45"``, ``"Tsit5"``, ``"SSPRK104"``, ``"ROS34PW2"``,
+        ``"BS32"``, ``"HE21"``.
     record, probe : collection of str; ndarray (Q, D) or tuple (Xp (Q, D), Yp (Q, C) or (Q,))
         Any of :data:`RECORDABLE` (``"sharpness"``: ``Trajectory.sharpness`` (T, 1), the
         largest eigenvalue of the loss's Hessian, :func:`linearnets.sharpness`, with the

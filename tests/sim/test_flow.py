@@ -248,7 +248,8 @@ def fixed_step_error(tab, n):
 
 
 @pytest.mark.parametrize("name,order,ns", [("RK45", 5, (32, 64, 128)), ("DOP853", 8, (8, 12, 16)),
-                                           ("SSPRK104", 4, (16, 32, 64))])
+                                           ("SSPRK104", 4, (16, 32, 64)),
+                                           ("Tsit5", 5, (32, 64, 128))])
 def test_convergence_order(name, order, ns):
     errs = [fixed_step_error(TABLEAUX[name], n) for n in ns]
     slopes = -np.diff(np.log(errs)) / np.diff(np.log(ns))
