@@ -14,6 +14,8 @@ could reach 1.5x:
   ``1e-9 t_end`` (one step, ``nfev1`` evaluations); ``loop`` = their difference over the
   further evaluations, times the call's evaluations: what the steps alone cost, the least
   a call of today's loop can take;
+* the fixed cost split into ``prepare_flow`` (validation, statistics, set-up), the
+  prepared flow's ``run`` of one step and the rest (``gradient_flow``'s checks);
 * the least each part of the fixed cost can be, timed alone as bare numpy or one compiled
   call, none of it the package's code path:
 
@@ -36,6 +38,9 @@ What it shows on this machine (a quiet window, four idle and three busy runs): d
 dispatch 5, outputs 16, result 15 us).  The loop alone is 1.58-1.74x diffrax idle and
 1.49-1.55x busy, the floor 1.47-1.62x and 1.39-1.44x; busy, a 1.5x call may spend -3 to 24 us
 beside its steps, less than the checks, statistics and dispatch alone (docs/benchmarks.md).
+With ``--method Tsit5 --rtol 1e-4`` (158 evaluations), three idle and three busy runs: the
+loop alone 1.82-1.88x idle and 1.72-1.78x busy, the floor 1.68-1.72x and 1.58-1.63x; a 1.5x
+call may spend 138-157 us idle and 94-117 us busy beside its steps.
 
 Usage::
 
@@ -137,7 +142,15 @@ def measure(repeats, diffrax_rtol, method=None, rtol=RTOL):
     fixed = best(lambda: ln.gradient_flow(ws, X, Y, [0.0, 1e-9 * t_end], **kw), repeats,
                  warm=True)
     loop = (call - fixed) / (nfev - nfev1) * nfev
-    return rows, call, fixed, loop, nfev, parts(ws, X, Y, t_end, repeats)
+    # the one-step call's fixed cost split: prepare_flow, then PreparedFlow.run
+    one = [0.0, 1e-9 * t_end]
+    shapes = [w.shape for w in ws]
+    flow = ln.prepare_flow(X, Y, shapes, one, **kw)
+    split = {"prepare_flow": best(lambda: ln.prepare_flow(X, Y, shapes, one, **kw), repeats,
+                                  warm=True),
+             "PreparedFlow.run": best(lambda: flow.run(ws), repeats, warm=True)}
+    split["gradient_flow's own checks"] = fixed - sum(split.values())
+    return rows, call, fixed, loop, nfev, parts(ws, X, Y, t_end, repeats), split
 
 
 def main():
@@ -153,8 +166,8 @@ def main():
                          "for Tsit5)")
     a = ap.parse_args()
     with busy_core(a.busy):
-        rows, call, fixed, loop, nfev, least = measure(a.repeats, a.diffrax_rtol, a.method,
-                                                       a.rtol)
+        rows, call, fixed, loop, nfev, least, split = measure(a.repeats, a.diffrax_rtol,
+                                                              a.method, a.rtol)
     print(f"one core busy: {'yes' if a.busy else 'no'}; load average "
           f"{os.getloadavg()[0]:.2f}; best of {a.repeats}")
     for label, dt in rows.items():
@@ -163,6 +176,8 @@ def main():
           f"{nfev} evaluations;"
           f" fixed cost {fixed * 1e3:.3f} ms; loop {loop * 1e3:.3f} ms "
           f"({loop / nfev * 1e6:.2f} us per evaluation)")
+    print("    the fixed cost: " + ", ".join(f"{name} {dt * 1e6:.0f} us"
+                                             for name, dt in split.items()))
     for name, dt in least.items():
         print(f"    least {name:12s} {dt * 1e6:8.1f} us")
     floor = loop + sum(least.values())
