@@ -186,6 +186,10 @@ def transfer_error(P, D, A, alpha, ridge=0.0, noise=0.0):
     Source: Canatar, Bordelon & Pehlevan (2021); Atanasov, Bordelon & Pehlevan
     (2022), app. F.  Larger A lowers E_g at α = ±1 and raises it at α = 0.
     Ridgeless with P >= D the noiseless error is 0 (the noisy one diverges at P = D).
+    Noiseless, E_g falls with P at α = ±1 and for A = 0, but not for a target off the spike:
+    the first samples fit the spiked direction, the target's part off it acts as noise, and
+    E_g rises above the null predictor's 1 before it falls (D = 2, A = 4, α = 0: from 1 at
+    P → 0 to 1.19 near P = 0.7; one sample, ridgeless: √5/2, as a Monte Carlo gives).
 
     Examples
     --------

@@ -123,8 +123,33 @@ def test_properties(P, D, A, alpha, ridge):
     assert transfer_error(P, D, A, -alpha, ridge) == e
     # the easiest task for A >= 0 is alpha = ±1 (Canatar et al.)
     assert transfer_error(P, D, A, 1.0, ridge) <= e * (1 + 1e-12) + 1e-300
-    # more data never hurts (noiseless)
-    assert transfer_error(P * 1.5, D, A, alpha, ridge) <= e * (1 + 1e-12) + 1e-300
+    # more data never hurts (noiseless) a target along the spike, or an isotropic kernel;
+    # off the spike the first samples can hurt (test_one_sample_off_the_spike_hurts)
+    for a, spike in ((1.0, A), (alpha, 0.0)):
+        assert (transfer_error(P * 1.5, D, spike, a, ridge)
+                <= transfer_error(P, D, spike, a, ridge) * (1 + 1e-12) + 1e-300)
+
+
+def test_one_sample_off_the_spike_hurts():
+    """Noiseless, a target orthogonal to the spike (alpha = 0): the first samples fit the
+    spiked direction, which the target lacks, and the error rises above the null predictor's
+    1 before it falls (the target's part off the learned modes acts as noise, Canatar,
+    Bordelon & Pehlevan 2021).  One sample at D = 2, A = 4, ridgeless: f(x) = y_1 K(x, x_1) /
+    K(x_1, x_1), whose error E_w |M x_1 (x_1 . w) / (x_1^T M x_1) - w|^2 the theory gives
+    as sqrt(5)/2 = 1.118 (a Monte Carlo of 200,000 draws: 1.119)."""
+    P = np.linspace(0.05, 2.0, 40)
+    e = transfer_error(P, 2, 4.0, 0.0, 0.0)
+    assert abs(float(transfer_error(1.0, 2, 4.0, 0.0)) - np.sqrt(5) / 2) <= 1e-9
+    peak = int(np.argmax(e))
+    assert e[peak] > 1.0 and 0 < peak < P.size - 1
+    assert np.all(np.diff(e[:peak + 1]) > 0) and np.all(np.diff(e[peak:]) <= 1e-15)
+    rng = np.random.default_rng(0)
+    M = 4.0 * np.diag([1.0, 0.0]) + np.eye(2)
+    x = rng.standard_normal((20000, 2))
+    coef = (x @ M) * (x[:, 1] / np.einsum("pi,ij,pj->p", x, M, x))[:, None]
+    mc = np.sum((coef - [0.0, 1.0]) ** 2, axis=1)
+    # the Monte Carlo mean within 4 standard errors of the theory
+    assert abs(mc.mean() - np.sqrt(5) / 2) <= 4 * mc.std() / np.sqrt(mc.size)
 
 
 def test_broadcasting():
