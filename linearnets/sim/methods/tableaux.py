@@ -217,9 +217,9 @@ SSPRK104 = Tableau("SSPRK104", 4, 3, _SSP104_A, _SSP104_B,
                    dense_P=_hermite_P(_SSP104_B), dense_order=3)
 
 # Tsit5 (Tsitouras 2011, "Runge-Kutta pairs of order 5(4) satisfying only the first column
-# simplifying assumption", Comput. Math. Appl. 62, 770-775, Table 1), its order-4 continuous
-# extension (ibid., the b_i(theta) below; b_7 multiplies f(y_new)).  Real stability
-# boundary 3.50684 (first root of |R(-x)| = 1, rounded down as the others).
+# simplifying assumption", Comput. Math. Appl. 62, 770-775) and its order-4 continuous
+# extension (ibid.; the b_i(theta) below in factored form, b_7 on f(y_new)).  Real
+# stability boundary 3.50684 (first root of |R(-x)| = 1, rounded down as the others).
 _T5_A = np.zeros((6, 6))
 _T5_A[1, 0] = 0.161
 _T5_A[2, :2] = [-0.00848065549235698854443,
