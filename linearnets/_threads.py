@@ -74,7 +74,10 @@ def _own_rate(now, cpu):
 
 
 def _env_threads():
-    value = os.environ.get(ENV_VAR, "auto").strip().lower()
+    value = os.environ.get(ENV_VAR)
+    if value is None:
+        return None
+    value = value.strip().lower()
     if value in ("", "auto"):
         return None
     try:
@@ -130,21 +133,28 @@ def _running_now():
         return 1
 
 
-@contextlib.contextmanager
-def limited(work):
+class limited:
     """Run the block's BLAS products on :func:`blas_threads` (``work``) threads, and restore
-    the libraries' settings after it."""
-    libs = _blas()
-    old = [lib.num_threads for lib in libs]
-    n = blas_threads(work, max(old, default=1))
-    changed = [(lib, k) for lib, k in zip(libs, old) if k != n]
-    for lib, _ in changed:
-        lib.set_num_threads(n)
-    try:
-        yield n
-    finally:
-        for lib, k in changed:
+    the libraries' settings after it (``with limited(work) as n``: n the count)."""
+
+    __slots__ = ("work", "changed")
+
+    def __init__(self, work):
+        self.work, self.changed = work, ()
+
+    def __enter__(self):
+        libs = _blas()
+        old = [lib.num_threads for lib in libs]
+        n = blas_threads(self.work, max(old, default=1))
+        self.changed = [(lib, k) for lib, k in zip(libs, old) if k != n]
+        for lib, _ in self.changed:
+            lib.set_num_threads(n)
+        return n
+
+    def __exit__(self, *exc):
+        for lib, k in self.changed:
             lib.set_num_threads(k)
+        return False
 
 
 @contextlib.contextmanager

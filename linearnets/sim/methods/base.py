@@ -246,8 +246,8 @@ def stability_cap(h_next, rho, boundary, safety=None):
 
 
 def _rms(x):
-    # array methods, so that a cupy array works too (one scalar comes to the host)
-    return math.sqrt(float((x * x).mean())) if x.size else 0.0
+    # one dot product of the flat state (numpy or cupy; one scalar comes to the host)
+    return math.sqrt(float(x @ x) / x.size) if x.size else 0.0
 
 
 def select_initial_step(fun, y0, f0, interval, error_order, rtol, atol, xp=np):

@@ -133,22 +133,31 @@ def _outputs(advance, y, th, stats, t_eval, k, observe, max_steps, work, steps=0
 ERK_CONTROL = StepControl(predictive=True, cap_safety=None)
 
 
-def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=None, k0=0):
+def erk(ops, y0, t_eval, primary, options, observe, control=ERK_CONTROL, *, t0=None, k0=0,
+        f0=None):
     """Integrate with the compiled embedded Runge-Kutta loop of ``ops`` (docs/simulator.md,
     "Module overviews") and the pair ``primary`` (a Tableau) from ``y0`` at ``t0`` (by default
     ``t_eval[0]``) onto ``t_eval[k0:]``: the numba counterpart of ``methods.base.integrate``
     with ``methods.erk.ExplicitRK``, its ``options``, ``observe`` and ``control`` (``fallback``
     a Tableau, no switch-back test, ``cap_safety`` None: ``STABILITY_SAFETY`` at the call);
-    kink switches and the stop event are the ``ops``' own.  Returns a Result."""
+    kink switches and the stop event are the ``ops``' own; ``f0``: ``ops.first(y0)``, which
+    the caller evaluated on ``ops`` prepared as here (None: prepared and evaluated here).
+    Returns a Result."""
     tab, low = primary, control.fallback
     t_eval, observe = np.asarray(t_eval, dtype=np.float64), as_observer(observe)
     t0 = float(t_eval[0]) if t0 is None else float(t0)
     y = np.array(y0, dtype=np.float64, copy=True)
     n, s = y.size, tab.n_stages
     steps = int(control.stiff_steps)
-    ops.prepare(tab, low, options, predictive=control.predictive, cap_safety=control.cap_safety,
-                stiff_steps=steps, stiff_held=control.stiff_held)
-    early, k, h, nfev, _ = _start(ops.first, ops.rhs, y, t_eval, t0, tab.error_order, options,
+    first = ops.first
+    if f0 is not None:
+        def first(v):       # (evaluated at y0 already)
+            return f0
+    else:
+        ops.prepare(tab, low, options, predictive=control.predictive,
+                    cap_safety=control.cap_safety, stiff_steps=steps,
+                    stiff_held=control.stiff_held)
+    early, k, h, nfev, _ = _start(first, ops.rhs, y, t_eval, t0, tab.error_order, options,
                                   observe, int(k0))
     if early is not None:
         return early

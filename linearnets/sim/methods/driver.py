@@ -32,8 +32,8 @@ from .ssp import LowStorageRK
 from .tableaux import ROS34PW2, SSPRK104, TABLEAUX
 
 __all__ = ["METHODS", "FALLBACK", "ROSENBROCK_FALLBACK", "ROSENBROCK_JVP", "AUTO_PAIR_RTOL",
-           "auto_pair", "PAIR_HELD", "STIFF_STEPS", "ROSENBROCK_HELD", "ROSENBROCK_STEPS",
-           "SWITCH_BACKOFF", "HANDBACK_STEPS", "run", "auto", "stepper_for"]
+           "auto_pair", "first_stretch", "PAIR_HELD", "STIFF_STEPS", "ROSENBROCK_HELD",
+           "ROSENBROCK_STEPS", "SWITCH_BACKOFF", "HANDBACK_STEPS", "run", "auto", "stepper_for"]
 
 #: Method name -> (family, tableau).
 METHODS = {name: ("ssp" if name == "SSPRK104" else "erk", tab) for name, tab in TABLEAUX.items()}
@@ -115,10 +115,7 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, run, tests=_NO_TESTS, 
     if run.backend == "numba" and (stop is None and smooth or net.compiled_events
                                    and (stop is None or rule is not None)):
         kind, ops = net.compiled_ops(kind, tab, stop=rule)
-    switch_steps = HANDBACK_STEPS if switch_back is not None else 0
-    cap = _base.STABILITY_SAFETY if kind != "rosw" and smooth else 0.0
-    control = replace(tests, predictive=smooth, cap_safety=cap, dense=run.dense,
-                      switch_steps=switch_steps)
+    control = _control(tests, kind, smooth, run.dense)
     if ops is None:
         primary, low = stepper_for(method, net)
         return integrate(lambda t, v: net.rhs(v), y, t_eval, primary, opts, observe,
@@ -128,10 +125,38 @@ def _phase(method, net, y, t0, k0, t_eval, opts, observe, run, tests=_NO_TESTS, 
     from . import compiled
     if kind == "rosw":
         return compiled.rosw(ops, y, t_eval, ROS34PW2, opts, observe, t0=t0, k0=k0,
-                             start=start, switch_back=switch_back, switch_steps=switch_steps)
+                             start=start, switch_back=switch_back,
+                             switch_steps=control.switch_steps)
     # one runner for the explicit and low-storage loops
     control = replace(control, fallback=None if smooth else TABLEAUX[FALLBACK])
     return compiled.erk(ops, y, t_eval, tab, opts, observe, control, t0=t0, k0=k0)
+
+
+def _control(tests, kind, smooth, dense):
+    # a stretch's StepControl: its tests, the predictive controller and the stability cap
+    # on a smooth model (not on the Rosenbrock loop), the hand-back's steps after a switch
+    return replace(tests, predictive=smooth, dense=dense,
+                   cap_safety=_base.STABILITY_SAFETY if kind != "rosw" and smooth else 0.0,
+                   switch_steps=HANDBACK_STEPS if tests.switch_back is not None else 0)
+
+
+def _tests(method, tries=0):
+    # the test that ends a stretch of ``method`` inside "auto" (after ``tries`` hand-backs)
+    if method == "ROS34PW2":
+        return StepControl(switch_back=SSPRK104)
+    if method == "SSPRK104":
+        return StepControl(stiff_steps=ROSENBROCK_STEPS * SWITCH_BACKOFF ** tries,
+                           stiff_held=ROSENBROCK_HELD)
+    return StepControl(stiff_steps=STIFF_STEPS, stiff_held=PAIR_HELD)
+
+
+def first_stretch(method, rtol):
+    """``(pair, control)``: the Tableau and StepControl of the first stretch of ``method`` (an
+    explicit pair, or ``"auto"``: its pair with the stiffness test) on a smooth model, as
+    :func:`_phase` runs it; for :func:`auto`'s ``first``."""
+    pair = auto_pair(rtol) if method == "auto" else method
+    tests = _tests(pair) if method == "auto" else _NO_TESTS
+    return TABLEAUX[pair], _control(tests, METHODS[pair][0], True, False)
 
 
 def run(method, net, y0, t_eval, opts, observe, *, backend="numpy", xp=np, dense=False,
@@ -154,13 +179,15 @@ def auto_pair(rtol, smooth=True):
     return "RK45" if smooth else "SSPRK104"
 
 
-def auto(net, y0, t_eval, opts, observe, run=_NUMPY_RUN, t0=0.0):
+def auto(net, y0, t_eval, opts, observe, run=_NUMPY_RUN, t0=0.0, first=None):
     """``"auto"``: the explicit pair (:func:`auto_pair`) until the stability cap has held its
     step below ``1 / PAIR_HELD`` of its accuracy step for ``STIFF_STEPS`` steps in a row,
     then SSPRK104 until its cap has held it below ``1 / ROSENBROCK_HELD`` for
     ``ROSENBROCK_STEPS SWITCH_BACKOFF^tries`` steps, then ROS34PW2
     until SSPRK104 would be cheaper per unit time for ``HANDBACK_STEPS`` steps, and back;
-    the Result sums the stretches (docs/simulator.md, "The auto rule")."""
+    the Result sums the stretches (docs/simulator.md, "The auto rule").  ``first``: the
+    Result of the pair's stretch, run already (with the test above) from ``y0`` at ``t0``
+    (the quick run's, ``sim.flow``); the rule goes on from where it ended."""
     T = t_eval.size
     pair = auto_pair(opts.rtol, net.smooth)
     y, t, k, h = y0, float(t0), 0, opts.first_step
@@ -168,11 +195,9 @@ def auto(net, y0, t_eval, opts, observe, run=_NUMPY_RUN, t0=0.0):
     method, path, stiff_at = pair, [pair], None
     while True:
         o = opts._replace(max_steps=opts.max_steps - nsteps - nrej, first_step=h)
-        test = (StepControl(switch_back=SSPRK104) if method == "ROS34PW2"
-                else StepControl(stiff_steps=ROSENBROCK_STEPS * SWITCH_BACKOFF ** tries,
-                                 stiff_held=ROSENBROCK_HELD) if method == "SSPRK104"
-                else StepControl(stiff_steps=STIFF_STEPS, stiff_held=PAIR_HELD))
-        res = _phase(method, net, y, t, k, t_eval, o, observe, run, test)
+        res, first = (_phase(method, net, y, t, k, t_eval, o, observe, run,
+                             _tests(method, tries))
+                      if first is None else first), None
         nfev, nsteps, nrej = nfev + res.nfev, nsteps + res.nsteps, nrej + res.nrejected
         ncapped += res.ncapped
         y, t, k, h = res.y_last, res.t_last, res.n_done, res.h_next
