@@ -86,12 +86,12 @@ def test_a_small_flow_runs_on_one_thread(machine, backend):
     X, y, _ = ln.scalar_teacher(20, 4, 1.0, seed=0)
     pf = ln.sim.flow.prepare_flow(X, y, (4, 8, 1), [0.5], backend=backend)
     assert pf._work < _threads.CROSSOVER
-    seen, integrate = [], pf._trajectory
+    seen, finish = [], pf._finish
 
-    def observed(*args):          # the BLAS setting while the run integrates
+    def observed(*args):          # the BLAS setting as the run ends (either path's)
         seen.append(set(blas_counts()))
-        return integrate(*args)
-    machine.setattr(pf, "_trajectory", observed)
+        return finish(*args)
+    machine.setattr(pf, "_finish", observed)
     with threadpool_limits(2):
         traj = pf.run(ln.init_network((4, 8, 1), 0.3, seed=0))
         assert set(blas_counts()) == {2}

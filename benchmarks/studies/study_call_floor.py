@@ -15,7 +15,9 @@ could reach 1.5x:
   further evaluations, times the call's evaluations: what the steps alone cost, the least
   a call of today's loop can take;
 * the fixed cost split into ``prepare_flow`` (validation, statistics, set-up), the
-  prepared flow's ``run`` of one step and the rest (``gradient_flow``'s checks, and the two
+  prepared flow's ``run`` of one step and the rest (since the quick run, negative:
+  ``gradient_flow`` keeps its prepared flow and refills it, where ``prepare_flow`` forms
+  one; before it ``gradient_flow``'s checks, and the two
   run back to back rather than each in a loop of its own), and of the
   run, today's set-up of its per-run objects (the model's net on the prepared statistics,
   its compiled ops, their settings and the first evaluation), what a leaner call that kept
@@ -44,7 +46,9 @@ dispatch 5, outputs 16, result 15 us).  The loop alone is 1.58-1.74x diffrax idl
 beside its steps, less than the checks, statistics and dispatch alone (docs/benchmarks.md).
 With ``--method Tsit5 --rtol 1e-4`` (158 evaluations), three idle and three busy runs: the
 loop alone 1.82-1.88x idle and 1.72-1.78x busy, the floor 1.68-1.72x and 1.58-1.63x; a 1.5x
-call may spend 138-157 us idle and 94-117 us busy beside its steps.
+call may spend 138-157 us idle and 94-117 us busy beside its steps.  With the quick run
+(docs/simulator.md), two idle and two busy runs each: the default call 1.26x idle and
+1.15-1.18x busy (fixed cost 0.26 ms), Tsit5 1.39-1.40x and 1.34-1.35x.
 
 Usage::
 

@@ -2,10 +2,12 @@
 (docs/simulator.md, "The front end")."""
 from __future__ import annotations
 
+import collections
 import math
 import numbers
 import os
 import sys
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
@@ -21,6 +23,8 @@ from ..network import (bias_shapes, check_biases, check_layer_sizes, check_weigh
                        widths_of)
 from .methods import METHODS, FlowStatus
 from .methods import run as run_method
+from .methods.driver import METHODS as _METHOD_KINDS
+from .methods.driver import first_stretch
 from .methods.base import STABILITY_SAFETY, Observer, Result, StopEvent
 from .methods.tableaux import TABLEAUX
 from .models import get_model, parse_options, select_model
@@ -62,6 +66,13 @@ MAX_ATOL = 1.0
 #: above BREAKDOWN_ROUNDING of its terms (docs/simulator.md, ``FlowStatus.BREAKDOWN``).
 BREAKDOWN_RISE = 10.0
 BREAKDOWN_ROUNDING = 1e-6
+
+#: The quick run (``_Quick``): flows of at most QUICK_MAX_SIZE parameters; the prepared
+#: flows that :func:`gradient_flow` keeps for it, per thread, and the most data entries
+#: (``X`` and ``Y``) of a flow kept.
+QUICK_MAX_SIZE = 1 << 16
+QUICK_CACHE = 8
+QUICK_MAX_DATA = 1 << 17
 
 #: The capped hint: at least this many steps, and this share of them, held by the cap.
 CAPPED_HINT_STEPS = 1000
@@ -213,9 +224,17 @@ class Trajectory:
 
     def __post_init__(self):
         for value in vars(self).values():
-            for a in value if isinstance(value, tuple) else (value,):
-                if isinstance(a, np.ndarray):
-                    a.setflags(write=False)
+            if type(value) is tuple:
+                for a in value:
+                    if type(a) is np.ndarray:
+                        a.setflags(write=False)
+            elif type(value) is np.ndarray:
+                value.setflags(write=False)
+
+
+#: The loop's Result of an interrupted run (its counters are lost with the loop's frames).
+_INTERRUPTED = Result(n_done=0, t_last=0.0, y_last=None, nfev=0, nsteps=0, nrejected=0,
+                      status=FlowStatus.INTERRUPTED, message=FlowStatus.INTERRUPTED.message)
 
 
 def check_t_eval(t_eval):
@@ -596,6 +615,84 @@ class _Recorder:
                 a[n:] = np.nan
 
 
+class _QuickRecorder:
+    """The outputs of a quick run (:class:`_Quick`): the maps at the output times, as
+    :class:`_Recorder` keeps them where nothing else is recorded (its attributes that
+    ``PreparedFlow._finish`` reads); the breakdown guard reads the exact losses after the
+    run (:meth:`rose`)."""
+
+    wt = bt = outs = cons = ntk = ntk_norm = ntk_align = sharp = broken = None
+    to_np = staticmethod(np.asarray)
+
+    def __init__(self, net, T, y0):
+        self.net, self.terms = net, True
+        self.e2e = np.full((T,) + net.problem.Syx.shape, np.nan)
+        self.loss = np.full(T, np.nan)
+        self.n_done, self.y_done, self.y0 = 0, y0, y0
+
+    def observe(self, k, y):
+        self.e2e[k] = self.net.end_to_end(y)
+        self.n_done, self.y_done = k + 1, y.copy()
+
+    def unrecorded(self, n):
+        self.loss[n:] = self.e2e[n:] = np.nan
+
+    def rose(self, loss, t_eval):
+        """Whether a loss rose from the first output's (or t = 0's) above the guard's
+        :data:`BREAKDOWN_RISE` or is not finite: the general path, whose guard reads each
+        output as the run reaches it, decides such a run."""
+        loss0 = float(loss[0] if t_eval[0] == 0.0 else self.net.loss_of_map(
+            self.net.end_to_end(self.y0)))
+        top = float(loss.max())             # (NaN where one is NaN)
+        return not top - loss0 <= max((BREAKDOWN_RISE - 1.0) * loss0, 0.0)
+
+
+class _Quick:
+    """The quick run of a :class:`PreparedFlow`: a small deep linear network's run in the
+    compiled loop with the Python work around it cut to a few calls (docs/simulator.md,
+    "The quick run"); one per flow and thread.
+
+    It takes a flow on the numba backend of the ``linear`` model (no biases, not
+    centered) that records the maps and losses alone (no ``record``, ``probe``, ``stop``,
+    ``dense``, ``gd_lr``) with an explicit pair or ``"auto"``, of at most
+    :data:`QUICK_MAX_SIZE` parameters.  The model, its compiled ops (the stage store) and
+    the first stretch's pair and control are formed once; a run is the same loop as the
+    general path's (``methods.compiled.erk``, ``"auto"`` going on from where its pair's
+    stretch ended when it turns stiff): the same arithmetic, the same results.  A failed
+    run and one whose loss rose are run again by the general path, which reports them."""
+
+    def __init__(self, flow):
+        self.net = flow._net([np.zeros(s) for s in flow.shapes], None)
+        self.tab, c = first_stretch(flow.method, flow.solver.rtol)
+        self.control, self.auto = c, flow.method == "auto"
+        self.ops = self.net.compiled_ops("erk", self.tab)[1]
+        # (as the loop sets them up at each run: here for the horizon's first evaluation)
+        self.ops.prepare(self.tab, None, flow.solver, predictive=c.predictive,
+                         cap_safety=c.cap_safety, stiff_steps=c.stiff_steps,
+                         stiff_held=c.stiff_held)
+
+    @staticmethod
+    def takes(flow):
+        """Whether the quick run takes ``flow``."""
+        return (type(flow) is PreparedFlow and flow.backend == "numba"
+                and flow.model.name == "linear" and not flow.has_biases
+                and flow.gd_lr is None and not flow.record and flow.stop is None
+                and flow.recording.probe is None and not flow.solver.dense
+                and not flow.options.centered and flow._layout.size <= QUICK_MAX_SIZE
+                and (flow.method == "auto" or _METHOD_KINDS[flow.method][0] == "erk"))
+
+    def integrate(self, y0, f0, t_eval, solver, observe):
+        """The loop's Result from ``y0`` at t = 0 (``f0 = ops.first(y0)``, evaluated) onto
+        ``t_eval`` (``solver``: the flow's SolverOptions), as ``methods.run`` returns it."""
+        from .methods import compiled, driver
+        res = compiled.erk(self.ops, y0, t_eval, self.tab, solver, observe, self.control,
+                           t0=0.0, f0=f0)
+        if self.auto and res.stiff:
+            res = driver.auto(self.net, y0, t_eval, solver, observe,
+                              driver.RunSettings("numba"), first=res)
+        return res
+
+
 class PreparedFlow:
     """Gradient flow of one network on one data set, ready to run from many initialisations.
 
@@ -634,13 +731,63 @@ class PreparedFlow:
         # sufficient statistics; the probe's for "ntk") times a layer's size
         rows = max(widths_of(shapes)) if model.linear else max(X.shape[0], self.Xo.shape[0])
         self._work = rows * largest_layer(shapes)
+        # the quick run's model and ops, one set per thread (the members of an ensemble)
+        self._quick = threading.local() if _Quick.takes(self) else None
+
+    def refill(self, X, Y, t_eval, same=None):
+        """This flow on copies of new data ``X`` (P, D), ``Y`` (P, C) of the prepared shapes,
+        float64 and checked, and output times ``t_eval`` (checked), in place: the
+        statistics formed again into the same arrays (data equal to those it holds: the
+        times alone; ``same``: :meth:`holds`, if known).  For a flow of the quick run's cache
+        only (:func:`gradient_flow`), which no caller holds, and which holds no caller's
+        data."""
+        self.t_eval, self.recording = t_eval, self.recording._replace(t_eval=t_eval)
+        if self.holds(X, Y) if same is None else same:
+            # the loss of a few maps from the thin-QR summary (formed once for these data)
+            self._shared.loss_summary()
+            return self
+        X, Y = X.copy(), Y.copy()
+        self.X, self.Y, self.Xo, self._data = X, Y, X, (X, Y)
+        self._shared.refill(X, Y)
+        self._rhs_net = self._rhs_params = self._rhs_args = None
+        q = getattr(self._quick, "run", None)
+        if q is not None and not q.net.refilled():
+            self._quick.run = None          # (the data's whiteness changed: formed anew)
+        return self
+
+    def holds(self, X, Y):
+        """Whether this flow is on data equal to ``X`` (P, D), ``Y`` (P, C)."""
+        return np.array_equal(X, self.X) and np.array_equal(Y, self.Y)
+
+    def _quick_run(self, ws, tick):
+        """The run from ``ws`` by the quick run (:class:`_Quick`), or None where the general
+        path must run it: a failed run, or one whose loss rose (the breakdown guard)."""
+        q = getattr(self._quick, "run", None)
+        if q is None:
+            q = self._quick.run = _Quick(self)
+        net, t_eval = q.net, self.t_eval
+        y0 = net.layout.pack(ws)
+        f0 = q.ops.first(y0)
+        if t_eval[-1] > 0.0:
+            check_horizon(float(t_eval[-1]), y0, f0, self.solver.max_steps)
+        out = _QuickRecorder(net, t_eval.size, y0)
+        try:
+            raw, interrupt = q.integrate(y0, f0, t_eval, self.solver,
+                                         Observer(out.observe, None, tick)), None
+        except KeyboardInterrupt as exc:
+            raw, interrupt = _INTERRUPTED, exc
+        if interrupt is None and not raw.status.success:
+            return None
+        traj = self._finish(net, ws, None, out, raw, interrupt)
+        return None if out.rose(traj.loss, t_eval) else traj
 
     def _check(self, arrays, shapes, name):
         if len(arrays) != len(shapes):
             raise ValueError(f"{name} must have {len(shapes)} layers, got {len(arrays)}")
         out = []
         for i, (a, s) in enumerate(zip(arrays, shapes)):
-            a = np.ascontiguousarray(a, dtype=np.float64)
+            # a copy: the Trajectory's weights0 (read-only) are never the caller's arrays
+            a = np.array(a, dtype=np.float64, order="C", copy=True)
             if a.shape != s:
                 raise ValueError(f"{name}[{i}] must have shape {s}, got {a.shape}")
             if not np.isfinite(a).all():
@@ -744,6 +891,11 @@ class PreparedFlow:
         # run() less the report and the bar; tick(t): the loops' progress hook
         ws, bs = self._parameters(weights0, biases0)
         with _threads.limited(self._work):    # BLAS threads for this size (docs/methods.md)
+            if self._quick is not None:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    traj = self._quick_run(ws, tick)
+                if traj is not None:
+                    return traj
             net = self._net(ws, bs)
             if self.t_eval[-1] > 0.0 and self.horizon_test:
                 with np.errstate(all="ignore"):   # (an overflowing start: the run's to report)
@@ -754,15 +906,19 @@ class PreparedFlow:
                 return self._trajectory(net, ws, bs, tick)
 
     def _trajectory(self, net, ws, bs, tick=None):
-        t_eval, out = self.t_eval, _Recorder(self, net, ws, bs)
+        out = _Recorder(self, net, ws, bs)
         observer = Observer(out.observe, out.observe_many, tick)
         try:
             raw, interrupt = self._integrate(net, ws, bs, observer), None
         except KeyboardInterrupt as exc:
-            st = FlowStatus.INTERRUPTED
-            raw = Result(n_done=0, t_last=0.0, y_last=None, nfev=0, nsteps=0, nrejected=0,
-                         status=st, message=st.message)
-            interrupt = exc
+            raw, interrupt = _INTERRUPTED, exc
+        return self._finish(net, ws, bs, out, raw, interrupt)
+
+    def _finish(self, net, ws, bs, out, raw, interrupt):
+        """The Trajectory of a run of ``net`` from ``ws``, ``bs``: its outputs ``out`` (a
+        :class:`_Recorder`), the loop's Result ``raw``; ``interrupt`` the KeyboardInterrupt
+        that ended it (raised again as :class:`FlowInterrupted`) or None."""
+        t_eval = self.t_eval
         n, status, message = raw.n_done, raw.status, raw.message
         t_last = float(t_eval[-1]) if status.success else float(raw.t_last)
         if interrupt is not None or out.broken is not None:
@@ -1028,6 +1184,13 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     >>> bool(traj.success and traj.loss[-1] < 1e-10)
     True
     """
+    key = _quick_key(weights, X, Y, locals())
+    flow = _quick_flow(key, X, Y, t_eval)
+    if flow is not None:            # a flow of the quick run's cache, on these data
+        try:
+            return flow.run(weights, progress=check_progress(progress))
+        except ValueError:
+            pass                    # (bad input: the checks below name the argument)
     ws = check_weights(weights)
     shapes = tuple(w.shape for w in ws)
     X, Y = check_data(X, Y, shapes, loss)     # the data are named before the layer sizes
@@ -1035,4 +1198,74 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     if method is None:                # (prepare_flow's None is its default; here a name)
         raise ValueError(f"method must be one of {METHODS}, got None")
     check_progress(progress)
-    return _prepare(shapes, X, Y, locals()).run(ws, bs, progress=progress)
+    flow = _prepare(shapes, X, Y, locals())
+    if key is not None and flow._quick is not None:
+        _keep_quick(key, flow)
+    return flow.run(ws, bs, progress=progress)
+
+
+_quick_flows = threading.local()        # .flows: key -> PreparedFlow, oldest first
+
+
+def _quick_key(weights, X, Y, given):
+    """The key of :func:`gradient_flow`'s cache of quick-run flows (:class:`_Quick`) for a
+    call with these ``weights``, data and keywords ``given``, or None where the call is not
+    one the quick run takes with plain arrays: every network and recording keyword at its
+    default (``eta`` and ``alpha`` aside), ``X`` and ``Y`` C-contiguous float64 of at most
+    :data:`QUICK_MAX_DATA` entries, the weights arrays, every keyword hashable."""
+    g = given
+    if (type(g["record"]) is not tuple or g["record"] or g["probe"] is not None
+            or g["stop"] is not None or g["biases"] is not None or g["dense"] is not False
+            or g["gd_lr"] is not None or g["model"] is not None or g["lr_scales"] is not None
+            or g["multipliers"] is not None or g["centered"] is not False
+            or type(g["activation"]) is not str or g["activation"] != "linear"
+            or type(g["loss"]) is not str or g["loss"] != "mse"):
+        return None
+    for a in (X, Y):
+        if not (type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous):
+            return None
+    if X.ndim != 2 or Y.ndim not in (1, 2) or X.size + Y.size > QUICK_MAX_DATA:
+        return None
+    try:
+        key = (tuple(w.shape for w in weights), X.shape, Y.shape[:1] + (Y.shape[1:] or (1,)),
+               *(g[name] for name in _QUICK_KEYWORDS))
+        hash(key)
+    except (TypeError, AttributeError):
+        return None
+    return key
+
+
+#: The keywords that tell the flows of :func:`gradient_flow`'s quick-run cache apart.
+_QUICK_KEYWORDS = ("eta", "rtol", "atol", "backend", "method", "max_steps", "first_step",
+                   "kink_rtol", "raise_on_failure", "alpha")
+
+
+def _quick_flow(key, X, Y, t_eval):
+    """The cached flow of ``key`` (:func:`_quick_key`) refilled with these data and output
+    times, or None: no such flow, or data or times that fail their checks (the general
+    path's checks then name the argument, in their order)."""
+    flows = getattr(_quick_flows, "flows", None)
+    flow = None if key is None or flows is None else flows.get(key)
+    if flow is None:
+        return None
+    try:
+        t_eval = check_t_eval(t_eval)
+        Y2 = Y.reshape(Y.shape[0], -1)
+        same = flow.holds(X, Y2)
+        if not same:
+            X, Y2 = check_data(X, Y, flow.shapes)
+    except ValueError:
+        return None
+    flows.move_to_end(key)
+    return flow.refill(X, Y2, t_eval, same)
+
+
+def _keep_quick(key, flow):
+    """Keep ``flow``, on copies of its data, in this thread's cache (the
+    :data:`QUICK_CACHE` most recent)."""
+    flows = getattr(_quick_flows, "flows", None)
+    if flows is None:
+        flows = _quick_flows.flows = collections.OrderedDict()
+    flows[key] = flow.refill(flow.X, flow.Y, flow.t_eval, False)   # (with copies)
+    while len(flows) > QUICK_CACHE:
+        flows.popitem(last=False)

@@ -8,6 +8,7 @@ docs/simulator.md ("The linear network") derives the options' map and the factor
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -119,8 +120,20 @@ class FlowProblem:
         object.__setattr__(self, "_summary", [])
         object.__setattr__(self, "_layouts", {})
         object.__setattr__(self, "offsets", layer_offsets(self.shapes))
-        object.__setattr__(self, "white",
-                           bool(np.max(np.abs(self.Sxx - np.eye(len(self.Sxx)))) <= WHITE_TOL))
+        object.__setattr__(self, "white", _is_white(self.Sxx))
+
+    def refill(self, X, Y):
+        """This problem on new data ``X``, ``Y`` of the same shapes, in place: the statistics
+        written into ``Sxx`` and ``Syx`` (so that a problem :meth:`retarget` made shares the
+        new ``Sxx``), ``white`` and the loss summary formed again.  For a private problem
+        only (the quick run's cache, ``sim.flow``)."""
+        Sxx, Syx = statistics(X, Y)
+        self.Sxx[...], self.Syx[...] = Sxx, Syx
+        object.__setattr__(self, "X", X)
+        object.__setattr__(self, "Y", Y)
+        object.__setattr__(self, "_summary", [])
+        object.__setattr__(self, "white", _is_white(Sxx))
+        return self
 
     def retarget(self, Syx, eta_l):
         """This problem with another ``Syx`` (C, D) and ``eta_l`` (L,); what is derived from
@@ -170,13 +183,27 @@ class FlowProblem:
         return rhs(y, self, out)
 
 
-def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
-    """A :class:`FlowProblem` from data ``X`` (P, D), ``Y`` (P, C), both float64 2-D: the
-    statistics ``Sxx = X^T X / P`` (exactly symmetric, by syrk) and ``Syx = Y^T X / P``."""
-    P, D = X.shape
+def _is_white(Sxx):
+    """Whether ``Sxx`` is the identity to within ``WHITE_TOL``."""
+    diag = Sxx.flat[::Sxx.shape[0] + 1]
+    return bool(np.abs(diag - 1.0).max() <= WHITE_TOL
+                and np.abs(Sxx - np.diag(diag)).max() <= WHITE_TOL)
+
+
+def statistics(X, Y):
+    """``(Sxx, Syx)`` of data ``X`` (P, D), ``Y`` (P, C), both float64 2-D: ``Sxx = X^T X / P``
+    (exactly symmetric: syrk's upper triangle, mirrored) and ``Syx = Y^T X / P``."""
+    P = X.shape[0]
     upper = dsyrk(1.0 / P, X.T)                  # the lower triangle is zero
-    Sxx = np.ascontiguousarray(upper + np.triu(upper, 1).T)
-    Syx = np.ascontiguousarray(dgemm(1.0 / P, Y.T, X.T, trans_b=1))
+    Sxx = np.add(upper, upper.T, order="C")
+    Sxx.flat[::Sxx.shape[0] + 1] *= 0.5          # the diagonal counted twice: halved exactly
+    return Sxx, np.ascontiguousarray(dgemm(1.0 / P, Y.T, X.T, trans_b=1))
+
+
+def make_problem(shapes, X, Y, eta=1.0, lr_scale=None):
+    """A :class:`FlowProblem` from data ``X`` (P, D), ``Y`` (P, C), both float64 2-D, with
+    their :func:`statistics`."""
+    Sxx, Syx = statistics(X, Y)
     scale = np.ones(len(shapes)) if lr_scale is None else np.asarray(lr_scale, dtype=np.float64)
     eta_l = np.ascontiguousarray(eta * scale, dtype=np.float64)
     return FlowProblem(tuple((int(r), int(c)) for r, c in shapes), Sxx, Syx, eta_l, X, Y)
@@ -242,11 +269,12 @@ def loss_from_end_to_end(W, problem):
     residual for a few maps, else from the thin-QR summary (``O(K D C)`` a map)."""
     W = np.asarray(W)
     C, D = W.shape[-2:]
-    maps = int(np.prod(W.shape[:-2], dtype=np.int64))
+    maps = math.prod(W.shape[:-2])
     if not problem._summary and maps * D * C < (D + C) ** 2:
-        P = problem.P
-        R = problem.Y[:, None, :] - (problem.X @ W.reshape(maps * C, D).T).reshape(P, maps, C)
-        return (0.5 * np.einsum("pmc,pmc->m", R, R) / P).reshape(W.shape[:-2])[()]
+        X, Y = problem.X, problem.Y
+        R = Y[:, None, :] - (X @ W.reshape(maps * C, D).T).reshape(X.shape[0], maps, C)
+        R *= R
+        return (0.5 * R.sum(axis=(0, 2)) / X.shape[0]).reshape(W.shape[:-2])[()]
     R, Z, res0 = problem.loss_summary()
     M = Z - np.einsum("kd,...cd->...kc", R, W)
     return 0.5 * (res0 + np.sum(M * M, axis=(-2, -1))) / problem.P
@@ -796,6 +824,22 @@ class LinearNet(Model):
         self._Sxx, self._Syx = xp.asarray(self.problem.Sxx), xp.asarray(self.problem.Syx)
         self._eta = [float(e) for e in self.rates]
         return self
+
+    def refilled(self):
+        """After the problem :meth:`prepare` shared was refilled in place
+        (``FlowProblem.refill``): this model's statistics formed again as :meth:`prepare`
+        forms them, into the same arrays.  False where the data's whiteness changed, which
+        the compiled ops hold: then the model must be formed anew."""
+        base, p = self.base, self.problem
+        if base.white != p.white:
+            return False
+        np.divide(base.Syx, self.scale, out=p.Syx)
+        if self._W0 is not None:
+            p.Syx += self._W0 @ base.Sxx
+        object.__setattr__(p, "X", base.X)
+        object.__setattr__(p, "Y", base.Y)
+        self._syy = 0.5 * float(np.sum(base.Y * base.Y)) / base.P
+        return True
 
     def rhs(self, y, out=None):
         """``dy/dt`` at ``y`` (:func:`chain_products`, :func:`velocity` on ``xp``) into
