@@ -247,3 +247,24 @@ def test_threads_keep_their_own_flows():
             th.join()
     for g, w in zip(got, want):
         _close(g, w, 1e-8)
+
+
+def test_one_prepared_flow_on_many_threads():
+    """One prepared flow run from several threads at once (as an ensemble's members are):
+    each thread forms its own quick run, each run is its serial run."""
+    X, Y = _data()
+    nets = [init_network((6, 8, 8, 2), 0.3, seed=s) for s in range(4)]
+    prep = prepare_flow(X, Y, (6, 8, 8, 2), [0.0, 4.0, 12.0], backend="numba", rtol=1e-8)
+    want = [_general(X, Y, ws, [0.0, 4.0, 12.0], rtol=1e-8) for ws in nets]
+    got = [None] * 4
+
+    def work(i):
+        for _ in range(5):
+            got[i] = prep.run(nets[i])
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for g, w in zip(got, want):
+        _close(g, w, 1e-8)
