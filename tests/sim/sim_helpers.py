@@ -105,3 +105,15 @@ def ssp(problem, y0, t_eval, opts, observe, backend="numpy", store=None, dense=F
     return integrate(None, np.asarray(y0, dtype=np.float64), t_eval, make, opts, observe,
                      control=base.StepControl(predictive=True, cap_safety=base.STABILITY_SAFETY,
                                               dense=dense))
+
+
+class Interrupt:
+    """A progress hook that raises KeyboardInterrupt at its ``at``-th call."""
+
+    def __init__(self, at):
+        self.at, self.calls = at, 0
+
+    def __call__(self, t):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt

@@ -13,6 +13,7 @@ import linearnets as ln
 from linearnets.sim import ensemble as _ensemble
 from linearnets.sim.flow import prepare_flow
 from linearnets.network import init_network
+from sim_helpers import Interrupt
 
 _CHILD = r"""
 import sys, time
@@ -72,18 +73,6 @@ def _problem(seed=0):
     return X, np.sin(X[:, :1]), init_network((4, 12, 1), 1.0, seed=seed + 1)
 
 
-class _Interrupt:
-    """A progress hook that raises KeyboardInterrupt at its ``at``-th call."""
-
-    def __init__(self, at):
-        self.at, self.calls = at, 0
-
-    def __call__(self, t):
-        self.calls += 1
-        if self.calls == self.at:
-            raise KeyboardInterrupt
-
-
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("act", ["linear", "tanh"])
 def test_interrupted_trajectory_is_the_run_so_far(backend, act):
@@ -97,7 +86,7 @@ def test_interrupted_trajectory_is_the_run_so_far(backend, act):
     full = prep.run(ws)
     assert full.success
     with pytest.raises(ln.FlowInterrupted) as info:
-        prep._run(ws, None, _Interrupt(30 if backend == "numpy" else 3))
+        prep._run(ws, None, Interrupt(30 if backend == "numpy" else 3))
     assert isinstance(info.value, KeyboardInterrupt)
     tr = info.value.trajectory
     n = int(np.sum(~np.isnan(tr.loss)))
@@ -173,7 +162,7 @@ class _Bar:
     end = 0.0
 
     def __init__(self):
-        self.hook = _Interrupt(3)
+        self.hook = Interrupt(3)
 
     def update(self, clock):
         self.hook(clock)

@@ -13,6 +13,7 @@ import linearnets as ln
 from linearnets.sim import flow as F
 from linearnets.sim.flow import prepare_flow
 from linearnets.network import init_network
+from sim_helpers import Interrupt
 
 pytestmark = pytest.mark.skipif(not ln.backend.numba_available(),
                                 reason="the quick run is numba's")
@@ -32,6 +33,15 @@ def _general(X, Y, ws, t_eval, **kw):
     flow = prepare_flow(X, Y, [w.shape for w in ws], t_eval, backend="numba", **kw)
     flow._quick = None
     return flow.run(ws)
+
+
+def _on_threads(work, n):
+    """``work(i)`` for i < n, each on a thread of its own, all at once."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
 
 
 def _close(a, b, rtol):
@@ -126,18 +136,6 @@ def test_failed_run_is_the_general_paths():
         ln.gradient_flow(ws, X, Y, [0.0, 20.0], max_steps=5, raise_on_failure=True)
 
 
-class _Interrupt:
-    """A progress hook that raises KeyboardInterrupt at its ``at``-th call."""
-
-    def __init__(self, at):
-        self.at, self.calls = at, 0
-
-    def __call__(self, t):
-        self.calls += 1
-        if self.calls == self.at:
-            raise KeyboardInterrupt
-
-
 def test_interrupted_quick_run_keeps_the_outputs_so_far():
     X, Y = _data()
     ws = init_network((6, 8, 8, 2), 0.3, seed=1)
@@ -146,7 +144,7 @@ def test_interrupted_quick_run_keeps_the_outputs_so_far():
     assert prep._quick is not None
     full = prep.run(ws)
     with pytest.raises(ln.FlowInterrupted) as info:
-        prep._run(ws, None, _Interrupt(4))
+        prep._run(ws, None, Interrupt(4))
     tr = info.value.trajectory
     n = int(np.sum(~np.isnan(tr.loss)))
     assert 1 <= n < t.size and np.all(np.isnan(tr.end_to_end[n:]))
@@ -238,13 +236,9 @@ def test_threads_keep_their_own_flows():
         X, Y = data[i]
         for _ in range(5):
             got[i] = ln.gradient_flow(ws, X, Y, [0.0, 10.0])
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        _on_threads(work, 4)
     for g, w in zip(got, want):
         _close(g, w, 1e-8)
 
@@ -261,10 +255,6 @@ def test_one_prepared_flow_on_many_threads():
     def work(i):
         for _ in range(5):
             got[i] = prep.run(nets[i])
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    _on_threads(work, 4)
     for g, w in zip(got, want):
         _close(g, w, 1e-8)
