@@ -21,6 +21,7 @@ or a writable cache, ``background`` acts as ``eager``.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -40,7 +41,7 @@ WARMER = ("-m", "linearnets", "warmup", "--background")
 
 _popen = subprocess.Popen       # (tests record the call instead)
 _LOCK = threading.Lock()
-_state = {"started": None, "noticed": False}
+_state = {"started": None, "noticed": False, "warming": 0}
 _NOTICE = ("linearnets: the numba kernels are not compiled yet: this call runs on numpy while "
            "one background process compiles them into {dir} (later calls use them; "
            "LINEARNETS_JIT=eager compiles in this process instead, see docs/first_run.md).\n")
@@ -67,7 +68,7 @@ def compiled_ready():
     is not known before it runs.
     """
     mode = jit_mode()
-    if mode == "eager" or _numba_cache.is_warm():
+    if mode == "eager" or _state["warming"] or _numba_cache.is_warm():
         return True
     if mode == "off":
         return False
@@ -75,6 +76,19 @@ def compiled_ready():
         return True
     start_warmer()
     return False
+
+
+@contextlib.contextmanager
+def warming():
+    """Inside the block :func:`compiled_ready` is True: the warm-up
+    (``linearnets._warmup.warmup``) compiles the kernels its tasks reach through
+    ``backend="auto"`` instead of running them on numpy (the cache is not complete until it
+    ends)."""
+    _state["warming"] += 1
+    try:
+        yield
+    finally:
+        _state["warming"] -= 1
 
 
 def start_warmer():

@@ -61,7 +61,8 @@ def _infinite_width():
 
     X = np.random.default_rng(0).standard_normal((3, 2))
     infinite_width_kernels(X, X, 2, activation="tanh")
-    infinite_width_kernels(X, X, 2, activation="tanh", sigma=8.0)
+    # pre-activation variances past MEHLER_MAX_SCALE: the scale mixture, diagonal and pairs
+    infinite_width_kernels(10.0 * X, 10.0 * X, 2, activation="tanh", sigma=8.0)
 
 
 def _ensemble():
@@ -91,6 +92,9 @@ def _mlp():
     net = MLPNumba(weights, None, parse_options(3, activation="softplus")).prepare(
         X, y.reshape(-1, 1))
     net.gradient(net.y0)
+    hinge = MLPNumba(weights, None, parse_options(3, activation="tanh", loss="soft_hinge"))
+    hinge.prepare(X, labels)
+    hinge.margins(hinge.y0)         # the training outputs alone (mlp_outputs)
     # an ensemble (its members on threads), with and without kinks
     from .sim.ensemble import gradient_flow_ensemble
     nets = [weights, _problem((4, 6, 5, 1), seed=1)[0]]
@@ -187,7 +191,7 @@ def warmup(progress=True, file=None):
     """
     from tqdm.auto import tqdm
 
-    from . import _numba_cache
+    from . import _jit, _numba_cache
 
     file = sys.stderr if file is None else file
     old = _numba_cache.set_compile_notice(False)
@@ -195,9 +199,10 @@ def warmup(progress=True, file=None):
     t0 = time.perf_counter()
     try:
         bar = tqdm(TASKS, desc="compiling kernels", unit="task", file=file, disable=not progress)
-        for label, task in bar:
-            bar.set_postfix_str(label)
-            task()
+        with _jit.warming():      # (the tasks' backend="auto" calls compile, not numpy)
+            for label, task in bar:
+                bar.set_postfix_str(label)
+                task()
     finally:
         _numba_cache.set_compile_notice(old)
     seconds = time.perf_counter() - t0

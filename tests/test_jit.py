@@ -67,6 +67,17 @@ def test_cold_cache_runs_numpy_and_starts_one_warmer(cold, capsys):
     assert len(FakePopen.calls) == 1
 
 
+def test_the_warmup_compiles_what_its_tasks_reach(cold):
+    """Inside the warm-up (``_jit.warming``) a ``backend="auto"`` call compiles: it neither
+    runs on numpy nor starts a second warm-up; after it the cold rule holds again."""
+    w, X, y = _problem()
+    with _jit.warming():
+        assert _jit.compiled_ready()
+        assert ln.gradient_flow(w, X, y, [0.0, 1.0]).backend == "numba"
+    assert FakePopen.calls == []
+    assert not _jit.compiled_ready() and len(FakePopen.calls) == 1
+
+
 def test_cold_numpy_run_agrees_with_the_compiled_run(cold):
     w, X, y = _problem()
     t = np.concatenate([[0.0], np.logspace(-1, 2, 8)])
