@@ -734,15 +734,14 @@ class PreparedFlow:
         # the quick run's model and ops, one set per thread (the members of an ensemble)
         self._quick = threading.local() if _Quick.takes(self) else None
 
-    def refill(self, X, Y, t_eval, same=None):
+    def refill(self, X, Y, t_eval, same):
         """This flow on copies of new data ``X`` (P, D), ``Y`` (P, C) of the prepared shapes,
         float64 and checked, and output times ``t_eval`` (checked), in place: the
         statistics formed again into the same arrays (data equal to those it holds: the
-        times alone; ``same``: :meth:`holds`, if known).  For a flow of the quick run's cache
-        only (:func:`gradient_flow`), which no caller holds, and which holds no caller's
-        data."""
+        times alone; ``same``: :meth:`holds`).  For a flow of the quick run's cache only
+        (:func:`gradient_flow`), which no caller holds, and which holds no caller's data."""
         self.t_eval, self.recording = t_eval, self.recording._replace(t_eval=t_eval)
-        if self.holds(X, Y) if same is None else same:
+        if same:
             # the loss of a few maps from the thin-QR summary (formed once for these data)
             self._shared.loss_summary()
             return self
@@ -1198,6 +1197,8 @@ def gradient_flow(weights, X, Y, t_eval, eta=1.0, rtol=1e-8, atol=1e-12, backend
     if method is None:                # (prepare_flow's None is its default; here a name)
         raise ValueError(f"method must be one of {METHODS}, got None")
     check_progress(progress)
+    if key is not None:                 # (a kept flow holds no caller's data)
+        X, Y = X.copy(), Y.copy()
     flow = _prepare(shapes, X, Y, locals())
     if key is not None and flow._quick is not None:
         _keep_quick(key, flow)
@@ -1261,11 +1262,11 @@ def _quick_flow(key, X, Y, t_eval):
 
 
 def _keep_quick(key, flow):
-    """Keep ``flow``, on copies of its data, in this thread's cache (the
+    """Keep ``flow`` (prepared on copies of the caller's data) in this thread's cache (the
     :data:`QUICK_CACHE` most recent)."""
     flows = getattr(_quick_flows, "flows", None)
     if flows is None:
         flows = _quick_flows.flows = collections.OrderedDict()
-    flows[key] = flow.refill(flow.X, flow.Y, flow.t_eval, False)   # (with copies)
+    flows[key] = flow
     while len(flows) > QUICK_CACHE:
         flows.popitem(last=False)
